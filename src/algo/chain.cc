@@ -1,0 +1,66 @@
+// Pipelined chains along the ring order, starting or ending at the root (seed 003's ring
+// Broadcast / Reduce): every slot-sized chunk moves one hop per step, so after the first chunk
+// reaches the end the chain delivers one chunk per step.
+#include <algorithm>
+#include <cstring>
+
+#include "algo/algo.h"
+#include "core/comm.h"
+#include "prims/prims.h"
+#include "reduce/reduce.h"
+
+namespace chorus {
+
+namespace {
+inline int mod(int a, int n) { return ((a % n) + n) % n; }
+}  // namespace
+
+// root -> root+1 -> ... -> root-1.
+void chainBroadcast(chorusComm* comm, int channel, const OpDesc& op) {
+  const int n = comm->nranks, r = comm->rank;
+  const size_t esz = chorusTypeSize(op.type), count = op.count;
+  const char* src = static_cast<const char*>(op.sendbuff);
+  char* dst = static_cast<char*>(op.recvbuff);
+  if (n == 1) {
+    if (count && src != dst) memmove(dst, src, count * esz);
+    return;
+  }
+  const int pos = mod(r - op.root, n);  // 0 = root, n-1 = end of the chain
+  Prims prims(comm, channel, pos == 0 ? -1 : mod(r - 1, n), pos == n - 1 ? -1 : mod(r + 1, n),
+              op.type, op.op, "Broadcast");
+  for (size_t off = 0; off < count; off += prims.chunkElems()) {
+    const size_t ne = std::min(prims.chunkElems(), count - off), o = off * esz;
+    if (pos == 0)
+      prims.copySend(src + o, dst + o, ne);
+    else if (pos == n - 1)
+      prims.recv(dst + o, ne);
+    else
+      prims.recvCopySend(dst + o, ne);
+  }
+}
+
+// root+1 -> root+2 -> ... -> root: each hop adds its contribution; the root finishes.
+void chainReduce(chorusComm* comm, int channel, const OpDesc& op) {
+  const int n = comm->nranks, r = comm->rank;
+  const size_t esz = chorusTypeSize(op.type), count = op.count;
+  const char* src = static_cast<const char*>(op.sendbuff);
+  char* dst = static_cast<char*>(op.recvbuff);
+  if (n == 1) {
+    if (count && src != dst) memmove(dst, src, count * esz);
+    return;
+  }
+  const int pos = mod(r - op.root - 1, n);  // 0 = start, n-1 = root
+  Prims prims(comm, channel, pos == 0 ? -1 : mod(r - 1, n), pos == n - 1 ? -1 : mod(r + 1, n),
+              op.type, op.op, "Reduce");
+  for (size_t off = 0; off < count; off += prims.chunkElems()) {
+    const size_t ne = std::min(prims.chunkElems(), count - off), o = off * esz;
+    if (pos == 0)
+      prims.send(src + o, ne);
+    else if (pos == n - 1)
+      prims.recvReduceCopy(src + o, dst + o, ne, /*final=*/true);
+    else
+      prims.recvReduceSend(src + o, ne);
+  }
+}
+
+}  // namespace chorus

@@ -1,0 +1,368 @@
+#include "bootstrap/bootstrap.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "bootstrap/siphash.h"
+#include "core/debug.h"
+#include "core/error.h"
+#include "core/param.h"
+
+namespace chorus {
+
+namespace {
+
+constexpr uint32_t kChallengeMagic = 0x4c414843;  // "CHAL"
+constexpr uint32_t kHelloMagic = 0x4c454843;      // "CHEL"
+constexpr uint32_t kProtocolVersion = 1;
+constexpr uint32_t kMaxRoundBytes = 64u << 20;
+
+struct Challenge {
+  uint32_t magic;
+  uint32_t version;
+  uint8_t nonce[16];
+};
+struct Hello {
+  uint32_t magic;
+  uint32_t rank;
+  uint32_t nranks;
+  uint32_t pad;
+  uint64_t proof;
+};
+
+uint64_t proofFor(const uint8_t secret[16], const uint8_t nonce[16], char role) {
+  uint8_t msg[17];
+  memcpy(msg, nonce, 16);
+  msg[16] = uint8_t(role);
+  return sipHash24(secret, msg, sizeof(msg));
+}
+
+double handshakeTimeout() { return double(envInt("CHORUS_HANDSHAKE_TIMEOUT_MS", 5000)) / 1000.0; }
+
+// The root: a detached thread that owns the listener and, after everyone joined, one socket per
+// rank. It exits when every rank has disconnected, or tears everything down when a rank vanishes
+// in the middle of a round (so the others fail instead of waiting).
+class Root {
+ public:
+  Root(int listenFd, const uint8_t secret[16]) : listenFd_(listenFd) {
+    memcpy(secret_, secret, 16);
+  }
+  void run() {
+    try {
+      join();
+      serveRounds();
+    } catch (const Error& e) {
+      CHORUS_WARN(-1, "bootstrap root: %s", e.message.c_str());
+    }
+    if (listenFd_ >= 0) ::close(listenFd_);
+    for (auto& r : ranks_)
+      if (r.fd >= 0) ::close(r.fd);
+    for (auto& p : pending_) ::close(p.fd);
+  }
+
+ private:
+  struct Pending {
+    int fd;
+    Deadline deadline;
+    uint8_t nonce[16];
+    Hello hello;
+    size_t got;
+  };
+  struct RankConn {
+    int fd = -1;
+    std::vector<char> buf;  // {u32 len, payload} being read
+    size_t got = 0;
+    bool closed = false;
+  };
+
+  void reject(Pending& p, const char* why) {
+    CHORUS_WARN(-1, "bootstrap root: closing connection: %s", why);
+    ::close(p.fd);
+    p.fd = -1;
+  }
+
+  void join() {
+    Deadline joinDeadline = deadlineIn(bootstrapTimeout());
+    int joined = 0;
+    while (nranks_ < 0 || joined < nranks_) {
+      if (Clock::now() > joinDeadline)
+        fail(chorusTimeout, "only %d of %d ranks joined within %.0f s", joined, nranks_,
+             bootstrapTimeout());
+      std::vector<pollfd> fds;
+      fds.push_back({listenFd_, POLLIN, 0});
+      for (auto& p : pending_) fds.push_back({p.fd, POLLIN, 0});
+      poll(fds.data(), fds.size(), 100);
+      if (fds[0].revents & POLLIN) acceptOne();
+      for (size_t i = 0; i < pending_.size(); ++i) {
+        Pending& p = pending_[i];
+        if (Clock::now() > p.deadline) {
+          reject(p, "no valid handshake before the deadline");
+          continue;
+        }
+        if (!(fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        ssize_t n = recv(p.fd, reinterpret_cast<char*>(&p.hello) + p.got, sizeof(Hello) - p.got, 0);
+        if (n <= 0) {
+          if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+          reject(p, "closed during the handshake");
+          continue;
+        }
+        p.got += size_t(n);
+        if (p.got < sizeof(Hello)) continue;
+        const Hello& h = p.hello;
+        if (h.magic != kHelloMagic) {
+          reject(p, "not a Chorus hello (junk)");
+          continue;
+        }
+        if (h.proof != proofFor(secret_, p.nonce, 'C')) {
+          reject(p, "wrong secret proof");
+          continue;
+        }
+        if (nranks_ < 0) {
+          if (h.nranks == 0 || h.nranks > (1u << 20)) {
+            reject(p, "bad nranks");
+            continue;
+          }
+          nranks_ = int(h.nranks);
+          ranks_.resize(size_t(nranks_));
+        }
+        if (int(h.nranks) != nranks_ || h.rank >= h.nranks || ranks_[h.rank].fd >= 0) {
+          CHORUS_WARN(-1, "bootstrap root: rank %u/%u rejected (expected nranks %d%s)", h.rank,
+                      h.nranks, nranks_,
+                      h.rank < h.nranks && int(h.nranks) == nranks_ ? ", rank already joined" : "");
+          ::close(p.fd);
+          p.fd = -1;
+          continue;
+        }
+        uint64_t reply = proofFor(secret_, p.nonce, 'R');
+        if (send(p.fd, &reply, sizeof(reply), MSG_NOSIGNAL) != sizeof(reply)) {
+          reject(p, "cannot answer");
+          continue;
+        }
+        ranks_[h.rank].fd = p.fd;
+        p.fd = -1;
+        ++joined;
+      }
+      std::erase_if(pending_, [](const Pending& p) { return p.fd < 0; });
+    }
+    ::close(listenFd_);
+    listenFd_ = -1;
+    for (auto& p : pending_) reject(p, "communicator complete");
+    pending_.clear();
+  }
+
+  void acceptOne() {
+    while (true) {
+      int fd = accept4(listenFd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) return;
+      Pending p{};
+      p.fd = fd;
+      p.deadline = deadlineIn(handshakeTimeout());
+      fillRandom(p.nonce, sizeof(p.nonce));
+      Challenge c{kChallengeMagic, kProtocolVersion, {}};
+      memcpy(c.nonce, p.nonce, 16);
+      if (send(fd, &c, sizeof(c), MSG_NOSIGNAL) != sizeof(c)) {
+        ::close(fd);
+        continue;
+      }
+      pending_.push_back(p);
+    }
+  }
+
+  void failAll(const std::string& why) { fail(chorusRemoteError, "%s", why.c_str()); }
+
+  void serveRounds() {
+    const int n = nranks_;
+    while (true) {
+      std::vector<pollfd> fds(static_cast<size_t>(n));
+      int open = 0;
+      for (int r = 0; r < n; ++r) {
+        fds[size_t(r)] = {ranks_[size_t(r)].closed ? -1 : ranks_[size_t(r)].fd, POLLIN, 0};
+        open += ranks_[size_t(r)].closed ? 0 : 1;
+      }
+      if (open == 0) return;
+      poll(fds.data(), fds.size(), 1000);
+      bool anyStarted = false, anyClosed = false;
+      for (int r = 0; r < n; ++r) {
+        RankConn& c = ranks_[size_t(r)];
+        if (!c.closed && (fds[size_t(r)].revents & (POLLIN | POLLHUP | POLLERR))) readSome(r);
+        anyStarted = anyStarted || c.got > 0;
+        anyClosed = anyClosed || c.closed;
+      }
+      if (anyStarted && anyClosed) {
+        for (int r = 0; r < n; ++r)
+          if (ranks_[size_t(r)].closed)
+            failAll("rank " + std::to_string(r) + " left while the others exchange data");
+      }
+      bool complete = true;
+      for (auto& c : ranks_) complete = complete && isComplete(c);
+      if (complete) respond();
+    }
+  }
+
+  static bool isComplete(const RankConn& c) {
+    if (c.got < 4) return false;
+    uint32_t len;
+    memcpy(&len, c.buf.data(), 4);
+    return c.got == 4 + size_t(len);
+  }
+
+  void readSome(int r) {
+    RankConn& c = ranks_[size_t(r)];
+    if (c.buf.size() < 4) c.buf.resize(4);
+    size_t want = c.got < 4 ? 4 - c.got : 0;
+    if (c.got >= 4) {
+      uint32_t len;
+      memcpy(&len, c.buf.data(), 4);
+      want = 4 + size_t(len) - c.got;
+      if (want == 0) return;  // complete; waiting for the others
+    }
+    ssize_t k = recv(c.fd, c.buf.data() + c.got, want, 0);
+    if (k <= 0) {
+      if (k < 0 && (errno == EAGAIN || errno == EINTR)) return;
+      c.closed = true;
+      return;
+    }
+    c.got += size_t(k);
+    if (c.got == 4) {
+      uint32_t len;
+      memcpy(&len, c.buf.data(), 4);
+      if (len > kMaxRoundBytes) failAll("rank " + std::to_string(r) + " sent an oversized round");
+      c.buf.resize(4 + size_t(len));
+    }
+  }
+
+  void respond() {
+    uint32_t len;
+    memcpy(&len, ranks_[0].buf.data(), 4);
+    std::vector<char> out;
+    out.reserve(size_t(len) * ranks_.size());
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      uint32_t l;
+      memcpy(&l, ranks_[r].buf.data(), 4);
+      if (l != len)
+        failAll("ranks 0 and " + std::to_string(r) + " exchange different sizes (" +
+                std::to_string(len) + " vs " + std::to_string(l) + " bytes)");
+      out.insert(out.end(), ranks_[r].buf.begin() + 4, ranks_[r].buf.end());
+    }
+    for (auto& c : ranks_) {
+      sendAll(c.fd, out.data(), out.size(), deadlineIn(60), nullptr, "bootstrap root reply");
+      c.got = 0;
+      c.buf.resize(4);
+    }
+  }
+
+  int listenFd_;
+  uint8_t secret_[16];
+  int nranks_ = -1;
+  std::vector<Pending> pending_;
+  std::vector<RankConn> ranks_;
+};
+
+}  // namespace
+
+double bootstrapTimeout() { return double(envInt("CHORUS_BOOTSTRAP_TIMEOUT", 120)); }
+
+IdData decodeId(const chorusUniqueId& id) {
+  IdData d;
+  memcpy(&d, id.internal, sizeof(d));
+  if (d.magic != kIdMagic || (d.addrLen != sizeof(sockaddr_in) && d.addrLen != sizeof(sockaddr_in6)))
+    fail(chorusInvalidArgument, "commId is not a Chorus unique id (use chorusGetUniqueId)");
+  return d;
+}
+
+chorusUniqueId encodeId(const SockAddr& root, const uint8_t secret[16]) {
+  chorusUniqueId id;
+  memset(&id, 0, sizeof(id));
+  IdData d{};
+  d.magic = kIdMagic;
+  d.addrLen = root.len;
+  memcpy(d.addr, &root.ss, root.len);
+  memcpy(d.secret, secret, 16);
+  memcpy(id.internal, &d, sizeof(d));
+  return id;
+}
+
+chorusUniqueId startRoot(SockAddr addr, const uint8_t secret[16]) {
+  int fd = listenOn(&addr);
+  CHORUS_INFO(-1, "bootstrap root listening on %s", addr.str().c_str());
+  auto* root = new Root(fd, secret);
+  std::thread([root] {
+    root->run();
+    delete root;
+  }).detach();
+  return encodeId(addr, secret);
+}
+
+Bootstrap::Bootstrap(const chorusUniqueId& id, int rank, int nranks,
+                     const std::atomic<bool>* abortFlag)
+    : rank_(rank), nranks_(nranks), abortFlag_(abortFlag) {
+  IdData d = decodeId(id);
+  SockAddr root;
+  memcpy(&root.ss, d.addr, d.addrLen);
+  root.len = d.addrLen;
+  Deadline deadline = deadlineIn(bootstrapTimeout());
+  while (true) {
+    fd_ = connectTo(root, deadline, abortFlag_);
+    try {
+      Challenge c;
+      recvAll(fd_, &c, sizeof(c), deadlineIn(handshakeTimeout() * 2), abortFlag_,
+              "bootstrap handshake");
+      if (c.magic != kChallengeMagic || c.version != kProtocolVersion)
+        fail(chorusSystemError, "bootstrap root at %s is not a Chorus root (or another version)",
+             root.str().c_str());
+      Hello h{kHelloMagic, uint32_t(rank), uint32_t(nranks), 0, proofFor(d.secret, c.nonce, 'C')};
+      sendAll(fd_, &h, sizeof(h), deadline, abortFlag_, "bootstrap hello");
+      uint64_t reply = 0;
+      recvAll(fd_, &reply, sizeof(reply), deadline, abortFlag_, "bootstrap join");
+      if (reply != proofFor(d.secret, c.nonce, 'R'))
+        fail(chorusSystemError, "bootstrap root at %s failed to prove the secret",
+             root.str().c_str());
+      return;
+    } catch (const Error& e) {
+      ::close(fd_);
+      fd_ = -1;
+      if (e.code == chorusRemoteError && Clock::now() < deadline) {
+        // The root closed us (e.g. a stale root on a reused port); try again.
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
+      fail(e.code, "rank %d: cannot join the communicator at %s: %s", rank, root.str().c_str(),
+           e.message.c_str());
+    }
+  }
+}
+
+Bootstrap::~Bootstrap() { close(); }
+
+void Bootstrap::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void Bootstrap::allGather(const void* mine, size_t size, void* all, Deadline deadline) {
+  if (fd_ < 0) fail(chorusInvalidUsage, "rank %d: bootstrap already closed", rank_);
+  uint32_t len = uint32_t(size);
+  std::vector<char> msg(4 + size);
+  memcpy(msg.data(), &len, 4);
+  memcpy(msg.data() + 4, mine, size);
+  try {
+    sendAll(fd_, msg.data(), msg.size(), deadline, abortFlag_, "bootstrap allgather");
+    recvAll(fd_, all, size * size_t(nranks_), deadline, abortFlag_, "bootstrap allgather");
+  } catch (const Error& e) {
+    fail(e.code, "rank %d: %s (another rank failed or left)", rank_, e.message.c_str());
+  }
+}
+
+void Bootstrap::barrier(Deadline deadline) {
+  char c = 0;
+  std::vector<char> all(static_cast<size_t>(nranks_));
+  allGather(&c, 1, all.data(), deadline);
+}
+
+}  // namespace chorus

@@ -1,0 +1,98 @@
+// The communicator: identity, bootstrap, transport connections and error state.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "chorus/chorus.h"
+#include "transport/fifo.h"
+#include "transport/segment.h"
+
+namespace chorus {
+
+enum class CommState : int { kInitializing, kReady, kFailed, kFinalized, kAborted };
+
+struct PeerInfo {
+  int32_t rank;
+  int32_t pid;
+  uint64_t hostHash;
+  int32_t nchannels;  // proposal; rank 0's wins
+  int32_t pad;
+  uint64_t slotBytes;  // proposal; rank 0's wins
+  uint64_t segAddr;    // address of the segment in its owner's process
+  char hostname[64];
+  char segName[96];
+};
+
+}  // namespace chorus
+
+struct chorusComm {
+  uint64_t magic = 0;
+  int rank = -1;
+  int nranks = 0;
+  std::atomic<chorus::CommState> state{chorus::CommState::kInitializing};
+  std::atomic<bool> abortFlag{false};
+  std::atomic<int> asyncError{chorusSuccess};
+  std::mutex errMutex;
+  std::string lastError;
+
+  std::unique_ptr<chorus::Bootstrap> bootstrap;
+  std::vector<chorus::PeerInfo> peers;
+  int nchannels = 1;
+  size_t slotBytes = 0;
+  chorus::Segment mySegment;
+  std::vector<chorus::Segment> peerSegments;            // by rank; [rank] is unused
+  std::vector<std::vector<chorus::SendConn>> sendConns;  // [channel][peer]
+  std::vector<std::vector<chorus::RecvConn>> recvConns;  // [channel][peer]
+
+  // Thread-safety checks: the thread currently inside an API call on this communicator, and
+  // whether an operation is executing (from a stream or a caller).
+  std::atomic<uint64_t> apiOwner{0};
+  std::atomic<int> executing{0};
+  std::atomic<int> pending{0};  // operations queued on streams, not yet finished
+  uint64_t opCount = 0;
+  double timeoutSec = 0;  // CHORUS_TIMEOUT
+
+  std::thread initThread;  // non-blocking init
+  chorusComm* parentForLog = nullptr;
+
+  const chorus::SegmentHeader* peerHeader(int peer) const {
+    return peer == rank ? mySegment.header() : peerSegments[size_t(peer)].header();
+  }
+};
+
+namespace chorus {
+
+constexpr uint64_t kCommMagic = 0x434f4d4d43484f52ULL;
+
+// Registry of live communicators, so that a destroyed handle is reported, not dereferenced.
+void registerComm(chorusComm* comm);
+void unregisterComm(chorusComm* comm);
+bool isLiveComm(chorusComm* comm);
+
+// Marks the communicator failed with `code` (async error) and tells same-node peers.
+void markFailed(chorusComm* comm, chorusResult_t code, const std::string& message);
+
+}  // namespace chorus
+
+namespace chorus {
+class ApiGuard {
+ public:
+  ApiGuard(chorusComm_t comm, const char* fn);
+  ~ApiGuard();
+  ApiGuard(const ApiGuard&) = delete;
+  ApiGuard& operator=(const ApiGuard&) = delete;
+
+ private:
+  chorusComm_t comm_;
+  bool owned_ = false;
+};
+}  // namespace chorus

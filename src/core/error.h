@@ -1,0 +1,24 @@
+// Errors: an exception type that carries an NCCL-style code through the layers, and the
+// per-thread / per-communicator "last error" text behind chorusGetLastError.
+#pragma once
+
+#include <string>
+
+#include "chorus/chorus.h"
+
+namespace chorus {
+
+struct Error {
+  chorusResult_t code;
+  std::string message;
+};
+
+[[noreturn]] void fail(chorusResult_t code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// Records `message` as the calling thread's last error (and the communicator's, if any).
+void setLastError(chorusComm_t comm, const std::string& message);
+void setThreadLastError(const std::string& message);
+const char* threadLastError();
+
+}  // namespace chorus

@@ -1,0 +1,155 @@
+#include "core/exec.h"
+
+#include <algorithm>
+#include <optional>
+#include <thread>
+
+#include "algo/algo.h"
+#include "core/comm.h"
+#include "core/error.h"
+#include "core/wait.h"
+
+namespace chorus {
+
+namespace {
+
+// Claims the communicator for execution; two concurrent executions would interleave their
+// slots, so the second is refused.
+struct ExecGuard {
+  chorusComm* comm;
+  explicit ExecGuard(chorusComm* c) : comm(c) {
+    if (comm->executing.fetch_add(1) != 0) {
+      comm->executing.fetch_sub(1);
+      fail(chorusInvalidUsage,
+           "rank %d: the communicator is already executing an operation from another thread or "
+           "stream (a communicator must be used by one thread or stream at a time)",
+           comm->rank);
+    }
+  }
+  ~ExecGuard() { comm->executing.fetch_sub(1); }
+};
+
+void checkUsable(chorusComm* comm) {
+  if (comm->abortFlag.load())
+    fail(chorusInvalidUsage, "rank %d: the communicator was aborted", comm->rank);
+  CommState s = comm->state.load();
+  if (s == CommState::kFailed)
+    fail(chorusInvalidUsage, "rank %d: the communicator failed earlier (%s); only abort or destroy it",
+         comm->rank, chorusGetErrorString(chorusResult_t(comm->asyncError.load())));
+  if (s != CommState::kReady)
+    fail(chorusInvalidUsage, "rank %d: the communicator is not ready (initializing, finalized or aborted)",
+         comm->rank);
+}
+
+void runCommOps(chorusComm* comm, const std::vector<const OpDesc*>& ops) {
+  std::vector<P2PTransfer> p2p;
+  for (const OpDesc* op : ops) {
+    if (isP2P(op->kind)) {
+      char* buf = op->kind == OpKind::kSend
+                      ? const_cast<char*>(static_cast<const char*>(op->sendbuff))
+                      : static_cast<char*>(op->recvbuff);
+      p2p.push_back({op->kind == OpKind::kSend, op->root, buf,
+                     op->count * chorusTypeSize(op->type)});
+    } else {
+      runCollective(*op);
+    }
+  }
+  if (!p2p.empty()) {
+    runP2P(comm, p2p, p2p.size() == 1 ? (p2p[0].isSend ? "Send" : "Recv") : "Send/Recv group");
+    ++comm->opCount;
+  }
+}
+
+chorusResult_t runCommOpsCaught(chorusComm* comm, const std::vector<const OpDesc*>& ops) {
+  std::optional<ExecGuard> guard;
+  try {
+    checkUsable(comm);
+    guard.emplace(comm);
+  } catch (const Error& e) {  // refused before anything moved: the communicator stays usable
+    setLastError(comm, e.message);
+    return e.code;
+  }
+  try {
+    runCommOps(comm, ops);
+    return chorusSuccess;
+  } catch (const Error& e) {
+    // A failure in the middle of an operation leaves the connections in an unknown state: the
+    // communicator can only be aborted or destroyed from now on, and peers are told.
+    setLastError(comm, e.message);
+    if (!comm->abortFlag.load()) markFailed(comm, e.code, e.message);
+    return e.code;
+  }
+}
+
+}  // namespace
+
+chorusResult_t executeOne(const OpDesc& op) {
+  std::vector<const OpDesc*> v{&op};
+  return runCommOpsCaught(op.comm, v);
+}
+
+chorusResult_t executeBatch(const std::vector<OpDesc>& ops) {
+  std::vector<chorusComm*> comms;
+  std::vector<std::vector<const OpDesc*>> perComm;
+  for (const auto& op : ops) {
+    auto it = std::find(comms.begin(), comms.end(), op.comm);
+    if (it == comms.end()) {
+      comms.push_back(op.comm);
+      perComm.emplace_back();
+      it = comms.end() - 1;
+    }
+    perComm[size_t(it - comms.begin())].push_back(&op);
+  }
+  if (comms.size() == 1) return runCommOpsCaught(comms[0], perComm[0]);
+  // Several communicators driven from one thread (NCCL's single-thread, many-ranks pattern):
+  // each runs on its own thread so that they progress together.
+  std::vector<chorusResult_t> results(comms.size(), chorusSuccess);
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < comms.size(); ++i)
+    threads.emplace_back([&, i] { results[i] = runCommOpsCaught(comms[i], perComm[i]); });
+  results[0] = runCommOpsCaught(comms[0], perComm[0]);
+  for (auto& t : threads) t.join();
+  for (auto r : results)
+    if (r != chorusSuccess) return r;
+  return chorusSuccess;
+}
+
+namespace {
+// The null stream orders after the communicator's queued stream work.
+void waitQueued(chorusComm* comm) {
+  if (comm->pending.load() == 0) return;
+  Waiter w(comm, -1, "waiting for the communicator's queued stream operations");
+  while (comm->pending.load() != 0) w.pause();
+}
+}  // namespace
+
+chorusResult_t submit(std::vector<OpDesc> ops) {
+  if (ops.empty()) return chorusSuccess;
+  // Split by stream, keeping order.
+  std::vector<chorusStream_t> streams;
+  for (auto& op : ops)
+    if (std::find(streams.begin(), streams.end(), op.stream) == streams.end())
+      streams.push_back(op.stream);
+  chorusResult_t result = chorusSuccess;
+  for (chorusStream_t s : streams) {
+    std::vector<OpDesc> batch;
+    for (auto& op : ops)
+      if (op.stream == s) batch.push_back(op);
+    if (s != nullptr) {
+      for (auto& op : batch) op.comm->pending.fetch_add(1);
+      streamEnqueue(s, std::move(batch));
+      continue;
+    }
+    try {
+      for (auto& op : batch) waitQueued(op.comm);
+    } catch (const Error& e) {
+      setLastError(batch[0].comm, e.message);
+      return e.code;
+    }
+    chorusResult_t r = executeBatch(batch);
+    if (r != chorusSuccess && result == chorusSuccess) result = r;
+  }
+  return result;
+}
+
+}  // namespace chorus

@@ -1,0 +1,22 @@
+// Execution of validated operations: one at a time, or a group's batch.
+#pragma once
+
+#include <vector>
+
+#include "core/op.h"
+
+namespace chorus {
+
+// Runs a single operation (collective or send/recv) on its communicator to completion.
+chorusResult_t executeOne(const OpDesc& op);
+// Runs a group's operations (possibly on several communicators) to completion: per
+// communicator, collectives in issue order, then every send/recv together.
+chorusResult_t executeBatch(const std::vector<OpDesc>& ops);
+// Queues on op.stream, or executes now in the calling thread for the null stream.
+chorusResult_t submit(std::vector<OpDesc> ops);
+
+// Stream internals used by submit.
+void streamEnqueue(chorusStream_t stream, std::vector<OpDesc> ops);
+bool isLiveStream(chorusStream_t stream);
+
+}  // namespace chorus

@@ -1,0 +1,10 @@
+// Groups (chorusGroupStart / chorusGroupEnd): per-thread, nestable; operations issued inside
+// are collected and submitted together when the outermost group ends.
+#pragma once
+
+#include "core/op.h"
+
+namespace chorus {
+int groupDepth();
+void groupAdd(const OpDesc& op);
+}  // namespace chorus

@@ -1,0 +1,437 @@
+// Communicator lifecycle: unique id, init (blocking and not), InitAll, Split, Finalize, Destroy,
+// Abort, and the queries.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <unordered_set>
+
+#include "bootstrap/siphash.h"
+#include "core/comm.h"
+#include "core/debug.h"
+#include "core/error.h"
+#include "core/param.h"
+#include "core/wait.h"
+
+namespace chorus {
+
+namespace {
+std::mutex gCommsMu;
+std::unordered_set<chorusComm*> gComms;
+
+uint64_t hostHash(std::string* hostnameOut) {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  *hostnameOut = host;
+  std::string id = envStr("CHORUS_HOSTID");
+  if (id.empty()) {
+    std::ifstream f("/proc/sys/kernel/random/boot_id");
+    std::string boot;
+    std::getline(f, boot);
+    id = std::string(host) + "|" + boot;
+  }
+  static const uint8_t key[16] = {'c', 'h', 'o', 'r', 'u', 's', '-', 'h',
+                                  'o', 's', 't', '-', 'h', 'a', 's', 'h'};
+  return sipHash24(key, id.data(), id.size());
+}
+
+size_t slotBytesFromEnv() {
+  int64_t buff = envSize("CHORUS_BUFFSIZE", 1 << 20);
+  int64_t slot = buff / kNSteps;
+  slot = std::max<int64_t>(4096, slot & ~int64_t(4095));
+  return size_t(slot);
+}
+
+void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg) {
+  c->timeoutSec = double(envInt("CHORUS_TIMEOUT", 0));
+  c->bootstrap = std::make_unique<Bootstrap>(id, c->rank, c->nranks, &c->abortFlag);
+  Deadline deadline = deadlineIn(bootstrapTimeout());
+
+  PeerInfo mine{};
+  std::string host;
+  mine.rank = c->rank;
+  mine.pid = int32_t(getpid());
+  mine.hostHash = hostHash(&host);
+  snprintf(mine.hostname, sizeof(mine.hostname), "%s", host.c_str());
+  int maxCh = cfg && cfg->maxChannels > 0 ? cfg->maxChannels
+                                          : int(envInt("CHORUS_MAX_NCHANNELS", 1));
+  mine.nchannels = std::clamp(maxCh, 1, 64);
+  mine.slotBytes = slotBytesFromEnv();
+  c->peers.resize(size_t(c->nranks));
+  c->bootstrap->allGather(&mine, sizeof(mine), c->peers.data(), deadline);
+
+  // Rank 0's proposal wins so that every rank slices data identically.
+  c->nchannels = c->peers[0].nchannels;
+  c->slotBytes = c->peers[0].slotBytes;
+  bool otherProcess = false;
+  for (const auto& p : c->peers) {
+    if (p.hostHash != mine.hostHash)
+      fail(chorusInvalidUsage,
+           "rank %d: rank %d is on another node (%s); only ranks of one node are supported by this "
+           "build (shared-memory transport)",
+           c->rank, p.rank, p.hostname);
+    otherProcess = otherProcess || p.pid != mine.pid;
+  }
+  if (otherProcess && envInt("CHORUS_SHM_DISABLE", 0) != 0)
+    fail(chorusInvalidUsage, "rank %d: CHORUS_SHM_DISABLE=1 but ranks of this node are in other "
+         "processes and no other transport is available", c->rank);
+
+  SegmentLayout layout{c->nranks, c->nchannels, c->slotBytes};
+  c->mySegment = Segment::create(layout, c->rank, otherProcess);
+  mine.segAddr = reinterpret_cast<uint64_t>(c->mySegment.base());
+  snprintf(mine.segName, sizeof(mine.segName), "%s", c->mySegment.name().c_str());
+  try {
+    c->bootstrap->allGather(&mine, sizeof(mine), c->peers.data(), deadline);
+    c->peerSegments.resize(size_t(c->nranks));
+    for (int p = 0; p < c->nranks; ++p) {
+      if (p == c->rank) continue;
+      const PeerInfo& pi = c->peers[size_t(p)];
+      c->peerSegments[size_t(p)] =
+          Segment::attach(pi.segName, reinterpret_cast<void*>(pi.segAddr), pid_t(pi.pid));
+    }
+    // Every peer has mapped every segment: the names can go, so a crash leaves no trace.
+    c->bootstrap->barrier(deadline);
+  } catch (...) {
+    c->mySegment.unlinkName();
+    throw;
+  }
+  c->mySegment.unlinkName();
+
+  c->sendConns.assign(size_t(c->nchannels), std::vector<SendConn>(size_t(c->nranks)));
+  c->recvConns.assign(size_t(c->nchannels), std::vector<RecvConn>(size_t(c->nranks)));
+  for (int ch = 0; ch < c->nchannels; ++ch)
+    for (int p = 0; p < c->nranks; ++p) {
+      const Segment& peerSeg = p == c->rank ? c->mySegment : c->peerSegments[size_t(p)];
+      SendConn& s = c->sendConns[size_t(ch)][size_t(p)];
+      s.ctrl = peerSeg.fifoCtrl(ch, c->rank);
+      s.data = peerSeg.fifoData(ch, c->rank);
+      s.slotBytes = c->slotBytes;
+      s.peer = p;
+      RecvConn& r = c->recvConns[size_t(ch)][size_t(p)];
+      r.ctrl = c->mySegment.fifoCtrl(ch, p);
+      r.data = c->mySegment.fifoData(ch, p);
+      r.slotBytes = c->slotBytes;
+      r.peer = p;
+    }
+  CHORUS_INFO(c->rank, "init done: nranks %d, %s, %d channel(s), slot %zu bytes x %d steps",
+              c->nranks, otherProcess ? "shared memory between processes" : "in-process memory",
+              c->nchannels, c->slotBytes, kNSteps);
+  c->state.store(CommState::kReady);
+}
+
+void freeComm(chorusComm* c) {
+  if (c->initThread.joinable()) c->initThread.join();
+  for (auto& s : c->peerSegments) s.release();
+  c->mySegment.release();
+  c->bootstrap.reset();
+  unregisterComm(c);
+  c->magic = 0;
+  delete c;
+}
+
+// Waits until no stream holds queued work for the communicator (watched: abort, peers).
+void drainQueued(chorusComm* c) {
+  Waiter w(c, -1, "waiting for queued operations");
+  while (c->pending.load() != 0 || c->executing.load() != 0) w.pause();
+}
+
+chorusResult_t report(chorusComm* comm, const Error& e) {
+  setLastError(comm, e.message);
+  CHORUS_WARN(comm ? comm->rank : -1, "%s", e.message.c_str());
+  return e.code;
+}
+
+uint64_t threadToken() {
+  static thread_local char tag;
+  return reinterpret_cast<uint64_t>(&tag);
+}
+
+}  // namespace
+
+void registerComm(chorusComm* comm) {
+  std::lock_guard<std::mutex> l(gCommsMu);
+  gComms.insert(comm);
+}
+void unregisterComm(chorusComm* comm) {
+  std::lock_guard<std::mutex> l(gCommsMu);
+  gComms.erase(comm);
+}
+bool isLiveComm(chorusComm* comm) {
+  std::lock_guard<std::mutex> l(gCommsMu);
+  return gComms.count(comm) != 0;
+}
+
+void markFailed(chorusComm* comm, chorusResult_t code, const std::string& message) {
+  int expected = chorusSuccess;
+  comm->asyncError.compare_exchange_strong(expected, code);
+  comm->state.store(CommState::kFailed);
+  if (comm->mySegment.base()) comm->mySegment.header()->failed.store(1);
+  CHORUS_WARN(comm->rank, "communicator failed: %s", message.c_str());
+}
+
+void setLastError(chorusComm_t comm, const std::string& message) {
+  setThreadLastError(message);
+  if (comm && isLiveComm(comm)) {
+    std::lock_guard<std::mutex> l(comm->errMutex);
+    comm->lastError = message;
+  }
+}
+
+// Guards an API call on a communicator: it must be live, and no other thread may be inside a
+// call on it at the same time (NCCL's rule: one thread drives a communicator).
+ApiGuard::ApiGuard(chorusComm_t comm, const char* fn) : comm_(nullptr) {
+  if (comm == nullptr) fail(chorusInvalidArgument, "%s: comm is NULL", fn);
+  if (!isLiveComm(comm))
+    fail(chorusInvalidArgument, "%s: comm is not a live communicator (destroyed or never created)", fn);
+  uint64_t me = threadToken(), expected = 0;
+  if (!comm->apiOwner.compare_exchange_strong(expected, me) && expected != me)
+    fail(chorusInvalidUsage,
+         "%s (rank %d): called from a second thread while another thread is inside a call on "
+         "this communicator (a communicator must be driven by one thread at a time)",
+         fn, comm->rank);
+  owned_ = expected == 0;
+  comm_ = comm;
+}
+
+ApiGuard::~ApiGuard() {
+  if (comm_ && owned_) comm_->apiOwner.store(0);
+}
+
+}  // namespace chorus
+
+using namespace chorus;
+
+chorusResult_t chorusGetUniqueId(chorusUniqueId* uniqueId) {
+  try {
+    if (uniqueId == nullptr) fail(chorusInvalidArgument, "chorusGetUniqueId: uniqueId is NULL");
+    uint8_t secret[16];
+    fillRandom(secret, sizeof(secret));
+    *uniqueId = startRoot(pickLocalAddress(), secret);
+    return chorusSuccess;
+  } catch (const Error& e) {
+    return report(nullptr, e);
+  }
+}
+
+chorusResult_t chorusCommInitRankConfig(chorusComm_t* comm, int nranks, chorusUniqueId commId,
+                                        int rank, chorusConfig_t* config) {
+  try {
+    if (comm == nullptr) fail(chorusInvalidArgument, "chorusCommInitRank (rank %d): comm is NULL", rank);
+    *comm = nullptr;
+    if (nranks < 1)
+      fail(chorusInvalidArgument, "chorusCommInitRank (rank %d): nranks %d must be >= 1", rank, nranks);
+    if (rank < 0 || rank >= nranks)
+      fail(chorusInvalidArgument, "chorusCommInitRank: rank %d out of range [0, %d)", rank, nranks);
+    if (config && (config->magic != CHORUS_CONFIG_MAGIC || config->size != sizeof(chorusConfig_t)))
+      fail(chorusInvalidArgument,
+           "chorusCommInitRankConfig (rank %d): config not initialised with CHORUS_CONFIG_INITIALIZER",
+           rank);
+    decodeId(commId);
+  } catch (const Error& e) {
+    return report(nullptr, e);
+  }
+  auto* c = new chorusComm();
+  c->magic = kCommMagic;
+  c->rank = rank;
+  c->nranks = nranks;
+  registerComm(c);
+  chorusConfig_t cfg = config ? *config : chorusConfig_t CHORUS_CONFIG_INITIALIZER;
+  if (cfg.blocking == 0) {
+    c->asyncError.store(chorusInProgress);
+    *comm = c;
+    c->initThread = std::thread([c, commId, cfg] {
+      try {
+        initComm(c, commId, &cfg);
+        c->asyncError.store(chorusSuccess);
+      } catch (const Error& e) {
+        setLastError(c, e.message);
+        CHORUS_WARN(c->rank, "%s", e.message.c_str());
+        c->asyncError.store(e.code);
+        c->state.store(CommState::kFailed);
+      }
+    });
+    return chorusInProgress;
+  }
+  try {
+    initComm(c, commId, &cfg);
+    *comm = c;
+    return chorusSuccess;
+  } catch (const Error& e) {
+    chorusResult_t r = report(nullptr, e);
+    freeComm(c);
+    return r;
+  }
+}
+
+chorusResult_t chorusCommInitRank(chorusComm_t* comm, int nranks, chorusUniqueId commId, int rank) {
+  return chorusCommInitRankConfig(comm, nranks, commId, rank, nullptr);
+}
+
+chorusResult_t chorusCommInitAll(chorusComm_t* comms, int ndev, const int* devlist) {
+  (void)devlist;  // host memory: no devices
+  try {
+    if (comms == nullptr) fail(chorusInvalidArgument, "chorusCommInitAll: comms is NULL");
+    if (ndev < 1) fail(chorusInvalidArgument, "chorusCommInitAll: ndev %d must be >= 1", ndev);
+    uint8_t secret[16];
+    fillRandom(secret, sizeof(secret));
+    SockAddr lo = parseHostPort("127.0.0.1:0");
+    chorusUniqueId id = startRoot(lo, secret);
+    std::vector<chorusResult_t> rs(static_cast<size_t>(ndev));
+    std::vector<std::thread> ts;
+    for (int i = 0; i < ndev; ++i)
+      ts.emplace_back([&, i] { rs[size_t(i)] = chorusCommInitRank(&comms[i], ndev, id, i); });
+    for (auto& t : ts) t.join();
+    for (int i = 0; i < ndev; ++i)
+      if (rs[size_t(i)] != chorusSuccess) {
+        for (int j = 0; j < ndev; ++j)
+          if (comms[j]) chorusCommDestroy(comms[j]), comms[j] = nullptr;
+        return rs[size_t(i)];
+      }
+    return chorusSuccess;
+  } catch (const Error& e) {
+    return report(nullptr, e);
+  }
+}
+
+chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key, chorusComm_t* newcomm,
+                               chorusConfig_t* config) {
+  chorusUniqueId id;
+  int newRank = -1, newSize = 0;
+  try {
+    ApiGuard g(comm, "chorusCommSplit");
+    if (newcomm == nullptr) fail(chorusInvalidArgument, "chorusCommSplit (rank %d): newcomm is NULL", comm->rank);
+    *newcomm = nullptr;
+    if (color < 0 && color != CHORUS_SPLIT_NOCOLOR)
+      fail(chorusInvalidArgument, "chorusCommSplit (rank %d): color %d must be >= 0 or CHORUS_SPLIT_NOCOLOR",
+           comm->rank, color);
+    if (comm->state.load() != CommState::kReady)
+      fail(chorusInvalidUsage, "chorusCommSplit (rank %d): communicator not ready", comm->rank);
+    drainQueued(comm);
+    struct Entry {
+      int32_t color, key, rank;
+    } mine{color, key, comm->rank};
+    std::vector<Entry> all(static_cast<size_t>(comm->nranks));
+    comm->bootstrap->allGather(&mine, sizeof(mine), all.data());
+    std::vector<Entry> members;
+    for (auto& e : all)
+      if (e.color == color && color != CHORUS_SPLIT_NOCOLOR) members.push_back(e);
+    std::stable_sort(members.begin(), members.end(), [](const Entry& a, const Entry& b) {
+      return a.key != b.key ? a.key < b.key : a.rank < b.rank;
+    });
+    for (size_t i = 0; i < members.size(); ++i)
+      if (members[i].rank == comm->rank) newRank = int(i);
+    newSize = int(members.size());
+    // The first member of each color hosts its root and shares the id through the parent.
+    chorusUniqueId myId;
+    memset(&myId, 0, sizeof(myId));
+    if (newRank == 0) {
+      uint8_t secret[16];
+      fillRandom(secret, sizeof(secret));
+      myId = startRoot(pickLocalAddress(), secret);
+    }
+    std::vector<chorusUniqueId> ids(static_cast<size_t>(comm->nranks));
+    comm->bootstrap->allGather(&myId, sizeof(myId), ids.data());
+    if (newRank >= 0) id = ids[size_t(members[0].rank)];
+  } catch (const Error& e) {
+    return report(comm && isLiveComm(comm) ? comm : nullptr, e);
+  }
+  if (newRank < 0) return chorusSuccess;  // CHORUS_SPLIT_NOCOLOR
+  return chorusCommInitRankConfig(newcomm, newSize, id, newRank, config);
+}
+
+chorusResult_t chorusCommFinalize(chorusComm_t comm) {
+  try {
+    ApiGuard g(comm, "chorusCommFinalize");
+    if (comm->initThread.joinable()) comm->initThread.join();
+    if (comm->state.load() != CommState::kReady)
+      fail(chorusInvalidUsage, "chorusCommFinalize (rank %d): communicator not ready", comm->rank);
+    drainQueued(comm);
+    // No peer may still be writing into our FIFOs when we go.
+    comm->bootstrap->barrier();
+    comm->state.store(CommState::kFinalized);
+    return chorusSuccess;
+  } catch (const Error& e) {
+    return report(comm && isLiveComm(comm) ? comm : nullptr, e);
+  }
+}
+
+chorusResult_t chorusCommDestroy(chorusComm_t comm) {
+  try {
+    ApiGuard g(comm, "chorusCommDestroy");
+    if (comm->initThread.joinable()) comm->initThread.join();
+    try {
+      drainQueued(comm);
+    } catch (const Error&) {
+      // Peers failed while work was queued: the queued operations fail on their own.
+      comm->abortFlag.store(true);
+      while (comm->pending.load() != 0 || comm->executing.load() != 0) usleep(1000);
+    }
+  } catch (const Error& e) {
+    return report(nullptr, e);
+  }
+  unregisterComm(comm);  // later calls with this handle get a clear error
+  comm->apiOwner.store(0);
+  freeComm(comm);
+  return chorusSuccess;
+}
+
+chorusResult_t chorusCommAbort(chorusComm_t comm) {
+  if (comm == nullptr || !isLiveComm(comm)) {
+    setThreadLastError("chorusCommAbort: comm is NULL or not a live communicator");
+    return chorusInvalidArgument;
+  }
+  // No ApiGuard: abort is meant to be called while another thread is blocked in a call.
+  comm->abortFlag.store(true);
+  if (comm->mySegment.base()) comm->mySegment.header()->failed.store(1);
+  if (comm->initThread.joinable()) comm->initThread.join();
+  unregisterComm(comm);
+  // Every wait polls the abort flag: in-flight and queued operations leave quickly.
+  while (comm->pending.load() != 0 || comm->executing.load() != 0 || comm->apiOwner.load() != 0)
+    usleep(1000);
+  comm->state.store(CommState::kAborted);
+  freeComm(comm);
+  return chorusSuccess;
+}
+
+chorusResult_t chorusCommGetAsyncError(chorusComm_t comm, chorusResult_t* asyncError) {
+  if (comm == nullptr || !isLiveComm(comm)) {
+    setThreadLastError("chorusCommGetAsyncError: comm is NULL or not a live communicator");
+    return chorusInvalidArgument;
+  }
+  if (asyncError == nullptr) {
+    setLastError(comm, format("chorusCommGetAsyncError (rank %d): asyncError is NULL", comm->rank));
+    return chorusInvalidArgument;
+  }
+  *asyncError = chorusResult_t(comm->asyncError.load());
+  if (*asyncError != chorusInProgress && comm->initThread.joinable()) comm->initThread.join();
+  return chorusSuccess;
+}
+
+chorusResult_t chorusCommCount(const chorusComm_t comm, int* count) {
+  if (comm == nullptr || !isLiveComm(comm)) {
+    setThreadLastError("chorusCommCount: comm is NULL or not a live communicator");
+    return chorusInvalidArgument;
+  }
+  if (count == nullptr) {
+    setLastError(comm, format("chorusCommCount (rank %d): count is NULL", comm->rank));
+    return chorusInvalidArgument;
+  }
+  *count = comm->nranks;
+  return chorusSuccess;
+}
+
+chorusResult_t chorusCommUserRank(const chorusComm_t comm, int* rank) {
+  if (comm == nullptr || !isLiveComm(comm)) {
+    setThreadLastError("chorusCommUserRank: comm is NULL or not a live communicator");
+    return chorusInvalidArgument;
+  }
+  if (rank == nullptr) {
+    setLastError(comm, format("chorusCommUserRank (rank %d): rank is NULL", comm->rank));
+    return chorusInvalidArgument;
+  }
+  *rank = comm->rank;
+  return chorusSuccess;
+}

@@ -1,0 +1,14 @@
+// Environment parameters (CHORUS_*), read once.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace chorus {
+
+int64_t envInt(const char* name, int64_t defaultValue);
+std::string envStr(const char* name, const char* defaultValue = "");
+// Size with optional K/M/G (binary) suffix.
+int64_t envSize(const char* name, int64_t defaultValue);
+
+}  // namespace chorus

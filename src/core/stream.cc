@@ -1,0 +1,133 @@
+// chorusStream_t: an ordered queue of operations run by one worker thread. The worker sleeps on
+// a condition variable when idle (no core burnt). The first error since the last
+// chorusStreamSynchronize is kept and reported by Query/Synchronize.
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_set>
+
+#include "core/comm.h"
+#include "core/error.h"
+#include "core/exec.h"
+
+struct chorusStream {
+  std::mutex mu;
+  std::condition_variable work, done;
+  std::deque<std::vector<chorus::OpDesc>> queue;
+  uint64_t enqueued = 0, completed = 0;
+  chorusResult_t error = chorusSuccess;
+  std::string errorMessage;
+  bool stop = false;
+  std::thread worker;
+
+  void run() {
+    std::unique_lock<std::mutex> lock(mu);
+    while (true) {
+      work.wait(lock, [&] { return stop || !queue.empty(); });
+      if (queue.empty()) return;
+      std::vector<chorus::OpDesc> batch = std::move(queue.front());
+      queue.pop_front();
+      lock.unlock();
+      chorusResult_t r = chorus::executeBatch(batch);
+      std::string msg = r == chorusSuccess ? "" : chorusGetLastError(batch[0].comm);
+      for (auto& op : batch) op.comm->pending.fetch_sub(1);
+      lock.lock();
+      if (r != chorusSuccess && error == chorusSuccess) {
+        error = r;
+        errorMessage = msg;
+      }
+      ++completed;
+      done.notify_all();
+    }
+  }
+};
+
+namespace chorus {
+
+namespace {
+std::mutex gStreamsMu;
+std::unordered_set<chorusStream_t> gStreams;
+}  // namespace
+
+bool isLiveStream(chorusStream_t s) {
+  std::lock_guard<std::mutex> l(gStreamsMu);
+  return gStreams.count(s) != 0;
+}
+
+void streamEnqueue(chorusStream_t s, std::vector<OpDesc> ops) {
+  std::lock_guard<std::mutex> l(s->mu);
+  s->queue.push_back(std::move(ops));
+  ++s->enqueued;
+  s->work.notify_one();
+}
+
+}  // namespace chorus
+
+using namespace chorus;
+
+chorusResult_t chorusStreamCreate(chorusStream_t* stream) {
+  if (stream == nullptr) {
+    setThreadLastError("chorusStreamCreate: stream is NULL");
+    return chorusInvalidArgument;
+  }
+  auto* s = new chorusStream();
+  s->worker = std::thread([s] { s->run(); });
+  {
+    std::lock_guard<std::mutex> l(gStreamsMu);
+    gStreams.insert(s);
+  }
+  *stream = s;
+  return chorusSuccess;
+}
+
+static chorusResult_t checkStream(chorusStream_t s, const char* fn) {
+  if (s == nullptr) return chorusSuccess;  // the null stream: nothing is ever pending
+  if (!isLiveStream(s)) {
+    setThreadLastError(std::string(fn) + ": stream is not a live stream (destroyed?)");
+    return chorusInvalidArgument;
+  }
+  return chorusSuccess;
+}
+
+chorusResult_t chorusStreamSynchronize(chorusStream_t s) {
+  if (chorusResult_t r = checkStream(s, "chorusStreamSynchronize"); r != chorusSuccess || !s) return r;
+  std::unique_lock<std::mutex> lock(s->mu);
+  s->done.wait(lock, [&] { return s->completed == s->enqueued; });
+  chorusResult_t r = s->error;
+  if (r != chorusSuccess) setThreadLastError(s->errorMessage);
+  s->error = chorusSuccess;
+  s->errorMessage.clear();
+  return r;
+}
+
+chorusResult_t chorusStreamQuery(chorusStream_t s) {
+  if (chorusResult_t r = checkStream(s, "chorusStreamQuery"); r != chorusSuccess || !s) return r;
+  std::lock_guard<std::mutex> lock(s->mu);
+  if (s->error != chorusSuccess) {
+    setThreadLastError(s->errorMessage);
+    return s->error;
+  }
+  return s->completed == s->enqueued ? chorusSuccess : chorusInProgress;
+}
+
+chorusResult_t chorusStreamDestroy(chorusStream_t s) {
+  if (s == nullptr) {
+    setThreadLastError("chorusStreamDestroy: stream is NULL");
+    return chorusInvalidArgument;
+  }
+  if (chorusResult_t r = checkStream(s, "chorusStreamDestroy"); r != chorusSuccess) return r;
+  {
+    std::lock_guard<std::mutex> l(gStreamsMu);
+    gStreams.erase(s);
+  }
+  {
+    std::lock_guard<std::mutex> l(s->mu);
+    s->stop = true;
+    s->work.notify_one();
+  }
+  s->worker.join();  // runs what was queued first
+  delete s;
+  return chorusSuccess;
+}

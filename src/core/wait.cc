@@ -1,0 +1,74 @@
+#include "core/wait.h"
+
+#include <sched.h>
+#include <signal.h>
+#include <time.h>
+
+#include <cerrno>
+
+#include "core/comm.h"
+#include "core/error.h"
+
+namespace chorus {
+
+namespace {
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+constexpr uint32_t kSpinIters = 256;
+constexpr auto kYieldPhase = std::chrono::microseconds(500);
+constexpr auto kCheckEvery = std::chrono::milliseconds(50);
+}  // namespace
+
+void Waiter::pause() {
+  ++iter_;
+  if (iter_ < kSpinIters) {
+    cpuRelax();
+    if ((iter_ & 31) == 0 && comm_->abortFlag.load(std::memory_order_relaxed))
+      check(Clock::now());
+    return;
+  }
+  auto now = Clock::now();
+  if (iter_ == kSpinIters) {
+    start_ = now;
+    nextCheck_ = now;
+  }
+  if (now >= nextCheck_) {
+    check(now);
+    nextCheck_ = now + kCheckEvery;
+  }
+  if (now - start_ < kYieldPhase) {
+    sched_yield();
+  } else {
+    // Sleep a little longer the longer we wait, up to 200 us.
+    auto waited = std::chrono::duration_cast<std::chrono::microseconds>(now - start_).count();
+    long us = waited < 5000 ? 20 : waited < 50000 ? 50 : 200;
+    timespec ts{0, us * 1000};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+void Waiter::check(Clock::time_point now) {
+  chorusComm* c = comm_;
+  if (c->abortFlag.load(std::memory_order_relaxed))
+    fail(chorusInvalidUsage, "rank %d: %s: communicator aborted (chorusCommAbort)", c->rank, what_);
+  if (peer_ >= 0 && peer_ != c->rank) {
+    const SegmentHeader* h = c->peerHeader(peer_);
+    if (h->failed.load(std::memory_order_relaxed))
+      fail(chorusRemoteError, "rank %d: %s: peer rank %d failed or aborted", c->rank, what_, peer_);
+    pid_t pid = c->peers[size_t(peer_)].pid;
+    if (pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH)
+      fail(chorusRemoteError, "rank %d: %s: peer rank %d (pid %d) died", c->rank, what_, peer_,
+           int(pid));
+  }
+  if (c->timeoutSec > 0 && iter_ > kSpinIters &&
+      std::chrono::duration<double>(now - start_).count() > c->timeoutSec)
+    fail(chorusTimeout, "rank %d: %s: no progress for %.1f s waiting for peer rank %d", c->rank,
+         what_, c->timeoutSec, peer_);
+}
+
+}  // namespace chorus

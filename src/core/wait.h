@@ -1,0 +1,29 @@
+// Waiting: spin briefly, then yield, then sleep, so that more ranks than cores still make
+// progress and an idle rank burns no core. Every wait watches the abort flag, the peer's health
+// (its segment's failure flag and, for another process, whether its pid still exists) and the
+// optional CHORUS_TIMEOUT; a problem throws chorus::Error, which unwinds the algorithm.
+#pragma once
+
+#include "bootstrap/socket.h"
+
+struct chorusComm;
+
+namespace chorus {
+
+class Waiter {
+ public:
+  Waiter(chorusComm* comm, int peer, const char* what) : comm_(comm), peer_(peer), what_(what) {}
+  void pause();
+  void setPeer(int peer) { peer_ = peer; }
+
+ private:
+  void check(Clock::time_point now);
+  chorusComm* comm_;
+  int peer_;
+  const char* what_;
+  uint32_t iter_ = 0;
+  Clock::time_point start_{};
+  Clock::time_point nextCheck_{};
+};
+
+}  // namespace chorus

@@ -1,0 +1,49 @@
+// The primitives of seed 003 over one channel's connections: each moves one chunk (at most one
+// slot) from the receive connection and/or to the send connection, fused with a copy or a
+// reduction. Algorithms are loops over these calls; both ends of a connection compute the same
+// chunk sizes, and the receiver checks them (a mismatch means mismatched calls across ranks).
+#pragma once
+
+#include <cstddef>
+
+#include "chorus/chorus.h"
+#include "transport/fifo.h"
+
+struct chorusComm;
+
+namespace chorus {
+
+class Prims {
+ public:
+  // recvPeer / sendPeer: -1 when this rank does not receive / send in the algorithm.
+  Prims(chorusComm* comm, int channel, int recvPeer, int sendPeer, chorusDataType_t type,
+        chorusRedOp_t op, const char* opName);
+
+  // Elements that fit one slot (the largest chunk a primitive moves).
+  size_t chunkElems() const { return chunkElems_; }
+
+  void send(const void* src, size_t n);
+  void recv(void* dst, size_t n);
+  void copySend(const void* src, void* dst, size_t n);
+  void recvCopySend(void* dst, size_t n);
+  void recvReduceSend(const void* src, size_t n);
+  // final: the last reduction of the op (avg divides by nranks here).
+  void recvReduceCopy(const void* src, void* dst, size_t n, bool final);
+  void recvReduceCopySend(const void* src, void* dst, size_t n, bool final);
+
+ private:
+  void waitSend();
+  const char* waitRecv(size_t bytes);
+  int divisor(bool final) const;
+
+  chorusComm* comm_;
+  SendConn* send_ = nullptr;
+  RecvConn* recv_ = nullptr;
+  chorusDataType_t type_;
+  chorusRedOp_t op_;
+  size_t esz_;
+  size_t chunkElems_;
+  const char* opName_;
+};
+
+}  // namespace chorus

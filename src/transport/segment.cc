@@ -1,0 +1,136 @@
+#include "transport/segment.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+#include "bootstrap/socket.h"
+#include "core/error.h"
+
+namespace chorus {
+
+namespace {
+constexpr uint64_t kSegmentMagic = 0x43484f5255534547ULL;  // "CHORUSEG"
+constexpr size_t kCtrlBytes = 4096;
+static_assert(sizeof(FifoCtrl) <= kCtrlBytes);
+}  // namespace
+
+size_t SegmentLayout::fifoStride() const { return kCtrlBytes + size_t(kNSteps) * slotBytes; }
+
+Segment Segment::create(const SegmentLayout& layout, int rank, bool shared) {
+  Segment s;
+  s.bytes_ = layout.totalBytes();
+  if (shared) {
+    uint64_t rnd;
+    fillRandom(&rnd, sizeof(rnd));
+    char name[96];
+    snprintf(name, sizeof(name), "/chorus-%d-%d-%016llx", int(getpid()), rank,
+             (unsigned long long)rnd);
+    int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) fail(chorusSystemError, "shm_open %s: %s", name, strerror(errno));
+    if (ftruncate(fd, off_t(s.bytes_)) != 0) {
+      int e = errno;
+      close(fd);
+      shm_unlink(name);
+      fail(chorusSystemError, "ftruncate %s to %zu bytes: %s (is /dev/shm large enough?)", name,
+           s.bytes_, strerror(e));
+    }
+    void* p = mmap(nullptr, s.bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    int e = errno;
+    close(fd);
+    if (p == MAP_FAILED) {
+      shm_unlink(name);
+      fail(chorusSystemError, "mmap %s: %s", name, strerror(e));
+    }
+    s.base_ = static_cast<char*>(p);
+    s.name_ = name;
+    s.linked_ = true;
+  } else {
+    void* p = mmap(nullptr, s.bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) fail(chorusSystemError, "mmap %zu bytes: %s", s.bytes_, strerror(errno));
+    s.base_ = static_cast<char*>(p);
+  }
+  s.inProcess_ = true;
+  auto* h = new (s.base_) SegmentHeader();
+  h->magic = kSegmentMagic;
+  h->failed.store(0);
+  h->refs.store(1);
+  h->pid = int32_t(getpid());
+  h->rank = rank;
+  h->nranks = layout.nranks;
+  h->nchannels = layout.nchannels;
+  h->slotBytes = layout.slotBytes;
+  h->fifoStride = layout.fifoStride();
+  h->totalBytes = s.bytes_;
+  for (int c = 0; c < layout.nchannels; ++c)
+    for (int p = 0; p < layout.nranks; ++p) {
+      auto* ctrl = new (s.base_ + layout.fifoOffset(c, p)) FifoCtrl();
+      ctrl->tail.store(0);
+      ctrl->head.store(0);
+      for (auto& sz : ctrl->sizes) sz.store(0);
+    }
+  return s;
+}
+
+Segment Segment::attach(const std::string& name, void* addrInOwner, pid_t ownerPid) {
+  Segment s;
+  if (ownerPid == getpid()) {
+    s.base_ = static_cast<char*>(addrInOwner);
+    s.inProcess_ = true;
+    s.bytes_ = s.header()->totalBytes;
+    s.header()->refs.fetch_add(1);
+    return s;
+  }
+  int fd = shm_open(name.c_str(), O_RDWR, 0600);
+  if (fd < 0) fail(chorusSystemError, "shm_open %s (peer pid %d): %s", name.c_str(), int(ownerPid),
+                   strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size < off_t(sizeof(SegmentHeader))) {
+    close(fd);
+    fail(chorusSystemError, "shm segment %s is truncated", name.c_str());
+  }
+  void* p = mmap(nullptr, size_t(st.st_size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int e = errno;
+  close(fd);
+  if (p == MAP_FAILED) fail(chorusSystemError, "mmap %s: %s", name.c_str(), strerror(e));
+  s.base_ = static_cast<char*>(p);
+  s.bytes_ = size_t(st.st_size);
+  if (s.header()->magic != kSegmentMagic) {
+    munmap(p, s.bytes_);
+    fail(chorusSystemError, "shm segment %s is not a Chorus segment", name.c_str());
+  }
+  return s;
+}
+
+void Segment::unlinkName() {
+  if (linked_) shm_unlink(name_.c_str());
+  linked_ = false;
+}
+
+void Segment::release() {
+  if (!base_) return;
+  unlinkName();
+  if (inProcess_) {
+    if (header()->refs.fetch_sub(1) == 1) munmap(base_, bytes_);
+  } else {
+    munmap(base_, bytes_);
+  }
+  base_ = nullptr;
+}
+
+FifoCtrl* Segment::fifoCtrl(int channel, int peer) const {
+  const SegmentHeader* h = header();
+  return reinterpret_cast<FifoCtrl*>(
+      base_ + 4096 + h->fifoStride * (size_t(channel) * size_t(h->nranks) + size_t(peer)));
+}
+
+char* Segment::fifoData(int channel, int peer) const {
+  return reinterpret_cast<char*>(fifoCtrl(channel, peer)) + kCtrlBytes;
+}
+
+}  // namespace chorus

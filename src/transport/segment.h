@@ -1,0 +1,67 @@
+// A rank's receive segment: a header, then one FIFO per (channel, peer) including itself.
+// Segments of ranks in other processes of the node are POSIX shared memory, unlinked as soon as
+// every peer has mapped them, so a crash leaves nothing in /dev/shm. When every rank of the node
+// lives in one process the segment is anonymous memory and nothing touches /dev/shm at all.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "transport/fifo.h"
+
+namespace chorus {
+
+struct SegmentHeader {
+  uint64_t magic;
+  std::atomic<int32_t> failed;  // set when the owner aborts or fails: peers stop waiting
+  std::atomic<int32_t> refs;    // users in the owner's process (owner + in-process peers)
+  int32_t pid;
+  int32_t rank;
+  int32_t nranks;
+  int32_t nchannels;
+  uint64_t slotBytes;
+  uint64_t fifoStride;
+  uint64_t totalBytes;
+};
+
+struct SegmentLayout {
+  int nranks;
+  int nchannels;
+  size_t slotBytes;
+  size_t headerBytes() const { return 4096; }
+  size_t fifoStride() const;
+  size_t totalBytes() const { return headerBytes() + fifoStride() * size_t(nranks) * size_t(nchannels); }
+  size_t fifoOffset(int channel, int peer) const {
+    return headerBytes() + fifoStride() * (size_t(channel) * size_t(nranks) + size_t(peer));
+  }
+};
+
+class Segment {
+ public:
+  // Creates this rank's segment. shared: in /dev/shm (name returned by name()), else anonymous.
+  static Segment create(const SegmentLayout& layout, int rank, bool shared);
+  // Maps a peer's segment: same process -> its address; else shm by name.
+  static Segment attach(const std::string& name, void* addrInOwner, pid_t ownerPid);
+  Segment() = default;
+
+  void unlinkName();  // after every peer has mapped it
+  void release();     // unmap (or drop the in-process reference)
+
+  SegmentHeader* header() const { return reinterpret_cast<SegmentHeader*>(base_); }
+  char* base() const { return base_; }
+  const std::string& name() const { return name_; }
+  FifoCtrl* fifoCtrl(int channel, int peer) const;
+  char* fifoData(int channel, int peer) const;
+
+ private:
+  char* base_ = nullptr;
+  size_t bytes_ = 0;
+  std::string name_;
+  bool inProcess_ = false;  // base_ belongs to this process's owner; reference counted
+  bool linked_ = false;
+};
+
+}  // namespace chorus
