@@ -57,7 +57,7 @@ class Root {
     try {
       join();
       serveRounds();
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       CHORUS_WARN(-1, "bootstrap root: %s", e.message.c_str());
     }
     if (listenFd_ >= 0) ::close(listenFd_);
@@ -324,7 +324,7 @@ Bootstrap::Bootstrap(const chorusUniqueId& id, int rank, int nranks,
         fail(chorusSystemError, "bootstrap root at %s failed to prove the secret",
              root.str().c_str());
       return;
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       ::close(fd_);
       fd_ = -1;
       if (e.code == chorusRemoteError && Clock::now() < deadline) {
@@ -354,7 +354,7 @@ void Bootstrap::allGather(const void* mine, size_t size, void* all, Deadline dea
   try {
     sendAll(fd_, msg.data(), msg.size(), deadline, abortFlag_, "bootstrap allgather");
     recvAll(fd_, all, size * size_t(nranks_), deadline, abortFlag_, "bootstrap allgather");
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     fail(e.code, "rank %d: %s (another rank failed or left)", rank_, e.message.c_str());
   }
 }

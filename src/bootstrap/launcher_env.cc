@@ -90,7 +90,7 @@ chorusResult_t chorusUniqueIdFromEnv(chorusUniqueId* uniqueId, int* procRank, in
     if (rank == 0) {
       try {
         *uniqueId = startRoot(root, secret);
-      } catch (const Error&) {
+      } catch (const Failure&) {
         // The address may name this host by an address we cannot bind: listen on all.
         SockAddr any;
         any.ss.ss_family = root.ss.ss_family;
@@ -105,7 +105,7 @@ chorusResult_t chorusUniqueIdFromEnv(chorusUniqueId* uniqueId, int* procRank, in
     *procRank = rank;
     *nprocs = size;
     return chorusSuccess;
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     setThreadLastError(e.message);
     return e.code;
   }

@@ -27,7 +27,7 @@ struct SockAddr {
   void setPort(int port);
 };
 
-// "host:port", "[v6addr]:port" or "v6addr:port"; host may be a name. Throws chorus::Error.
+// "host:port", "[v6addr]:port" or "v6addr:port"; host may be a name. Throws chorus::Failure.
 SockAddr parseHostPort(const std::string& hostPort);
 // The address a root should advertise: CHORUS_SOCKET_IFNAME rules (prefix list, ^ exclude,
 // = exact), else the first interface that is not lo or docker, else loopback.
@@ -35,10 +35,10 @@ SockAddr pickLocalAddress();
 
 // Binds and listens on `addr` (port 0 = ephemeral); returns the fd and fills the real port.
 int listenOn(SockAddr* addr);
-// Connects, retrying refused connections until `deadline`. Throws chorus::Error.
+// Connects, retrying refused connections until `deadline`. Throws chorus::Failure.
 int connectTo(const SockAddr& addr, Deadline deadline, const std::atomic<bool>* abortFlag);
 
-// Full-length I/O on a non-blocking fd. Throw chorus::Error (chorusRemoteError on EOF/reset,
+// Full-length I/O on a non-blocking fd. Throw chorus::Failure (chorusRemoteError on EOF/reset,
 // chorusTimeout past the deadline, chorusInvalidUsage when the abort flag is raised).
 void sendAll(int fd, const void* data, size_t len, Deadline deadline,
              const std::atomic<bool>* abortFlag, const char* what);

@@ -60,7 +60,7 @@ chorusResult_t issue(const char* fn, OpDesc op, size_t sendElems, size_t recvEle
       return chorusSuccess;
     }
     return submit({op});
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     setLastError(comm && isLiveComm(comm) ? comm : nullptr, e.message);
     return e.code;
   }

@@ -27,7 +27,7 @@ void fail(chorusResult_t code, const char* fmt, ...) {
   va_start(ap, fmt);
   std::string s = vformat(fmt, ap);
   va_end(ap);
-  throw Error{code, s};
+  throw Failure{code, s};
 }
 
 void setThreadLastError(const std::string& message) { tLastError = message; }

@@ -8,7 +8,7 @@
 
 namespace chorus {
 
-struct Error {
+struct Failure {
   chorusResult_t code;
   std::string message;
 };

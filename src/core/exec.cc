@@ -65,14 +65,14 @@ chorusResult_t runCommOpsCaught(chorusComm* comm, const std::vector<const OpDesc
   try {
     checkUsable(comm);
     guard.emplace(comm);
-  } catch (const Error& e) {  // refused before anything moved: the communicator stays usable
+  } catch (const Failure& e) {  // refused before anything moved: the communicator stays usable
     setLastError(comm, e.message);
     return e.code;
   }
   try {
     runCommOps(comm, ops);
     return chorusSuccess;
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     // A failure in the middle of an operation leaves the connections in an unknown state: the
     // communicator can only be aborted or destroyed from now on, and peers are told.
     setLastError(comm, e.message);
@@ -142,7 +142,7 @@ chorusResult_t submit(std::vector<OpDesc> ops) {
     }
     try {
       for (auto& op : batch) waitQueued(op.comm);
-    } catch (const Error& e) {
+    } catch (const Failure& e) {
       setLastError(batch[0].comm, e.message);
       return e.code;
     }

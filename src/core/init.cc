@@ -138,7 +138,7 @@ void drainQueued(chorusComm* c) {
   while (c->pending.load() != 0 || c->executing.load() != 0) w.pause();
 }
 
-chorusResult_t report(chorusComm* comm, const Error& e) {
+chorusResult_t report(chorusComm* comm, const Failure& e) {
   setLastError(comm, e.message);
   CHORUS_WARN(comm ? comm->rank : -1, "%s", e.message.c_str());
   return e.code;
@@ -211,7 +211,7 @@ chorusResult_t chorusGetUniqueId(chorusUniqueId* uniqueId) {
     fillRandom(secret, sizeof(secret));
     *uniqueId = startRoot(pickLocalAddress(), secret);
     return chorusSuccess;
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     return report(nullptr, e);
   }
 }
@@ -230,7 +230,7 @@ chorusResult_t chorusCommInitRankConfig(chorusComm_t* comm, int nranks, chorusUn
            "chorusCommInitRankConfig (rank %d): config not initialised with CHORUS_CONFIG_INITIALIZER",
            rank);
     decodeId(commId);
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     return report(nullptr, e);
   }
   auto* c = new chorusComm();
@@ -246,7 +246,7 @@ chorusResult_t chorusCommInitRankConfig(chorusComm_t* comm, int nranks, chorusUn
       try {
         initComm(c, commId, &cfg);
         c->asyncError.store(chorusSuccess);
-      } catch (const Error& e) {
+      } catch (const Failure& e) {
         setLastError(c, e.message);
         CHORUS_WARN(c->rank, "%s", e.message.c_str());
         c->asyncError.store(e.code);
@@ -259,7 +259,7 @@ chorusResult_t chorusCommInitRankConfig(chorusComm_t* comm, int nranks, chorusUn
     initComm(c, commId, &cfg);
     *comm = c;
     return chorusSuccess;
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     chorusResult_t r = report(nullptr, e);
     freeComm(c);
     return r;
@@ -291,7 +291,7 @@ chorusResult_t chorusCommInitAll(chorusComm_t* comms, int ndev, const int* devli
         return rs[size_t(i)];
       }
     return chorusSuccess;
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     return report(nullptr, e);
   }
 }
@@ -335,7 +335,7 @@ chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key, chorusComm
     std::vector<chorusUniqueId> ids(static_cast<size_t>(comm->nranks));
     comm->bootstrap->allGather(&myId, sizeof(myId), ids.data());
     if (newRank >= 0) id = ids[size_t(members[0].rank)];
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     return report(comm && isLiveComm(comm) ? comm : nullptr, e);
   }
   if (newRank < 0) return chorusSuccess;  // CHORUS_SPLIT_NOCOLOR
@@ -353,7 +353,7 @@ chorusResult_t chorusCommFinalize(chorusComm_t comm) {
     comm->bootstrap->barrier();
     comm->state.store(CommState::kFinalized);
     return chorusSuccess;
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     return report(comm && isLiveComm(comm) ? comm : nullptr, e);
   }
 }
@@ -364,12 +364,12 @@ chorusResult_t chorusCommDestroy(chorusComm_t comm) {
     if (comm->initThread.joinable()) comm->initThread.join();
     try {
       drainQueued(comm);
-    } catch (const Error&) {
+    } catch (const Failure&) {
       // Peers failed while work was queued: the queued operations fail on their own.
       comm->abortFlag.store(true);
       while (comm->pending.load() != 0 || comm->executing.load() != 0) usleep(1000);
     }
-  } catch (const Error& e) {
+  } catch (const Failure& e) {
     return report(nullptr, e);
   }
   unregisterComm(comm);  // later calls with this handle get a clear error

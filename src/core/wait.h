@@ -1,7 +1,7 @@
 // Waiting: spin briefly, then yield, then sleep, so that more ranks than cores still make
 // progress and an idle rank burns no core. Every wait watches the abort flag, the peer's health
 // (its segment's failure flag and, for another process, whether its pid still exists) and the
-// optional CHORUS_TIMEOUT; a problem throws chorus::Error, which unwinds the algorithm.
+// optional CHORUS_TIMEOUT; a problem throws chorus::Failure, which unwinds the algorithm.
 #pragma once
 
 #include "bootstrap/socket.h"

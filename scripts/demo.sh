@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The main job: set up, build, then run the AllReduce benchmark across 4 local ranks (processes
+# started by chorusrun), sizes 8 B .. 64 MiB, in the nccl-tests table format.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh build
+exec build/chorusrun -np 4 build/all_reduce_perf -b 8 -e 64M -f 4 "$@"
