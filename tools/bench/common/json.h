@@ -1,0 +1,72 @@
+// The -J document: nccl-tests' structure (version, start_time, args, env, config, devices,
+// results, out_of_bounds, average_bus_bandwidth, errors, end_time), written by hand.
+#ifndef CHORUS_BENCH_JSON_H_
+#define CHORUS_BENCH_JSON_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "args.h"
+#include "report.h"
+
+namespace chorus_bench {
+
+// A streaming JSON writer: commas, indentation and string escaping.
+class JsonWriter {
+ public:
+  void beginObject();
+  void endObject();
+  void beginArray();
+  void endArray();
+  void key(std::string_view k);  // inside an object, before each value
+  void value(std::string_view s);
+  void value(const char* s) { value(std::string_view(s)); }
+  void value(double d);  // non-finite values are written as null
+  void value(int64_t i);
+  void value(int i) { value(static_cast<int64_t>(i)); }
+  void value(bool b);
+  void null();
+  const std::string& str() const { return out_; }
+
+  static std::string escape(std::string_view s);  // with the quotes
+
+ private:
+  void beforeValue();
+  void newline();
+  std::string out_;
+  std::vector<bool> first_;  // per open container: no element written yet
+  bool afterKey_ = false;
+};
+
+struct DeviceInfo {
+  int rank = 0;
+  int pid = 0;
+  int thread = 0;  // the rank's thread within its process ("device")
+  std::string hostname;
+};
+
+struct RunInfo {
+  std::string collective;  // "all_reduce_perf"
+  std::string version;     // "0.1.0"
+  int versionCode = 0;
+  std::string startTime, endTime;  // ISO 8601, UTC
+  const Options* options = nullptr;
+  std::vector<std::pair<std::string, std::string>> env;  // CHORUS_* variables
+  int nranks = 0, nprocs = 0, nnodes = 1;
+  std::vector<DeviceInfo> devices;
+  std::vector<RowResult> results;
+  int64_t outOfBounds = 0;  // wrong values in all
+  double avgBusBw = 0.0;
+  double avgEfficiency = 0.0;  // percent, 0: unknown
+  std::vector<std::string> errors;
+};
+
+std::string buildJson(const RunInfo& run);
+// Writes buildJson(run) to path; false (and errno) on failure.
+bool writeJsonFile(const std::string& path, const RunInfo& run);
+
+}  // namespace chorus_bench
+
+#endif  // CHORUS_BENCH_JSON_H_

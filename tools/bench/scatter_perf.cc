@@ -1,0 +1,34 @@
+// scatter_perf: rank r ends with block r (of `count` elements) of the root's send buffer. In
+// place: recvbuff == sendbuff + rank * count.
+#include "harness.h"
+
+namespace {
+
+using namespace chorus_bench;
+
+constexpr CollDesc kScatter = {
+    .name = "scatter_perf",
+    .hasOp = false,
+    .hasRoot = true,
+    .countPerRank = true,
+    .checkInPlace = true,
+    .busBwFactor = [](int n) { return static_cast<double>(n - 1) / n; },
+    .layout =
+        [](size_t count, int n, int rank) {
+          return Layout{count * n, count, 0, count * rank};
+        },
+    .launch =
+        [](const CallArgs& a) {
+          return chorusScatter(a.sendbuff, a.recvbuff, a.count, a.type, a.root, a.comm,
+                               a.stream);
+        },
+    .expected =
+        [](const ExpectArgs& e, void* out) {
+          fillInput(e.spec, e.root, e.rank * e.count, e.count, out);
+          return e.count;
+        },
+};
+
+}  // namespace
+
+int main(int argc, char** argv) { return benchMain(argc, argv, kScatter); }
