@@ -107,12 +107,12 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
       const Segment& peerSeg = p == c->rank ? c->mySegment : c->peerSegments[size_t(p)];
       SendConn& s = c->sendConns[size_t(ch)][size_t(p)];
       s.ctrl = peerSeg.fifoCtrl(ch, c->rank);
-      s.data = peerSeg.fifoData(ch, c->rank);
+      s.slots = peerSeg.fifoData(ch, c->rank);
       s.slotBytes = c->slotBytes;
       s.peer = p;
       RecvConn& r = c->recvConns[size_t(ch)][size_t(p)];
       r.ctrl = c->mySegment.fifoCtrl(ch, p);
-      r.data = c->mySegment.fifoData(ch, p);
+      r.slots = c->mySegment.fifoData(ch, p);
       r.slotBytes = c->slotBytes;
       r.peer = p;
     }

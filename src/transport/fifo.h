@@ -1,11 +1,13 @@
 // The connection between two ranks: a FIFO of kNSteps slots living in the receiver's memory
 // (a shared-memory segment, or plain memory when both ranks are threads of one process).
 //
-// Invariants: the sender alone writes `tail` (slots posted so far) and the receiver alone writes
-// `head` (slots consumed so far); 0 <= tail - head <= kNSteps. Slot i of step s is
-// s % kNSteps. The sender fills slot data and sizes[slot] before publishing tail with release
-// order; the receiver reads them after an acquire load of tail, and publishes head with release
-// once it no longer reads the slot. Counters only grow, so they never wrap in practice.
+// Slot s of step k is k % kNSteps. Each slot starts with a header {seq, bytes} followed by the
+// data, so a small message and its flag share one cache line. Invariants: the sender alone
+// writes slots and the receiver alone writes `head` (steps consumed so far); the sender fills a
+// slot only while tail - head < kNSteps, writes the data and `bytes`, then publishes
+// seq = step + 1 with release order; the receiver waits for seq == its step + 1 (acquire), reads,
+// then publishes head with release once it no longer reads the slot. Sequence numbers only
+// grow, so a slot's previous content (seq - kNSteps) is never mistaken for new data.
 #pragma once
 
 #include <atomic>
@@ -15,43 +17,59 @@
 namespace chorus {
 
 constexpr int kNSteps = 8;
+constexpr size_t kSlotHeaderBytes = 16;  // data starts here within a slot
+constexpr size_t kSlotPad = 64;          // slot stride = slotBytes + kSlotPad (keeps 64 B alignment)
+
+struct SlotHeader {
+  std::atomic<uint64_t> seq;
+  std::atomic<uint64_t> bytes;
+};
 
 struct FifoCtrl {
-  alignas(64) std::atomic<uint64_t> tail;
   alignas(64) std::atomic<uint64_t> head;
-  alignas(64) std::atomic<uint64_t> sizes[kNSteps];
 };
+
+inline size_t slotStride(size_t slotBytes) { return slotBytes + kSlotPad; }
 
 // The sender's view of a peer's FIFO.
 struct SendConn {
   FifoCtrl* ctrl = nullptr;
-  char* data = nullptr;
+  char* slots = nullptr;
   size_t slotBytes = 0;
-  uint64_t tail = 0;  // our copy of ctrl->tail
+  uint64_t tail = 0;        // steps posted so far
+  uint64_t cachedHead = 0;  // last value read from ctrl->head
   int peer = -1;
 
-  bool slotFree() const {
-    return tail - ctrl->head.load(std::memory_order_acquire) < uint64_t(kNSteps);
+  bool slotFree() {
+    if (tail - cachedHead < uint64_t(kNSteps)) return true;
+    cachedHead = ctrl->head.load(std::memory_order_acquire);
+    return tail - cachedHead < uint64_t(kNSteps);
   }
-  char* slot() const { return data + (tail % kNSteps) * slotBytes; }
+  SlotHeader* header() const {
+    return reinterpret_cast<SlotHeader*>(slots + (tail % kNSteps) * slotStride(slotBytes));
+  }
+  char* slot() const { return reinterpret_cast<char*>(header()) + kSlotHeaderBytes; }
   void post(size_t bytes) {
-    ctrl->sizes[tail % kNSteps].store(bytes, std::memory_order_relaxed);
-    ++tail;
-    ctrl->tail.store(tail, std::memory_order_release);
+    SlotHeader* h = header();
+    h->bytes.store(bytes, std::memory_order_relaxed);
+    h->seq.store(++tail, std::memory_order_release);
   }
 };
 
 // The receiver's view of its own FIFO from one peer.
 struct RecvConn {
   FifoCtrl* ctrl = nullptr;
-  char* data = nullptr;
+  char* slots = nullptr;
   size_t slotBytes = 0;
-  uint64_t head = 0;  // our copy of ctrl->head
+  uint64_t head = 0;  // steps consumed so far
   int peer = -1;
 
-  bool dataReady() const { return ctrl->tail.load(std::memory_order_acquire) > head; }
-  const char* slot() const { return data + (head % kNSteps) * slotBytes; }
-  size_t slotSize() const { return ctrl->sizes[head % kNSteps].load(std::memory_order_relaxed); }
+  SlotHeader* header() const {
+    return reinterpret_cast<SlotHeader*>(slots + (head % kNSteps) * slotStride(slotBytes));
+  }
+  bool dataReady() const { return header()->seq.load(std::memory_order_acquire) == head + 1; }
+  const char* slot() const { return reinterpret_cast<const char*>(header()) + kSlotHeaderBytes; }
+  size_t slotSize() const { return header()->bytes.load(std::memory_order_relaxed); }
   void release() {
     ++head;
     ctrl->head.store(head, std::memory_order_release);

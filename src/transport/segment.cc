@@ -20,7 +20,7 @@ constexpr size_t kCtrlBytes = 4096;
 static_assert(sizeof(FifoCtrl) <= kCtrlBytes);
 }  // namespace
 
-size_t SegmentLayout::fifoStride() const { return kCtrlBytes + size_t(kNSteps) * slotBytes; }
+size_t SegmentLayout::fifoStride() const { return kCtrlBytes + size_t(kNSteps) * slotStride(slotBytes); }
 
 Segment Segment::create(const SegmentLayout& layout, int rank, bool shared) {
   Segment s;
@@ -69,10 +69,14 @@ Segment Segment::create(const SegmentLayout& layout, int rank, bool shared) {
   h->totalBytes = s.bytes_;
   for (int c = 0; c < layout.nchannels; ++c)
     for (int p = 0; p < layout.nranks; ++p) {
-      auto* ctrl = new (s.base_ + layout.fifoOffset(c, p)) FifoCtrl();
-      ctrl->tail.store(0);
+      char* f = s.base_ + layout.fifoOffset(c, p);
+      auto* ctrl = new (f) FifoCtrl();
       ctrl->head.store(0);
-      for (auto& sz : ctrl->sizes) sz.store(0);
+      for (int k = 0; k < kNSteps; ++k) {
+        auto* h = new (f + kCtrlBytes + size_t(k) * slotStride(layout.slotBytes)) SlotHeader();
+        h->seq.store(0);
+        h->bytes.store(0);
+      }
     }
   return s;
 }
