@@ -32,4 +32,6 @@ constexpr CollDesc kAllGather = {
 
 }  // namespace
 
-int main(int argc, char** argv) { return benchMain(argc, argv, kAllGather); }
+int main(int argc, char** argv) {
+  return benchMain(argc, argv, kAllGather);
+}

@@ -12,7 +12,10 @@ constexpr CollDesc kAllReduce = {
     .countPerRank = false,
     .checkInPlace = true,
     .busBwFactor = [](int n) { return 2.0 * (n - 1) / n; },
-    .layout = [](size_t count, int, int) { return Layout{count, count, 0, 0}; },
+    .layout =
+        [](size_t count, int, int) {
+          return Layout{count, count, 0, 0};
+        },
     .launch =
         [](const CallArgs& a) {
           return chorusAllReduce(a.sendbuff, a.recvbuff, a.count, a.type, a.op, a.comm, a.stream);
@@ -26,4 +29,6 @@ constexpr CollDesc kAllReduce = {
 
 }  // namespace
 
-int main(int argc, char** argv) { return benchMain(argc, argv, kAllReduce); }
+int main(int argc, char** argv) {
+  return benchMain(argc, argv, kAllReduce);
+}

@@ -12,11 +12,13 @@ constexpr CollDesc kBroadcast = {
     .countPerRank = false,
     .checkInPlace = true,
     .busBwFactor = [](int) { return 1.0; },
-    .layout = [](size_t count, int, int) { return Layout{count, count, 0, 0}; },
+    .layout =
+        [](size_t count, int, int) {
+          return Layout{count, count, 0, 0};
+        },
     .launch =
         [](const CallArgs& a) {
-          return chorusBroadcast(a.sendbuff, a.recvbuff, a.count, a.type, a.root, a.comm,
-                                 a.stream);
+          return chorusBroadcast(a.sendbuff, a.recvbuff, a.count, a.type, a.root, a.comm, a.stream);
         },
     .expected =
         [](const ExpectArgs& e, void* out) {
@@ -27,4 +29,6 @@ constexpr CollDesc kBroadcast = {
 
 }  // namespace
 
-int main(int argc, char** argv) { return benchMain(argc, argv, kBroadcast); }
+int main(int argc, char** argv) {
+  return benchMain(argc, argv, kBroadcast);
+}

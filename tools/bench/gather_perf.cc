@@ -21,16 +21,17 @@ constexpr CollDesc kGather = {
         [](const CallArgs& a) {
           return chorusGather(a.sendbuff, a.recvbuff, a.count, a.type, a.root, a.comm, a.stream);
         },
-    .expected =
-        [](const ExpectArgs& e, void* out) -> size_t {
-          if (e.rank != e.root) return 0;
-          for (int r = 0; r < e.nranks; ++r) {
-            fillInput(e.spec, r, 0, e.count, elementAt(out, r * e.count, e.spec.type));
-          }
-          return e.count * e.nranks;
-        },
+    .expected = [](const ExpectArgs& e, void* out) -> size_t {
+      if (e.rank != e.root) return 0;
+      for (int r = 0; r < e.nranks; ++r) {
+        fillInput(e.spec, r, 0, e.count, elementAt(out, r * e.count, e.spec.type));
+      }
+      return e.count * e.nranks;
+    },
 };
 
 }  // namespace
 
-int main(int argc, char** argv) { return benchMain(argc, argv, kGather); }
+int main(int argc, char** argv) {
+  return benchMain(argc, argv, kGather);
+}

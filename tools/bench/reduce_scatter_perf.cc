@@ -31,4 +31,6 @@ constexpr CollDesc kReduceScatter = {
 
 }  // namespace
 
-int main(int argc, char** argv) { return benchMain(argc, argv, kReduceScatter); }
+int main(int argc, char** argv) {
+  return benchMain(argc, argv, kReduceScatter);
+}

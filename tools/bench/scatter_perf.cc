@@ -19,8 +19,7 @@ constexpr CollDesc kScatter = {
         },
     .launch =
         [](const CallArgs& a) {
-          return chorusScatter(a.sendbuff, a.recvbuff, a.count, a.type, a.root, a.comm,
-                               a.stream);
+          return chorusScatter(a.sendbuff, a.recvbuff, a.count, a.type, a.root, a.comm, a.stream);
         },
     .expected =
         [](const ExpectArgs& e, void* out) {
@@ -31,4 +30,6 @@ constexpr CollDesc kScatter = {
 
 }  // namespace
 
-int main(int argc, char** argv) { return benchMain(argc, argv, kScatter); }
+int main(int argc, char** argv) {
+  return benchMain(argc, argv, kScatter);
+}

@@ -25,7 +25,10 @@ constexpr CollDesc kSendRecv = {
     .countPerRank = false,
     .checkInPlace = false,
     .busBwFactor = [](int) { return 1.0; },
-    .layout = [](size_t count, int, int) { return Layout{count, count, 0, 0}; },
+    .layout =
+        [](size_t count, int, int) {
+          return Layout{count, count, 0, 0};
+        },
     .launch = sendRecv,
     .expected =
         [](const ExpectArgs& e, void* out) {
@@ -36,4 +39,6 @@ constexpr CollDesc kSendRecv = {
 
 }  // namespace
 
-int main(int argc, char** argv) { return benchMain(argc, argv, kSendRecv); }
+int main(int argc, char** argv) {
+  return benchMain(argc, argv, kSendRecv);
+}

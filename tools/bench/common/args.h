@@ -13,33 +13,33 @@
 namespace chorus_bench {
 
 struct Options {
-  int nThreads = 1;                   // -t: ranks (threads) per process
-  int nGpus = 1;                      // -g: only 1 is meaningful on the CPU
-  size_t minBytes = 32u << 20;        // -b
-  size_t maxBytes = 32u << 20;        // -e
-  size_t stepBytes = 1u << 20;        // -i
-  size_t stepFactor = 1;              // -f (1: off, additive steps)
-  int iters = 20;                     // -n
-  int warmupIters = 1;                // -w
-  int aggIters = 1;                   // -m
-  int runCycles = 1;                  // -N (0: forever)
-  int check = 1;                      // -c: checked iterations per size (0: no check)
-  std::vector<int> ops{chorusSum};    // -o
+  int nThreads = 1;                 // -t: ranks (threads) per process
+  int nGpus = 1;                    // -g: only 1 is meaningful on the CPU
+  size_t minBytes = 32u << 20;      // -b
+  size_t maxBytes = 32u << 20;      // -e
+  size_t stepBytes = 1u << 20;      // -i
+  size_t stepFactor = 1;            // -f (1: off, additive steps)
+  int iters = 20;                   // -n
+  int warmupIters = 1;              // -w
+  int aggIters = 1;                 // -m
+  int runCycles = 1;                // -N (0: forever)
+  int check = 1;                    // -c: checked iterations per size (0: no check)
+  std::vector<int> ops{chorusSum};  // -o
   std::vector<chorusDataType_t> types{chorusFloat32};  // -d
-  int root = 0;                       // -r
-  bool allRoots = false;              // -r all
-  int blocking = 0;                   // -z
-  int average = 1;                    // -a: 0 rank 0, 1 mean, 2 min, 3 max
-  int cpuTime = 0;                    // -C
-  int timeoutSec = 0;                 // -T
-  std::string jsonFile;               // -J
-  int perIterTiming = 0;              // -I
-  int graph = 0;                      // -G: accepted, ignored (no CUDA graphs on the CPU)
-  int parallelInit = 0;               // -p: accepted, ranks always initialise in parallel
-  double intraBw = 0.0;               // --intra-bw (GB/s), 0: not given
-  double interBw = 0.0;               // --inter-bw (GB/s), 0: not given
-  std::vector<std::string> argv;      // the command line, for the JSON document
-  std::vector<std::string> notes;     // "# ..." lines to print (ignored flags)
+  int root = 0;                                        // -r
+  bool allRoots = false;                               // -r all
+  int blocking = 0;                                    // -z
+  int average = 1;                                     // -a: 0 rank 0, 1 mean, 2 min, 3 max
+  int cpuTime = 0;                                     // -C
+  int timeoutSec = 0;                                  // -T
+  std::string jsonFile;                                // -J
+  int perIterTiming = 0;                               // -I
+  int graph = 0;                   // -G: accepted, ignored (no CUDA graphs on the CPU)
+  int parallelInit = 0;            // -p: accepted, ranks always initialise in parallel
+  double intraBw = 0.0;            // --intra-bw (GB/s), 0: not given
+  double interBw = 0.0;            // --inter-bw (GB/s), 0: not given
+  std::vector<std::string> argv;   // the command line, for the JSON document
+  std::vector<std::string> notes;  // "# ..." lines to print (ignored flags)
 };
 
 enum class ParseStatus { kOk, kHelp, kError };

@@ -113,8 +113,8 @@ class Generator {
       case chorusAvg: {
         if (stride_ > 1 && (static_cast<uint64_t>(rank) + i) % stride_ != 0) return Acc(0);
         if (spec_.op == chorusSum && Tr::kSigned) {
-          const int64_t v = static_cast<int64_t>(h % static_cast<uint64_t>(2 * bound_ + 1)) -
-                            bound_;
+          const int64_t v =
+              static_cast<int64_t>(h % static_cast<uint64_t>(2 * bound_ + 1)) - bound_;
           return static_cast<Acc>(v);
         }
         return static_cast<Acc>(h % static_cast<uint64_t>(bound_ + 1));
@@ -261,8 +261,7 @@ void reduceInputs(const DataSpec& spec, size_t first, size_t n, void* dst) {
 }
 
 size_t countWrong(const DataSpec& spec, const void* got, const void* expected, size_t n) {
-  return dispatch(spec.type,
-                  [&]<typename T>() { return countWrongT<T>(spec, got, expected, n); });
+  return dispatch(spec.type, [&]<typename T>() { return countWrongT<T>(spec, got, expected, n); });
 }
 
 uint64_t ulpDistance(chorusDataType_t type, const void* a, const void* b) {

@@ -44,9 +44,9 @@ inline uint16_t floatToHalf(float f) {
     return sign | 0x7c00u | (absBits > 0x7f800000u ? 0x200u : 0u);
   }
   const int exp = static_cast<int>(absBits >> 23) - 127;
-  if (exp > 15) return sign | 0x7c00u;  // overflow
+  if (exp > 15) return sign | 0x7c00u;                // overflow
   uint32_t mant = (absBits & 0x7fffffu) | 0x800000u;  // 24 significant bits
-  int shift;                                           // bits to drop from mant
+  int shift;                                          // bits to drop from mant
   uint32_t halfExp;
   if (exp >= -14) {
     shift = 13;

@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -36,12 +36,11 @@ namespace {
 
 // A failed library call ends the process: the other ranks see a dead peer (or time out), as
 // with nccl-tests' NCCLCHECK.
-void failCall(const char* what, chorusResult_t r, chorusComm_t comm, int rank, const char* file,
-              int line) {
+void failCall(const char* what, chorusResult_t r, chorusComm_t comm, int rank) {
   char host[256] = "?";
   gethostname(host, sizeof host - 1);
-  std::fprintf(stderr, "%s: Test Chorus failure %s:%d rank %d: %s: '%s' (%s)\n", host, file, line,
-               rank, what, chorusGetErrorString(r), chorusGetLastError(comm));
+  std::fprintf(stderr, "%s: Test Chorus failure: rank %d: %s: '%s' (%s)\n", host, rank, what,
+               chorusGetErrorString(r), chorusGetLastError(comm));
   std::fflush(stdout);
   std::fflush(stderr);
   std::_Exit(1);
@@ -154,8 +153,7 @@ struct WireDevice {
   char host[64];
 };
 
-std::vector<size_t> sweepCounts(const Options& o, const CollDesc& d, size_t typeBytes,
-                                int nranks) {
+std::vector<size_t> sweepCounts(const Options& o, const CollDesc& d, size_t typeBytes, int nranks) {
   std::vector<size_t> counts;
   size_t size = o.minBytes;
   while (size <= o.maxBytes) {
@@ -219,7 +217,7 @@ class RankRunner {
 
  private:
   void check(chorusResult_t r, const char* what) const {
-    if (r != chorusSuccess) failCall(what, r, comm_, rank_, __FILE__, __LINE__);
+    if (r != chorusSuccess) failCall(what, r, comm_, rank_);
   }
   void init();
   void gatherDevices();
@@ -323,8 +321,7 @@ void RankRunner::printPreamble() {
   int version = 0;
   chorusGetVersion(&version);
   std::printf("# chorus-tests version %d.%d.%d chorus-headers=%d chorus-library=%d\n",
-              version / 10000, (version / 100) % 100, version % 100, CHORUS_VERSION_CODE,
-              version);
+              version / 10000, (version / 100) % 100, version % 100, CHORUS_VERSION_CODE, version);
   std::printf("# Collective test starting: %s\n", d_.name);
   const bool factor = o.stepFactor > 1;
   std::printf(
@@ -382,8 +379,15 @@ PlacementResult RankRunner::runPlacement(const Layout& l, bool inPlace, chorusDa
   spec.nranks = nranks_;
   spec.seed = seed;
   prepare(l, inPlace, spec);
-  CallArgs a{send_,    recv_, count, type, static_cast<chorusRedOp_t>(d_.hasOp ? op : chorusSum),
-             root < 0 ? 0 : root, rank_, nranks_, comm_,
+  CallArgs a{send_,
+             recv_,
+             count,
+             type,
+             static_cast<chorusRedOp_t>(d_.hasOp ? op : chorusSum),
+             root < 0 ? 0 : root,
+             rank_,
+             nranks_,
+             comm_,
              stream_};
 
   // Warm-up, then the timed iterations.
@@ -517,14 +521,14 @@ int RankRunner::run() {
             if (!printer_) continue;
             std::fputs(formatRow(style, row).c_str(), stdout);
             std::fflush(stdout);
-            for (const auto& [pr, where] :
-                 {std::pair{&row.outOfPlace, "out-of-place"}, std::pair{&row.inPlace, "in-place"}}) {
+            for (const auto& [pr, where] : {std::pair{&row.outOfPlace, "out-of-place"},
+                                            std::pair{&row.inPlace, "in-place"}}) {
               if (pr->wrong > 0) {
                 char buf[256];
                 std::snprintf(buf, sizeof buf,
                               "%s: %ld wrong values (%s %s root %d, %zu bytes, count %zu, %s)",
-                              d_.name, static_cast<long>(pr->wrong), typeName(type),
-                              opName(row.op), row.root, row.bytes, row.count, where);
+                              d_.name, static_cast<long>(pr->wrong), typeName(type), opName(row.op),
+                              row.root, row.bytes, row.count, where);
                 p_->run.errors.push_back(buf);
               }
             }
@@ -577,10 +581,9 @@ void setupIdeal(Process* p) {
                     "node, %d ranks per node, %d nodes)",
                     p->ideal, o.intraBw, o.interBw, ppn, q);
     } else {
-      std::snprintf(buf, sizeof buf,
-                    "# Ideal busbw unknown: %d nodes need %s", q,
-                    q > 1 ? "--inter-bw (and --intra-bw with several ranks per node)"
-                          : "--intra-bw");
+      std::snprintf(
+          buf, sizeof buf, "# Ideal busbw unknown: %d nodes need %s", q,
+          q > 1 ? "--inter-bw (and --intra-bw with several ranks per node)" : "--intra-bw");
     }
   }
   p->idealNote = buf;
@@ -600,8 +603,11 @@ int benchMain(int argc, char** argv, const CollDesc& desc) {
       printUsage(stdout, prog);
       return 0;
     case ParseStatus::kError:
-      std::fprintf(stderr, "%s: %s\n", prog, error.c_str());
-      printUsage(stderr, prog);
+      if (error == "invalid option") {  // getopt_long has said which
+        printUsage(stderr, prog);
+      } else {
+        std::fprintf(stderr, "%s: %s\nRun '%s -h' for the options.\n", prog, error.c_str(), prog);
+      }
       return 1;
     case ParseStatus::kOk:
       break;

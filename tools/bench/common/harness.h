@@ -56,8 +56,8 @@ struct CollDesc {
   // The count argument is the total element count divided by nranks (AllGather, ReduceScatter,
   // AlltoAll, Gather, Scatter); sizes are then rounded down to multiples of typesize * nranks.
   bool countPerRank;
-  // Whether in-place has a defined result to check (not for AlltoAll and SendRecv, where NCCL
-  // leaves it undefined; nccl-tests prints N/A there too).
+  // Whether in-place has a defined result to check (not for SendRecv, where one buffer both
+  // sent and received has no defined result): otherwise in-place is timed and #wrong is N/A.
   bool checkInPlace;
   double (*busBwFactor)(int nranks);
   Layout (*layout)(size_t count, int nranks, int rank);

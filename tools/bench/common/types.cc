@@ -14,11 +14,11 @@ struct TypeInfo {
 
 // In chorusDataType_t order; the names are the ones nccl-tests prints.
 constexpr TypeInfo kTypes[] = {
-    {chorusInt8, "int8", 1, false, true},      {chorusUint8, "uint8", 1, false, false},
-    {chorusInt32, "int32", 4, false, true},    {chorusUint32, "uint32", 4, false, false},
-    {chorusInt64, "int64", 8, false, true},    {chorusUint64, "uint64", 8, false, false},
-    {chorusFloat16, "half", 2, true, true},    {chorusFloat32, "float", 4, true, true},
-    {chorusFloat64, "double", 8, true, true},  {chorusBfloat16, "bfloat16", 2, true, true},
+    {chorusInt8, "int8", 1, false, true},     {chorusUint8, "uint8", 1, false, false},
+    {chorusInt32, "int32", 4, false, true},   {chorusUint32, "uint32", 4, false, false},
+    {chorusInt64, "int64", 8, false, true},   {chorusUint64, "uint64", 8, false, false},
+    {chorusFloat16, "half", 2, true, true},   {chorusFloat32, "float", 4, true, true},
+    {chorusFloat64, "double", 8, true, true}, {chorusBfloat16, "bfloat16", 2, true, true},
 };
 constexpr int kNumTypes = sizeof(kTypes) / sizeof(kTypes[0]);
 
@@ -27,9 +27,9 @@ struct Alias {
   chorusDataType_t type;
 };
 constexpr Alias kTypeAliases[] = {
-    {"char", chorusInt8},        {"int", chorusInt32},        {"float16", chorusFloat16},
-    {"fp16", chorusFloat16},     {"float32", chorusFloat32},  {"fp32", chorusFloat32},
-    {"float64", chorusFloat64},  {"fp64", chorusFloat64},     {"bf16", chorusBfloat16},
+    {"char", chorusInt8},       {"int", chorusInt32},       {"float16", chorusFloat16},
+    {"fp16", chorusFloat16},    {"float32", chorusFloat32}, {"fp32", chorusFloat32},
+    {"float64", chorusFloat64}, {"fp64", chorusFloat64},    {"bf16", chorusBfloat16},
 };
 
 constexpr const char* kOpNames[] = {"sum", "prod", "max", "min", "avg"};

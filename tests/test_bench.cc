@@ -1,0 +1,528 @@
+// Tests of the nccl-tests-compatible benchmark tools (tools/bench): the ideal-bandwidth formula
+// and the local float16 / bfloat16 conversions (header-only, included directly), then the real
+// binaries from BENCH_DIR: exit statuses, the table (nccl-tests' exact header, #wrong 0 on every
+// row, N/A without checking), the JSON document, every collective's checker, and a two-process
+// run through chorusrun. Every run is bounded by `timeout` and the tools' own -T.
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../tools/bench/common/floatconv.h"
+#include "../tools/bench/common/ideal.h"
+
+#ifndef BENCH_DIR
+#error "BENCH_DIR must name the build directory holding the *_perf tools"
+#endif
+#ifndef CHORUSRUN_PATH
+#error "CHORUSRUN_PATH must name the chorusrun binary"
+#endif
+
+namespace {
+
+using chorus_bench::idealBusBw;
+
+// ---------------------------------------------------------------------------------------------
+// Running the tools.
+
+struct RunResult {
+  int status = -1;  // exit status, or -1 when it did not exit normally
+  std::string out;  // stdout (stderr is folded in when asked)
+};
+
+std::string ToolPath(const std::string& tool) {
+  return std::string(BENCH_DIR) + "/" + tool;
+}
+
+// Runs `command` through /bin/sh under a hard time limit.
+RunResult RunShell(const std::string& command) {
+  RunResult r;
+  const std::string bounded = "timeout -k 5 180 " + command;
+  FILE* p = popen(bounded.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+RunResult RunTool(const std::string& tool, const std::string& args, bool withStderr = false) {
+  const std::string path = ToolPath(tool);
+  if (!std::filesystem::exists(path)) {
+    ADD_FAILURE() << path << " is not built (build the *_perf targets before the tests)";
+    return {};
+  }
+  return RunShell(path + " -T 120 " + args + (withStderr ? " 2>&1" : " 2>/dev/null"));
+}
+
+std::vector<std::string> Lines(const std::string& s) {
+  std::vector<std::string> lines;
+  std::istringstream in(s);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::vector<std::string> Fields(const std::string& line) {
+  std::vector<std::string> f;
+  std::istringstream in(line);
+  for (std::string w; in >> w;) f.push_back(w);
+  return f;
+}
+
+// The table's data rows (lines that are neither comments nor empty), as whitespace fields.
+std::vector<std::vector<std::string>> DataRows(const std::string& out) {
+  std::vector<std::vector<std::string>> rows;
+  for (const std::string& line : Lines(out)) {
+    if (line.empty() || line[0] == '#') continue;
+    rows.push_back(Fields(line));
+  }
+  return rows;
+}
+
+// Columns of a data row: size count type redop root, then time algbw busbw #wrong for the
+// out-of-place and the in-place runs.
+constexpr size_t kOopWrong = 8;
+constexpr size_t kIpWrong = 12;
+constexpr size_t kNcclColumns = 13;
+
+// Checks that the run succeeded and that every row was checked and right.
+void ExpectAllRight(const RunResult& r, const std::string& what, bool inPlaceChecked = true) {
+  EXPECT_EQ(r.status, 0) << what << "\n" << r.out;
+  const auto rows = DataRows(r.out);
+  EXPECT_FALSE(rows.empty()) << what << "\n" << r.out;
+  for (const auto& row : rows) {
+    ASSERT_GE(row.size(), kNcclColumns) << what;
+    EXPECT_EQ(row[kOopWrong], "0") << what << ": size " << row[0] << " " << row[2] << " " << row[3];
+    if (inPlaceChecked) {
+      EXPECT_EQ(row[kIpWrong], "0")
+          << what << ": size " << row[0] << " " << row[2] << " " << row[3];
+    }
+  }
+  EXPECT_NE(r.out.find("# Out of bounds values : 0 OK"), std::string::npos) << what;
+}
+
+// ---------------------------------------------------------------------------------------------
+// A minimal JSON parser, enough to check the -J document's shape.
+
+struct Json {
+  enum Kind { kNull, kBool, kNumber, kString, kArray, kObject } kind = kNull;
+  bool b = false;
+  double num = 0.0;
+  std::string str;
+  std::vector<Json> arr;
+  std::map<std::string, Json> obj;
+
+  bool Has(const std::string& k) const { return kind == kObject && obj.count(k) != 0; }
+  const Json& operator[](const std::string& k) const { return obj.at(k); }
+};
+
+class JsonParser {
+ public:
+  explicit JsonParser(const std::string& s) : s_(s) {}
+
+  bool Parse(Json* out) {
+    if (!Value(out)) return false;
+    Space();
+    return i_ == s_.size();
+  }
+
+ private:
+  void Space() {
+    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
+  }
+  bool Eat(char c) {
+    Space();
+    if (i_ < s_.size() && s_[i_] == c) {
+      ++i_;
+      return true;
+    }
+    return false;
+  }
+  bool Literal(const char* word) {
+    const std::string w = word;
+    if (s_.compare(i_, w.size(), w) != 0) return false;
+    i_ += w.size();
+    return true;
+  }
+  bool String(std::string* out) {
+    if (!Eat('"')) return false;
+    while (i_ < s_.size()) {
+      const char c = s_[i_++];
+      if (c == '"') return true;
+      if (static_cast<unsigned char>(c) < 0x20) return false;
+      if (c != '\\') {
+        *out += c;
+        continue;
+      }
+      if (i_ >= s_.size()) return false;
+      const char e = s_[i_++];
+      switch (e) {
+        case '"':
+        case '\\':
+        case '/':
+          *out += e;
+          break;
+        case 'b':
+          *out += '\b';
+          break;
+        case 'f':
+          *out += '\f';
+          break;
+        case 'n':
+          *out += '\n';
+          break;
+        case 'r':
+          *out += '\r';
+          break;
+        case 't':
+          *out += '\t';
+          break;
+        case 'u':
+          if (i_ + 4 > s_.size()) return false;
+          for (int k = 0; k < 4; ++k) {
+            if (!std::isxdigit(static_cast<unsigned char>(s_[i_ + k]))) return false;
+          }
+          *out += '?';
+          i_ += 4;
+          break;
+        default:
+          return false;
+      }
+    }
+    return false;
+  }
+  bool Value(Json* v) {
+    Space();
+    if (i_ >= s_.size()) return false;
+    const char c = s_[i_];
+    if (c == '{') {
+      ++i_;
+      v->kind = Json::kObject;
+      if (Eat('}')) return true;
+      do {
+        std::string k;
+        Space();
+        if (!String(&k) || !Eat(':')) return false;
+        if (v->obj.count(k) != 0) return false;  // duplicate key
+        if (!Value(&v->obj[k])) return false;
+      } while (Eat(','));
+      return Eat('}');
+    }
+    if (c == '[') {
+      ++i_;
+      v->kind = Json::kArray;
+      if (Eat(']')) return true;
+      do {
+        v->arr.emplace_back();
+        if (!Value(&v->arr.back())) return false;
+      } while (Eat(','));
+      return Eat(']');
+    }
+    if (c == '"') {
+      v->kind = Json::kString;
+      return String(&v->str);
+    }
+    if (Literal("true")) {
+      v->kind = Json::kBool;
+      v->b = true;
+      return true;
+    }
+    if (Literal("false")) {
+      v->kind = Json::kBool;
+      return true;
+    }
+    if (Literal("null")) return true;
+    const char* begin = s_.c_str() + i_;
+    char* end = nullptr;
+    v->num = std::strtod(begin, &end);
+    if (end == begin) return false;
+    v->kind = Json::kNumber;
+    i_ += static_cast<size_t>(end - begin);
+    return true;
+  }
+
+  const std::string& s_;
+  size_t i_ = 0;
+};
+
+std::string TempPath(const std::string& name) {
+  return testing::TempDir() + "chorus_bench_" + std::to_string(getpid()) + "_" + name;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Header-only pieces.
+
+TEST(BenchIdeal, SeedExample) {
+  // Seed 001: B = 450, I = 100 GB/s, 8 ranks per node, 2 nodes: min(187.5, 482.1) = 187.5.
+  EXPECT_DOUBLE_EQ(idealBusBw(450, 100, 8, 2), 187.5);
+}
+
+TEST(BenchIdeal, SingleNodeIsIntraBandwidth) {
+  EXPECT_DOUBLE_EQ(idealBusBw(450, 100, 8, 1), 450.0);
+  EXPECT_DOUBLE_EQ(idealBusBw(12.5, 0, 2, 1), 12.5);
+  EXPECT_DOUBLE_EQ(idealBusBw(450, 0, 1, 1), 450.0);
+}
+
+TEST(BenchIdeal, MultiNodeTerms) {
+  // Intra-node bound: B * (N-1) / (N-Q) with N = 4, Q = 2: 10 * 3 / 2 = 15 < 100 * 3 * 2 / 4.
+  EXPECT_DOUBLE_EQ(idealBusBw(10, 100, 2, 2), 15.0);
+  // One rank per node: only the inter-node term, I * (N-1) * Q / (N * (Q-1)) = I.
+  EXPECT_DOUBLE_EQ(idealBusBw(0, 25, 1, 4), 25.0);
+  // Unknown inputs give 0.
+  EXPECT_EQ(idealBusBw(450, 0, 8, 2), 0.0);
+  EXPECT_EQ(idealBusBw(450, 100, 0, 1), 0.0);
+  EXPECT_DOUBLE_EQ(chorus_bench::efficiencyPercent(93.75, 187.5), 50.0);
+}
+
+TEST(BenchFloatConv, HalfAndBfloat16RoundTripAndRoundToNearestEven) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float f = chorus_bench::halfToFloat(static_cast<uint16_t>(h));
+    if (!std::isnan(f)) {
+      ASSERT_EQ(chorus_bench::floatToHalf(f), h) << std::hex << h;
+    }
+    const float g = chorus_bench::bf16ToFloat(static_cast<uint16_t>(h));
+    if (!std::isnan(g)) {
+      ASSERT_EQ(chorus_bench::floatToBf16(g), h) << std::hex << h;
+    }
+  }
+  // Ties go to even: 1 + 2^-11 lies halfway between 1 and 1 + 2^-10 in half precision.
+  EXPECT_EQ(chorus_bench::floatToHalf(1.0f + std::ldexp(1.0f, -11)), 0x3c00);
+  EXPECT_EQ(chorus_bench::floatToHalf(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);
+  EXPECT_EQ(chorus_bench::floatToHalf(65520.0f), 0x7c00);  // rounds to infinity
+  EXPECT_EQ(chorus_bench::floatToBf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);
+}
+
+// ---------------------------------------------------------------------------------------------
+// all_reduce_perf.
+
+TEST(BenchAllReduce, ChecksJsonAndTable) {
+  const std::string json = TempPath("allreduce.json");
+  const RunResult r = RunTool("all_reduce_perf", "-t 2 -b 8 -e 64K -f 4 -c 1 -J " + json);
+  ExpectAllRight(r, "all_reduce_perf -t 2");
+
+  // 8, 32, ..., 32768: seven sizes; count = size / 4 for float.
+  const auto rows = DataRows(r.out);
+  ASSERT_EQ(rows.size(), 7u) << r.out;
+  EXPECT_EQ(rows.front()[0], "8");
+  EXPECT_EQ(rows.front()[1], "2");
+  EXPECT_EQ(rows.back()[0], "32768");
+  for (const auto& row : rows) {
+    EXPECT_EQ(row[2], "float");
+    EXPECT_EQ(row[3], "sum");
+    EXPECT_EQ(row[4], "-1");
+  }
+
+  // The preamble and the header are nccl-tests'.
+  EXPECT_NE(r.out.find("# nThread 2 nGpus 1 minBytes 8 maxBytes 65536 step: 4(factor) warmup "
+                       "iters: 1 iters: 20 agg iters: 1 validation: 1 graph: 0\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("#  Rank  0 Group  0 Pid "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("#  Rank  1 Group  0 Pid "), std::string::npos) << r.out;
+  EXPECT_NE(
+      r.out.find(
+          "#                                                              out-of-place          "
+          "             in-place\n"
+          "#       size         count      type   redop    root     time   algbw   busbw #wrong  "
+          "   time   algbw   busbw #wrong\n"
+          "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)         "
+          "   (us)  (GB/s)  (GB/s)\n"),
+      std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("# Avg bus bandwidth    : "), std::string::npos);
+  EXPECT_NE(r.out.find("#\n# Collective test concluded: all_reduce_perf\n"), std::string::npos);
+
+  // Row layout: "%12li  %12li  %8s  %6s  %6s" then "  %7s  %6s  %6s  %6g" twice.
+  for (const std::string& line : Lines(r.out)) {
+    if (line.empty() || line[0] == '#') continue;
+    EXPECT_EQ(line.size(), 52u + 2 * 33u) << "'" << line << "'";
+  }
+
+  std::ifstream in(json);
+  ASSERT_TRUE(in.good()) << json;
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  Json doc;
+  ASSERT_TRUE(JsonParser(text).Parse(&doc)) << text;
+  ASSERT_EQ(doc.kind, Json::kObject);
+  for (const char* key : {"version", "start_time", "args", "env", "config", "devices", "results",
+                          "out_of_bounds", "average_bus_bandwidth", "errors", "end_time"}) {
+    EXPECT_TRUE(doc.Has(key)) << key;
+  }
+  ASSERT_EQ(doc["devices"].kind, Json::kArray);
+  EXPECT_EQ(doc["devices"].arr.size(), 2u);
+  ASSERT_EQ(doc["results"].kind, Json::kArray);
+  ASSERT_EQ(doc["results"].arr.size(), 7u);
+  for (const Json& res : doc["results"].arr) {
+    for (const char* key : {"size", "count", "type", "redop", "root", "out_of_place", "in_place",
+                            "algorithm", "protocol", "nchannels"}) {
+      EXPECT_TRUE(res.Has(key)) << key;
+    }
+    for (const char* placement : {"out_of_place", "in_place"}) {
+      const Json& p = res[placement];
+      for (const char* key : {"time", "alg_bw", "bus_bw", "nwrong"}) {
+        EXPECT_TRUE(p.Has(key)) << placement << "." << key;
+      }
+      EXPECT_EQ(p["nwrong"].kind, Json::kNumber);
+      EXPECT_EQ(p["nwrong"].num, 0.0);
+      EXPECT_GT(p["time"].num, 0.0);
+    }
+  }
+  EXPECT_EQ(doc["results"].arr[0]["size"].num, 8.0);
+  EXPECT_EQ(doc["results"].arr[0]["type"].str, "float");
+  EXPECT_EQ(doc["out_of_bounds"]["count"].num, 0.0);
+  EXPECT_TRUE(doc["out_of_bounds"]["okay"].b);
+  EXPECT_EQ(doc["errors"].kind, Json::kArray);
+  EXPECT_TRUE(doc["errors"].arr.empty());
+  std::filesystem::remove(json);
+}
+
+TEST(BenchAllReduce, EveryTypeAndOp) {
+  const RunResult r =
+      RunTool("all_reduce_perf", "-t 3 -b 8 -e 32K -f 8 -d all -o all -n 2 -w 1 -c 2");
+  ExpectAllRight(r, "all_reduce_perf -t 3 -d all -o all");
+  // 10 types x 5 ops x sizes 8, 64, ..., 32768.
+  EXPECT_EQ(DataRows(r.out).size(), 10u * 5u * 5u) << r.out;
+}
+
+TEST(BenchAllReduce, NoCheckPrintsNA) {
+  const RunResult r = RunTool("all_reduce_perf", "-t 2 -b 1K -e 4K -f 2 -c 0 -n 2");
+  EXPECT_EQ(r.status, 0) << r.out;
+  const auto rows = DataRows(r.out);
+  ASSERT_EQ(rows.size(), 3u) << r.out;
+  for (const auto& row : rows) {
+    ASSERT_GE(row.size(), kNcclColumns);
+    EXPECT_EQ(row[kOopWrong], "N/A");
+    EXPECT_EQ(row[kIpWrong], "N/A");
+  }
+}
+
+TEST(BenchAllReduce, BadFlagsExitNonZero) {
+  EXPECT_NE(RunTool("all_reduce_perf", "--no-such-flag").status, 0);
+  EXPECT_NE(RunTool("all_reduce_perf", "-b 1X").status, 0);
+  EXPECT_NE(RunTool("all_reduce_perf", "-d float128").status, 0);
+  EXPECT_NE(RunTool("all_reduce_perf", "-o xor").status, 0);
+  EXPECT_NE(RunTool("all_reduce_perf", "-b 1M -e 1K").status, 0);
+  EXPECT_NE(RunTool("all_reduce_perf", "-a 7").status, 0);
+  const RunResult g = RunTool("all_reduce_perf", "-g 2", true);
+  EXPECT_NE(g.status, 0);
+  EXPECT_NE(g.out.find("-g/--ngpus"), std::string::npos) << g.out;
+  const RunResult h = RunTool("all_reduce_perf", "-h");
+  EXPECT_EQ(h.status, 0);
+  EXPECT_NE(h.out.find("--nthreads"), std::string::npos) << h.out;
+}
+
+TEST(BenchAllReduce, LongFlagsAggregationBlockingAndIdeal) {
+  const RunResult r =
+      RunTool("all_reduce_perf",
+              "--nthreads 2 --minbytes 1K --maxbytes 16K --stepfactor 4 --iters 3 --warmup_iters 0 "
+              "--agg_iters 3 --blocking 1 --average 3 --run_cycles 2 --per_iter_timing 1 "
+              "--intra-bw 10");
+  ExpectAllRight(r, "all_reduce_perf long flags");
+  const auto rows = DataRows(r.out);
+  ASSERT_EQ(rows.size(), 2u * 3u) << r.out;  // two cycles of 1K, 4K, 16K
+  // 13 nccl-tests columns, 8 per-iteration columns, ideal and eff%.
+  for (const auto& row : rows) {
+    ASSERT_EQ(row.size(), kNcclColumns + 8 + 2) << r.out;
+    EXPECT_EQ(row[kNcclColumns + 8], "10.00");
+  }
+  EXPECT_NE(r.out.find("# Avg efficiency       : "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  ideal    eff%\n"), std::string::npos) << r.out;
+}
+
+TEST(BenchAllReduce, AdditiveStepAndCpuTime) {
+  const RunResult r = RunTool("all_reduce_perf", "-t 2 -b 1000 -e 3000 -i 1000 -C 1 -n 2");
+  ExpectAllRight(r, "all_reduce_perf -i");
+  const auto rows = DataRows(r.out);
+  ASSERT_EQ(rows.size(), 3u) << r.out;
+  EXPECT_EQ(rows[0][0], "1000");
+  EXPECT_EQ(rows[1][0], "2000");
+  EXPECT_EQ(rows[2][0], "3000");
+  EXPECT_NE(r.out.find("step: 1000(bytes)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" cputime "), std::string::npos) << r.out;
+}
+
+TEST(BenchAllReduce, TwoProcessesThroughChorusrun) {
+  const std::string tool = ToolPath("all_reduce_perf");
+  ASSERT_TRUE(std::filesystem::exists(CHORUSRUN_PATH)) << CHORUSRUN_PATH;
+  ASSERT_TRUE(std::filesystem::exists(tool)) << tool;
+  const RunResult r = RunShell(std::string(CHORUSRUN_PATH) + " --no-prefix -np 2 " + tool +
+                               " -T 120 -t 2 -b 8 -e 64K -f 8 -d all -o sum -n 2 2>&1");
+  ExpectAllRight(r, "chorusrun -np 2 all_reduce_perf -t 2");
+  // Only global rank 0 prints: one table, four ranks listed.
+  size_t headers = 0, pos = 0;
+  while ((pos = r.out.find("# Collective test concluded", pos)) != std::string::npos) {
+    ++headers;
+    ++pos;
+  }
+  EXPECT_EQ(headers, 1u) << r.out;
+  EXPECT_NE(r.out.find("#  Rank  3 Group  0 Pid "), std::string::npos) << r.out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The other collectives: every type (and op, and root), small sizes, three ranks.
+
+struct ToolCase {
+  const char* tool;
+  const char* args;
+  bool inPlaceChecked;
+};
+
+class BenchCollective : public testing::TestWithParam<ToolCase> {};
+
+TEST_P(BenchCollective, AllRight) {
+  const ToolCase& c = GetParam();
+  const RunResult r = RunTool(c.tool, std::string("-t 3 -b 8 -e 8K -f 8 -d all -n 2 ") + c.args);
+  ExpectAllRight(r, c.tool, c.inPlaceChecked);
+  if (!c.inPlaceChecked) {
+    for (const auto& row : DataRows(r.out)) EXPECT_EQ(row[kIpWrong], "N/A");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Collectives, BenchCollective,
+                         testing::Values(ToolCase{"all_gather_perf", "", true},
+                                         ToolCase{"reduce_scatter_perf", "-o all", true},
+                                         ToolCase{"broadcast_perf", "-r all", true},
+                                         ToolCase{"reduce_perf", "-o all -r all", true},
+                                         ToolCase{"alltoall_perf", "", true},
+                                         ToolCase{"gather_perf", "-r all", true},
+                                         ToolCase{"scatter_perf", "-r all", true},
+                                         ToolCase{"sendrecv_perf", "", false}),
+                         [](const testing::TestParamInfo<ToolCase>& info) {
+                           std::string name = info.param.tool;
+                           return name.substr(0, name.size() - 5);  // drop "_perf"
+                         });
+
+TEST(BenchTools, RowsFollowTheCollectiveSizes) {
+  // AllGather: size = nranks * count * 4, rounded down to a multiple of 3 * 4 bytes; the
+  // repeated 0-count rows of tiny sizes collapse into one.
+  const RunResult r = RunTool("all_gather_perf", "-t 3 -b 4 -e 96 -f 2 -n 1");
+  ExpectAllRight(r, "all_gather_perf sizes");
+  const auto rows = DataRows(r.out);
+  ASSERT_EQ(rows.size(), 4u) << r.out;  // 4, 8 -> 0; 16 -> 1; 32 -> 2; 64 -> 5 (96 > 64*2)
+  EXPECT_EQ(rows[0][0], "0");
+  EXPECT_EQ(rows[1][0], "12");
+  EXPECT_EQ(rows[1][1], "1");
+  EXPECT_EQ(rows[2][0], "24");
+  EXPECT_EQ(rows[3][0], "60");
+  EXPECT_EQ(rows[3][3], "none");
+}
+
+TEST(BenchTools, RootBeyondRanksIsRejected) {
+  EXPECT_NE(RunTool("broadcast_perf", "-t 2 -r 2 -b 8 -e 8").status, 0);
+}
+
+}  // namespace
