@@ -1,0 +1,167 @@
+#include "reference.h"
+
+#include "test_types.h"
+#include "typed.h"
+#include "values.h"
+
+namespace ctest {
+
+namespace {
+
+template <class T>
+T wrapAdd(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(uint64_t{static_cast<U>(a)} + uint64_t{static_cast<U>(b)}));
+}
+
+template <class T>
+T wrapMul(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(uint64_t{static_cast<U>(a)} * uint64_t{static_cast<U>(b)}));
+}
+
+template <class T>
+void reduceTyped(const RefSpec& s, uint64_t firstIndex, size_t count, T* out) {
+  const chorusRedOp_t op = s.op;
+  const int n = s.nranks;
+  for (size_t i = 0; i < count; ++i) {
+    const uint64_t idx = firstIndex + i;
+    if constexpr (detail::kIsFloat<T>) {
+      using FT = detail::FloatTraits<T>;
+      using Acc = typename FT::Acc;
+      // Every partial result is exact for the generated inputs, so the order does not matter.
+      double acc = FT::toDouble(detail::gen<T>(op, s.seed, s.type, 0, idx));
+      for (int r = 1; r < n; ++r) {
+        const double v = FT::toDouble(detail::gen<T>(op, s.seed, s.type, r, idx));
+        switch (op) {
+          case chorusSum:
+          case chorusAvg:
+            acc += v;
+            break;
+          case chorusProd:
+            acc *= v;
+            break;
+          case chorusMin:
+            acc = v < acc ? v : acc;
+            break;
+          case chorusMax:
+            acc = v > acc ? v : acc;
+            break;
+          default:
+            break;
+        }
+      }
+      if (op == chorusAvg) {
+        out[i] = FT::fromAcc(static_cast<Acc>(acc) / static_cast<Acc>(n));
+      } else {
+        out[i] = FT::fromDouble(acc);
+      }
+    } else {
+      T acc = detail::gen<T>(op, s.seed, s.type, 0, idx);
+      for (int r = 1; r < n; ++r) {
+        const T v = detail::gen<T>(op, s.seed, s.type, r, idx);
+        switch (op) {
+          case chorusSum:
+          case chorusAvg:
+            acc = wrapAdd(acc, v);
+            break;
+          case chorusProd:
+            acc = wrapMul(acc, v);
+            break;
+          case chorusMin:
+            acc = v < acc ? v : acc;
+            break;
+          case chorusMax:
+            acc = v > acc ? v : acc;
+            break;
+          default:
+            break;
+        }
+      }
+      if (op == chorusAvg) {
+        // The wrapped sum divided by nranks; C++ division truncates toward zero.
+        if constexpr (std::is_signed_v<T>) {
+          acc = static_cast<T>(static_cast<int64_t>(acc) / n);
+        } else {
+          acc = static_cast<T>(static_cast<uint64_t>(acc) / static_cast<uint64_t>(n));
+        }
+      }
+      out[i] = acc;
+    }
+  }
+}
+
+Bytes alloc(const RefSpec& s, size_t elements) {
+  return Bytes(elements * typeSize(s.type));
+}
+
+void fillFrom(const RefSpec& s, int rank, uint64_t firstIndex, size_t count, unsigned char* dst) {
+  fillValues(s.type, s.op, s.seed, rank, firstIndex, count, dst);
+}
+
+}  // namespace
+
+uint64_t p2pIndex(int peer, int message) {
+  return (static_cast<uint64_t>(peer) * 16 + static_cast<uint64_t>(message)) << 36;
+}
+
+Bytes refReduceElements(const RefSpec& s, uint64_t firstIndex, size_t count) {
+  Bytes out = alloc(s, count);
+  detail::withType(s.type, [&]<class T>() {
+    reduceTyped<T>(s, firstIndex, count, reinterpret_cast<T*>(out.data()));
+  });
+  return out;
+}
+
+Bytes refAllReduce(const RefSpec& s) {
+  return refReduceElements(s, 0, s.count);
+}
+
+Bytes refReduce(const RefSpec& s) {
+  return refReduceElements(s, 0, s.count);
+}
+
+Bytes refBroadcast(const RefSpec& s) {
+  Bytes out = alloc(s, s.count);
+  fillFrom(s, s.root, 0, s.count, out.data());
+  return out;
+}
+
+Bytes refAllGather(const RefSpec& s) {
+  Bytes out = alloc(s, s.count * s.nranks);
+  const size_t block = s.count * typeSize(s.type);
+  for (int r = 0; r < s.nranks; ++r) fillFrom(s, r, 0, s.count, out.data() + r * block);
+  return out;
+}
+
+Bytes refGather(const RefSpec& s) {
+  return refAllGather(s);
+}
+
+Bytes refReduceScatter(const RefSpec& s, int rank) {
+  return refReduceElements(s, static_cast<uint64_t>(rank) * s.count, s.count);
+}
+
+Bytes refAlltoAll(const RefSpec& s, int rank) {
+  // Block j of rank i's input goes to block i of rank j.
+  Bytes out = alloc(s, s.count * s.nranks);
+  const size_t block = s.count * typeSize(s.type);
+  for (int i = 0; i < s.nranks; ++i) {
+    fillFrom(s, i, static_cast<uint64_t>(rank) * s.count, s.count, out.data() + i * block);
+  }
+  return out;
+}
+
+Bytes refScatter(const RefSpec& s, int rank) {
+  Bytes out = alloc(s, s.count);
+  fillFrom(s, s.root, static_cast<uint64_t>(rank) * s.count, s.count, out.data());
+  return out;
+}
+
+Bytes refRecv(const RefSpec& s, int sender, int receiver, int message) {
+  Bytes out = alloc(s, s.count);
+  fillFrom(s, sender, p2pIndex(receiver, message), s.count, out.data());
+  return out;
+}
+
+}  // namespace ctest
