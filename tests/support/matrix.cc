@@ -105,8 +105,7 @@ std::string Case::describe(int nranks) const {
   if (collReduces(coll)) s += std::string(" ") + opName(op);
   if (coll == Coll::SendRecv) s += std::string(" ") + patternName(pattern);
   s += " count=" + std::to_string(count);
-  if (coll != Coll::SendRecv && coll != Coll::AlltoAll)
-    s += inPlace ? " in-place" : " out-of-place";
+  if (coll != Coll::SendRecv) s += inPlace ? " in-place" : " out-of-place";
   if (collHasRoot(coll)) s += " root=" + std::to_string(root);
   s += " nranks=" + std::to_string(nranks) + " seed=" + std::to_string(seed);
   return s;
@@ -212,7 +211,7 @@ std::vector<Case> enumerateCases(const MatrixOptions& opt, int nranks) {
   for (Coll coll : opt.colls) {
     const int ci = static_cast<int>(coll);
     std::vector<bool> placements{false};
-    if (coll != Coll::AlltoAll && coll != Coll::SendRecv) placements.push_back(true);
+    if (coll != Coll::SendRecv) placements.push_back(true);
     const std::vector<int> collRoots = collHasRoot(coll) ? roots : std::vector<int>{0};
     for (size_t count : opt.counts) {
       const bool big = count >= kBigThreshold;
@@ -419,13 +418,21 @@ void RankCase::setupCollective() {
       break;
     }
     case Coll::AlltoAll: {
-      const int sb = addBuffer(all), rb = addBuffer(all);
-      fillInput(sb, 0, all, r, 0);
-      send_ = at(sb, 0);
-      recv_ = at(rb, 0);
-      expectInput(sb, 0, all, r, 0, "sendbuff (must not change)");
-      expectRef(
-          rb, 0, all, [s, r] { return refAlltoAll(s, r); }, "recvbuff");
+      if (c_.inPlace) {
+        const int b = addBuffer(all);
+        fillInput(b, 0, all, r, 0);
+        send_ = recv_ = at(b, 0);
+        expectRef(
+            b, 0, all, [s, r] { return refAlltoAll(s, r); }, "recvbuff (in place)");
+      } else {
+        const int sb = addBuffer(all), rb = addBuffer(all);
+        fillInput(sb, 0, all, r, 0);
+        send_ = at(sb, 0);
+        recv_ = at(rb, 0);
+        expectInput(sb, 0, all, r, 0, "sendbuff (must not change)");
+        expectRef(
+            rb, 0, all, [s, r] { return refAlltoAll(s, r); }, "recvbuff");
+      }
       break;
     }
     case Coll::Gather: {
