@@ -350,7 +350,7 @@ TEST_F(Semantics, StreamQueryInProgressThenSuccess) {
 // A null stream: the result is there when the call returns (no synchronize exists to call).
 TEST_F(Semantics, NullStreamCompletesBeforeReturn) {
   Watchdog watchdog(60, "NullStreamCompletesBeforeReturn");
-  const int n = 5;
+  const int n = 3;
   CommSet comms(n);
   ASSERT_EQ(comms.initResult(), chorusSuccess);
   std::vector<std::string> errors(n);
