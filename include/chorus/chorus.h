@@ -164,6 +164,18 @@ chorusResult_t chorusRecv(void* recvbuff, size_t count, chorusDataType_t datatyp
 chorusResult_t chorusGroupStart(void);
 chorusResult_t chorusGroupEnd(void);
 
+/* Chorus extension: what the tuner picks for a collective ("allreduce", "broadcast", "reduce",
+ * "allgather", "reducescatter", "alltoall", "gather", "scatter") of `count` elements (per rank,
+ * as passed to the call) on this communicator, honouring CHORUS_ALGO / CHORUS_PROTO. */
+typedef struct {
+  char algorithm[16]; /* ring, tree, chain, direct, naive */
+  char protocol[16];  /* simple, ll */
+  int nchannels;
+  double predictedUs; /* the model's time */
+} chorusChoice_t;
+chorusResult_t chorusTunerChoice(chorusComm_t comm, const char* collective, size_t count,
+                                 chorusDataType_t datatype, chorusChoice_t* choice);
+
 /* Size in bytes of one element (0 for an unknown type). */
 size_t chorusTypeSize(chorusDataType_t datatype);
 

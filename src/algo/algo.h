@@ -4,18 +4,33 @@
 #include <vector>
 
 #include "core/op.h"
+#include "proto/proto.h"
 
 struct chorusComm;
 
 namespace chorus {
 
-// Ring algorithms (algo/ring.cc), on one channel.
-void ringAllReduce(chorusComm* comm, int channel, const OpDesc& op);
-void ringAllGather(chorusComm* comm, int channel, const OpDesc& op);
-void ringReduceScatter(chorusComm* comm, int channel, const OpDesc& op);
+// The share of an operation one channel runs: elements [begin, end) of the operation's count
+// (of each rank's block for AllGather / ReduceScatter), with one protocol.
+struct Work {
+  int channel;
+  Proto proto;
+  size_t begin;
+  size_t end;
+};
+
+// Ring algorithms (algo/ring.cc).
+void ringAllReduce(chorusComm* comm, const OpDesc& op, const Work& w);
+void ringAllGather(chorusComm* comm, const OpDesc& op, const Work& w);
+void ringReduceScatter(chorusComm* comm, const OpDesc& op, const Work& w);
 // Pipelined chains along the ring (algo/chain.cc).
-void chainBroadcast(chorusComm* comm, int channel, const OpDesc& op);
-void chainReduce(chorusComm* comm, int channel, const OpDesc& op);
+void chainBroadcast(chorusComm* comm, const OpDesc& op, const Work& w);
+void chainReduce(chorusComm* comm, const OpDesc& op, const Work& w);
+// Double binary tree AllReduce (algo/tree.cc): tree t runs on channel t over its half of the
+// data; both halves progress in one loop. Single-tree Broadcast / Reduce rooted at op.root.
+void treeAllReduce(chorusComm* comm, const OpDesc& op, Proto proto);
+void treeBroadcast(chorusComm* comm, const OpDesc& op, const Work& w);
+void treeReduce(chorusComm* comm, const OpDesc& op, const Work& w);
 
 // Point-to-point (algo/p2p.cc): every transfer of the batch progresses together, so no call
 // order can deadlock. Transfers to the same peer keep their order.

@@ -16,20 +16,16 @@ inline int mod(int a, int n) { return ((a % n) + n) % n; }
 }  // namespace
 
 // root -> root+1 -> ... -> root-1.
-void chainBroadcast(chorusComm* comm, int channel, const OpDesc& op) {
+void chainBroadcast(chorusComm* comm, const OpDesc& op, const Work& w) {
   const int n = comm->nranks, r = comm->rank;
-  const size_t esz = chorusTypeSize(op.type), count = op.count;
+  const size_t esz = chorusTypeSize(op.type);
   const char* src = static_cast<const char*>(op.sendbuff);
   char* dst = static_cast<char*>(op.recvbuff);
-  if (n == 1) {
-    if (count && src != dst) memmove(dst, src, count * esz);
-    return;
-  }
   const int pos = mod(r - op.root, n);  // 0 = root, n-1 = end of the chain
-  Prims prims(comm, channel, pos == 0 ? -1 : mod(r - 1, n), pos == n - 1 ? -1 : mod(r + 1, n),
-              op.type, op.op, "Broadcast");
-  for (size_t off = 0; off < count; off += prims.chunkElems()) {
-    const size_t ne = std::min(prims.chunkElems(), count - off), o = off * esz;
+  Prims prims(comm, w.channel, w.proto, pos == 0 ? -1 : mod(r - 1, n),
+              pos == n - 1 ? -1 : mod(r + 1, n), op.type, op.op, "Broadcast");
+  for (size_t off = w.begin; off < w.end; off += prims.chunkElems()) {
+    const size_t ne = std::min(prims.chunkElems(), w.end - off), o = off * esz;
     if (pos == 0)
       prims.copySend(src + o, dst + o, ne);
     else if (pos == n - 1)
@@ -40,20 +36,16 @@ void chainBroadcast(chorusComm* comm, int channel, const OpDesc& op) {
 }
 
 // root+1 -> root+2 -> ... -> root: each hop adds its contribution; the root finishes.
-void chainReduce(chorusComm* comm, int channel, const OpDesc& op) {
+void chainReduce(chorusComm* comm, const OpDesc& op, const Work& w) {
   const int n = comm->nranks, r = comm->rank;
-  const size_t esz = chorusTypeSize(op.type), count = op.count;
+  const size_t esz = chorusTypeSize(op.type);
   const char* src = static_cast<const char*>(op.sendbuff);
   char* dst = static_cast<char*>(op.recvbuff);
-  if (n == 1) {
-    if (count && src != dst) memmove(dst, src, count * esz);
-    return;
-  }
   const int pos = mod(r - op.root - 1, n);  // 0 = start, n-1 = root
-  Prims prims(comm, channel, pos == 0 ? -1 : mod(r - 1, n), pos == n - 1 ? -1 : mod(r + 1, n),
-              op.type, op.op, "Reduce");
-  for (size_t off = 0; off < count; off += prims.chunkElems()) {
-    const size_t ne = std::min(prims.chunkElems(), count - off), o = off * esz;
+  Prims prims(comm, w.channel, w.proto, pos == 0 ? -1 : mod(r - 1, n),
+              pos == n - 1 ? -1 : mod(r + 1, n), op.type, op.op, "Reduce");
+  for (size_t off = w.begin; off < w.end; off += prims.chunkElems()) {
+    const size_t ne = std::min(prims.chunkElems(), w.end - off), o = off * esz;
     if (pos == 0)
       prims.send(src + o, ne);
     else if (pos == n - 1)

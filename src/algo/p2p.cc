@@ -37,7 +37,7 @@ void runP2P(chorusComm* comm, const std::vector<P2PTransfer>& transfers, const c
     for (int p = 0; p < n; ++p) {
       auto& sq = sends[size_t(p)];
       if (!sq.empty()) {
-        SendConn& s = comm->sendConns[channel][size_t(p)];
+        SendConn& s = comm->sendConn(0, channel, p);
         while (!sq.empty() && s.slotFree()) {
           Pending& t = sq.front();
           size_t k = std::min(s.slotBytes, t.bytes - t.done);
@@ -54,7 +54,7 @@ void runP2P(chorusComm* comm, const std::vector<P2PTransfer>& transfers, const c
       }
       auto& rq = recvs[size_t(p)];
       if (!rq.empty()) {
-        RecvConn& rc = comm->recvConns[channel][size_t(p)];
+        RecvConn& rc = comm->recvConn(0, channel, p);
         while (!rq.empty() && rc.dataReady()) {
           Pending& t = rq.front();
           size_t k = rc.slotSize();

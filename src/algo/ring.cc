@@ -1,12 +1,12 @@
-// Ring AllReduce, AllGather and ReduceScatter over one channel (seed 003).
+// Ring AllReduce, AllGather and ReduceScatter on one channel (seed 003).
 //
-// The data is processed in loops of nranks chunks; in each loop chunk k covers elements
-// [off + k*real, off + (k+1)*real) where real = min(slot elements, ceil(remaining / nranks)).
-// Rank r sends to r+1 and receives from r-1. In AllReduce step 0 rank r sends chunk r-1; at
-// step j it receives chunk r-j from r-1 (which sent it one step earlier), so after nranks-1
-// reduce steps rank r holds the full reduction of chunk r; the allgather half then circulates
-// the reduced chunks for nranks-1 more steps: 2(nranks-1) transfers per loop in 2k-1 steps.
-// Both ends of every transfer compute the same chunk size, so empty chunks are skipped by both.
+// AllReduce processes the channel's elements in loops of nranks chunks; in each loop chunk k
+// covers [off + k*real, off + (k+1)*real) where real = min(slot elements, ceil(remaining /
+// nranks)). Rank r sends to r+1 and receives from r-1. Step 0: rank r sends chunk r-1; at step
+// j it receives chunk r-j from r-1 (sent one step earlier), so after nranks-1 reduce steps rank
+// r holds the full reduction of chunk r; the allgather half then circulates the reduced chunks
+// for nranks-1 more steps: 2(nranks-1) transfers in 2k-1 steps. Both ends of every transfer
+// compute the same chunk size, so empty chunks are skipped by both.
 #include <algorithm>
 #include <cstring>
 
@@ -19,28 +19,20 @@ namespace chorus {
 
 namespace {
 inline int mod(int a, int n) { return ((a % n) + n) % n; }
-
-// Single rank: the result is the input (avg of one value divides by one).
-void selfCopy(const OpDesc& op, size_t count) {
-  size_t bytes = count * chorusTypeSize(op.type);
-  if (bytes == 0 || op.sendbuff == op.recvbuff) return;
-  memmove(op.recvbuff, op.sendbuff, bytes);
-}
 }  // namespace
 
-void ringAllReduce(chorusComm* comm, int channel, const OpDesc& op) {
+void ringAllReduce(chorusComm* comm, const OpDesc& op, const Work& w) {
   const int n = comm->nranks, r = comm->rank;
-  if (n == 1) return selfCopy(op, op.count);
-  Prims prims(comm, channel, mod(r - 1, n), mod(r + 1, n), op.type, op.op, "AllReduce");
+  Prims prims(comm, w.channel, w.proto, mod(r - 1, n), mod(r + 1, n), op.type, op.op, "AllReduce");
   const size_t esz = chorusTypeSize(op.type);
   const char* src = static_cast<const char*>(op.sendbuff);
   char* dst = static_cast<char*>(op.recvbuff);
-  const size_t count = op.count, maxChunk = prims.chunkElems();
-  for (size_t off = 0; off < count;) {
-    const size_t real = std::min(maxChunk, (count - off + size_t(n) - 1) / size_t(n));
+  const size_t end = w.end, maxChunk = prims.chunkElems();
+  for (size_t off = w.begin; off < end;) {
+    const size_t real = std::min(maxChunk, (end - off + size_t(n) - 1) / size_t(n));
     auto at = [&](int k, size_t* elems) {
       size_t o = off + size_t(k) * real;
-      *elems = o < count ? std::min(real, count - o) : 0;
+      *elems = o < end ? std::min(real, end - o) : 0;
       return o * esz;
     };
     size_t ne;
@@ -64,41 +56,35 @@ void ringAllReduce(chorusComm* comm, int channel, const OpDesc& op) {
 
 // AllGather: block k of the output is rank k's input; it travels k -> k+1 -> ... in slot-sized
 // pieces. In place (NCCL): sendbuff == recvbuff + rank * count.
-void ringAllGather(chorusComm* comm, int channel, const OpDesc& op) {
+void ringAllGather(chorusComm* comm, const OpDesc& op, const Work& w) {
   const int n = comm->nranks, r = comm->rank;
-  const size_t esz = chorusTypeSize(op.type), count = op.count;
+  const size_t esz = chorusTypeSize(op.type), blockBytes = op.count * esz;
   char* dst = static_cast<char*>(op.recvbuff);
   const char* src = static_cast<const char*>(op.sendbuff);
-  if (n == 1) {
-    if (count && src != dst) memmove(dst, src, count * esz);
-    return;
-  }
-  Prims prims(comm, channel, mod(r - 1, n), mod(r + 1, n), op.type, op.op, "AllGather");
-  const size_t blockBytes = count * esz;
-  for (size_t off = 0; off < count; off += prims.chunkElems()) {
-    const size_t ne = std::min(prims.chunkElems(), count - off);
-    const size_t o = off * esz;
+  Prims prims(comm, w.channel, w.proto, mod(r - 1, n), mod(r + 1, n), op.type, op.op, "AllGather");
+  for (size_t off = w.begin; off < w.end; off += prims.chunkElems()) {
+    const size_t ne = std::min(prims.chunkElems(), w.end - off), o = off * esz;
     prims.copySend(src + o, dst + size_t(r) * blockBytes + o, ne);
-    for (int j = 1; j < n - 1; ++j) prims.recvCopySend(dst + size_t(mod(r - j, n)) * blockBytes + o, ne);
+    for (int j = 1; j < n - 1; ++j)
+      prims.recvCopySend(dst + size_t(mod(r - j, n)) * blockBytes + o, ne);
     prims.recv(dst + size_t(mod(r + 1, n)) * blockBytes + o, ne);
   }
 }
 
 // ReduceScatter: rank k ends with the reduction of block k; block k starts at rank k+1 and is
 // reduced along the ring, reaching k last. In place (NCCL): recvbuff == sendbuff + rank*count.
-void ringReduceScatter(chorusComm* comm, int channel, const OpDesc& op) {
+void ringReduceScatter(chorusComm* comm, const OpDesc& op, const Work& w) {
   const int n = comm->nranks, r = comm->rank;
-  const size_t esz = chorusTypeSize(op.type), count = op.count;
+  const size_t esz = chorusTypeSize(op.type), blockBytes = op.count * esz;
   const char* src = static_cast<const char*>(op.sendbuff);
   char* dst = static_cast<char*>(op.recvbuff);
-  if (n == 1) return selfCopy(op, count);
-  Prims prims(comm, channel, mod(r - 1, n), mod(r + 1, n), op.type, op.op, "ReduceScatter");
-  const size_t blockBytes = count * esz;
-  for (size_t off = 0; off < count; off += prims.chunkElems()) {
-    const size_t ne = std::min(prims.chunkElems(), count - off);
-    const size_t o = off * esz;
+  Prims prims(comm, w.channel, w.proto, mod(r - 1, n), mod(r + 1, n), op.type, op.op,
+              "ReduceScatter");
+  for (size_t off = w.begin; off < w.end; off += prims.chunkElems()) {
+    const size_t ne = std::min(prims.chunkElems(), w.end - off), o = off * esz;
     prims.send(src + size_t(mod(r - 1, n)) * blockBytes + o, ne);
-    for (int j = 2; j < n; ++j) prims.recvReduceSend(src + size_t(mod(r - j, n)) * blockBytes + o, ne);
+    for (int j = 2; j < n; ++j)
+      prims.recvReduceSend(src + size_t(mod(r - j, n)) * blockBytes + o, ne);
     prims.recvReduceCopy(src + size_t(r) * blockBytes + o, dst + o, ne, /*final=*/true);
   }
 }

@@ -1,8 +1,17 @@
-// Dispatch of a collective to its algorithm. (The tuner that chooses among ring, tree and
-// protocols per call comes with the engine work; today each collective has one algorithm.)
+// Runs a collective with the tuner's choice: the algorithm, the protocol, and for rings and
+// chains the number of channels (each channel takes a contiguous share of the elements and runs
+// on its own thread; the caller runs channel 0).
+#include <atomic>
+#include <cstring>
+#include <exception>
+#include <thread>
+#include <vector>
+
 #include "algo/algo.h"
 #include "core/comm.h"
 #include "core/debug.h"
+#include "core/error.h"
+#include "tune/tuner.h"
 
 namespace chorus {
 
@@ -22,27 +31,84 @@ const char* opKindName(OpKind kind) {
   return "?";
 }
 
+void naiveAllReduce(chorusComm* comm, const OpDesc& op);
+
+namespace {
+
+// A single rank: the result is the input (avg of one value divides by one, exactly).
+void runSingleRank(const OpDesc& op) {
+  const size_t esz = chorusTypeSize(op.type), bytes = op.count * esz;
+  if (bytes == 0 || op.recvbuff == nullptr || op.sendbuff == op.recvbuff) return;
+  memmove(op.recvbuff, op.sendbuff, bytes);
+}
+
+void runChannel(chorusComm* comm, const OpDesc& op, const Choice& c, const Work& w) {
+  switch (op.kind) {
+    case OpKind::kAllReduce: return ringAllReduce(comm, op, w);
+    case OpKind::kAllGather: return ringAllGather(comm, op, w);
+    case OpKind::kReduceScatter: return ringReduceScatter(comm, op, w);
+    case OpKind::kBroadcast:
+      return c.algo == Algo::kTree ? treeBroadcast(comm, op, w) : chainBroadcast(comm, op, w);
+    case OpKind::kReduce:
+      return c.algo == Algo::kTree ? treeReduce(comm, op, w) : chainReduce(comm, op, w);
+    default: return;
+  }
+}
+
+}  // namespace
+
 void runCollective(const OpDesc& op) {
   chorusComm* comm = op.comm;
-  CHORUS_INFO(comm->rank, "%s opCount %llu count %zu datatype %d op %d root %d algo %s",
+  if (comm->nranks == 1 && op.kind != OpKind::kAlltoAll && op.kind != OpKind::kGather &&
+      op.kind != OpKind::kScatter) {
+    runSingleRank(op);
+    ++comm->opCount;
+    return;
+  }
+  const Choice c = choose(comm, op);
+  CHORUS_INFO(comm->rank, "%s opCount %llu count %zu datatype %d op %d root %d: algo %s proto %s "
+              "nchannels %d (predicted %.1f us)",
               opKindName(op.kind), (unsigned long long)comm->opCount, op.count, int(op.type),
-              int(op.op), op.root,
-              op.kind == OpKind::kBroadcast || op.kind == OpKind::kReduce ? "chain"
-              : op.kind == OpKind::kAlltoAll || op.kind == OpKind::kGather ||
-                      op.kind == OpKind::kScatter
-                  ? "direct"
-                  : "ring");
-  switch (op.kind) {
-    case OpKind::kAllReduce: ringAllReduce(comm, 0, op); break;
-    case OpKind::kAllGather: ringAllGather(comm, 0, op); break;
-    case OpKind::kReduceScatter: ringReduceScatter(comm, 0, op); break;
-    case OpKind::kBroadcast: chainBroadcast(comm, 0, op); break;
-    case OpKind::kReduce: chainReduce(comm, 0, op); break;
-    case OpKind::kAlltoAll:
-    case OpKind::kGather:
-    case OpKind::kScatter: directCollective(comm, op); break;
-    case OpKind::kSend:
-    case OpKind::kRecv: break;
+              int(op.op), op.root, algoName(c.algo), protoName(c.proto), c.nchannels,
+              c.predictedUs);
+  if (op.kind == OpKind::kAlltoAll || op.kind == OpKind::kGather || op.kind == OpKind::kScatter) {
+    directCollective(comm, op);
+  } else if (op.kind == OpKind::kAllReduce && c.algo == Algo::kTree) {
+    treeAllReduce(comm, op, c.proto);
+  } else if (op.kind == OpKind::kAllReduce && c.algo == Algo::kNaive) {
+    naiveAllReduce(comm, op);
+  } else {
+    // Split the elements over channels in 64-byte aligned shares.
+    const int nch = c.nchannels;
+    const size_t align = std::max<size_t>(1, 64 / chorusTypeSize(op.type));
+    const size_t share = ((op.count + size_t(nch) - 1) / size_t(nch) + align - 1) / align * align;
+    std::vector<std::thread> threads;
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(nch));
+    std::atomic<int> firstFailed{-1};  // report the cause, not a sibling's "aborted"
+    for (int ch = 1; ch < nch; ++ch) {
+      Work w{ch, c.proto, std::min(op.count, share * size_t(ch)),
+             std::min(op.count, share * size_t(ch + 1))};
+      threads.emplace_back([&, w, ch] {
+        try {
+          runChannel(comm, op, c, w);
+        } catch (...) {
+          errors[size_t(ch)] = std::current_exception();
+          int none = -1;
+          firstFailed.compare_exchange_strong(none, ch);
+          comm->abortFlag.store(true);  // stop the sibling channels too
+        }
+      });
+    }
+    try {
+      runChannel(comm, op, c, Work{0, c.proto, 0, std::min(op.count, share)});
+    } catch (...) {
+      errors[0] = std::current_exception();
+      int none = -1;
+      firstFailed.compare_exchange_strong(none, 0);
+      if (nch > 1) comm->abortFlag.store(true);
+    }
+    for (auto& t : threads) t.join();
+    if (firstFailed.load() >= 0) std::rethrow_exception(errors[size_t(firstFailed.load())]);
   }
   ++comm->opCount;
 }

@@ -26,7 +26,8 @@ struct PeerInfo {
   uint64_t hostHash;
   int32_t nchannels;  // proposal; rank 0's wins
   int32_t pad;
-  uint64_t slotBytes;  // proposal; rank 0's wins
+  uint64_t slotBytes;    // proposal; rank 0's wins
+  uint64_t llSlotBytes;  // proposal; rank 0's wins
   uint64_t segAddr;    // address of the segment in its owner's process
   char hostname[64];
   char segName[96];
@@ -47,11 +48,19 @@ struct chorusComm {
   std::unique_ptr<chorus::Bootstrap> bootstrap;
   std::vector<chorus::PeerInfo> peers;
   int nchannels = 1;
-  size_t slotBytes = 0;
+  size_t slotBytes[2] = {0, 0};  // per protocol (Simple, LL)
   chorus::Segment mySegment;
   std::vector<chorus::Segment> peerSegments;            // by rank; [rank] is unused
-  std::vector<std::vector<chorus::SendConn>> sendConns;  // [channel][peer]
-  std::vector<std::vector<chorus::RecvConn>> recvConns;  // [channel][peer]
+  // [proto][channel][peer]
+  std::vector<std::vector<chorus::SendConn>> sendConns[2];
+  std::vector<std::vector<chorus::RecvConn>> recvConns[2];
+  std::vector<std::vector<char>> scratch;  // [channel]: 4 Simple slots of scratch for LL / trees
+  chorus::SendConn& sendConn(int proto, int channel, int peer) {
+    return sendConns[proto][size_t(channel)][size_t(peer)];
+  }
+  chorus::RecvConn& recvConn(int proto, int channel, int peer) {
+    return recvConns[proto][size_t(channel)][size_t(peer)];
+  }
 
   // Thread-safety checks: the thread currently inside an API call on this communicator, and
   // whether an operation is executing (from a stream or a caller).

@@ -57,15 +57,17 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
   mine.hostHash = hostHash(&host);
   snprintf(mine.hostname, sizeof(mine.hostname), "%s", host.c_str());
   int maxCh = cfg && cfg->maxChannels > 0 ? cfg->maxChannels
-                                          : int(envInt("CHORUS_MAX_NCHANNELS", 1));
+                                          : int(envInt("CHORUS_MAX_NCHANNELS", 2));
   mine.nchannels = std::clamp(maxCh, 1, 64);
   mine.slotBytes = slotBytesFromEnv();
+  mine.llSlotBytes = size_t(std::max<int64_t>(4096, envSize("CHORUS_LL_BUFFSIZE", 256 << 10) / kNSteps) & ~int64_t(63));
   c->peers.resize(size_t(c->nranks));
   c->bootstrap->allGather(&mine, sizeof(mine), c->peers.data(), deadline);
 
   // Rank 0's proposal wins so that every rank slices data identically.
   c->nchannels = c->peers[0].nchannels;
-  c->slotBytes = c->peers[0].slotBytes;
+  c->slotBytes[0] = c->peers[0].slotBytes;
+  c->slotBytes[1] = c->peers[0].llSlotBytes;
   bool otherProcess = false;
   for (const auto& p : c->peers) {
     if (p.hostHash != mine.hostHash)
@@ -79,7 +81,7 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
     fail(chorusInvalidUsage, "rank %d: CHORUS_SHM_DISABLE=1 but ranks of this node are in other "
          "processes and no other transport is available", c->rank);
 
-  SegmentLayout layout{c->nranks, c->nchannels, c->slotBytes};
+  SegmentLayout layout{c->nranks, c->nchannels, {c->slotBytes[0], c->slotBytes[1]}};
   c->mySegment = Segment::create(layout, c->rank, otherProcess);
   mine.segAddr = reinterpret_cast<uint64_t>(c->mySegment.base());
   snprintf(mine.segName, sizeof(mine.segName), "%s", c->mySegment.name().c_str());
@@ -100,25 +102,28 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
   }
   c->mySegment.unlinkName();
 
-  c->sendConns.assign(size_t(c->nchannels), std::vector<SendConn>(size_t(c->nranks)));
-  c->recvConns.assign(size_t(c->nchannels), std::vector<RecvConn>(size_t(c->nranks)));
-  for (int ch = 0; ch < c->nchannels; ++ch)
-    for (int p = 0; p < c->nranks; ++p) {
-      const Segment& peerSeg = p == c->rank ? c->mySegment : c->peerSegments[size_t(p)];
-      SendConn& s = c->sendConns[size_t(ch)][size_t(p)];
-      s.ctrl = peerSeg.fifoCtrl(ch, c->rank);
-      s.slots = peerSeg.fifoData(ch, c->rank);
-      s.slotBytes = c->slotBytes;
-      s.peer = p;
-      RecvConn& r = c->recvConns[size_t(ch)][size_t(p)];
-      r.ctrl = c->mySegment.fifoCtrl(ch, p);
-      r.slots = c->mySegment.fifoData(ch, p);
-      r.slotBytes = c->slotBytes;
-      r.peer = p;
-    }
+  for (int pr = 0; pr < 2; ++pr) {
+    c->sendConns[pr].assign(size_t(c->nchannels), std::vector<SendConn>(size_t(c->nranks)));
+    c->recvConns[pr].assign(size_t(c->nchannels), std::vector<RecvConn>(size_t(c->nranks)));
+    for (int ch = 0; ch < c->nchannels; ++ch)
+      for (int p = 0; p < c->nranks; ++p) {
+        const Segment& peerSeg = p == c->rank ? c->mySegment : c->peerSegments[size_t(p)];
+        SendConn& s = c->sendConn(pr, ch, p);
+        s.ctrl = peerSeg.fifoCtrl(pr, ch, c->rank);
+        s.slots = peerSeg.fifoData(pr, ch, c->rank);
+        s.slotBytes = c->slotBytes[pr];
+        s.peer = p;
+        RecvConn& r = c->recvConn(pr, ch, p);
+        r.ctrl = c->mySegment.fifoCtrl(pr, ch, p);
+        r.slots = c->mySegment.fifoData(pr, ch, p);
+        r.slotBytes = c->slotBytes[pr];
+        r.peer = p;
+      }
+  }
+  c->scratch.assign(size_t(c->nchannels), std::vector<char>(4 * c->slotBytes[0] + 64));
   CHORUS_INFO(c->rank, "init done: nranks %d, %s, %d channel(s), slot %zu bytes x %d steps",
               c->nranks, otherProcess ? "shared memory between processes" : "in-process memory",
-              c->nchannels, c->slotBytes, kNSteps);
+              c->nchannels, c->slotBytes[0], kNSteps);
   c->state.store(CommState::kReady);
 }
 

@@ -9,72 +9,89 @@
 
 namespace chorus {
 
-Prims::Prims(chorusComm* comm, int channel, int recvPeer, int sendPeer, chorusDataType_t type,
-             chorusRedOp_t op, const char* opName)
+Prims::Prims(chorusComm* comm, int channel, Proto proto, int recvPeer, int sendPeer,
+             chorusDataType_t type, chorusRedOp_t op, const char* opName)
     : comm_(comm), type_(type), op_(op), esz_(chorusTypeSize(type)), opName_(opName) {
-  if (sendPeer >= 0) send_ = &comm->sendConns[size_t(channel)][size_t(sendPeer)];
-  if (recvPeer >= 0) recv_ = &comm->recvConns[size_t(channel)][size_t(recvPeer)];
-  chunkElems_ = comm->slotBytes / esz_;
+  const int pr = int(proto);
+  if (sendPeer >= 0) send_ = &comm->sendConn(pr, channel, sendPeer);
+  if (recvPeer >= 0) recv_ = &comm->recvConn(pr, channel, recvPeer);
+  io_.proto = proto;
+  char* scratch = comm->scratch[size_t(channel)].data();
+  io_.recvScratch = scratch;
+  io_.sendScratch = scratch + comm->slotBytes[0];
+  chunkElems_ = protoSlotCapacity(proto, comm->slotBytes[pr]) / esz_;
 }
 
-void Prims::waitSend() {
-  if (send_->slotFree()) return;
-  Waiter w(comm_, send_->peer, opName_);
-  while (!send_->slotFree()) w.pause();
+char* Prims::waitSend() {
+  if (!send_->slotFree()) {
+    Waiter w(comm_, send_->peer, opName_);
+    while (!send_->slotFree()) w.pause();
+  }
+  return io_.sendBuffer(*send_, io_.sendScratch);
 }
 
 const char* Prims::waitRecv(size_t bytes) {
-  if (!recv_->dataReady()) {
+  if (!io_.recvReady(*recv_, bytes)) {
     Waiter w(comm_, recv_->peer, opName_);
-    while (!recv_->dataReady()) w.pause();
+    while (!io_.recvReady(*recv_, bytes)) w.pause();
   }
-  size_t got = recv_->slotSize();
+  size_t got = io_.recvBytes(*recv_, bytes);
   if (got != bytes)
     fail(chorusInvalidUsage,
          "rank %d: %s: received %zu bytes from rank %d where %zu were expected (do all ranks call "
          "the same operation with the same count and type?)",
          comm_->rank, opName_, got, recv_->peer, bytes);
-  return recv_->slot();
+  return io_.recvData(*recv_, bytes, io_.recvScratch);
 }
 
 int Prims::divisor(bool final) const { return final && op_ == chorusAvg ? comm_->nranks : 0; }
 
 void Prims::send(const void* src, size_t n) {
   if (n == 0) return;
-  waitSend();
-  copyKernel(send_->slot(), nullptr, src, n * esz_);
-  send_->post(n * esz_);
+  const size_t bytes = n * esz_;
+  char* out = waitSend();
+  copyKernel(out, nullptr, src, bytes);
+  post(out, bytes);
 }
 
 void Prims::recv(void* dst, size_t n) {
   if (n == 0) return;
-  const char* in = waitRecv(n * esz_);
-  copyKernel(dst, nullptr, in, n * esz_);
+  const size_t bytes = n * esz_;
+  const char* in = waitRecv(bytes);
+  copyKernel(dst, nullptr, in, bytes);
   recv_->release();
 }
 
 void Prims::copySend(const void* src, void* dst, size_t n) {
   if (n == 0) return;
-  waitSend();
-  copyKernel(send_->slot(), src == dst ? nullptr : dst, src, n * esz_);
-  send_->post(n * esz_);
+  const size_t bytes = n * esz_;
+  char* out = waitSend();
+  copyKernel(out, src == dst ? nullptr : dst, src, bytes);
+  post(out, bytes);
 }
 
 void Prims::recvCopySend(void* dst, size_t n) {
   if (n == 0) return;
-  const char* in = waitRecv(n * esz_);
-  waitSend();
-  copyKernel(send_->slot(), dst, in, n * esz_);
-  send_->post(n * esz_);
+  const size_t bytes = n * esz_;
+  const char* in = waitRecv(bytes);
+  char* out = waitSend();
+  if (io_.proto == Proto::kSimple) {
+    copyKernel(out, dst, in, bytes);
+    post(out, bytes);
+  } else {
+    copyKernel(dst, nullptr, in, bytes);  // LL: pack straight from the received data
+    post(in, bytes);
+  }
   recv_->release();
 }
 
 void Prims::recvReduceSend(const void* src, size_t n) {
   if (n == 0) return;
-  const char* in = waitRecv(n * esz_);
-  waitSend();
-  reduceKernel(type_, op_, n, in, src, send_->slot(), nullptr, 0);
-  send_->post(n * esz_);
+  const size_t bytes = n * esz_;
+  const char* in = waitRecv(bytes);
+  char* out = waitSend();
+  reduceKernel(type_, op_, n, in, src, out, nullptr, 0);
+  post(out, bytes);
   recv_->release();
 }
 
@@ -87,10 +104,16 @@ void Prims::recvReduceCopy(const void* src, void* dst, size_t n, bool final) {
 
 void Prims::recvReduceCopySend(const void* src, void* dst, size_t n, bool final) {
   if (n == 0) return;
-  const char* in = waitRecv(n * esz_);
-  waitSend();
-  reduceKernel(type_, op_, n, in, src, dst, send_->slot(), divisor(final));
-  send_->post(n * esz_);
+  const size_t bytes = n * esz_;
+  const char* in = waitRecv(bytes);
+  char* out = waitSend();
+  if (io_.proto == Proto::kSimple) {
+    reduceKernel(type_, op_, n, in, src, dst, out, divisor(final));
+    post(out, bytes);
+  } else {
+    reduceKernel(type_, op_, n, in, src, dst, nullptr, divisor(final));
+    post(static_cast<const char*>(dst), bytes);
+  }
   recv_->release();
 }
 

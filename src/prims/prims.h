@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "chorus/chorus.h"
+#include "proto/proto.h"
 #include "transport/fifo.h"
 
 struct chorusComm;
@@ -16,8 +17,8 @@ namespace chorus {
 class Prims {
  public:
   // recvPeer / sendPeer: -1 when this rank does not receive / send in the algorithm.
-  Prims(chorusComm* comm, int channel, int recvPeer, int sendPeer, chorusDataType_t type,
-        chorusRedOp_t op, const char* opName);
+  Prims(chorusComm* comm, int channel, Proto proto, int recvPeer, int sendPeer,
+        chorusDataType_t type, chorusRedOp_t op, const char* opName);
 
   // Elements that fit one slot (the largest chunk a primitive moves).
   size_t chunkElems() const { return chunkElems_; }
@@ -32,10 +33,12 @@ class Prims {
   void recvReduceCopySend(const void* src, void* dst, size_t n, bool final);
 
  private:
-  void waitSend();
-  const char* waitRecv(size_t bytes);
+  char* waitSend();                    // where to write the outgoing chunk
+  const char* waitRecv(size_t bytes);  // the incoming chunk's data
+  void post(const char* buf, size_t bytes) { io_.sendPost(*send_, buf, bytes); }
   int divisor(bool final) const;
 
+  ProtoIO io_;
   chorusComm* comm_;
   SendConn* send_ = nullptr;
   RecvConn* recv_ = nullptr;

@@ -20,7 +20,9 @@ constexpr size_t kCtrlBytes = 4096;
 static_assert(sizeof(FifoCtrl) <= kCtrlBytes);
 }  // namespace
 
-size_t SegmentLayout::fifoStride() const { return kCtrlBytes + size_t(kNSteps) * slotStride(slotBytes); }
+size_t SegmentLayout::fifoStride(int proto) const {
+  return kCtrlBytes + size_t(kNSteps) * slotStride(slotBytes[proto]);
+}
 
 Segment Segment::create(const SegmentLayout& layout, int rank, bool shared) {
   Segment s;
@@ -64,16 +66,17 @@ Segment Segment::create(const SegmentLayout& layout, int rank, bool shared) {
   h->rank = rank;
   h->nranks = layout.nranks;
   h->nchannels = layout.nchannels;
-  h->slotBytes = layout.slotBytes;
-  h->fifoStride = layout.fifoStride();
+  h->slotBytes[0] = layout.slotBytes[0];
+  h->slotBytes[1] = layout.slotBytes[1];
   h->totalBytes = s.bytes_;
+  for (int pr = 0; pr < 2; ++pr)
   for (int c = 0; c < layout.nchannels; ++c)
     for (int p = 0; p < layout.nranks; ++p) {
-      char* f = s.base_ + layout.fifoOffset(c, p);
+      char* f = s.base_ + layout.fifoOffset(pr, c, p);
       auto* ctrl = new (f) FifoCtrl();
       ctrl->head.store(0);
       for (int k = 0; k < kNSteps; ++k) {
-        auto* h = new (f + kCtrlBytes + size_t(k) * slotStride(layout.slotBytes)) SlotHeader();
+        auto* h = new (f + kCtrlBytes + size_t(k) * slotStride(layout.slotBytes[pr])) SlotHeader();
         h->seq.store(0);
         h->bytes.store(0);
       }
@@ -127,14 +130,14 @@ void Segment::release() {
   base_ = nullptr;
 }
 
-FifoCtrl* Segment::fifoCtrl(int channel, int peer) const {
+FifoCtrl* Segment::fifoCtrl(int proto, int channel, int peer) const {
   const SegmentHeader* h = header();
-  return reinterpret_cast<FifoCtrl*>(
-      base_ + 4096 + h->fifoStride * (size_t(channel) * size_t(h->nranks) + size_t(peer)));
+  SegmentLayout layout{h->nranks, h->nchannels, {h->slotBytes[0], h->slotBytes[1]}};
+  return reinterpret_cast<FifoCtrl*>(base_ + layout.fifoOffset(proto, channel, peer));
 }
 
-char* Segment::fifoData(int channel, int peer) const {
-  return reinterpret_cast<char*>(fifoCtrl(channel, peer)) + kCtrlBytes;
+char* Segment::fifoData(int proto, int channel, int peer) const {
+  return reinterpret_cast<char*>(fifoCtrl(proto, channel, peer)) + kCtrlBytes;
 }
 
 }  // namespace chorus

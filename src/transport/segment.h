@@ -22,20 +22,23 @@ struct SegmentHeader {
   int32_t rank;
   int32_t nranks;
   int32_t nchannels;
-  uint64_t slotBytes;
-  uint64_t fifoStride;
+  uint64_t slotBytes[2];
   uint64_t totalBytes;
 };
 
+// Two sets of FIFOs, one per protocol (index 0: Simple, 1: LL), each nchannels x nranks, so
+// that a slot only ever holds one protocol's framing.
 struct SegmentLayout {
   int nranks;
   int nchannels;
-  size_t slotBytes;
+  size_t slotBytes[2];  // per protocol
   size_t headerBytes() const { return 4096; }
-  size_t fifoStride() const;
-  size_t totalBytes() const { return headerBytes() + fifoStride() * size_t(nranks) * size_t(nchannels); }
-  size_t fifoOffset(int channel, int peer) const {
-    return headerBytes() + fifoStride() * (size_t(channel) * size_t(nranks) + size_t(peer));
+  size_t fifoStride(int proto) const;
+  size_t setBytes(int proto) const { return fifoStride(proto) * size_t(nranks) * size_t(nchannels); }
+  size_t totalBytes() const { return headerBytes() + setBytes(0) + setBytes(1); }
+  size_t fifoOffset(int proto, int channel, int peer) const {
+    return headerBytes() + (proto == 1 ? setBytes(0) : 0) +
+           fifoStride(proto) * (size_t(channel) * size_t(nranks) + size_t(peer));
   }
 };
 
@@ -53,8 +56,8 @@ class Segment {
   SegmentHeader* header() const { return reinterpret_cast<SegmentHeader*>(base_); }
   char* base() const { return base_; }
   const std::string& name() const { return name_; }
-  FifoCtrl* fifoCtrl(int channel, int peer) const;
-  char* fifoData(int channel, int peer) const;
+  FifoCtrl* fifoCtrl(int proto, int channel, int peer) const;
+  char* fifoData(int proto, int channel, int peer) const;
 
  private:
   char* base_ = nullptr;

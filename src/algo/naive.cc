@@ -1,0 +1,43 @@
+// The naive ring AllReduce of seed 004, kept to show what the real one gains: one channel, no
+// pipelining, built only from whole-chunk Send/Recv exchanges, with a separate reduction pass
+// after each receive and a full synchronisation per step.
+#include <cstring>
+#include <vector>
+
+#include "algo/algo.h"
+#include "core/comm.h"
+#include "reduce/reduce.h"
+
+namespace chorus {
+
+void naiveAllReduce(chorusComm* comm, const OpDesc& op) {
+  const int n = comm->nranks, r = comm->rank;
+  const size_t esz = chorusTypeSize(op.type), count = op.count;
+  char* dst = static_cast<char*>(op.recvbuff);
+  if (op.sendbuff != op.recvbuff) memmove(dst, op.sendbuff, count * esz);
+  const size_t per = (count + size_t(n) - 1) / size_t(n);
+  auto range = [&](int k, size_t* off, size_t* len) {
+    *off = std::min(count, size_t(k) * per);
+    *len = std::min(count, *off + per) - *off;
+  };
+  std::vector<char> tmp(per * esz);
+  const int next = (r + 1) % n, prev = (r - 1 + n) % n;
+  for (int step = 0; step < n - 1; ++step) {  // reduce-scatter
+    size_t so, sl, ro, rl;
+    range((r - step + n) % n, &so, &sl);
+    range((r - step - 1 + 2 * n) % n, &ro, &rl);
+    runP2P(comm, {{true, next, dst + so * esz, sl * esz}, {false, prev, tmp.data(), rl * esz}},
+           "AllReduce(naive)");
+    reduceKernel(op.type, op.op, rl, tmp.data(), dst + ro * esz, dst + ro * esz, nullptr,
+                 op.op == chorusAvg && step == n - 2 ? n : 0);
+  }
+  for (int step = 0; step < n - 1; ++step) {  // allgather
+    size_t so, sl, ro, rl;
+    range((r + 1 - step + n) % n, &so, &sl);
+    range((r - step + n) % n, &ro, &rl);
+    runP2P(comm, {{true, next, dst + so * esz, sl * esz}, {false, prev, dst + ro * esz, rl * esz}},
+           "AllReduce(naive)");
+  }
+}
+
+}  // namespace chorus

@@ -1,0 +1,105 @@
+#include "tune/calibration.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "core/debug.h"
+#include "core/param.h"
+
+#ifndef CHORUS_VERSION_STRING
+#define CHORUS_VERSION_STRING "0"
+#endif
+
+namespace chorus {
+
+std::string machineKey() {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  std::string cpu = "unknown";
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) {
+      cpu = line.substr(line.find(':') + 2);
+      break;
+    }
+  return std::string(host) + "|" + cpu + "|" + std::to_string(std::thread::hardware_concurrency());
+}
+
+std::string tuneCachePath() {
+  std::string dir = envStr("XDG_CACHE_HOME");
+  if (dir.empty()) dir = envStr("HOME", "/tmp") + "/.cache";
+  return dir + "/chorus/tune.txt";
+}
+
+MachineModel defaultModel() {
+  // Figures measured on a 2-core cloud VM (see docs/performance.md); chorus-tune replaces them.
+  MachineModel m{};
+  m.hopUs[int(Proto::kSimple)] = 0.6;
+  m.baseUs[int(Proto::kSimple)] = 0.3;
+  m.bwGBs[int(Proto::kSimple)] = 3.0;
+  m.hopUs[int(Proto::kLL)] = 0.5;
+  m.baseUs[int(Proto::kLL)] = 0.3;
+  m.bwGBs[int(Proto::kLL)] = 1.0;
+  m.channelGain = 0.0;
+  m.channelSpawnUs = 40;
+  m.calibrated = false;
+  return m;
+}
+
+MachineModel loadOrDefaultModel() {
+  MachineModel m = defaultModel();
+  if (envInt("CHORUS_TUNE_CACHE_DISABLE", 0)) return m;
+  std::ifstream f(tuneCachePath());
+  if (!f) {
+    CHORUS_INFO(-1, "tuner: no cache at %s, using built-in defaults (run chorus-tune)",
+                tuneCachePath().c_str());
+    return m;
+  }
+  std::string line, machine, version;
+  MachineModel c = m;
+  while (std::getline(f, line)) {
+    std::istringstream in(line);
+    std::string key;
+    in >> key;
+    if (key == "machine") std::getline(in >> std::ws, machine);
+    else if (key == "version") in >> version;
+    else if (key == "simple") in >> c.hopUs[0] >> c.baseUs[0] >> c.bwGBs[0];
+    else if (key == "ll") in >> c.hopUs[1] >> c.baseUs[1] >> c.bwGBs[1];
+    else if (key == "channels") in >> c.channelGain >> c.channelSpawnUs;
+  }
+  if (machine != machineKey() || version != CHORUS_VERSION_STRING) {
+    CHORUS_WARN(-1, "tuner: ignoring %s: written for '%s' version %s, this is '%s' version %s; "
+                "run chorus-tune again", tuneCachePath().c_str(), machine.c_str(), version.c_str(),
+                machineKey().c_str(), CHORUS_VERSION_STRING);
+    return m;
+  }
+  c.calibrated = true;
+  return c;
+}
+
+bool saveModel(const MachineModel& m, std::string* error) {
+  std::string path = tuneCachePath();
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  std::ofstream f(path);
+  if (!f) {
+    *error = "cannot write " + path;
+    return false;
+  }
+  f << "# chorus-tune: hop_us base_us bandwidth_GBps per protocol; channel gain and spawn cost\n";
+  f << "machine " << machineKey() << "\n";
+  f << "version " << CHORUS_VERSION_STRING << "\n";
+  f << "simple " << m.hopUs[0] << " " << m.baseUs[0] << " " << m.bwGBs[0] << "\n";
+  f << "ll " << m.hopUs[1] << " " << m.baseUs[1] << " " << m.bwGBs[1] << "\n";
+  f << "channels " << m.channelGain << " " << m.channelSpawnUs << "\n";
+  return bool(f);
+}
+
+}  // namespace chorus

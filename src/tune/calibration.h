@@ -1,0 +1,20 @@
+// The tuner's measured parameters, cached per machine and library version under
+// $XDG_CACHE_HOME/chorus (default ~/.cache/chorus) by chorus-tune. A cache written on another
+// machine or by another library version is ignored (with a warning), never used stale.
+#pragma once
+
+#include <string>
+
+#include "tune/tuner.h"
+
+namespace chorus {
+
+// This machine's identity as the cache records it: hostname, CPU model, cores.
+std::string machineKey();
+std::string tuneCachePath();
+// The cached model if valid for this machine and version, else built-in defaults.
+MachineModel loadOrDefaultModel();
+MachineModel defaultModel();
+bool saveModel(const MachineModel& m, std::string* error);
+
+}  // namespace chorus

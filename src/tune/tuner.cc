@@ -1,0 +1,234 @@
+#include "tune/tuner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <strings.h>
+
+#include "core/comm.h"
+#include "core/error.h"
+#include "core/param.h"
+#include "topo/tree.h"
+#include "tune/calibration.h"
+
+namespace chorus {
+
+const char* algoName(Algo a) {
+  switch (a) {
+    case Algo::kRing: return "ring";
+    case Algo::kTree: return "tree";
+    case Algo::kChain: return "chain";
+    case Algo::kDirect: return "direct";
+    case Algo::kNaive: return "naive";
+  }
+  return "?";
+}
+
+const char* collectiveKey(OpKind kind) {
+  switch (kind) {
+    case OpKind::kAllReduce: return "allreduce";
+    case OpKind::kBroadcast: return "broadcast";
+    case OpKind::kReduce: return "reduce";
+    case OpKind::kAllGather: return "allgather";
+    case OpKind::kReduceScatter: return "reducescatter";
+    case OpKind::kAlltoAll: return "alltoall";
+    case OpKind::kGather: return "gather";
+    case OpKind::kScatter: return "scatter";
+    case OpKind::kSend: return "send";
+    case OpKind::kRecv: return "recv";
+  }
+  return "?";
+}
+
+namespace {
+std::mutex gModelMu;
+MachineModel gModel;
+bool gModelLoaded = false;
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = char(tolower(c));
+  return s;
+}
+}  // namespace
+
+const MachineModel& machineModel() {
+  std::lock_guard<std::mutex> l(gModelMu);
+  if (!gModelLoaded) {
+    gModel = loadOrDefaultModel();
+    gModelLoaded = true;
+  }
+  return gModel;
+}
+
+void setMachineModel(const MachineModel& m) {
+  std::lock_guard<std::mutex> l(gModelMu);
+  gModel = m;
+  gModelLoaded = true;
+}
+
+bool envAllows(const char* var, const char* collective, const char* name) {
+  const char* v = getenv(var);
+  if (v == nullptr || *v == 0) return true;
+  // Pick the clause for this collective: "coll:list;coll:list" or a plain list for all.
+  std::string spec = lower(v), list;
+  bool found = false;
+  size_t start = 0;
+  while (start <= spec.size()) {
+    size_t semi = spec.find(';', start);
+    std::string clause = spec.substr(start, semi == std::string::npos ? std::string::npos : semi - start);
+    size_t colon = clause.find(':');
+    if (colon == std::string::npos) {
+      if (!found) list = clause;
+    } else if (clause.substr(0, colon) == collective) {
+      list = clause.substr(colon + 1);
+      found = true;
+    }
+    if (semi == std::string::npos) break;
+    start = semi + 1;
+  }
+  if (list.empty()) return true;
+  bool exclude = list[0] == '^';
+  if (exclude) list = list.substr(1);
+  bool listed = false;
+  start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (item == lower(name)) listed = true;
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return exclude ? !listed : listed;
+}
+
+bool algoSupports(Algo a, OpKind kind, int nranks) {
+  switch (kind) {
+    case OpKind::kAllReduce:
+      return a == Algo::kRing || a == Algo::kTree || a == Algo::kNaive;
+    case OpKind::kAllGather:
+    case OpKind::kReduceScatter:
+      return a == Algo::kRing;
+    case OpKind::kBroadcast:
+    case OpKind::kReduce:
+      return a == Algo::kChain || (a == Algo::kTree && nranks > 2);
+    case OpKind::kAlltoAll:
+    case OpKind::kGather:
+    case OpKind::kScatter:
+    case OpKind::kSend:
+    case OpKind::kRecv:
+      return a == Algo::kDirect;
+  }
+  return false;
+}
+
+bool protoSupports(Algo a, Proto p) {
+  // Point-to-point batches and the naive ring move whole messages through Simple slots.
+  if (a == Algo::kDirect || a == Algo::kNaive) return p == Proto::kSimple;
+  return true;
+}
+
+double predictUs(OpKind kind, Algo a, Proto p, int nch, int n, size_t bytes) {
+  const MachineModel& m = machineModel();
+  const int pi = int(p);
+  const double hop = m.hopUs[pi], base = m.baseUs[pi];
+  double bw = m.bwGBs[pi] * 1e3;  // bytes per microsecond
+  if (nch > 1) bw *= 1.0 + m.channelGain * (nch - 1);
+  const double spawn = nch > 1 ? m.channelSpawnUs * (nch - 1) : 0.0;
+  const double S = double(bytes);
+  const double nn = double(n);
+  if (n <= 1) return base;
+  const int depth = std::max(treeDepth(n, 0), treeDepth(n, 1)) + 1;
+  switch (kind) {
+    case OpKind::kAllReduce:
+      if (a == Algo::kRing)  // 2(n-1) hand-offs; each rank moves 2(n-1)/n of the data
+        return base + spawn + 2 * (nn - 1) * hop + S * 2 * (nn - 1) / nn / bw;
+      if (a == Algo::kTree)  // up and down the depth; seed 002's tree ratio 0.5 per tree, 2 trees
+        return base + 2 * depth * hop + S / (bw * (n > 2 ? 0.5 * 2 * 0.5 : 1.0));
+      // naive: 2(n-1) unpipelined steps, each a full exchange then a separate reduce pass
+      return base + 2 * (nn - 1) * (2 * hop + 2.0) + S * 2 * (nn - 1) / nn / (bw * 0.5);
+    case OpKind::kAllGather:
+    case OpKind::kReduceScatter:
+      return base + spawn + (nn - 1) * hop + S * (nn - 1) / nn / bw;
+    case OpKind::kBroadcast:
+    case OpKind::kReduce:
+      if (a == Algo::kChain) return base + spawn + (nn - 1) * hop + S / bw;
+      return base + depth * hop + S / (bw * 0.5);  // interior nodes send twice
+    default:
+      return base + (nn - 1) * hop + S * (nn - 1) / nn / bw;
+  }
+}
+
+Choice choose(chorusComm* comm, const OpDesc& op) {
+  const int n = comm->nranks;
+  const char* coll = collectiveKey(op.kind);
+  size_t bytes = op.count * chorusTypeSize(op.type);
+  if (op.kind == OpKind::kAllGather || op.kind == OpKind::kReduceScatter ||
+      op.kind == OpKind::kAlltoAll || op.kind == OpKind::kGather || op.kind == OpKind::kScatter)
+    bytes *= size_t(n);
+  const int minCh = int(std::clamp<int64_t>(envInt("CHORUS_MIN_NCHANNELS", 1), 1, comm->nchannels));
+  const int maxCh = int(std::clamp<int64_t>(envInt("CHORUS_MAX_NCHANNELS", comm->nchannels), minCh,
+                                            comm->nchannels));
+  Choice best{Algo::kRing, Proto::kSimple, 1, 1e300};
+  bool any = false;
+  for (int ai = 0; ai < kNumAlgos; ++ai) {
+    Algo a = Algo(ai);
+    if (!algoSupports(a, op.kind, n)) continue;
+    // The naive ring exists to be compared against: only when asked for by name.
+    if (a == Algo::kNaive && !(getenv("CHORUS_ALGO") && envAllows("CHORUS_ALGO", coll, "naive") &&
+                               !envAllows("CHORUS_ALGO", coll, "__none__")))
+      continue;
+    if (!envAllows("CHORUS_ALGO", coll, algoName(a))) continue;
+    for (int pi = 0; pi < kNumProtos; ++pi) {
+      Proto p = Proto(pi);
+      if (!protoSupports(a, p) || !envAllows("CHORUS_PROTO", coll, protoName(p))) continue;
+      // Channels split rings and chains; trees use one channel per tree.
+      bool multi = a == Algo::kRing || a == Algo::kChain;
+      for (int ch = multi ? minCh : 1; ch <= (multi ? maxCh : 1); ++ch) {
+        double t = predictUs(op.kind, a, p, ch, n, bytes);
+        if (t < best.predictedUs) best = {a, p, ch, t};
+        any = true;
+      }
+    }
+  }
+  if (!any) {
+    // Overrides excluded everything that can run this collective: fall back to its default.
+    Algo a = op.kind == OpKind::kAllReduce || op.kind == OpKind::kAllGather ||
+                     op.kind == OpKind::kReduceScatter
+                 ? Algo::kRing
+             : op.kind == OpKind::kBroadcast || op.kind == OpKind::kReduce ? Algo::kChain
+                                                                           : Algo::kDirect;
+    best = {a, Proto::kSimple, 1, predictUs(op.kind, a, Proto::kSimple, 1, n, bytes)};
+  }
+  return best;
+}
+
+}  // namespace chorus
+
+using namespace chorus;
+
+chorusResult_t chorusTunerChoice(chorusComm_t comm, const char* collective, size_t count,
+                                 chorusDataType_t datatype, chorusChoice_t* choice) {
+  if (comm == nullptr || !isLiveComm(comm) || collective == nullptr || choice == nullptr ||
+      chorusTypeSize(datatype) == 0) {
+    setThreadLastError("chorusTunerChoice: NULL or invalid argument");
+    return chorusInvalidArgument;
+  }
+  static const OpKind kinds[] = {OpKind::kAllReduce, OpKind::kBroadcast,     OpKind::kReduce,
+                                 OpKind::kAllGather, OpKind::kReduceScatter, OpKind::kAlltoAll,
+                                 OpKind::kGather,    OpKind::kScatter};
+  for (OpKind k : kinds)
+    if (strcasecmp(collectiveKey(k), collective) == 0) {
+      OpDesc op{k, nullptr, nullptr, count, datatype, chorusSum, 0, comm, nullptr};
+      Choice c = choose(comm, op);
+      snprintf(choice->algorithm, sizeof(choice->algorithm), "%s", algoName(c.algo));
+      snprintf(choice->protocol, sizeof(choice->protocol), "%s", protoName(c.proto));
+      choice->nchannels = c.nchannels;
+      choice->predictedUs = c.predictedUs;
+      return chorusSuccess;
+    }
+  setThreadLastError(std::string("chorusTunerChoice: unknown collective ") + collective);
+  return chorusInvalidArgument;
+}

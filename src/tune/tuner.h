@@ -1,0 +1,53 @@
+// The tuner: for every (collective, algorithm, protocol) a time = latency + bytes / bandwidth
+// model in the shape of seed 002, parameterised by this machine's measured hop latency and
+// bandwidth per protocol (chorus-tune measures them and caches them; see tune/calibration.h),
+// and NCCL-style overrides CHORUS_ALGO / CHORUS_PROTO, CHORUS_MIN/MAX_NCHANNELS.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "core/op.h"
+#include "proto/proto.h"
+
+struct chorusComm;
+
+namespace chorus {
+
+enum class Algo : int { kRing = 0, kTree = 1, kChain = 2, kDirect = 3, kNaive = 4 };
+constexpr int kNumAlgos = 5;
+const char* algoName(Algo a);
+
+struct Choice {
+  Algo algo;
+  Proto proto;
+  int nchannels;
+  double predictedUs;
+};
+
+// Measured machine parameters (per protocol): the cost of one hand-off between two ranks, the
+// fixed cost of an operation, and the bandwidth of one pipelined stream of slots.
+struct MachineModel {
+  double hopUs[kNumProtos];
+  double baseUs[kNumProtos];
+  double bwGBs[kNumProtos];       // one channel
+  double channelGain;             // bandwidth multiplier per extra channel (<= 1 extra)
+  double channelSpawnUs;          // cost of starting extra channel threads
+  bool calibrated;
+};
+
+const MachineModel& machineModel();
+void setMachineModel(const MachineModel& m);  // chorus-tune
+
+// Whether algo can run kind at all (on nranks ranks).
+bool algoSupports(Algo a, OpKind kind, int nranks);
+bool protoSupports(Algo a, Proto p);
+// Predicted microseconds for `bytes` (the nccl-tests size of the operation).
+double predictUs(OpKind kind, Algo a, Proto p, int nchannels, int nranks, size_t bytes);
+// The choice for this call, honouring CHORUS_ALGO / CHORUS_PROTO and channel limits.
+Choice choose(chorusComm* comm, const OpDesc& op);
+// CHORUS_ALGO / CHORUS_PROTO as NCCL parses them: "ring,tree", "^ll", "allreduce:tree;broadcast:chain".
+bool envAllows(const char* var, const char* collective, const char* name);
+const char* collectiveKey(OpKind kind);  // "allreduce", "broadcast", ...
+
+}  // namespace chorus
