@@ -165,6 +165,58 @@ INSTANTIATE_TEST_SUITE_P(SingleThread, Grouped, ::testing::ValuesIn(kRankCounts)
                          });
 
 // ---------------------------------------------------------------------------------------------
+// Every algorithm and protocol, forced with CHORUS_ALGO / CHORUS_PROTO (the tuner otherwise picks
+// by size), with the smallest slots (CHORUS_BUFFSIZE, CHORUS_LL_BUFFSIZE: 4 KiB) and 3 channels,
+// so that counts 1000 and 12345 take many slot-sized steps on every channel. Collectives an
+// algorithm does not implement fall back to their default algorithm.
+
+struct AlgoParam {
+  const char* algo;
+  const char* proto;
+  int nranks;
+};
+
+class Algorithms : public ShmCheckedTestP<AlgoParam> {};
+
+TEST_P(Algorithms, Matrix) {
+  const AlgoParam p = GetParam();
+  ScopedEnv algo("CHORUS_ALGO", p.algo), proto("CHORUS_PROTO", p.proto);
+  ScopedEnv buff("CHORUS_BUFFSIZE", "32768"), ll("CHORUS_LL_BUFFSIZE", "32768");
+  ScopedEnv channels("CHORUS_MAX_NCHANNELS", "3");
+  Watchdog watchdog(120, std::string("Algorithms ") + p.algo + "/" + p.proto);
+  CommSet comms(p.nranks);
+  ASSERT_EQ(comms.initResult(), chorusSuccess) << chorusGetLastError(nullptr);
+  MatrixOptions opt;
+  opt.counts = {0, 1, 7, 1000, 12345};
+  opt.big = BigPolicy::None;
+  opt.seed = 5150;
+  const MatrixResult res = runThreaded(comms, opt, false);
+  EXPECT_GT(res.cases, 0u);
+  EXPECT_EQ(res.failures, 0u) << res.summary();
+}
+
+std::vector<AlgoParam> algoParams() {
+  std::vector<AlgoParam> v;
+  for (const char* algo : {"ring", "tree", "chain", "direct", "naive"}) {
+    for (const char* proto : {"simple", "ll"}) {
+      // Direct (point-to-point batches) and naive move whole messages: Simple only.
+      if (std::string(proto) == "ll" &&
+          (std::string(algo) == "direct" || std::string(algo) == "naive")) {
+        continue;
+      }
+      for (int n : {3, 5, 8}) v.push_back({algo, proto, n});
+    }
+  }
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Forced, Algorithms, ::testing::ValuesIn(algoParams()),
+                         [](const ::testing::TestParamInfo<AlgoParam>& info) {
+                           return std::string(info.param.algo) + "_" + info.param.proto + "_" +
+                                  std::to_string(info.param.nranks) + "ranks";
+                         });
+
+// ---------------------------------------------------------------------------------------------
 // Explicit group and stream semantics.
 
 class Semantics : public ShmCheckedTest {};

@@ -40,6 +40,21 @@ class Watchdog {
   std::shared_ptr<State> state_;
 };
 
+// Sets (or, with value nullptr, unsets) an environment variable for the life of the object. Only
+// while no other thread reads the environment (before communicators are created).
+class ScopedEnv {
+ public:
+  ScopedEnv(std::string name, const char* value);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  bool had_ = false;
+  std::string old_;
+};
+
 // Names in /dev/shm.
 std::set<std::string> shmEntries();
 // Entries of /dev/shm (of this user) that are not in `before` and that no other live process
