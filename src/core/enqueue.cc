@@ -62,6 +62,7 @@ chorusResult_t issue(const char* fn, OpDesc op, size_t sendElems, size_t recvEle
     return submit({op});
   } catch (const Failure& e) {
     setLastError(comm && isLiveComm(comm) ? comm : nullptr, e.message);
+    groupRecordError(e.code);
     return e.code;
   }
 }

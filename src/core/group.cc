@@ -9,10 +9,14 @@ namespace chorus {
 namespace {
 thread_local int tDepth = 0;
 thread_local std::vector<OpDesc> tOps;
+thread_local chorusResult_t tGroupError = chorusSuccess;  // first failed call inside the group
 }  // namespace
 
 int groupDepth() { return tDepth; }
 void groupAdd(const OpDesc& op) { tOps.push_back(op); }
+void groupRecordError(chorusResult_t code) {
+  if (tDepth > 0 && tGroupError == chorusSuccess) tGroupError = code;
+}
 
 }  // namespace chorus
 
@@ -31,5 +35,9 @@ chorusResult_t chorusGroupEnd(void) {
   if (--tDepth > 0) return chorusSuccess;
   std::vector<OpDesc> ops;
   ops.swap(tOps);
+  chorusResult_t err = tGroupError;
+  tGroupError = chorusSuccess;
+  // As in NCCL, a call that failed inside the group fails the whole group: nothing is run.
+  if (err != chorusSuccess) return err;
   return submit(std::move(ops));
 }

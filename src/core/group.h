@@ -7,4 +7,5 @@
 namespace chorus {
 int groupDepth();
 void groupAdd(const OpDesc& op);
+void groupRecordError(chorusResult_t code);  // a call inside the open group failed
 }  // namespace chorus

@@ -364,6 +364,7 @@ chorusResult_t chorusCommFinalize(chorusComm_t comm) {
 }
 
 chorusResult_t chorusCommDestroy(chorusComm_t comm) {
+  if (comm == nullptr) return chorusSuccess;  // as ncclCommDestroy
   try {
     ApiGuard g(comm, "chorusCommDestroy");
     if (comm->initThread.joinable()) comm->initThread.join();
@@ -384,7 +385,8 @@ chorusResult_t chorusCommDestroy(chorusComm_t comm) {
 }
 
 chorusResult_t chorusCommAbort(chorusComm_t comm) {
-  if (comm == nullptr || !isLiveComm(comm)) {
+  if (comm == nullptr) return chorusSuccess;  // as ncclCommAbort
+  if (!isLiveComm(comm)) {
     setThreadLastError("chorusCommAbort: comm is NULL or not a live communicator");
     return chorusInvalidArgument;
   }
