@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 #include <exception>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -42,6 +43,46 @@ void runSingleRank(const OpDesc& op) {
   memmove(op.recvbuff, op.sendbuff, bytes);
 }
 
+// CHORUS_CHECK=1: before a collective every rank learns what every other rank called (a ring
+// allgather of a fixed-size descriptor, so it cannot itself mismatch) and all fail together
+// with a message listing the calls if anything differs.
+struct CallDesc {
+  uint64_t seq;
+  int32_t kind, type, op, root;
+  uint64_t count;
+};
+
+std::string describe(const CallDesc& d) {
+  static const char* types[] = {"int8",    "uint8",   "int32",   "uint32",  "int64",
+                                "uint64",  "float16", "float32", "float64", "bfloat16"};
+  static const char* ops[] = {"sum", "prod", "max", "min", "avg"};
+  return format("%s(seq %llu, count %llu, %s, op %s, root %d)", opKindName(OpKind(d.kind)),
+                (unsigned long long)d.seq, (unsigned long long)d.count,
+                d.type >= 0 && d.type < 10 ? types[d.type] : "?",
+                d.op >= 0 && d.op < 5 ? ops[d.op] : "none", d.root);
+}
+
+void checkMatching(chorusComm* comm, const OpDesc& op) {
+  const bool reduces = op.kind == OpKind::kAllReduce || op.kind == OpKind::kReduce ||
+                       op.kind == OpKind::kReduceScatter;
+  const bool rooted = op.kind == OpKind::kBroadcast || op.kind == OpKind::kReduce ||
+                      op.kind == OpKind::kGather || op.kind == OpKind::kScatter;
+  CallDesc mine{comm->opCount, int32_t(op.kind), int32_t(op.type), reduces ? int32_t(op.op) : -1,
+                rooted ? op.root : -1, op.count};
+  std::vector<CallDesc> all(static_cast<size_t>(comm->nranks));
+  OpDesc g{OpKind::kAllGather, &mine, all.data(), sizeof(CallDesc), chorusUint8, chorusSum, -1,
+           comm, nullptr};
+  ringAllGather(comm, g, Work{0, Proto::kSimple, 0, sizeof(CallDesc)});
+  bool same = true;
+  for (const auto& d : all) same = same && memcmp(&d, &mine, sizeof(d)) == 0;
+  if (same) return;
+  std::string msg;
+  for (int r = 0; r < comm->nranks; ++r)
+    msg += format("%s rank %d: %s", r ? ";" : "", r, describe(all[size_t(r)]).c_str());
+  fail(chorusInvalidUsage, "rank %d: mismatched collective calls (CHORUS_CHECK):%s", comm->rank,
+       msg.c_str());
+}
+
 void runChannel(chorusComm* comm, const OpDesc& op, const Choice& c, const Work& w) {
   switch (op.kind) {
     case OpKind::kAllReduce: return ringAllReduce(comm, op, w);
@@ -65,6 +106,7 @@ void runCollective(const OpDesc& op) {
     ++comm->opCount;
     return;
   }
+  if (comm->checkCalls) checkMatching(comm, op);
   const Choice c = choose(comm, op);
   CHORUS_INFO(comm->rank, "%s opCount %llu count %zu datatype %d op %d root %d: algo %s proto %s "
               "nchannels %d (predicted %.1f us)",

@@ -47,6 +47,7 @@ size_t slotBytesFromEnv() {
 
 void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg) {
   c->timeoutSec = double(envInt("CHORUS_TIMEOUT", 0));
+  c->checkCalls = envInt("CHORUS_CHECK", 0) != 0;
   c->bootstrap = std::make_unique<Bootstrap>(id, c->rank, c->nranks, &c->abortFlag);
   Deadline deadline = deadlineIn(bootstrapTimeout());
 

@@ -140,7 +140,7 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, int n, size_t bytes) {
   const double S = double(bytes);
   const double nn = double(n);
   if (n <= 1) return base;
-  const int depth = std::max(treeDepth(n, 0), treeDepth(n, 1)) + 1;
+  const int depth = std::max(treeDepth(n, 0), treeDepth(n, 1));  // edges from root to deepest leaf
   switch (kind) {
     case OpKind::kAllReduce:
       if (a == Algo::kRing)  // 2(n-1) hand-offs; each rank moves 2(n-1)/n of the data

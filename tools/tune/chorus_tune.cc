@@ -1,0 +1,181 @@
+// chorus-tune: measures this machine's hand-off latency and slot bandwidth per protocol, fits the
+// tuner's model (src/tune/tuner.h) and caches it; --print shows the model's predicted time for
+// every size and choice, marking the one the tuner picks.
+//
+//   chorus-tune [--ranks N] [--no-save] [--print] [--print-only] [--collective allreduce]
+#include <getopt.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "chorus/chorus.h"
+#include "core/comm.h"
+#include "tune/calibration.h"
+#include "tune/tuner.h"
+
+using namespace chorus;
+
+namespace {
+
+// Median time (us) of `iters` AllReduces of `bytes` on n thread ranks with the given overrides.
+double timeAllReduce(int n, size_t bytes, const char* algo, const char* proto, int nch, int iters) {
+  setenv("CHORUS_ALGO", algo, 1);
+  setenv("CHORUS_PROTO", proto, 1);
+  setenv("CHORUS_MIN_NCHANNELS", std::to_string(nch).c_str(), 1);
+  setenv("CHORUS_MAX_NCHANNELS", std::to_string(nch).c_str(), 1);
+  std::vector<chorusComm_t> comms(static_cast<size_t>(n));
+  if (chorusCommInitAll(comms.data(), n, nullptr) != chorusSuccess) {
+    fprintf(stderr, "chorus-tune: init failed: %s\n", chorusGetLastError(nullptr));
+    exit(1);
+  }
+  const size_t count = std::max<size_t>(1, bytes / 4);
+  std::vector<double> samples;
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; ++r)
+    ts.emplace_back([&, r] {
+      std::vector<float> a(count, 1.0f), b(count);
+      for (int rep = 0; rep < 5; ++rep) {
+        for (int w = 0; w < 2; ++w)
+          chorusAllReduce(a.data(), b.data(), count, chorusFloat32, chorusSum, comms[size_t(r)], nullptr);
+        auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < iters; ++i)
+          chorusAllReduce(a.data(), b.data(), count, chorusFloat32, chorusSum, comms[size_t(r)], nullptr);
+        double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+        if (r == 0) samples.push_back(us);
+      }
+    });
+  for (auto& t : ts) t.join();
+  for (auto c : comms) chorusCommDestroy(c);
+  for (const char* v : {"CHORUS_ALGO", "CHORUS_PROTO", "CHORUS_MIN_NCHANNELS", "CHORUS_MAX_NCHANNELS"})
+    unsetenv(v);
+  std::sort(samples.begin(), samples.end());
+  return samples[samples.size() / 2];
+}
+
+void printTable(const char* collective, int n) {
+  static const std::pair<const char*, OpKind> kinds[] = {
+      {"allreduce", OpKind::kAllReduce}, {"broadcast", OpKind::kBroadcast},
+      {"reduce", OpKind::kReduce},       {"allgather", OpKind::kAllGather},
+      {"reducescatter", OpKind::kReduceScatter}};
+  OpKind kind = OpKind::kAllReduce;
+  for (auto& k : kinds)
+    if (strcmp(k.first, collective) == 0) kind = k.second;
+  const MachineModel& m = machineModel();
+  printf("# model (%s): simple hop %.2f us base %.2f us bw %.2f GB/s; ll hop %.2f us base %.2f us "
+         "bw %.2f GB/s; channel gain %.2f spawn %.1f us\n",
+         m.calibrated ? "calibrated" : "built-in defaults", m.hopUs[0], m.baseUs[0], m.bwGBs[0],
+         m.hopUs[1], m.baseUs[1], m.bwGBs[1], m.channelGain, m.channelSpawnUs);
+  printf("# predicted time (us) of %s on %d ranks; * marks the tuner's choice\n", collective, n);
+  struct Col {
+    Algo a;
+    Proto p;
+    int ch;
+  };
+  std::vector<Col> cols;
+  for (int ai = 0; ai < kNumAlgos; ++ai)
+    for (int pi = 0; pi < kNumProtos; ++pi)
+      for (int ch = 1; ch <= 2; ++ch) {
+        Algo a = Algo(ai);
+        Proto p = Proto(pi);
+        if (!algoSupports(a, kind, n) || !protoSupports(a, p)) continue;
+        if (ch > 1 && a != Algo::kRing && a != Algo::kChain) continue;
+        cols.push_back({a, p, ch});
+      }
+  printf("%12s", "bytes");
+  for (auto& c : cols) {
+    char name[32];
+    snprintf(name, sizeof(name), "%s/%s/%d", algoName(c.a), protoName(c.p), c.ch);
+    printf(" %15s", name);
+  }
+  printf("\n");
+  for (size_t bytes = 8; bytes <= (size_t(256) << 20); bytes *= 4) {
+    printf("%12zu", bytes);
+    double best = 1e300;
+    size_t bi = 0;
+    for (size_t i = 0; i < cols.size(); ++i) {
+      if (cols[i].a == Algo::kNaive) continue;
+      double t = predictUs(kind, cols[i].a, cols[i].p, cols[i].ch, n, bytes);
+      if (t < best) best = t, bi = i;
+    }
+    for (size_t i = 0; i < cols.size(); ++i)
+      printf(" %14.1f%s", predictUs(kind, cols[i].a, cols[i].p, cols[i].ch, n, bytes),
+             i == bi ? "*" : " ");
+    printf("\n");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int n = 2;
+  bool save = true, print = false, measure = true;
+  std::string collective = "allreduce";
+  static option opts[] = {{"ranks", required_argument, nullptr, 'n'},
+                          {"no-save", no_argument, nullptr, 's'},
+                          {"print", no_argument, nullptr, 'p'},
+                          {"print-only", no_argument, nullptr, 'P'},
+                          {"collective", required_argument, nullptr, 'c'},
+                          {"help", no_argument, nullptr, 'h'},
+                          {nullptr, 0, nullptr, 0}};
+  int c;
+  while ((c = getopt_long(argc, argv, "n:spPc:h", opts, nullptr)) != -1) {
+    switch (c) {
+      case 'n': n = atoi(optarg); break;
+      case 's': save = false; break;
+      case 'p': print = true; break;
+      case 'P': print = true, measure = false; break;
+      case 'c': collective = optarg; break;
+      default:
+        printf("usage: chorus-tune [--ranks N] [--no-save] [--print] [--print-only] "
+               "[--collective allreduce|broadcast|reduce|allgather|reducescatter]\n"
+               "Measures hand-off latency and bandwidth per protocol on N thread ranks (default 2),\n"
+               "writes the tuner cache (%s), and with --print shows the model's predictions.\n",
+               tuneCachePath().c_str());
+        return c == 'h' ? 0 : 2;
+    }
+  }
+  if (n < 2) n = 2;
+  if (measure) {
+    MachineModel m = defaultModel();
+    const double hops = 2.0 * (n - 1), share = 2.0 * (n - 1) / n;
+    double base = timeAllReduce(1, 8, "ring", "simple", 1, 20000);
+    for (int pi = 0; pi < kNumProtos; ++pi) {
+      const char* proto = protoName(Proto(pi));
+      size_t big = pi == 0 ? (size_t(16) << 20) : (size_t(1) << 20);
+      double tSmall = timeAllReduce(n, 8, "ring", proto, 1, 5000);
+      double tBig = timeAllReduce(n, big, "ring", proto, 1, pi == 0 ? 10 : 50);
+      m.baseUs[pi] = base;
+      m.hopUs[pi] = std::max(0.01, (tSmall - base) / hops);
+      m.bwGBs[pi] = double(big) * share / std::max(1.0, tBig - tSmall) / 1e3;
+      printf("%-6s: 8 B %.2f us, %zu B %.1f us -> hop %.3f us, bandwidth %.2f GB/s\n", proto,
+             tSmall, big, tBig, m.hopUs[pi], m.bwGBs[pi]);
+    }
+    double t1 = timeAllReduce(n, size_t(16) << 20, "ring", "simple", 1, 10);
+    double t2 = timeAllReduce(n, size_t(16) << 20, "ring", "simple", 2, 10);
+    double s1 = timeAllReduce(n, 8192, "ring", "simple", 1, 2000);
+    double s2 = timeAllReduce(n, 8192, "ring", "simple", 2, 2000);
+    m.channelGain = std::max(0.0, t1 / t2 - 1.0);
+    m.channelSpawnUs = std::max(0.0, s2 - s1);
+    printf("channels: 16 MiB 1 ch %.1f us, 2 ch %.1f us -> gain %.2f; 8 KiB overhead %.1f us\n", t1,
+           t2, m.channelGain, m.channelSpawnUs);
+    printf("base (1 rank, 8 B): %.3f us\n", base);
+    m.calibrated = true;
+    setMachineModel(m);
+    if (save) {
+      std::string err;
+      if (!saveModel(m, &err)) {
+        fprintf(stderr, "chorus-tune: %s\n", err.c_str());
+        return 1;
+      }
+      printf("saved %s\n", tuneCachePath().c_str());
+    }
+  }
+  if (print) printTable(collective.c_str(), n);
+  return 0;
+}
