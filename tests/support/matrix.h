@@ -122,8 +122,7 @@ class RankCase {
     Kind kind;
     std::string label;
     std::function<Bytes()> reference;  // Kind::Reference
-    int inputRank = 0;                 // Kind::Input: value(inputRank, inputFirst + i)
-    uint64_t inputFirst = 0;
+    Bytes snapshot;  // Kind::Input: the contents right after filling (value(rank, first + i))
   };
   struct Message {
     bool send;

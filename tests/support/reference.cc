@@ -24,15 +24,17 @@ template <class T>
 void reduceTyped(const RefSpec& s, uint64_t firstIndex, size_t count, T* out) {
   const chorusRedOp_t op = s.op;
   const int n = s.nranks;
+  std::vector<uint64_t> bases(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) bases[r] = detail::streamBase(s.type, op, s.seed, r);
   for (size_t i = 0; i < count; ++i) {
     const uint64_t idx = firstIndex + i;
     if constexpr (detail::kIsFloat<T>) {
       using FT = detail::FloatTraits<T>;
       using Acc = typename FT::Acc;
       // Every partial result is exact for the generated inputs, so the order does not matter.
-      double acc = FT::toDouble(detail::gen<T>(op, s.seed, s.type, 0, idx));
+      double acc = FT::toDouble(detail::genAt<T>(op, bases[0], idx));
       for (int r = 1; r < n; ++r) {
-        const double v = FT::toDouble(detail::gen<T>(op, s.seed, s.type, r, idx));
+        const double v = FT::toDouble(detail::genAt<T>(op, bases[r], idx));
         switch (op) {
           case chorusSum:
           case chorusAvg:
@@ -57,9 +59,9 @@ void reduceTyped(const RefSpec& s, uint64_t firstIndex, size_t count, T* out) {
         out[i] = FT::fromDouble(acc);
       }
     } else {
-      T acc = detail::gen<T>(op, s.seed, s.type, 0, idx);
+      T acc = detail::genAt<T>(op, bases[0], idx);
       for (int r = 1; r < n; ++r) {
-        const T v = detail::gen<T>(op, s.seed, s.type, r, idx);
+        const T v = detail::genAt<T>(op, bases[r], idx);
         switch (op) {
           case chorusSum:
           case chorusAvg:

@@ -91,10 +91,10 @@ struct FloatTraits<Bf16> {
   static Bf16 fromAcc(float a) { return Bf16{floatToBf16(a)}; }
 };
 
-// Uniform integer in [lo, hi] from a hash (bias is irrelevant here).
+// Uniform integer in [lo, hi] from the high bits of a hash (multiply-shift, no division).
 inline int64_t uniform(uint64_t h, int64_t lo, int64_t hi) {
   const uint64_t span = static_cast<uint64_t>(hi - lo) + 1;
-  return lo + static_cast<int64_t>(h % span);
+  return lo + static_cast<int64_t>((static_cast<unsigned __int128>(h) * span) >> 64);
 }
 
 template <class T>
@@ -126,9 +126,9 @@ T generate(chorusRedOp_t op, uint64_t h) {
       }
       case chorusMin:
       case chorusMax: {
+        static constexpr double kPow2[9] = {1.0 / 16, 1.0 / 8, 1.0 / 4, 1.0 / 2, 1, 2, 4, 8, 16};
         const double m = double(uniform(h, -127, 127));
-        const int e = static_cast<int>(uniform(h >> 20, -4, 4));
-        return FT::fromDouble(std::ldexp(m, e));
+        return FT::fromDouble(m * kPow2[uniform(h << 24, 0, 8)]);
       }
       default:
         break;
@@ -154,15 +154,23 @@ T generate(chorusRedOp_t op, uint64_t h) {
   }
 }
 
-inline uint64_t hashOf(chorusDataType_t type, chorusRedOp_t op, uint64_t seed, int rank,
-                       uint64_t index) {
+// Rank `rank`'s inputs for (type, op, seed) are the splitmix64 sequence started at streamBase:
+// element i hashes base + i * golden. The base is computed once per rank and call.
+inline uint64_t streamBase(chorusDataType_t type, chorusRedOp_t op, uint64_t seed, int rank) {
   return mix(seed * 131 + static_cast<uint64_t>(type) * 7 + static_cast<uint64_t>(op),
-             static_cast<uint64_t>(rank), index);
+             static_cast<uint64_t>(rank), 0x5eed);
+}
+
+inline uint64_t elementHash(uint64_t base, uint64_t index) {
+  uint64_t z = base + index * 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
 }
 
 template <class T>
-T gen(chorusRedOp_t op, uint64_t seed, chorusDataType_t type, int rank, uint64_t index) {
-  return generate<T>(op, hashOf(type, op, seed, rank, index));
+T genAt(chorusRedOp_t op, uint64_t base, uint64_t index) {
+  return generate<T>(op, elementHash(base, index));
 }
 
 }  // namespace ctest::detail

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -25,6 +26,16 @@
 extern char** environ;
 
 namespace ctest {
+
+namespace {
+// The matrix allocates and frees buffers of up to tens of MiB per case; keep them in the heap
+// instead of fresh mmaps (and their page faults) each time.
+const bool gMallocTuned = [] {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  return true;
+}();
+}  // namespace
 
 const char* resultName(chorusResult_t r) {
   switch (r) {

@@ -24,8 +24,8 @@ void fillValues(chorusDataType_t type, chorusRedOp_t op, uint64_t seed, int rank
                 uint64_t firstIndex, size_t count, void* dst) {
   detail::withType(type, [&]<class T>() {
     T* out = static_cast<T*>(dst);
-    for (size_t i = 0; i < count; ++i)
-      out[i] = detail::gen<T>(op, seed, type, rank, firstIndex + i);
+    const uint64_t base = detail::streamBase(type, op, seed, rank);
+    for (size_t i = 0; i < count; ++i) out[i] = detail::genAt<T>(op, base, firstIndex + i);
   });
 }
 
