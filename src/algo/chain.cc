@@ -17,13 +17,14 @@ inline int mod(int a, int n) { return ((a % n) + n) % n; }
 
 // root -> root+1 -> ... -> root-1.
 void chainBroadcast(chorusComm* comm, const OpDesc& op, const Work& w) {
-  const int n = comm->nranks, r = comm->rank;
+  const int n = comm->nranks, r = comm->ringPos[size_t(comm->rank)];
+  const auto& ring = comm->ring;
   const size_t esz = chorusTypeSize(op.type);
   const char* src = static_cast<const char*>(op.sendbuff);
   char* dst = static_cast<char*>(op.recvbuff);
-  const int pos = mod(r - op.root, n);  // 0 = root, n-1 = end of the chain
-  Prims prims(comm, w.channel, w.proto, pos == 0 ? -1 : mod(r - 1, n),
-              pos == n - 1 ? -1 : mod(r + 1, n), op.type, op.op, "Broadcast");
+  const int pos = mod(r - comm->ringPos[size_t(op.root)], n);  // 0 = root, n-1 = chain end
+  Prims prims(comm, w.channel, w.proto, pos == 0 ? -1 : ring[size_t(mod(r - 1, n))],
+              pos == n - 1 ? -1 : ring[size_t(mod(r + 1, n))], op.type, op.op, "Broadcast");
   for (size_t off = w.begin; off < w.end; off += prims.chunkElems()) {
     const size_t ne = std::min(prims.chunkElems(), w.end - off), o = off * esz;
     if (pos == 0)
@@ -37,13 +38,14 @@ void chainBroadcast(chorusComm* comm, const OpDesc& op, const Work& w) {
 
 // root+1 -> root+2 -> ... -> root: each hop adds its contribution; the root finishes.
 void chainReduce(chorusComm* comm, const OpDesc& op, const Work& w) {
-  const int n = comm->nranks, r = comm->rank;
+  const int n = comm->nranks, r = comm->ringPos[size_t(comm->rank)];
+  const auto& ring = comm->ring;
   const size_t esz = chorusTypeSize(op.type);
   const char* src = static_cast<const char*>(op.sendbuff);
   char* dst = static_cast<char*>(op.recvbuff);
-  const int pos = mod(r - op.root - 1, n);  // 0 = start, n-1 = root
-  Prims prims(comm, w.channel, w.proto, pos == 0 ? -1 : mod(r - 1, n),
-              pos == n - 1 ? -1 : mod(r + 1, n), op.type, op.op, "Reduce");
+  const int pos = mod(r - comm->ringPos[size_t(op.root)] - 1, n);  // 0 = start, n-1 = root
+  Prims prims(comm, w.channel, w.proto, pos == 0 ? -1 : ring[size_t(mod(r - 1, n))],
+              pos == n - 1 ? -1 : ring[size_t(mod(r + 1, n))], op.type, op.op, "Reduce");
   for (size_t off = w.begin; off < w.end; off += prims.chunkElems()) {
     const size_t ne = std::min(prims.chunkElems(), w.end - off), o = off * esz;
     if (pos == 0)

@@ -21,9 +21,14 @@ namespace {
 inline int mod(int a, int n) { return ((a % n) + n) % n; }
 }  // namespace
 
+// Positions on the ring (comm->ring: nodes contiguous, so the ring crosses each node boundary
+// once): data chunks are indexed by position; AllGather / ReduceScatter blocks by owner rank.
+
 void ringAllReduce(chorusComm* comm, const OpDesc& op, const Work& w) {
-  const int n = comm->nranks, r = comm->rank;
-  Prims prims(comm, w.channel, w.proto, mod(r - 1, n), mod(r + 1, n), op.type, op.op, "AllReduce");
+  const int n = comm->nranks, r = comm->ringPos[size_t(comm->rank)];
+  const auto& ring = comm->ring;
+  Prims prims(comm, w.channel, w.proto, ring[size_t(mod(r - 1, n))], ring[size_t(mod(r + 1, n))],
+              op.type, op.op, "AllReduce");
   const size_t esz = chorusTypeSize(op.type);
   const char* src = static_cast<const char*>(op.sendbuff);
   char* dst = static_cast<char*>(op.recvbuff);
@@ -57,35 +62,38 @@ void ringAllReduce(chorusComm* comm, const OpDesc& op, const Work& w) {
 // AllGather: block k of the output is rank k's input; it travels k -> k+1 -> ... in slot-sized
 // pieces. In place (NCCL): sendbuff == recvbuff + rank * count.
 void ringAllGather(chorusComm* comm, const OpDesc& op, const Work& w) {
-  const int n = comm->nranks, r = comm->rank;
+  const int n = comm->nranks, r = comm->ringPos[size_t(comm->rank)];
+  const auto& ring = comm->ring;
   const size_t esz = chorusTypeSize(op.type), blockBytes = op.count * esz;
   char* dst = static_cast<char*>(op.recvbuff);
   const char* src = static_cast<const char*>(op.sendbuff);
-  Prims prims(comm, w.channel, w.proto, mod(r - 1, n), mod(r + 1, n), op.type, op.op, "AllGather");
+  auto block = [&](int pos) { return dst + size_t(ring[size_t(mod(pos, n))]) * blockBytes; };
+  Prims prims(comm, w.channel, w.proto, ring[size_t(mod(r - 1, n))], ring[size_t(mod(r + 1, n))],
+              op.type, op.op, "AllGather");
   for (size_t off = w.begin; off < w.end; off += prims.chunkElems()) {
     const size_t ne = std::min(prims.chunkElems(), w.end - off), o = off * esz;
-    prims.copySend(src + o, dst + size_t(r) * blockBytes + o, ne);
-    for (int j = 1; j < n - 1; ++j)
-      prims.recvCopySend(dst + size_t(mod(r - j, n)) * blockBytes + o, ne);
-    prims.recv(dst + size_t(mod(r + 1, n)) * blockBytes + o, ne);
+    prims.copySend(src + o, block(r) + o, ne);
+    for (int j = 1; j < n - 1; ++j) prims.recvCopySend(block(r - j) + o, ne);
+    prims.recv(block(r + 1) + o, ne);
   }
 }
 
 // ReduceScatter: rank k ends with the reduction of block k; block k starts at rank k+1 and is
 // reduced along the ring, reaching k last. In place (NCCL): recvbuff == sendbuff + rank*count.
 void ringReduceScatter(chorusComm* comm, const OpDesc& op, const Work& w) {
-  const int n = comm->nranks, r = comm->rank;
+  const int n = comm->nranks, r = comm->ringPos[size_t(comm->rank)];
+  const auto& ring = comm->ring;
   const size_t esz = chorusTypeSize(op.type), blockBytes = op.count * esz;
   const char* src = static_cast<const char*>(op.sendbuff);
   char* dst = static_cast<char*>(op.recvbuff);
-  Prims prims(comm, w.channel, w.proto, mod(r - 1, n), mod(r + 1, n), op.type, op.op,
-              "ReduceScatter");
+  auto block = [&](int pos) { return src + size_t(ring[size_t(mod(pos, n))]) * blockBytes; };
+  Prims prims(comm, w.channel, w.proto, ring[size_t(mod(r - 1, n))], ring[size_t(mod(r + 1, n))],
+              op.type, op.op, "ReduceScatter");
   for (size_t off = w.begin; off < w.end; off += prims.chunkElems()) {
     const size_t ne = std::min(prims.chunkElems(), w.end - off), o = off * esz;
-    prims.send(src + size_t(mod(r - 1, n)) * blockBytes + o, ne);
-    for (int j = 2; j < n; ++j)
-      prims.recvReduceSend(src + size_t(mod(r - j, n)) * blockBytes + o, ne);
-    prims.recvReduceCopy(src + size_t(r) * blockBytes + o, dst + o, ne, /*final=*/true);
+    prims.send(block(r - 1) + o, ne);
+    for (int j = 2; j < n; ++j) prims.recvReduceSend(block(r - j) + o, ne);
+    prims.recvReduceCopy(block(r) + o, dst + o, ne, /*final=*/true);
   }
 }
 

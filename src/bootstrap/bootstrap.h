@@ -12,6 +12,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -29,6 +30,85 @@ struct IdData {
 static_assert(sizeof(IdData) <= CHORUS_UNIQUE_ID_BYTES);
 
 constexpr uint32_t kIdMagic = 0x44494843;  // "CHID"
+
+// The wire format and its parsers: pure functions over bytes (no sockets, no clocks), so that
+// the root and the ranks share them and fuzz/ can feed them arbitrary input.
+namespace wire {
+
+constexpr uint32_t kChallengeMagic = 0x4c414843;  // "CHAL"
+constexpr uint32_t kHelloMagic = 0x4c454843;      // "CHEL"
+constexpr uint32_t kProtocolVersion = 1;
+constexpr uint32_t kMaxRoundBytes = 64u << 20;  // larger rounds fail the communicator
+constexpr uint32_t kMaxRanks = 1u << 20;
+
+struct Challenge {
+  uint32_t magic;
+  uint32_t version;
+  uint8_t nonce[16];
+};
+struct Hello {
+  uint32_t magic;
+  uint32_t rank;
+  uint32_t nranks;
+  uint32_t pad;
+  uint64_t proof;
+};
+
+// SipHash-2-4(secret, nonce || role); role 'C' proves the client, 'R' the root.
+uint64_t proofFor(const uint8_t secret[16], const uint8_t nonce[16], char role);
+
+// Client side: the root's first message. False if it is not a Chorus root of this version
+// (len must be sizeof(Challenge); the nonce is copied out on success).
+bool parseChallenge(const void* bytes, size_t len, uint8_t nonce[16]);
+
+// Root side: what the bytes a connecting peer sent so far (at most sizeof(Hello)) amount to.
+enum class HelloStatus {
+  kNeedMore,      // fewer than sizeof(Hello) bytes
+  kJunk,          // not a Chorus hello
+  kWrongProof,    // does not prove the secret
+  kBadNranks,     // first peer with nranks 0 or above kMaxRanks
+  kWrongComm,     // nranks differs from the communicator's, or rank out of range
+  kAccepted,      // proves the secret; rank / nranks are valid for the communicator
+};
+struct HelloCheck {
+  HelloStatus status;
+  uint32_t rank;
+  uint32_t nranks;
+};
+// expectedNranks < 0: nobody joined yet, the first valid hello sets it.
+HelloCheck checkHello(const void* bytes, size_t len, const uint8_t secret[16],
+                      const uint8_t nonce[16], int expectedNranks);
+const char* helloStatusName(HelloStatus s);
+
+// One rank's message of a round, {u32 len, payload}, received in pieces: recv() into dest(),
+// up to want() bytes, then advance() by what arrived.
+class RoundReader {
+ public:
+  RoundReader() : buf_(4) {}
+  size_t want() const;  // bytes still missing (0: complete)
+  char* dest() { return buf_.data() + got_; }
+  // False when the announced length exceeds kMaxRoundBytes (nothing is allocated for it).
+  bool advance(size_t n);
+  bool complete() const { return got_ >= 4 && got_ == 4 + size_t(length()); }
+  bool started() const { return got_ > 0; }
+  uint32_t length() const;  // valid once 4 bytes arrived
+  const char* payload() const { return buf_.data() + 4; }
+  void reset();
+
+ private:
+  std::vector<char> buf_;
+  size_t got_ = 0;
+};
+
+// The root's answer to a complete round: the payloads in rank order. False (and *mismatch set
+// to the first rank whose length differs from rank 0's) when the lengths differ.
+bool assembleRound(const std::vector<const RoundReader*>& ranks, std::vector<char>* out,
+                   int* mismatch);
+
+// Decodes an id's bytes without throwing; false if they are not a Chorus unique id.
+bool tryDecodeId(const void* bytes, size_t len, IdData* out);
+
+}  // namespace wire
 
 IdData decodeId(const chorusUniqueId& id);  // throws chorusInvalidArgument if not an id
 chorusUniqueId encodeId(const SockAddr& root, const uint8_t secret[16]);

@@ -15,6 +15,7 @@
 #include "chorus/chorus.h"
 #include "transport/fifo.h"
 #include "transport/segment.h"
+#include "transport/tcp.h"
 
 namespace chorus {
 
@@ -31,6 +32,9 @@ struct PeerInfo {
   uint64_t segAddr;    // address of the segment in its owner's process
   char hostname[64];
   char segName[96];
+  uint8_t dataAddr[28];  // TCP data listener (sockaddr_in / sockaddr_in6)
+  uint32_t dataAddrLen;
+  uint32_t pad2;
 };
 
 }  // namespace chorus
@@ -49,11 +53,17 @@ struct chorusComm {
   std::vector<chorus::PeerInfo> peers;
   int nchannels = 1;
   size_t slotBytes[2] = {0, 0};  // per protocol (Simple, LL)
+  // Topology: node of every rank (index of its first rank's host), the ring order (ranks of a
+  // node contiguous) and each rank's position on it.
+  std::vector<int> nodeOf;
+  int nnodes = 1;
+  std::vector<int> ring, ringPos;
   chorus::Segment mySegment;
   std::vector<chorus::Segment> peerSegments;            // by rank; [rank] is unused
   // [proto][channel][peer]
   std::vector<std::vector<chorus::SendConn>> sendConns[2];
   std::vector<std::vector<chorus::RecvConn>> recvConns[2];
+  std::unique_ptr<chorus::TcpTransport> tcp;  // links to ranks on other nodes, if any
   std::vector<std::vector<char>> scratch;  // [channel]: 4 Simple slots of scratch for LL / trees
   chorus::SendConn& sendConn(int proto, int channel, int peer) {
     return sendConns[proto][size_t(channel)][size_t(peer)];
@@ -74,6 +84,8 @@ struct chorusComm {
   std::thread initThread;  // non-blocking init
   chorusComm* parentForLog = nullptr;
 
+  bool isRemote(int peer) const { return nodeOf[size_t(peer)] != nodeOf[size_t(rank)]; }
+  // Same-node peers only.
   const chorus::SegmentHeader* peerHeader(int peer) const {
     return peer == rank ? mySegment.header() : peerSegments[size_t(peer)].header();
   }

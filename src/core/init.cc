@@ -45,11 +45,43 @@ size_t slotBytesFromEnv() {
   return size_t(slot);
 }
 
+// Ranks are grouped into nodes by host identity; the ring visits the ranks of each node
+// together, so it crosses each node boundary once.
+void buildTopology(chorusComm* c) {
+  const int n = c->nranks;
+  c->nodeOf.assign(size_t(n), -1);
+  c->nnodes = 0;
+  for (int r = 0; r < n; ++r) {
+    for (int q = 0; q < r; ++q)
+      if (c->peers[size_t(q)].hostHash == c->peers[size_t(r)].hostHash) {
+        c->nodeOf[size_t(r)] = c->nodeOf[size_t(q)];
+        break;
+      }
+    if (c->nodeOf[size_t(r)] < 0) c->nodeOf[size_t(r)] = c->nnodes++;
+  }
+  c->ring.resize(size_t(n));
+  for (int r = 0; r < n; ++r) c->ring[size_t(r)] = r;
+  std::stable_sort(c->ring.begin(), c->ring.end(),
+                   [&](int a, int b) { return c->nodeOf[size_t(a)] < c->nodeOf[size_t(b)]; });
+  c->ringPos.resize(size_t(n));
+  for (int i = 0; i < n; ++i) c->ringPos[size_t(c->ring[size_t(i)])] = i;
+}
+
 void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg) {
   c->timeoutSec = double(envInt("CHORUS_TIMEOUT", 0));
   c->checkCalls = envInt("CHORUS_CHECK", 0) != 0;
+  const IdData idData = decodeId(id);
   c->bootstrap = std::make_unique<Bootstrap>(id, c->rank, c->nranks, &c->abortFlag);
   Deadline deadline = deadlineIn(bootstrapTimeout());
+
+  // Every rank opens its data listener first; it is closed once the links exist.
+  SockAddr dataAddr = pickLocalAddress();
+  struct ListenGuard {
+    int fd;
+    ~ListenGuard() {
+      if (fd >= 0) ::close(fd);
+    }
+  } listener{c->nranks > 1 ? TcpTransport::openListener(&dataAddr) : -1};
 
   PeerInfo mine{};
   std::string host;
@@ -62,22 +94,19 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
   mine.nchannels = std::clamp(maxCh, 1, 64);
   mine.slotBytes = slotBytesFromEnv();
   mine.llSlotBytes = size_t(std::max<int64_t>(4096, envSize("CHORUS_LL_BUFFSIZE", 256 << 10) / kNSteps) & ~int64_t(63));
+  memcpy(mine.dataAddr, &dataAddr.ss, dataAddr.len);
+  mine.dataAddrLen = dataAddr.len;
   c->peers.resize(size_t(c->nranks));
   c->bootstrap->allGather(&mine, sizeof(mine), c->peers.data(), deadline);
 
   // Rank 0's proposal wins so that every rank slices data identically.
-  c->nchannels = c->peers[0].nchannels;
+  c->nchannels = std::max(2, c->peers[0].nchannels);  // the double binary tree needs two
   c->slotBytes[0] = c->peers[0].slotBytes;
   c->slotBytes[1] = c->peers[0].llSlotBytes;
+  buildTopology(c);
   bool otherProcess = false;
-  for (const auto& p : c->peers) {
-    if (p.hostHash != mine.hostHash)
-      fail(chorusInvalidUsage,
-           "rank %d: rank %d is on another node (%s); only ranks of one node are supported by this "
-           "build (shared-memory transport)",
-           c->rank, p.rank, p.hostname);
-    otherProcess = otherProcess || p.pid != mine.pid;
-  }
+  for (const auto& p : c->peers)
+    if (!c->isRemote(p.rank)) otherProcess = otherProcess || p.pid != mine.pid;
   if (otherProcess && envInt("CHORUS_SHM_DISABLE", 0) != 0)
     fail(chorusInvalidUsage, "rank %d: CHORUS_SHM_DISABLE=1 but ranks of this node are in other "
          "processes and no other transport is available", c->rank);
@@ -90,7 +119,7 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
     c->bootstrap->allGather(&mine, sizeof(mine), c->peers.data(), deadline);
     c->peerSegments.resize(size_t(c->nranks));
     for (int p = 0; p < c->nranks; ++p) {
-      if (p == c->rank) continue;
+      if (p == c->rank || c->isRemote(p)) continue;
       const PeerInfo& pi = c->peers[size_t(p)];
       c->peerSegments[size_t(p)] =
           Segment::attach(pi.segName, reinterpret_cast<void*>(pi.segAddr), pid_t(pi.pid));
@@ -103,33 +132,50 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
   }
   c->mySegment.unlinkName();
 
+  if (c->nnodes > 1) {
+    std::vector<SockAddr> addrs(static_cast<size_t>(c->nranks));
+    for (int p = 0; p < c->nranks; ++p) {
+      memcpy(&addrs[size_t(p)].ss, c->peers[size_t(p)].dataAddr, c->peers[size_t(p)].dataAddrLen);
+      addrs[size_t(p)].len = c->peers[size_t(p)].dataAddrLen;
+    }
+    c->tcp = std::make_unique<TcpTransport>(c, listener.fd, addrs, idData.secret);
+  }
+  ::close(listener.fd);
+  listener.fd = -1;
+
   for (int pr = 0; pr < 2; ++pr) {
     c->sendConns[pr].assign(size_t(c->nchannels), std::vector<SendConn>(size_t(c->nranks)));
     c->recvConns[pr].assign(size_t(c->nchannels), std::vector<RecvConn>(size_t(c->nranks)));
     for (int ch = 0; ch < c->nchannels; ++ch)
       for (int p = 0; p < c->nranks; ++p) {
-        const Segment& peerSeg = p == c->rank ? c->mySegment : c->peerSegments[size_t(p)];
         SendConn& s = c->sendConn(pr, ch, p);
-        s.ctrl = peerSeg.fifoCtrl(pr, ch, c->rank);
-        s.slots = peerSeg.fifoData(pr, ch, c->rank);
-        s.slotBytes = c->slotBytes[pr];
-        s.peer = p;
         RecvConn& r = c->recvConn(pr, ch, p);
         r.ctrl = c->mySegment.fifoCtrl(pr, ch, p);
         r.slots = c->mySegment.fifoData(pr, ch, p);
         r.slotBytes = c->slotBytes[pr];
         r.peer = p;
+        s.peer = p;
+        if (c->isRemote(p)) {
+          // Only Simple crosses nodes (the tuner never picks LL when a peer is remote).
+          if (pr == 0) c->tcp->bindSendConn(p, ch, &s);
+          continue;
+        }
+        const Segment& peerSeg = p == c->rank ? c->mySegment : c->peerSegments[size_t(p)];
+        s.ctrl = peerSeg.fifoCtrl(pr, ch, c->rank);
+        s.slots = peerSeg.fifoData(pr, ch, c->rank);
+        s.slotBytes = c->slotBytes[pr];
       }
   }
   c->scratch.assign(size_t(c->nchannels), std::vector<char>(4 * c->slotBytes[0] + 64));
-  CHORUS_INFO(c->rank, "init done: nranks %d, %s, %d channel(s), slot %zu bytes x %d steps",
-              c->nranks, otherProcess ? "shared memory between processes" : "in-process memory",
+  CHORUS_INFO(c->rank, "init done: nranks %d on %d node(s), %s, %d channel(s), slot %zu bytes x %d steps",
+              c->nranks, c->nnodes, otherProcess ? "shared memory between processes" : "in-process memory",
               c->nchannels, c->slotBytes[0], kNSteps);
   c->state.store(CommState::kReady);
 }
 
 void freeComm(chorusComm* c) {
   if (c->initThread.joinable()) c->initThread.join();
+  c->tcp.reset();  // flushes posted slots, stops the proxy (it writes into our segment)
   for (auto& s : c->peerSegments) s.release();
   c->mySegment.release();
   c->bootstrap.reset();

@@ -56,7 +56,11 @@ void Waiter::check(Clock::time_point now) {
   chorusComm* c = comm_;
   if (c->abortFlag.load(std::memory_order_relaxed))
     fail(chorusInvalidUsage, "rank %d: %s: communicator aborted (chorusCommAbort)", c->rank, what_);
-  if (peer_ >= 0 && peer_ != c->rank) {
+  if (peer_ >= 0 && peer_ != c->rank && c->isRemote(peer_)) {
+    if (c->tcp && c->tcp->peerFailed(peer_))
+      fail(chorusRemoteError, "rank %d: %s: connection to rank %d (node %d) failed: %s", c->rank,
+           what_, peer_, c->nodeOf[size_t(peer_)], c->tcp->failureReason(peer_));
+  } else if (peer_ >= 0 && peer_ != c->rank) {
     const SegmentHeader* h = c->peerHeader(peer_);
     if (h->failed.load(std::memory_order_relaxed))
       fail(chorusRemoteError, "rank %d: %s: peer rank %d failed or aborted", c->rank, what_, peer_);

@@ -39,6 +39,7 @@ struct SendConn {
   uint64_t tail = 0;        // steps posted so far
   uint64_t cachedHead = 0;  // last value read from ctrl->head
   int peer = -1;
+  int wakeFd = -1;  // eventfd of a proxy that drains this FIFO (TCP), else -1
 
   bool slotFree() {
     if (tail - cachedHead < uint64_t(kNSteps)) return true;
@@ -53,7 +54,9 @@ struct SendConn {
     SlotHeader* h = header();
     h->bytes.store(bytes, std::memory_order_relaxed);
     h->seq.store(++tail, std::memory_order_release);
+    if (wakeFd >= 0) wakeProxy();
   }
+  void wakeProxy() const;
 };
 
 // The receiver's view of its own FIFO from one peer.

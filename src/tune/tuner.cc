@@ -184,6 +184,7 @@ Choice choose(chorusComm* comm, const OpDesc& op) {
     for (int pi = 0; pi < kNumProtos; ++pi) {
       Proto p = Proto(pi);
       if (!protoSupports(a, p) || !envAllows("CHORUS_PROTO", coll, protoName(p))) continue;
+      if (p == Proto::kLL && comm->nnodes > 1) continue;  // LL does not cross the TCP proxy
       // Channels split rings and chains; trees use one channel per tree.
       bool multi = a == Algo::kRing || a == Algo::kChain;
       for (int ch = multi ? minCh : 1; ch <= (multi ? maxCh : 1); ++ch) {
