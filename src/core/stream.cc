@@ -1,6 +1,8 @@
 // chorusStream_t: an ordered queue of operations run by one worker thread. The worker sleeps on
 // a condition variable when idle (no core burnt). The first error since the last
 // chorusStreamSynchronize is kept and reported by Query/Synchronize.
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -20,12 +22,28 @@ struct chorusStream {
   chorusResult_t error = chorusSuccess;
   std::string errorMessage;
   bool stop = false;
+  bool workerSleeping = false;  // enqueue only signals a sleeping worker
+  int syncWaiters = 0;          // completion only signals when someone waits
+  std::atomic<uint64_t> enqueuedFast{0};
   std::thread worker;
 
   void run() {
     std::unique_lock<std::mutex> lock(mu);
     while (true) {
-      work.wait(lock, [&] { return stop || !queue.empty(); });
+      if (queue.empty() && !stop) {
+        // Back-to-back operations are the common case (a benchmark loop, a training step):
+        // poll briefly before sleeping so that each enqueue does not cost a wake-up.
+        uint64_t seen = enqueuedFast.load(std::memory_order_acquire);
+        lock.unlock();
+        auto t0 = std::chrono::steady_clock::now();
+        while (enqueuedFast.load(std::memory_order_acquire) == seen &&
+               std::chrono::steady_clock::now() - t0 < std::chrono::microseconds(50))
+          std::this_thread::yield();
+        lock.lock();
+        workerSleeping = true;
+        work.wait(lock, [&] { return stop || !queue.empty(); });
+        workerSleeping = false;
+      }
       if (queue.empty()) return;
       std::vector<chorus::OpDesc> batch = std::move(queue.front());
       queue.pop_front();
@@ -39,7 +57,7 @@ struct chorusStream {
         errorMessage = msg;
       }
       ++completed;
-      done.notify_all();
+      if (syncWaiters > 0) done.notify_all();
     }
   }
 };
@@ -60,7 +78,8 @@ void streamEnqueue(chorusStream_t s, std::vector<OpDesc> ops) {
   std::lock_guard<std::mutex> l(s->mu);
   s->queue.push_back(std::move(ops));
   ++s->enqueued;
-  s->work.notify_one();
+  s->enqueuedFast.fetch_add(1, std::memory_order_release);
+  if (s->workerSleeping) s->work.notify_one();
 }
 
 }  // namespace chorus
@@ -94,7 +113,9 @@ static chorusResult_t checkStream(chorusStream_t s, const char* fn) {
 chorusResult_t chorusStreamSynchronize(chorusStream_t s) {
   if (chorusResult_t r = checkStream(s, "chorusStreamSynchronize"); r != chorusSuccess || !s) return r;
   std::unique_lock<std::mutex> lock(s->mu);
+  ++s->syncWaiters;
   s->done.wait(lock, [&] { return s->completed == s->enqueued; });
+  --s->syncWaiters;
   chorusResult_t r = s->error;
   if (r != chorusSuccess) setThreadLastError(s->errorMessage);
   s->error = chorusSuccess;
