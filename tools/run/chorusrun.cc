@@ -179,6 +179,7 @@ void EnsureStdFds() {
 
 struct Options {
   int nranks = 0;
+  int nnodes = 0;  // --nodes Q: emulated nodes (0: not emulated)
   bool prefix = true;
   std::optional<double> timeout_s;
   // -x NAME=VALUE; a -x NAME without '=' copies NAME from chorusrun's own environment.
@@ -195,6 +196,9 @@ void PrintUsage(FILE* f) {
       "Options:\n"
       "  -np N, -n N      number of ranks to start (required, N >= 1)\n"
       "  --no-prefix      do not prefix the ranks' output lines with \"[rank] \"\n"
+      "  --nodes Q        emulate Q nodes on this machine: ranks are split into Q contiguous\n"
+      "                   blocks (the first N %% Q get one more rank), each with its own\n"
+      "                   CHORUS_HOSTID, so they talk TCP between blocks\n"
       "  --timeout SEC    kill every rank and exit 124 after SEC seconds\n"
       "  -x NAME=VALUE    set NAME=VALUE in every rank's environment (repeatable);\n"
       "                   -x NAME passes chorusrun's own value of NAME\n"
@@ -260,6 +264,13 @@ Options ParseOptions(int argc, char** argv) {
       }
       o.nranks = static_cast<int>(n);
       have_np = true;
+    } else if (name == "--nodes") {
+      const char* v = value_of(name, inline_value);
+      long q = 0;
+      if (!ParseInt(v, 1, 1 << 20, &q)) {
+        UsageError("invalid number of nodes '" + std::string(v) + "' (need an integer >= 1)");
+      }
+      o.nnodes = static_cast<int>(q);
     } else if (name == "--no-prefix") {
       if (inline_value != nullptr) UsageError("option --no-prefix takes no argument");
       o.prefix = false;
@@ -289,6 +300,7 @@ Options ParseOptions(int argc, char** argv) {
     }
   }
   if (!have_np) UsageError("missing -np N");
+  if (o.nnodes > o.nranks) UsageError("--nodes cannot exceed the number of ranks");
   if (i >= argc) UsageError("missing PROGRAM");
   for (; i < argc; ++i) o.command.emplace_back(argv[i]);
   return o;
@@ -378,6 +390,15 @@ RankPlacement PlaceRank(const Options& opts, int rank) {
   p.nranks = opts.nranks;
   p.local_rank = rank;
   p.local_nranks = opts.nranks;
+  if (opts.nnodes > 0) {
+    // Contiguous blocks; the first N % Q nodes hold one rank more (e.g. 5 ranks on 2 nodes: 3+2).
+    const int q = opts.nnodes, base = opts.nranks / q, extra = opts.nranks % q;
+    int node = 0, first = 0;
+    while (rank >= first + base + (node < extra ? 1 : 0)) first += base + (node++ < extra ? 1 : 0);
+    p.local_rank = rank - first;
+    p.local_nranks = base + (node < extra ? 1 : 0);
+    p.host_id = "node" + std::to_string(node);
+  }
   return p;
 }
 
@@ -385,7 +406,7 @@ RankPlacement PlaceRank(const Options& opts, int rank) {
 // never leak into a rank.
 constexpr const char* kOwnedVars[] = {
     "CHORUS_RANK",    "CHORUS_NRANKS", "CHORUS_LOCAL_RANK", "CHORUS_LOCAL_NRANKS",
-    "CHORUS_COMM_ID", "CHORUS_SECRET", "CHORUS_HOSTID",
+    "CHORUS_COMM_ID", "CHORUS_SECRET", "CHORUS_HOSTID", "CHORUS_NNODES",
 };
 
 void SetEnv(std::vector<std::string>& env, std::string_view name, std::string_view value) {
@@ -418,6 +439,7 @@ std::vector<std::string> BuildRankEnv(const Options& opts, const JobInfo& job,
   SetEnv(env, "CHORUS_COMM_ID", job.comm_id);
   SetEnv(env, "CHORUS_SECRET", job.secret);
   if (p.host_id) SetEnv(env, "CHORUS_HOSTID", *p.host_id);
+  if (opts.nnodes > 0) SetEnv(env, "CHORUS_NNODES", std::to_string(opts.nnodes));
   for (const auto& [name, value] : opts.extra_env) SetEnv(env, name, value);
   return env;
 }
