@@ -73,6 +73,17 @@ MachineModel loadOrDefaultModel() {
     else if (key == "simple") in >> c.hopUs[0] >> c.baseUs[0] >> c.bwGBs[0];
     else if (key == "ll") in >> c.hopUs[1] >> c.baseUs[1] >> c.bwGBs[1];
     else if (key == "channels") in >> c.channelGain >> c.channelSpawnUs;
+    else if (key == "allreduce") {
+      std::string algo, proto;
+      int ch = 0;
+      double hop = 0, bw = 0;
+      in >> algo >> proto >> ch >> hop >> bw;
+      for (int a = 0; a < kNumAlgos; ++a)
+        for (int p = 0; p < kNumProtos; ++p)
+          if (algo == algoName(Algo(a)) && proto == protoName(Proto(p)) && ch >= 1 &&
+              ch <= kModelChannels && bw > 0)
+            c.allreduce[a][p][ch - 1] = {hop, bw, true};
+    }
   }
   if (machine != machineKey() || version != CHORUS_VERSION_STRING) {
     CHORUS_WARN(-1, "tuner: ignoring %s: written for '%s' version %s, this is '%s' version %s; "
@@ -99,6 +110,14 @@ bool saveModel(const MachineModel& m, std::string* error) {
   f << "simple " << m.hopUs[0] << " " << m.baseUs[0] << " " << m.bwGBs[0] << "\n";
   f << "ll " << m.hopUs[1] << " " << m.baseUs[1] << " " << m.bwGBs[1] << "\n";
   f << "channels " << m.channelGain << " " << m.channelSpawnUs << "\n";
+  for (int a = 0; a < kNumAlgos; ++a)
+    for (int p = 0; p < kNumProtos; ++p)
+      for (int ch = 1; ch <= kModelChannels; ++ch) {
+        const ChoiceFit& fit = m.allreduce[a][p][ch - 1];
+        if (fit.measured)
+          f << "allreduce " << algoName(Algo(a)) << " " << protoName(Proto(p)) << " " << ch << " "
+            << fit.hopUs << " " << fit.bwGBs << "\n";
+      }
   return bool(f);
 }
 

@@ -130,35 +130,54 @@ bool protoSupports(Algo a, Proto p) {
   return true;
 }
 
+double modelHops(OpKind kind, Algo a, int n) {
+  const double nn = double(n);
+  const int depth = std::max(treeDepth(n, 0), treeDepth(n, 1));  // edges root -> deepest leaf
+  switch (kind) {
+    case OpKind::kAllReduce:
+      if (a == Algo::kTree) return 2.0 * depth;           // up and down
+      if (a == Algo::kNaive) return 4.0 * (nn - 1);       // unpipelined exchange + sync per step
+      return 2.0 * (nn - 1);                              // ring: 2k-1 steps
+    case OpKind::kBroadcast:
+    case OpKind::kReduce:
+      return a == Algo::kTree ? double(depth) : nn - 1;
+    default:
+      return nn - 1;
+  }
+}
+
+double modelByteFactor(OpKind kind, Algo a, int n) {
+  const double nn = double(n);
+  switch (kind) {
+    case OpKind::kAllReduce:
+      if (a == Algo::kTree) return n > 2 ? 2.0 : 1.0;  // seed 002: tree ratio 0.5 (interior nodes)
+      if (a == Algo::kNaive) return 4.0 * (nn - 1) / nn;  // plus a separate reduction pass
+      return 2.0 * (nn - 1) / nn;
+    case OpKind::kBroadcast:
+    case OpKind::kReduce:
+      return a == Algo::kTree ? 2.0 : 1.0;  // interior tree nodes send twice
+    default:
+      return (nn - 1) / nn;
+  }
+}
+
 double predictUs(OpKind kind, Algo a, Proto p, int nch, int n, size_t bytes) {
   const MachineModel& m = machineModel();
   const int pi = int(p);
-  const double hop = m.hopUs[pi], base = m.baseUs[pi];
-  double bw = m.bwGBs[pi] * 1e3;  // bytes per microsecond
-  if (nch > 1) bw *= 1.0 + m.channelGain * (nch - 1);
-  const double spawn = nch > 1 ? m.channelSpawnUs * (nch - 1) : 0.0;
-  const double S = double(bytes);
-  const double nn = double(n);
-  if (n <= 1) return base;
-  const int depth = std::max(treeDepth(n, 0), treeDepth(n, 1));  // edges from root to deepest leaf
-  switch (kind) {
-    case OpKind::kAllReduce:
-      if (a == Algo::kRing)  // 2(n-1) hand-offs; each rank moves 2(n-1)/n of the data
-        return base + spawn + 2 * (nn - 1) * hop + S * 2 * (nn - 1) / nn / bw;
-      if (a == Algo::kTree)  // up and down the depth; seed 002's tree ratio 0.5 per tree, 2 trees
-        return base + 2 * depth * hop + S / (bw * (n > 2 ? 0.5 * 2 * 0.5 : 1.0));
-      // naive: 2(n-1) unpipelined steps, each a full exchange then a separate reduce pass
-      return base + 2 * (nn - 1) * (2 * hop + 2.0) + S * 2 * (nn - 1) / nn / (bw * 0.5);
-    case OpKind::kAllGather:
-    case OpKind::kReduceScatter:
-      return base + spawn + (nn - 1) * hop + S * (nn - 1) / nn / bw;
-    case OpKind::kBroadcast:
-    case OpKind::kReduce:
-      if (a == Algo::kChain) return base + spawn + (nn - 1) * hop + S / bw;
-      return base + depth * hop + S / (bw * 0.5);  // interior nodes send twice
-    default:
-      return base + (nn - 1) * hop + S * (nn - 1) / nn / bw;
+  if (n <= 1) return m.baseUs[pi];
+  double hop = m.hopUs[pi], bw = m.bwGBs[pi];
+  double extra = 0;
+  const ChoiceFit* fit =
+      kind == OpKind::kAllReduce && nch <= kModelChannels ? &m.allreduce[int(a)][pi][nch - 1] : nullptr;
+  if (fit && fit->measured) {
+    hop = fit->hopUs;
+    bw = fit->bwGBs;
+  } else if (nch > 1) {
+    bw *= 1.0 + m.channelGain * (nch - 1);
+    extra = m.channelSpawnUs * (nch - 1);
   }
+  return m.baseUs[pi] + extra + modelHops(kind, a, n) * hop +
+         double(bytes) * modelByteFactor(kind, a, n) / (bw * 1e3);
 }
 
 Choice choose(chorusComm* comm, const OpDesc& op) {

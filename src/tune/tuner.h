@@ -25,16 +25,28 @@ struct Choice {
   double predictedUs;
 };
 
-// Measured machine parameters (per protocol): the cost of one hand-off between two ranks, the
-// fixed cost of an operation, and the bandwidth of one pipelined stream of slots.
+// Measured machine parameters: per protocol, the cost of one hand-off between two ranks, the
+// fixed cost of an operation, and the bandwidth of one pipelined stream of slots; and, where
+// chorus-tune measured an AllReduce choice itself, that choice's own fitted hop latency and
+// bandwidth (same formula, so the model tracks what each implementation really costs).
+constexpr int kModelChannels = 2;
+struct ChoiceFit {
+  double hopUs;
+  double bwGBs;
+  bool measured;
+};
 struct MachineModel {
   double hopUs[kNumProtos];
   double baseUs[kNumProtos];
   double bwGBs[kNumProtos];       // one channel
   double channelGain;             // bandwidth multiplier per extra channel (<= 1 extra)
   double channelSpawnUs;          // cost of starting extra channel threads
+  ChoiceFit allreduce[kNumAlgos][kNumProtos][kModelChannels];
   bool calibrated;
 };
+// Hand-offs on the critical path and the share of the bytes a rank moves, per algorithm.
+double modelHops(OpKind kind, Algo a, int nranks);
+double modelByteFactor(OpKind kind, Algo a, int nranks);
 
 const MachineModel& machineModel();
 void setMachineModel(const MachineModel& m);  // chorus-tune

@@ -164,6 +164,33 @@ int main(int argc, char** argv) {
     m.channelSpawnUs = std::max(0.0, s2 - s1);
     printf("channels: 16 MiB 1 ch %.1f us, 2 ch %.1f us -> gain %.2f; 8 KiB overhead %.1f us\n", t1,
            t2, m.channelGain, m.channelSpawnUs);
+    // Each AllReduce choice fitted on its own: t = base + hops * hop + bytes * factor / bw.
+    struct Probe {
+      Algo a;
+      Proto p;
+      int ch;
+    };
+    const Probe probes[] = {{Algo::kRing, Proto::kSimple, 1}, {Algo::kRing, Proto::kSimple, 2},
+                            {Algo::kRing, Proto::kLL, 1},     {Algo::kRing, Proto::kLL, 2},
+                            {Algo::kTree, Proto::kSimple, 1}, {Algo::kTree, Proto::kLL, 1}};
+    for (const Probe& pr : probes) {
+      const size_t mid = size_t(64) << 10, big = pr.p == Proto::kSimple ? size_t(16) << 20 : size_t(4) << 20;
+      const char* an = algoName(pr.a);
+      const char* pn = protoName(pr.p);
+      double tSmall = timeAllReduce(n, 8, an, pn, pr.ch, 3000);
+      double tMid = timeAllReduce(n, mid, an, pn, pr.ch, 200);
+      double tBig = timeAllReduce(n, big, an, pn, pr.ch, pr.p == Proto::kSimple ? 10 : 20);
+      const double hopsN = modelHops(OpKind::kAllReduce, pr.a, n);
+      const double factor = modelByteFactor(OpKind::kAllReduce, pr.a, n);
+      ChoiceFit fit;
+      fit.hopUs = std::max(0.01, (tSmall - base) / hopsN);
+      // Bandwidth from the two larger sizes, so cache-sized messages weigh in too.
+      fit.bwGBs = double(big - mid) * factor / std::max(1.0, tBig - tMid) / 1e3;
+      fit.measured = true;
+      m.allreduce[int(pr.a)][int(pr.p)][pr.ch - 1] = fit;
+      printf("allreduce %-4s %-6s %d ch: 8 B %.2f us, 64 KiB %.1f us, %zu B %.1f us -> hop %.3f us, bw %.2f GB/s\n",
+             an, pn, pr.ch, tSmall, tMid, big, tBig, fit.hopUs, fit.bwGBs);
+    }
     printf("base (1 rank, 8 B): %.3f us\n", base);
     m.calibrated = true;
     setMachineModel(m);
