@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -16,25 +17,7 @@
 
 namespace chorus {
 
-namespace {
-
-constexpr uint32_t kChallengeMagic = 0x4c414843;  // "CHAL"
-constexpr uint32_t kHelloMagic = 0x4c454843;      // "CHEL"
-constexpr uint32_t kProtocolVersion = 1;
-constexpr uint32_t kMaxRoundBytes = 64u << 20;
-
-struct Challenge {
-  uint32_t magic;
-  uint32_t version;
-  uint8_t nonce[16];
-};
-struct Hello {
-  uint32_t magic;
-  uint32_t rank;
-  uint32_t nranks;
-  uint32_t pad;
-  uint64_t proof;
-};
+namespace wire {
 
 uint64_t proofFor(const uint8_t secret[16], const uint8_t nonce[16], char role) {
   uint8_t msg[17];
@@ -43,7 +26,117 @@ uint64_t proofFor(const uint8_t secret[16], const uint8_t nonce[16], char role) 
   return sipHash24(secret, msg, sizeof(msg));
 }
 
-double handshakeTimeout() { return double(envInt("CHORUS_HANDSHAKE_TIMEOUT_MS", 5000)) / 1000.0; }
+bool parseChallenge(const void* bytes, size_t len, uint8_t nonce[16]) {
+  Challenge c;
+  if (len != sizeof(c)) return false;
+  memcpy(&c, bytes, sizeof(c));
+  if (c.magic != kChallengeMagic || c.version != kProtocolVersion) return false;
+  memcpy(nonce, c.nonce, 16);
+  return true;
+}
+
+HelloCheck checkHello(const void* bytes, size_t len, const uint8_t secret[16],
+                      const uint8_t nonce[16], int expectedNranks) {
+  HelloCheck r{HelloStatus::kNeedMore, 0, 0};
+  if (len < sizeof(Hello)) return r;
+  Hello h;
+  memcpy(&h, bytes, sizeof(h));
+  r.rank = h.rank;
+  r.nranks = h.nranks;
+  if (h.magic != kHelloMagic) {
+    r.status = HelloStatus::kJunk;
+  } else if (h.proof != proofFor(secret, nonce, 'C')) {
+    r.status = HelloStatus::kWrongProof;
+  } else if (expectedNranks < 0 && (h.nranks == 0 || h.nranks > kMaxRanks)) {
+    r.status = HelloStatus::kBadNranks;
+  } else if ((expectedNranks >= 0 && int64_t(h.nranks) != expectedNranks) || h.rank >= h.nranks) {
+    r.status = HelloStatus::kWrongComm;
+  } else {
+    r.status = HelloStatus::kAccepted;
+  }
+  return r;
+}
+
+const char* helloStatusName(HelloStatus s) {
+  switch (s) {
+    case HelloStatus::kNeedMore:
+      return "incomplete hello";
+    case HelloStatus::kJunk:
+      return "not a Chorus hello (junk)";
+    case HelloStatus::kWrongProof:
+      return "wrong secret proof";
+    case HelloStatus::kBadNranks:
+      return "bad nranks";
+    case HelloStatus::kWrongComm:
+      return "rank or nranks do not match the communicator";
+    case HelloStatus::kAccepted:
+      return "accepted";
+  }
+  return "?";
+}
+
+uint32_t RoundReader::length() const {
+  uint32_t len = 0;
+  memcpy(&len, buf_.data(), 4);
+  return len;
+}
+
+size_t RoundReader::want() const {
+  if (oversized_) return 0;
+  if (got_ < 4) return 4 - got_;
+  return 4 + size_t(length()) - got_;
+}
+
+bool RoundReader::advance(size_t n) {
+  got_ += std::min(n, want());
+  if (got_ == 4 && buf_.size() == 4) {
+    if (length() > kMaxRoundBytes) {
+      oversized_ = true;
+      return false;
+    }
+    buf_.resize(4 + size_t(length()));
+  }
+  return true;
+}
+
+void RoundReader::reset() {
+  got_ = 0;
+  oversized_ = false;
+  buf_.assign(4, 0);
+}
+
+bool assembleRound(const std::vector<const RoundReader*>& ranks, std::vector<char>* out,
+                   int* mismatch) {
+  out->clear();
+  if (ranks.empty()) return true;
+  const uint32_t len = ranks[0]->length();
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    if (!ranks[r]->complete() || ranks[r]->length() != len) {
+      *mismatch = int(r);
+      return false;
+    }
+  }
+  out->reserve(size_t(len) * ranks.size());
+  for (const RoundReader* r : ranks) out->insert(out->end(), r->payload(), r->payload() + len);
+  return true;
+}
+
+bool tryDecodeId(const void* bytes, size_t len, IdData* out) {
+  if (len < sizeof(IdData)) return false;
+  memcpy(out, bytes, sizeof(IdData));
+  return out->magic == kIdMagic &&
+         (out->addrLen == sizeof(sockaddr_in) || out->addrLen == sizeof(sockaddr_in6));
+}
+
+}  // namespace wire
+
+namespace {
+
+using namespace wire;
+
+double handshakeTimeout() {
+  return double(envInt("CHORUS_HANDSHAKE_TIMEOUT_MS", 5000)) / 1000.0;
+}
 
 // The root: a detached thread that owns the listener and, after everyone joined, one socket per
 // rank. It exits when every rank has disconnected, or tears everything down when a rank vanishes
@@ -63,7 +156,8 @@ class Root {
     if (listenFd_ >= 0) ::close(listenFd_);
     for (auto& r : ranks_)
       if (r.fd >= 0) ::close(r.fd);
-    for (auto& p : pending_) ::close(p.fd);
+    for (auto& p : pending_)
+      if (p.fd >= 0) ::close(p.fd);
   }
 
  private:
@@ -76,8 +170,7 @@ class Root {
   };
   struct RankConn {
     int fd = -1;
-    std::vector<char> buf;  // {u32 len, payload} being read
-    size_t got = 0;
+    RoundReader round;
     bool closed = false;
   };
 
@@ -85,6 +178,50 @@ class Root {
     CHORUS_WARN(-1, "bootstrap root: closing connection: %s", why);
     ::close(p.fd);
     p.fd = -1;
+  }
+
+  // Reads what a pending connection sent and decides on it. Returns true when it joined.
+  bool progressPending(Pending& p) {
+    ssize_t n = recv(p.fd, reinterpret_cast<char*>(&p.hello) + p.got, sizeof(Hello) - p.got, 0);
+    if (n <= 0) {
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) return false;
+      reject(p, "closed during the handshake");
+      return false;
+    }
+    p.got += size_t(n);
+    const HelloCheck h = checkHello(&p.hello, p.got, secret_, p.nonce, nranks_);
+    switch (h.status) {
+      case HelloStatus::kNeedMore:
+        return false;
+      case HelloStatus::kJunk:
+      case HelloStatus::kWrongProof:
+      case HelloStatus::kBadNranks:
+        reject(p, helloStatusName(h.status));
+        return false;
+      case HelloStatus::kWrongComm:
+      case HelloStatus::kAccepted:
+        break;
+    }
+    if (h.status == HelloStatus::kAccepted && nranks_ < 0) {
+      nranks_ = int(h.nranks);
+      ranks_.resize(size_t(nranks_));
+    }
+    if (h.status == HelloStatus::kWrongComm || ranks_[h.rank].fd >= 0) {
+      CHORUS_WARN(-1, "bootstrap root: rank %u/%u rejected (expected nranks %d%s)", h.rank,
+                  h.nranks, nranks_,
+                  h.status == HelloStatus::kAccepted ? ", rank already joined" : "");
+      ::close(p.fd);
+      p.fd = -1;
+      return false;
+    }
+    uint64_t reply = proofFor(secret_, p.nonce, 'R');
+    if (send(p.fd, &reply, sizeof(reply), MSG_NOSIGNAL) != sizeof(reply)) {
+      reject(p, "cannot answer");
+      return false;
+    }
+    ranks_[h.rank].fd = p.fd;
+    p.fd = -1;
+    return true;
   }
 
   void join() {
@@ -98,56 +235,18 @@ class Root {
       fds.push_back({listenFd_, POLLIN, 0});
       for (auto& p : pending_) fds.push_back({p.fd, POLLIN, 0});
       poll(fds.data(), fds.size(), 100);
-      if (fds[0].revents & POLLIN) acceptOne();
-      for (size_t i = 0; i < pending_.size(); ++i) {
+      // Only the connections polled above: acceptOne() appends after them.
+      const size_t polled = fds.size() - 1;
+      for (size_t i = 0; i < polled; ++i) {
         Pending& p = pending_[i];
         if (Clock::now() > p.deadline) {
           reject(p, "no valid handshake before the deadline");
           continue;
         }
         if (!(fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        ssize_t n = recv(p.fd, reinterpret_cast<char*>(&p.hello) + p.got, sizeof(Hello) - p.got, 0);
-        if (n <= 0) {
-          if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-          reject(p, "closed during the handshake");
-          continue;
-        }
-        p.got += size_t(n);
-        if (p.got < sizeof(Hello)) continue;
-        const Hello& h = p.hello;
-        if (h.magic != kHelloMagic) {
-          reject(p, "not a Chorus hello (junk)");
-          continue;
-        }
-        if (h.proof != proofFor(secret_, p.nonce, 'C')) {
-          reject(p, "wrong secret proof");
-          continue;
-        }
-        if (nranks_ < 0) {
-          if (h.nranks == 0 || h.nranks > (1u << 20)) {
-            reject(p, "bad nranks");
-            continue;
-          }
-          nranks_ = int(h.nranks);
-          ranks_.resize(size_t(nranks_));
-        }
-        if (int(h.nranks) != nranks_ || h.rank >= h.nranks || ranks_[h.rank].fd >= 0) {
-          CHORUS_WARN(-1, "bootstrap root: rank %u/%u rejected (expected nranks %d%s)", h.rank,
-                      h.nranks, nranks_,
-                      h.rank < h.nranks && int(h.nranks) == nranks_ ? ", rank already joined" : "");
-          ::close(p.fd);
-          p.fd = -1;
-          continue;
-        }
-        uint64_t reply = proofFor(secret_, p.nonce, 'R');
-        if (send(p.fd, &reply, sizeof(reply), MSG_NOSIGNAL) != sizeof(reply)) {
-          reject(p, "cannot answer");
-          continue;
-        }
-        ranks_[h.rank].fd = p.fd;
-        p.fd = -1;
-        ++joined;
+        if (progressPending(p)) ++joined;
       }
+      if (fds[0].revents & POLLIN) acceptOne();
       std::erase_if(pending_, [](const Pending& p) { return p.fd < 0; });
     }
     ::close(listenFd_);
@@ -191,7 +290,7 @@ class Root {
       for (int r = 0; r < n; ++r) {
         RankConn& c = ranks_[size_t(r)];
         if (!c.closed && (fds[size_t(r)].revents & (POLLIN | POLLHUP | POLLERR))) readSome(r);
-        anyStarted = anyStarted || c.got > 0;
+        anyStarted = anyStarted || c.round.started();
         anyClosed = anyClosed || c.closed;
       }
       if (anyStarted && anyClosed) {
@@ -200,60 +299,37 @@ class Root {
             failAll("rank " + std::to_string(r) + " left while the others exchange data");
       }
       bool complete = true;
-      for (auto& c : ranks_) complete = complete && isComplete(c);
+      for (auto& c : ranks_) complete = complete && c.round.complete();
       if (complete) respond();
     }
   }
 
-  static bool isComplete(const RankConn& c) {
-    if (c.got < 4) return false;
-    uint32_t len;
-    memcpy(&len, c.buf.data(), 4);
-    return c.got == 4 + size_t(len);
-  }
-
   void readSome(int r) {
     RankConn& c = ranks_[size_t(r)];
-    if (c.buf.size() < 4) c.buf.resize(4);
-    size_t want = c.got < 4 ? 4 - c.got : 0;
-    if (c.got >= 4) {
-      uint32_t len;
-      memcpy(&len, c.buf.data(), 4);
-      want = 4 + size_t(len) - c.got;
-      if (want == 0) return;  // complete; waiting for the others
-    }
-    ssize_t k = recv(c.fd, c.buf.data() + c.got, want, 0);
+    const size_t want = c.round.want();
+    if (want == 0) return;  // complete; waiting for the others
+    ssize_t k = recv(c.fd, c.round.dest(), want, 0);
     if (k <= 0) {
       if (k < 0 && (errno == EAGAIN || errno == EINTR)) return;
       c.closed = true;
       return;
     }
-    c.got += size_t(k);
-    if (c.got == 4) {
-      uint32_t len;
-      memcpy(&len, c.buf.data(), 4);
-      if (len > kMaxRoundBytes) failAll("rank " + std::to_string(r) + " sent an oversized round");
-      c.buf.resize(4 + size_t(len));
-    }
+    if (!c.round.advance(size_t(k)))
+      failAll("rank " + std::to_string(r) + " sent an oversized round");
   }
 
   void respond() {
-    uint32_t len;
-    memcpy(&len, ranks_[0].buf.data(), 4);
+    std::vector<const RoundReader*> rounds;
+    for (auto& c : ranks_) rounds.push_back(&c.round);
     std::vector<char> out;
-    out.reserve(size_t(len) * ranks_.size());
-    for (size_t r = 0; r < ranks_.size(); ++r) {
-      uint32_t l;
-      memcpy(&l, ranks_[r].buf.data(), 4);
-      if (l != len)
-        failAll("ranks 0 and " + std::to_string(r) + " exchange different sizes (" +
-                std::to_string(len) + " vs " + std::to_string(l) + " bytes)");
-      out.insert(out.end(), ranks_[r].buf.begin() + 4, ranks_[r].buf.end());
-    }
+    int bad = 0;
+    if (!assembleRound(rounds, &out, &bad))
+      failAll("ranks 0 and " + std::to_string(bad) + " exchange different sizes (" +
+              std::to_string(ranks_[0].round.length()) + " vs " +
+              std::to_string(ranks_[size_t(bad)].round.length()) + " bytes)");
     for (auto& c : ranks_) {
       sendAll(c.fd, out.data(), out.size(), deadlineIn(60), nullptr, "bootstrap root reply");
-      c.got = 0;
-      c.buf.resize(4);
+      c.round.reset();
     }
   }
 
@@ -266,12 +342,13 @@ class Root {
 
 }  // namespace
 
-double bootstrapTimeout() { return double(envInt("CHORUS_BOOTSTRAP_TIMEOUT", 120)); }
+double bootstrapTimeout() {
+  return double(envInt("CHORUS_BOOTSTRAP_TIMEOUT", 120));
+}
 
 IdData decodeId(const chorusUniqueId& id) {
   IdData d;
-  memcpy(&d, id.internal, sizeof(d));
-  if (d.magic != kIdMagic || (d.addrLen != sizeof(sockaddr_in) && d.addrLen != sizeof(sockaddr_in6)))
+  if (!wire::tryDecodeId(id.internal, sizeof(id.internal), &d))
     fail(chorusInvalidArgument, "commId is not a Chorus unique id (use chorusGetUniqueId)");
   return d;
 }
@@ -313,14 +390,15 @@ Bootstrap::Bootstrap(const chorusUniqueId& id, int rank, int nranks,
       Challenge c;
       recvAll(fd_, &c, sizeof(c), deadlineIn(handshakeTimeout() * 2), abortFlag_,
               "bootstrap handshake");
-      if (c.magic != kChallengeMagic || c.version != kProtocolVersion)
+      uint8_t nonce[16];
+      if (!parseChallenge(&c, sizeof(c), nonce))
         fail(chorusSystemError, "bootstrap root at %s is not a Chorus root (or another version)",
              root.str().c_str());
-      Hello h{kHelloMagic, uint32_t(rank), uint32_t(nranks), 0, proofFor(d.secret, c.nonce, 'C')};
+      Hello h{kHelloMagic, uint32_t(rank), uint32_t(nranks), 0, proofFor(d.secret, nonce, 'C')};
       sendAll(fd_, &h, sizeof(h), deadline, abortFlag_, "bootstrap hello");
       uint64_t reply = 0;
       recvAll(fd_, &reply, sizeof(reply), deadline, abortFlag_, "bootstrap join");
-      if (reply != proofFor(d.secret, c.nonce, 'R'))
+      if (reply != proofFor(d.secret, nonce, 'R'))
         fail(chorusSystemError, "bootstrap root at %s failed to prove the secret",
              root.str().c_str());
       return;
@@ -338,7 +416,9 @@ Bootstrap::Bootstrap(const chorusUniqueId& id, int rank, int nranks,
   }
 }
 
-Bootstrap::~Bootstrap() { close(); }
+Bootstrap::~Bootstrap() {
+  close();
+}
 
 void Bootstrap::close() {
   if (fd_ >= 0) ::close(fd_);

@@ -63,12 +63,12 @@ bool parseChallenge(const void* bytes, size_t len, uint8_t nonce[16]);
 
 // Root side: what the bytes a connecting peer sent so far (at most sizeof(Hello)) amount to.
 enum class HelloStatus {
-  kNeedMore,      // fewer than sizeof(Hello) bytes
-  kJunk,          // not a Chorus hello
-  kWrongProof,    // does not prove the secret
-  kBadNranks,     // first peer with nranks 0 or above kMaxRanks
-  kWrongComm,     // nranks differs from the communicator's, or rank out of range
-  kAccepted,      // proves the secret; rank / nranks are valid for the communicator
+  kNeedMore,    // fewer than sizeof(Hello) bytes
+  kJunk,        // not a Chorus hello
+  kWrongProof,  // does not prove the secret
+  kBadNranks,   // first peer with nranks 0 or above kMaxRanks
+  kWrongComm,   // nranks differs from the communicator's, or rank out of range
+  kAccepted,    // proves the secret; rank / nranks are valid for the communicator
 };
 struct HelloCheck {
   HelloStatus status;
@@ -87,9 +87,10 @@ class RoundReader {
   RoundReader() : buf_(4) {}
   size_t want() const;  // bytes still missing (0: complete)
   char* dest() { return buf_.data() + got_; }
-  // False when the announced length exceeds kMaxRoundBytes (nothing is allocated for it).
+  // False when the announced length exceeds kMaxRoundBytes (nothing is allocated for it; the
+  // reader then wants nothing more and never completes).
   bool advance(size_t n);
-  bool complete() const { return got_ >= 4 && got_ == 4 + size_t(length()); }
+  bool complete() const { return !oversized_ && got_ >= 4 && got_ == 4 + size_t(length()); }
   bool started() const { return got_ > 0; }
   uint32_t length() const;  // valid once 4 bytes arrived
   const char* payload() const { return buf_.data() + 4; }
@@ -98,6 +99,7 @@ class RoundReader {
  private:
   std::vector<char> buf_;
   size_t got_ = 0;
+  bool oversized_ = false;
 };
 
 // The root's answer to a complete round: the payloads in rank order. False (and *mismatch set

@@ -1,0 +1,992 @@
+// Reliability: what Chorus promises when something goes wrong (docs/reliability.md).
+//
+//  DeadPeer      a rank SIGKILLed in the middle of a loop of one collective: every survivor's
+//                call fails with chorusRemoteError within 5 s, naming the dead rank and the
+//                operation, and chorusCommGetAsyncError says so. Ranks are processes started
+//                here (fork/exec of chorus_reliability_worker), not through chorusrun, which
+//                would end the job as soon as one rank dies. CHORUS_KILL_ITERS kills per
+//                collective (default 2; 20 is the full set), CHORUS_KILL_SEED fixes the
+//                random victims and moments.
+//  Leftovers     after a crash of one rank, of all of them, during init, or of chorusrun
+//                itself: no /dev/shm/chorus-* of the job, no listening socket on the job's
+//                port, no rank process.
+//  Abort         chorusCommAbort from another thread ends a waiting call within 1 s;
+//                CHORUS_TIMEOUT=1 fails a call that makes no progress, naming the peer.
+//  CallCheck     CHORUS_CHECK=1: a mismatch in any field of a collective call fails the call on
+//                every rank with chorusInvalidUsage and a message listing every rank's call.
+//  Strangers     connections to the bootstrap root that do not prove the secret (junk, a
+//                truncated hello, a garbage header, a wrong proof, silence) are closed within
+//                the handshake deadline while a real communicator forms and computes.
+//
+// CHORUS_RELIABILITY_REPORT=FILE appends the measured figures to FILE (used for the docs).
+#include <arpa/inet.h>
+#include <chorus/chorus.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/siphash.h"
+#include "gtest_helpers.h"
+#include "util.h"
+
+#ifndef RELIABILITY_WORKER_PATH
+#error "RELIABILITY_WORKER_PATH must name the chorus_reliability_worker binary"
+#endif
+
+extern char** environ;
+
+namespace {
+
+using namespace ctest;
+
+// ---------------------------------------------------------------------------------------------
+// Plumbing
+
+double monoNow() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+void sleepSeconds(double s) {
+  std::this_thread::sleep_for(std::chrono::duration<double>(std::max(0.0, s)));
+}
+
+long envLong(const char* name, long def) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != 0 ? std::atol(v) : def;
+}
+
+void appendReport(const std::string& line) {
+  const char* path = std::getenv("CHORUS_RELIABILITY_REPORT");
+  if (path == nullptr || *path == 0) return;
+  std::ofstream f(path, std::ios::app);
+  f << line << "\n";
+}
+
+int freePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  int port = -1;
+  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  if (fd >= 0) close(fd);
+  return port;
+}
+
+std::string randomSecret(std::mt19937_64& rng) {
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  for (int i = 0; i < 32; ++i) s += hex[rng() % 16];
+  return s;
+}
+
+// Ports in state LISTEN (0A) in /proc/net/tcp and tcp6.
+bool listening(int port) {
+  for (const char* path : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream f(path);
+    std::string line;
+    std::getline(f, line);  // header
+    while (std::getline(f, line)) {
+      std::istringstream is(line);
+      std::string sl, local, remote, state;
+      is >> sl >> local >> remote >> state;
+      const size_t colon = local.rfind(':');
+      if (colon == std::string::npos || state != "0A") continue;
+      if (std::stoi(local.substr(colon + 1), nullptr, 16) == port) return true;
+    }
+  }
+  return false;
+}
+
+// /dev/shm entries named after one of `pids` (segments are /chorus-<pid>-<rank>-<random>).
+std::vector<std::string> shmOf(const std::vector<pid_t>& pids) {
+  std::vector<std::string> out;
+  for (const auto& name : shmEntries())
+    for (pid_t p : pids)
+      if (name.rfind("chorus-" + std::to_string(p) + "-", 0) == 0) out.push_back(name);
+  return out;
+}
+
+// Alive and not a zombie.
+bool processRuns(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(f, stat)) return false;
+  const size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+}
+
+// key=value fields of the first line of `out` that starts with `tag ` (msg= takes the rest).
+std::map<std::string, std::string> fieldsOf(const std::string& out, const std::string& tag) {
+  std::map<std::string, std::string> f;
+  std::istringstream is(out);
+  std::string line;
+  while (std::getline(is, line)) {
+    const size_t at = line.find(tag + " ");
+    if (at == std::string::npos) continue;
+    line = line.substr(at + tag.size() + 1);
+    size_t pos = 0;
+    while (pos < line.size()) {
+      const size_t eq = line.find('=', pos);
+      if (eq == std::string::npos) break;
+      const std::string key = line.substr(pos, eq - pos);
+      if (key == "msg") {
+        f[key] = line.substr(eq + 1);
+        break;
+      }
+      size_t end = line.find(' ', eq);
+      if (end == std::string::npos) end = line.size();
+      f[key] = line.substr(eq + 1, end - eq - 1);
+      pos = end + 1;
+    }
+    f["_found"] = "1";
+    return f;
+  }
+  return f;
+}
+
+// A rank process: stdout+stderr through a pipe, stdin from a pipe we hold (closing it releases
+// a --linger worker).
+struct Proc {
+  pid_t pid = -1;
+  int outFd = -1;
+  int inFd = -1;
+  std::string out;
+  bool exited = false;
+  int status = 0;
+};
+
+Proc spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  Proc p;
+  int out[2], in[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return p;
+  if (pipe2(in, O_CLOEXEC) != 0) {
+    close(out[0]);
+    close(out[1]);
+    return p;
+  }
+  std::vector<std::string> envStrings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string s = *e;
+    bool overridden = false;
+    for (const auto& x : env)
+      overridden = overridden || s.substr(0, s.find('=') + 1) == x.substr(0, x.find('=') + 1);
+    if (!overridden) envStrings.push_back(s);
+  }
+  envStrings.insert(envStrings.end(), env.begin(), env.end());
+  std::vector<char*> envp, args;
+  for (auto& s : envStrings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argvCopy = argv;
+  for (auto& a : argvCopy) args.push_back(a.data());
+  args.push_back(nullptr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the test
+    if (getppid() != parent) _exit(127);
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    dup2(out[1], 2);
+    execve(args[0], args.data(), envp.data());
+    _exit(127);
+  }
+  close(out[1]);
+  close(in[0]);
+  if (pid < 0) {
+    close(out[0]);
+    close(in[1]);
+    return p;
+  }
+  fcntl(out[0], F_SETFL, O_NONBLOCK);
+  p.pid = pid;
+  p.outFd = out[0];
+  p.inFd = in[1];
+  return p;
+}
+
+// A job of ranks started here. The destructor kills and reaps whatever is left.
+class Job {
+ public:
+  Job(int nranks, const std::vector<std::string>& workerArgs,
+      const std::vector<std::string>& extraEnv, std::mt19937_64& rng)
+      : port_(freePort()) {
+    const std::string secret = randomSecret(rng);
+    for (int r = 0; r < nranks; ++r) {
+      std::vector<std::string> argv = {RELIABILITY_WORKER_PATH};
+      argv.insert(argv.end(), workerArgs.begin(), workerArgs.end());
+      std::vector<std::string> env = {
+          "CHORUS_RANK=" + std::to_string(r), "CHORUS_NRANKS=" + std::to_string(nranks),
+          "CHORUS_COMM_ID=127.0.0.1:" + std::to_string(port_), "CHORUS_SECRET=" + secret};
+      env.insert(env.end(), extraEnv.begin(), extraEnv.end());
+      procs_.push_back(spawn(argv, env));
+    }
+  }
+  ~Job() {
+    for (auto& p : procs_) {
+      if (p.pid > 0 && !p.exited) {
+        kill(p.pid, SIGKILL);
+        waitpid(p.pid, &p.status, 0);
+        p.exited = true;
+      }
+      if (p.outFd >= 0) close(p.outFd);
+      if (p.inFd >= 0) close(p.inFd);
+    }
+  }
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+
+  int port() const { return port_; }
+  int size() const { return int(procs_.size()); }
+  Proc& operator[](int r) { return procs_[size_t(r)]; }
+  std::vector<pid_t> pids() const {
+    std::vector<pid_t> v;
+    for (const auto& p : procs_) v.push_back(p.pid);
+    return v;
+  }
+  bool started() const {
+    for (const auto& p : procs_)
+      if (p.pid <= 0) return false;
+    return true;
+  }
+
+  // Reads output and reaps for up to `seconds`.
+  void pump(double seconds) {
+    const double until = monoNow() + seconds;
+    do {
+      std::vector<pollfd> fds;
+      for (auto& p : procs_)
+        if (p.outFd >= 0) fds.push_back({p.outFd, POLLIN, 0});
+      if (!fds.empty()) poll(fds.data(), fds.size(), 10);
+      for (auto& p : procs_) readFrom(p);
+      for (auto& p : procs_)
+        if (p.pid > 0 && !p.exited && waitpid(p.pid, &p.status, WNOHANG) == p.pid) {
+          p.exited = true;
+          readFrom(p);
+        }
+      if (fds.empty()) sleepSeconds(0.01);
+    } while (monoNow() < until);
+  }
+
+  // Pumps until pred() or the deadline; returns pred().
+  template <class Pred>
+  bool pumpUntil(double deadline, Pred pred) {
+    while (!pred()) {
+      if (monoNow() >= deadline) return false;
+      pump(0.02);
+    }
+    return true;
+  }
+
+  bool has(int r, const std::string& tag) const {
+    return fieldsOf(procs_[size_t(r)].out, tag).count("_found") != 0;
+  }
+  std::map<std::string, std::string> fields(int r, const std::string& tag) const {
+    return fieldsOf(procs_[size_t(r)].out, tag);
+  }
+
+  // SIGKILLs rank r and reaps it at once (a zombie still answers kill(pid, 0)). Returns the
+  // CLOCK_MONOTONIC time of the kill.
+  double killRank(int r) {
+    Proc& p = procs_[size_t(r)];
+    const double t = monoNow();
+    kill(p.pid, SIGKILL);
+    waitpid(p.pid, &p.status, 0);
+    p.exited = true;
+    readFrom(p);
+    return t;
+  }
+
+  void releaseLingering() {
+    for (auto& p : procs_)
+      if (p.inFd >= 0) {
+        close(p.inFd);
+        p.inFd = -1;
+      }
+  }
+
+  bool allExited() const {
+    for (const auto& p : procs_)
+      if (!p.exited) return false;
+    return true;
+  }
+
+  std::string output() const {
+    std::string s;
+    for (size_t r = 0; r < procs_.size(); ++r) {
+      std::istringstream is(procs_[r].out);
+      std::string line;
+      while (std::getline(is, line)) s += "  [" + std::to_string(r) + "] " + line + "\n";
+    }
+    return s;
+  }
+
+ private:
+  static void readFrom(Proc& p) {
+    if (p.outFd < 0) return;
+    char buf[4096];
+    while (true) {
+      const ssize_t n = read(p.outFd, buf, sizeof buf);
+      if (n > 0) {
+        p.out.append(buf, size_t(n));
+        continue;
+      }
+      if (n == 0) {
+        close(p.outFd);
+        p.outFd = -1;
+      }
+      return;
+    }
+  }
+
+  int port_;
+  std::vector<Proc> procs_;
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+std::mt19937_64 makeRng(const std::string& what) {
+  uint64_t seed = uint64_t(envLong("CHORUS_KILL_SEED", 0));
+  if (seed == 0) seed = std::random_device{}() ^ (uint64_t(getpid()) << 20);
+  std::printf("%s: seed %llu (CHORUS_KILL_SEED to repeat)\n", what.c_str(),
+              (unsigned long long)seed);
+  return std::mt19937_64(seed);
+}
+
+// The checks after a job ended: nothing of it left on the machine.
+void expectNothingLeft(const Job& job, const std::string& context) {
+  const auto shm = shmOf(job.pids());
+  EXPECT_TRUE(shm.empty()) << context << ": /dev/shm entries of the job left: "
+                           << ::testing::PrintToString(shm);
+  removeShm(shm);
+  EXPECT_FALSE(listening(job.port()))
+      << context << ": a socket still listens on the job's port " << job.port();
+  for (pid_t p : job.pids()) EXPECT_FALSE(processRuns(p)) << context << ": pid " << p << " runs";
+}
+
+// ---------------------------------------------------------------------------------------------
+// DeadPeer: kill one rank of four in the middle of a loop of one collective.
+
+constexpr int kRanks = 4;
+constexpr double kDetectLimit = 5.0;  // seconds, the promise
+
+const char* opWord(const std::string& coll) {
+  return coll == "SendRecv" ? "Send" : coll.c_str();  // "Send/Recv group", "Send", "Recv"
+}
+
+class DeadPeer : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DeadPeer, SurvivorsFailWithRemoteError) {
+  const std::string coll = GetParam();
+  const long iters = std::max(1L, envLong("CHORUS_KILL_ITERS", 2));
+  Watchdog watchdog(60.0 + 45.0 * double(iters), "DeadPeer." + coll);
+  std::mt19937_64 rng = makeRng("DeadPeer." + coll);
+  std::vector<double> detect;
+  int kills = 0;
+  for (long it = 0; it < iters; ++it) {
+    Job job(kRanks, {"--coll", coll, "--linger", "--watchdog", "90"}, {}, rng);
+    ASSERT_TRUE(job.started()) << "cannot start the ranks";
+    const bool ready = job.pumpUntil(monoNow() + 60 * timeoutScale(), [&] {
+      for (int r = 0; r < kRanks; ++r)
+        if (!job.has(r, "READY") || job[r].exited) return false;
+      return true;
+    });
+    ASSERT_TRUE(ready) << "the ranks did not all start their loop:\n" << job.output();
+    // A random moment of the loop: up to 400 ms in.
+    job.pump(double(rng() % 400) / 1000.0);
+    const int victim = int(rng() % kRanks);
+    for (int r = 0; r < kRanks; ++r)
+      ASSERT_FALSE(job[r].exited) << "rank " << r << " ended early:\n" << job.output();
+    const double killedAt = job.killRank(victim);
+    ++kills;
+    // Everyone else must report; give them twice the promise so that a late one is measured.
+    job.pumpUntil(killedAt + 2 * kDetectLimit * timeoutScale(), [&] {
+      for (int r = 0; r < kRanks; ++r)
+        if (r != victim && !job.has(r, "FAILED") && !job[r].exited) return false;
+      return true;
+    });
+    const std::string ctx =
+        coll + " kill " + std::to_string(it) + " (rank " + std::to_string(victim) + ")";
+    for (int r = 0; r < kRanks; ++r) {
+      if (r == victim) continue;
+      const auto f = job.fields(r, "FAILED");
+      if (!f.count("_found")) {
+        ADD_FAILURE() << ctx << ": rank " << r << " did not report a failure within "
+                      << 2 * kDetectLimit << " s:\n"
+                      << job.output();
+        continue;
+      }
+      const double dt = std::stod(f.at("t")) - killedAt;
+      detect.push_back(dt);
+      EXPECT_LE(dt, kDetectLimit) << ctx << ": rank " << r << " noticed after " << dt << " s";
+      EXPECT_EQ(f.at("name"), "chorusRemoteError") << ctx << ": rank " << r << ": " << f.at("msg");
+      EXPECT_EQ(f.at("async"), "chorusRemoteError")
+          << ctx << ": rank " << r << ": chorusCommGetAsyncError";
+      const std::string& msg = f.at("msg");
+      EXPECT_TRUE(std::regex_search(msg, std::regex("rank " + std::to_string(victim) + "\\b")))
+          << ctx << ": rank " << r << "'s message does not name the dead rank " << victim << ": "
+          << msg;
+      EXPECT_NE(msg.find(opWord(coll)), std::string::npos)
+          << ctx << ": rank " << r << "'s message does not name the operation: " << msg;
+    }
+    // Release the survivors: each destroys its failed communicator and exits 3.
+    job.releaseLingering();
+    job.pumpUntil(monoNow() + 20 * timeoutScale(), [&] { return job.allExited(); });
+    for (int r = 0; r < kRanks; ++r) {
+      if (r == victim) continue;
+      EXPECT_TRUE(job[r].exited) << ctx << ": rank " << r << " did not exit:\n" << job.output();
+      if (!job[r].exited) continue;
+      EXPECT_TRUE(WIFEXITED(job[r].status) && WEXITSTATUS(job[r].status) == 3)
+          << ctx << ": rank " << r << " status " << job[r].status << ":\n"
+          << job.output();
+      const auto d = job.fields(r, "DESTROY");
+      EXPECT_EQ(d.count("_found") ? d.at("rc") : "(none)", "chorusSuccess")
+          << ctx << ": rank " << r << ": chorusCommDestroy after the failure";
+    }
+    expectNothingLeft(job, ctx);
+    if (HasFailure()) break;
+  }
+  if (!detect.empty()) {
+    const double med = median(detect), mx = *std::max_element(detect.begin(), detect.end());
+    std::printf(
+        "DeadPeer %s: %d kills, %zu survivor reports, detection median %.0f ms, max %.0f ms\n",
+        coll.c_str(), kills, detect.size(), med * 1e3, mx * 1e3);
+    char line[256];
+    std::snprintf(line, sizeof line, "deadpeer %s kills=%d reports=%zu median_ms=%.1f max_ms=%.1f",
+                  coll.c_str(), kills, detect.size(), med * 1e3, mx * 1e3);
+    appendReport(line);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Processes, DeadPeer,
+                         ::testing::Values("AllReduce", "Broadcast", "Reduce", "AllGather",
+                                           "ReduceScatter", "AlltoAll", "Gather", "Scatter",
+                                           "SendRecv"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+// ---------------------------------------------------------------------------------------------
+// Leftovers
+
+// Every rank killed at once in the middle of a loop.
+TEST(Leftovers, AllRanksKilled) {
+  Watchdog watchdog(120, "Leftovers.AllRanksKilled");
+  std::mt19937_64 rng = makeRng("Leftovers.AllRanksKilled");
+  for (const char* coll : {"AllReduce", "AlltoAll"}) {
+    Job job(kRanks, {"--coll", coll, "--watchdog", "90"}, {}, rng);
+    ASSERT_TRUE(job.started());
+    ASSERT_TRUE(job.pumpUntil(monoNow() + 60 * timeoutScale(), [&] {
+      for (int r = 0; r < kRanks; ++r)
+        if (!job.has(r, "READY")) return false;
+      return true;
+    })) << job.output();
+    job.pump(double(rng() % 200) / 1000.0);
+    for (int r = 0; r < kRanks; ++r) kill(job[r].pid, SIGKILL);
+    for (int r = 0; r < kRanks; ++r) job.killRank(r);  // reaps
+    expectNothingLeft(job, std::string("all ranks killed during ") + coll);
+  }
+}
+
+// One rank killed at a random moment of communicator creation (segments exist under a name
+// until every peer mapped them). The survivors must end (failed init or failed call) and
+// nothing may be left behind: not the dead rank's segment either.
+TEST(Leftovers, RankKilledDuringInit) {
+  const long iters = std::max(1L, envLong("CHORUS_KILL_ITERS", 2)) * 3;
+  Watchdog watchdog(60.0 + 30.0 * double(iters), "Leftovers.RankKilledDuringInit");
+  std::mt19937_64 rng = makeRng("Leftovers.RankKilledDuringInit");
+  for (long it = 0; it < iters; ++it) {
+    Job job(kRanks, {"--coll", "AllReduce", "--watchdog", "60"}, {"CHORUS_BOOTSTRAP_TIMEOUT=10"},
+            rng);
+    ASSERT_TRUE(job.started());
+    const int victim = int(rng() % kRanks);
+    // Init of 4 processes takes some 10..200 ms here: kill within it.
+    job.pump(double(rng() % 150) / 1000.0);
+    job.killRank(victim);
+    const bool ended =
+        job.pumpUntil(monoNow() + 40 * timeoutScale(), [&] { return job.allExited(); });
+    const std::string ctx =
+        "rank " + std::to_string(victim) + " killed during init (round " + std::to_string(it) + ")";
+    EXPECT_TRUE(ended) << ctx << ": survivors still run:\n" << job.output();
+    for (int r = 0; r < kRanks && ended; ++r) {
+      if (r == victim) continue;
+      EXPECT_TRUE(WIFEXITED(job[r].status) &&
+                  (WEXITSTATUS(job[r].status) == 2 || WEXITSTATUS(job[r].status) == 3))
+          << ctx << ": rank " << r << " status " << job[r].status << "\n"
+          << job.output();
+    }
+    expectNothingLeft(job, ctx);
+    if (HasFailure()) break;
+  }
+}
+
+// chorusrun killed with SIGKILL while its ranks wait in a collective (rank 0 never calls): no
+// rank may survive it by more than about a second.
+TEST(Leftovers, ChorusrunKilled) {
+  Watchdog watchdog(120, "Leftovers.ChorusrunKilled");
+  std::mt19937_64 rng = makeRng("Leftovers.ChorusrunKilled");
+  Proc run = spawn({CHORUSRUN_PATH, "-np", "4", RELIABILITY_WORKER_PATH, "--coll", "AllReduce",
+                    "--hang-rank", "0", "--watchdog", "100"},
+                   {});
+  ASSERT_GT(run.pid, 0);
+  std::map<int, pid_t> pids;
+  int port = -1;
+  const double deadline = monoNow() + 60 * timeoutScale();
+  std::string out;
+  while (pids.size() < 4 && monoNow() < deadline) {
+    pollfd p{run.outFd, POLLIN, 0};
+    poll(&p, 1, 50);
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(run.outFd, buf, sizeof buf)) > 0) out.append(buf, size_t(n));
+    std::istringstream is(out);
+    std::string line;
+    while (std::getline(is, line)) {
+      const auto f = fieldsOf(line, "READY");
+      if (!f.count("_found")) continue;
+      pids[std::stoi(f.at("rank"))] = pid_t(std::stoi(f.at("pid")));
+      const std::string comm = f.count("comm") ? f.at("comm") : "";
+      if (comm.rfind(':') != std::string::npos) port = std::stoi(comm.substr(comm.rfind(':') + 1));
+    }
+  }
+  auto cleanup = [&] {
+    for (auto& [r, pid] : pids) kill(pid, SIGKILL);
+    kill(run.pid, SIGKILL);
+    waitpid(run.pid, nullptr, 0);
+    close(run.outFd);
+    close(run.inFd);
+  };
+  if (pids.size() < 4) {
+    cleanup();
+    FAIL() << "the ranks did not all start:\n" << out;
+  }
+  // Let them wait in the AllReduce a moment, then kill the launcher.
+  sleepSeconds(0.2 + double(rng() % 300) / 1000.0);
+  kill(run.pid, SIGKILL);
+  waitpid(run.pid, nullptr, 0);
+  const double killedAt = monoNow();
+  std::vector<pid_t> survivors;
+  for (auto& [r, pid] : pids) survivors.push_back(pid);
+  while (monoNow() < killedAt + 1.0 * timeoutScale()) {
+    bool any = false;
+    for (pid_t p : survivors) any = any || processRuns(p);
+    if (!any) break;
+    sleepSeconds(0.02);
+  }
+  const double gone = monoNow() - killedAt;
+  for (auto& [r, pid] : pids)
+    EXPECT_FALSE(processRuns(pid))
+        << "rank " << r << " (pid " << pid << ") outlived chorusrun by more than 1 s";
+  std::printf("Leftovers.ChorusrunKilled: ranks gone %.0f ms after chorusrun was killed\n",
+              gone * 1e3);
+  const auto shm = shmOf(survivors);
+  EXPECT_TRUE(shm.empty()) << ::testing::PrintToString(shm);
+  removeShm(shm);
+  ASSERT_GT(port, 0) << "READY lines carry no comm=host:port:\n" << out;
+  EXPECT_FALSE(listening(port)) << "a socket still listens on the job's port " << port;
+  cleanup();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Abort and CHORUS_TIMEOUT (ranks as threads of this process)
+
+TEST(Abort, UnblocksAWaitingCallWithinOneSecond) {
+  Watchdog watchdog(60, "Abort.UnblocksAWaitingCallWithinOneSecond");
+  CommSet comms(2);
+  ASSERT_EQ(comms.initResult(), chorusSuccess);
+  std::vector<float> in(1 << 16, 1.0f), out(1 << 16, 0.0f);
+  std::atomic<double> returnedAt{0};
+  chorusResult_t waited = chorusSuccess;
+  std::string waitedMsg;
+  // Rank 0 never calls; rank 1 waits in AllReduce.
+  std::thread rank1([&] {
+    waited = chorusAllReduce(in.data(), out.data(), in.size(), chorusFloat32, chorusSum, comms[1],
+                             nullptr);
+    waitedMsg = chorusGetLastError(nullptr);
+    returnedAt = monoNow();
+  });
+  sleepSeconds(0.2);
+  EXPECT_EQ(returnedAt.load(), 0.0) << "AllReduce returned without its peer";
+  const double abortAt = monoNow();
+  std::thread aborter([&] { EXPECT_EQ(chorusCommAbort(comms[1]), chorusSuccess); });
+  aborter.join();
+  const double abortDone = monoNow();
+  rank1.join();
+  comms.forget(1);
+  const double latency = returnedAt.load() - abortAt;
+  EXPECT_NE(waited, chorusSuccess) << "the aborted AllReduce reported success";
+  EXPECT_LT(latency, 1.0) << "AllReduce returned " << latency << " s after chorusCommAbort";
+  EXPECT_LT(abortDone - abortAt, 1.0) << "chorusCommAbort took " << abortDone - abortAt << " s";
+  std::printf(
+      "Abort: the waiting call returned %.1f ms after chorusCommAbort (%s: %s); abort "
+      "itself took %.1f ms\n",
+      latency * 1e3, resultName(waited), waitedMsg.c_str(), (abortDone - abortAt) * 1e3);
+  char line[160];
+  std::snprintf(line, sizeof line, "abort latency_ms=%.1f abort_call_ms=%.1f", latency * 1e3,
+                (abortDone - abortAt) * 1e3);
+  appendReport(line);
+  EXPECT_EQ(comms.destroyAll(), chorusSuccess) << "destroying rank 0 (never called)";
+}
+
+// CHORUS_TIMEOUT=1: rank 1 calls, rank 0 never does.
+class Timeout : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Timeout, NoProgressFailsNamingThePeer) {
+  const std::string what = GetParam();
+  Watchdog watchdog(60, "Timeout." + what);
+  ScopedEnv timeout("CHORUS_TIMEOUT", "1");
+  CommSet comms(2);
+  ASSERT_EQ(comms.initResult(), chorusSuccess);
+  std::vector<float> in(1 << 16, 1.0f), out(1 << 16, 0.0f);
+  const double start = monoNow();
+  chorusResult_t r;
+  if (what == "AllReduce")
+    r = chorusAllReduce(in.data(), out.data(), in.size(), chorusFloat32, chorusSum, comms[1],
+                        nullptr);
+  else if (what == "Broadcast")
+    r = chorusBroadcast(in.data(), out.data(), in.size(), chorusFloat32, 0, comms[1], nullptr);
+  else
+    r = chorusRecv(out.data(), out.size(), chorusFloat32, 0, comms[1], nullptr);
+  const double took = monoNow() - start;
+  const std::string msg = chorusGetLastError(comms[1]);
+  EXPECT_EQ(r, chorusTimeout) << msg;
+  EXPECT_GE(took, 0.9) << "failed before CHORUS_TIMEOUT: " << msg;
+  EXPECT_LT(took, 3.0) << "CHORUS_TIMEOUT=1 took " << took << " s";
+  EXPECT_TRUE(std::regex_search(msg, std::regex("peer rank 0\\b")))
+      << "the message does not name the peer it waited for (rank 0): " << msg;
+  chorusResult_t async = chorusSuccess;
+  EXPECT_EQ(chorusCommGetAsyncError(comms[1], &async), chorusSuccess);
+  EXPECT_EQ(async, chorusTimeout) << "chorusCommGetAsyncError after the timeout";
+  std::printf("Timeout.%s: failed after %.2f s: %s\n", what.c_str(), took, msg.c_str());
+  // Rank 0 learns of it too: its next call fails instead of waiting forever.
+  const chorusResult_t r0 = chorusAllReduce(in.data(), out.data(), in.size(), chorusFloat32,
+                                            chorusSum, comms[0], nullptr);
+  // (CHORUS_TIMEOUT applies to rank 0 too: at worst it times out instead of hanging.)
+  EXPECT_EQ(r0, chorusRemoteError)
+      << "rank 0's AllReduce with a failed peer: " << chorusGetLastError(comms[0]);
+  comms.destroyAll();
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, Timeout, ::testing::Values("AllReduce", "Broadcast", "Recv"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+// ---------------------------------------------------------------------------------------------
+// CallCheck: CHORUS_CHECK=1 (3 ranks as threads; rank 2 differs in one field)
+
+struct Call {
+  std::string kind = "AllReduce";
+  size_t count = 1000;
+  chorusDataType_t type = chorusFloat32;
+  chorusRedOp_t op = chorusSum;
+  int root = 0;
+};
+
+chorusResult_t issueCall(const Call& c, chorusComm_t comm, std::vector<char>& send,
+                         std::vector<char>& recv) {
+  if (c.kind == "AllReduce")
+    return chorusAllReduce(send.data(), recv.data(), c.count, c.type, c.op, comm, nullptr);
+  if (c.kind == "Reduce")
+    return chorusReduce(send.data(), recv.data(), c.count, c.type, c.op, c.root, comm, nullptr);
+  return chorusBroadcast(send.data(), recv.data(), c.count, c.type, c.root, comm, nullptr);
+}
+
+struct MismatchCase {
+  const char* field;
+  Call same;
+  Call other;
+  std::string sameText, otherText;  // what the message shows for each
+};
+
+class CallCheck : public ::testing::TestWithParam<MismatchCase> {};
+
+TEST_P(CallCheck, MismatchFailsEveryRank) {
+  const MismatchCase& mc = GetParam();
+  Watchdog watchdog(60, std::string("CallCheck.") + mc.field);
+  ScopedEnv check("CHORUS_CHECK", "1");
+  const int n = 3;
+  CommSet comms(n);
+  ASSERT_EQ(comms.initResult(), chorusSuccess);
+  std::vector<chorusResult_t> res(n, chorusSuccess);
+  std::vector<std::string> msgs(n);
+  runThreads(n, [&](int r) {
+    const Call& c = r == 2 ? mc.other : mc.same;
+    std::vector<char> send(8 * 2000, 1), recv(8 * 2000, 0);
+    res[size_t(r)] = issueCall(c, comms[r], send, recv);
+    msgs[size_t(r)] = chorusGetLastError(comms[r]);
+  });
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(res[size_t(r)], chorusInvalidUsage)
+        << "rank " << r << " (" << mc.field << " differs on rank 2): " << msgs[size_t(r)];
+    const std::string& m = msgs[size_t(r)];
+    for (int q = 0; q < n; ++q) {
+      const std::string& text = q == 2 ? mc.otherText : mc.sameText;
+      const std::string pattern = "rank " + std::to_string(q) + ": " + text;
+      EXPECT_NE(m.find(pattern), std::string::npos)
+          << "rank " << r << "'s message does not show what rank " << q << " called ('" << pattern
+          << "'): " << m;
+    }
+  }
+  std::printf("CallCheck.%s: %s\n", mc.field, msgs[0].c_str());
+  comms.destroyAll();
+}
+
+Call with(Call c, const std::string& kind) {
+  c.kind = kind;
+  return c;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Threads, CallCheck,
+    ::testing::Values(MismatchCase{"kind", Call{}, with(Call{}, "Broadcast"), "AllReduce(",
+                                   "Broadcast("},
+                      MismatchCase{"count", Call{}, Call{"AllReduce", 1001},
+                                   "AllReduce(seq 0, count 1000,", "AllReduce(seq 0, count 1001,"},
+                      MismatchCase{"type", Call{}, Call{"AllReduce", 1000, chorusInt32},
+                                   "AllReduce(seq 0, count 1000, float32,",
+                                   "AllReduce(seq 0, count 1000, int32,"},
+                      MismatchCase{"op", Call{}, Call{"AllReduce", 1000, chorusFloat32, chorusMax},
+                                   "AllReduce(seq 0, count 1000, float32, op sum",
+                                   "AllReduce(seq 0, count 1000, float32, op max"},
+                      MismatchCase{"root", Call{"Broadcast"},
+                                   Call{"Broadcast", 1000, chorusFloat32, chorusSum, 1},
+                                   "Broadcast(seq 0, count 1000, float32, op none, root 0)",
+                                   "Broadcast(seq 0, count 1000, float32, op none, root 1)"}),
+    [](const ::testing::TestParamInfo<MismatchCase>& i) { return std::string(i.param.field); });
+
+// No false alarm: with CHORUS_CHECK=1 matching calls of every collective still compute, call
+// after call (the sequence number advances together).
+TEST(CallCheckMatching, EveryCollectivePasses) {
+  Watchdog watchdog(120, "CallCheckMatching.EveryCollectivePasses");
+  ScopedEnv check("CHORUS_CHECK", "1");
+  const int n = 3;
+  CommSet comms(n);
+  ASSERT_EQ(comms.initResult(), chorusSuccess);
+  const size_t count = 777;
+  std::vector<std::string> errors(n);
+  runThreads(n, [&](int r) {
+    std::vector<float> send(count * n, float(r + 1)), recv(count * n, 0);
+    auto expect = [&](const char* what, chorusResult_t res, float got, float want) {
+      if (res != chorusSuccess || got != want)
+        errors[size_t(r)] += std::string(what) + ": " + resultName(res) + " got " +
+                             std::to_string(got) + " want " + std::to_string(want) + " (" +
+                             chorusGetLastError(comms[r]) + "); ";
+    };
+    for (int round = 0; round < 2; ++round) {
+      auto res = chorusAllReduce(send.data(), recv.data(), count, chorusFloat32, chorusSum,
+                                 comms[r], nullptr);
+      expect("AllReduce", res, recv[count - 1], 6.0f);
+      res = chorusBroadcast(send.data(), recv.data(), count, chorusFloat32, 2, comms[r], nullptr);
+      expect("Broadcast", res, recv[0], 3.0f);
+      res = chorusReduce(send.data(), recv.data(), count, chorusFloat32, chorusMax, 1, comms[r],
+                         nullptr);
+      expect("Reduce", res, r == 1 ? recv[0] : 3.0f, 3.0f);
+      res = chorusAllGather(send.data(), recv.data(), count, chorusFloat32, comms[r], nullptr);
+      expect("AllGather", res, recv[count * 2], 3.0f);
+      res = chorusReduceScatter(send.data(), recv.data(), count, chorusFloat32, chorusSum, comms[r],
+                                nullptr);
+      expect("ReduceScatter", res, recv[0], 6.0f);
+      res = chorusAlltoAll(send.data(), recv.data(), count, chorusFloat32, comms[r], nullptr);
+      expect("AlltoAll", res, recv[count], 2.0f);
+      res = chorusGather(send.data(), recv.data(), count, chorusFloat32, 0, comms[r], nullptr);
+      expect("Gather", res, r == 0 ? recv[count * 2] : 3.0f, 3.0f);
+      res = chorusScatter(send.data(), recv.data(), count, chorusFloat32, 0, comms[r], nullptr);
+      expect("Scatter", res, recv[0], 1.0f);
+    }
+  });
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[size_t(r)], "") << "rank " << r;
+  EXPECT_EQ(comms.destroyAll(), chorusSuccess);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Strangers at the bootstrap root
+
+struct Stranger {
+  const char* name;
+  int fd = -1;
+  double openedAt = 0;
+  double closedAt = 0;  // 0: still open
+  size_t bytesFromRoot = 0;
+  uint8_t nonce[16] = {};
+};
+
+int connectTo(const chorus::IdData& id) {
+  const int fd =
+      socket(reinterpret_cast<const sockaddr*>(id.addr)->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (connect(fd, reinterpret_cast<const sockaddr*>(id.addr), socklen_t(id.addrLen)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool readExactly(int fd, void* buf, size_t n, double seconds) {
+  char* p = static_cast<char*>(buf);
+  const double until = monoNow() + seconds;
+  while (n > 0 && monoNow() < until) {
+    pollfd pf{fd, POLLIN, 0};
+    if (poll(&pf, 1, 50) <= 0) continue;
+    const ssize_t k = recv(fd, p, n, 0);
+    if (k <= 0) return false;
+    p += k;
+    n -= size_t(k);
+  }
+  return n == 0;
+}
+
+void sendBytes(int fd, const void* data, size_t n) {
+  ASSERT_EQ(send(fd, data, n, MSG_NOSIGNAL), ssize_t(n));
+}
+
+TEST(Strangers, RootClosesThemAndTheCommunicatorForms) {
+  Watchdog watchdog(120, "Strangers.RootClosesThemAndTheCommunicatorForms");
+  ScopedEnv handshake("CHORUS_HANDSHAKE_TIMEOUT_MS", "500");
+  const double deadline = 0.5;
+  chorusUniqueId id;
+  ASSERT_EQ(chorusGetUniqueId(&id), chorusSuccess);
+  const chorus::IdData data = chorus::decodeId(id);
+  sockaddr_storage ss{};
+  std::memcpy(&ss, data.addr, data.addrLen);
+  const int port = ntohs(ss.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&ss)->sin_port
+                                                 : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+  EXPECT_TRUE(listening(port)) << "the root does not listen on " << port;
+
+  // Ranks 0 and 1 start joining; rank 2 comes only after the strangers were dealt with, so that
+  // the root closes them because of what they sent, not because the communicator is complete.
+  const int n = 3;
+  std::vector<chorusComm_t> comms(n, nullptr);
+  std::vector<chorusResult_t> init(n, chorusInternalError);
+  std::vector<std::thread> joiners;
+  for (int r = 0; r < 2; ++r)
+    joiners.emplace_back(
+        [&, r] { init[size_t(r)] = chorusCommInitRank(&comms[size_t(r)], n, id, r); });
+
+  std::vector<Stranger> s = {{"junk"},           {"short junk"},  {"truncated hello"},
+                             {"garbage header"}, {"wrong proof"}, {"silent"}};
+  std::mt19937_64 rng(12345);
+  for (auto& st : s) {
+    st.fd = connectTo(data);
+    ASSERT_GE(st.fd, 0) << st.name << ": cannot connect to the root";
+    st.openedAt = monoNow();
+  }
+  auto challenge = [&](Stranger& st) {
+    chorus::wire::Challenge c{};
+    ASSERT_TRUE(readExactly(st.fd, &c, sizeof c, 5)) << st.name << ": no challenge from the root";
+    st.bytesFromRoot += sizeof c;
+    ASSERT_TRUE(chorus::wire::parseChallenge(&c, sizeof c, st.nonce)) << st.name;
+  };
+  // Every stranger first reads the challenge (so that a reset from the root cannot drop it).
+  for (auto& st : s) challenge(st);
+  {  // junk: 300 random bytes
+    std::vector<uint8_t> junk(300);
+    for (auto& b : junk) b = uint8_t(rng());
+    sendBytes(s[0].fd, junk.data(), junk.size());
+  }
+  // short junk: less than a hello, then nothing
+  sendBytes(s[1].fd, "GET / HTTP/1.0\r\n", 16);
+  {  // truncated hello: a real hello's first 12 bytes
+    chorus::wire::Hello h{chorus::wire::kHelloMagic, 2, 3, 0, 0};
+    sendBytes(s[2].fd, &h, 12);
+  }
+  {  // garbage header: a round header announcing 4 GiB, then 4 KiB of 0xff
+    const uint32_t len = 0xffffffffu;
+    sendBytes(s[3].fd, &len, 4);
+    std::vector<uint8_t> ff(4096, 0xff);
+    sendBytes(s[3].fd, ff.data(), ff.size());
+  }
+  {  // wrong proof: a well-formed hello for rank 2 proving another secret
+    uint8_t wrong[16];
+    std::memcpy(wrong, data.secret, 16);
+    wrong[0] ^= 1;
+    chorus::wire::Hello h{chorus::wire::kHelloMagic, 2, 3, 0,
+                          chorus::wire::proofFor(wrong, s[4].nonce, 'C')};
+    sendBytes(s[4].fd, &h, sizeof h);
+  }
+  // silent: nothing at all
+
+  // Wait for the root to close every stranger (read returns 0 or an error).
+  const double waitUntil = monoNow() + 10;
+  while (monoNow() < waitUntil) {
+    bool open = false;
+    for (auto& st : s) {
+      if (st.closedAt != 0) continue;
+      char buf[512];
+      const ssize_t k = recv(st.fd, buf, sizeof buf, MSG_DONTWAIT);
+      if (k > 0) {
+        st.bytesFromRoot += size_t(k);
+      } else if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+        st.closedAt = monoNow();
+      }
+      open = open || st.closedAt == 0;
+    }
+    if (!open) break;
+    sleepSeconds(0.005);
+  }
+  for (auto& st : s) {
+    const double t = st.closedAt - st.openedAt;
+    EXPECT_NE(st.closedAt, 0.0) << st.name << ": the root never closed the connection";
+    // The root polls every 100 ms; the machine may be busy: allow 0.5 s past the deadline.
+    EXPECT_LE(t, deadline + 0.5) << st.name << ": closed " << t << " s after connecting";
+    EXPECT_EQ(st.bytesFromRoot, sizeof(chorus::wire::Challenge))
+        << st.name << ": the root sent more than its challenge";
+    std::printf("stranger %-16s closed after %4.0f ms (%zu bytes from the root)\n", st.name,
+                t * 1e3, st.bytesFromRoot);
+    char line[160];
+    std::snprintf(line, sizeof line, "stranger \"%s\" closed_ms=%.0f", st.name, t * 1e3);
+    appendReport(line);
+    close(st.fd);
+  }
+
+  // The real communicator still forms and computes.
+  joiners.emplace_back([&] { init[2] = chorusCommInitRank(&comms[2], n, id, 2); });
+  for (auto& t : joiners) t.join();
+  for (int r = 0; r < n; ++r) ASSERT_EQ(init[size_t(r)], chorusSuccess) << "rank " << r;
+  EXPECT_FALSE(listening(port)) << "the root still listens once every rank joined";
+  std::vector<std::vector<int32_t>> out(n, std::vector<int32_t>(4096, 0));
+  std::vector<chorusResult_t> res(n);
+  runThreads(n, [&](int r) {
+    std::vector<int32_t> in(4096, r + 1);
+    res[size_t(r)] = chorusAllReduce(in.data(), out[size_t(r)].data(), in.size(), chorusInt32,
+                                     chorusSum, comms[size_t(r)], nullptr);
+  });
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(res[size_t(r)], chorusSuccess) << "rank " << r;
+    EXPECT_EQ(out[size_t(r)][0], 6) << "rank " << r;
+    EXPECT_EQ(out[size_t(r)][4095], 6) << "rank " << r;
+  }
+  runThreads(n, [&](int r) { EXPECT_EQ(chorusCommDestroy(comms[size_t(r)]), chorusSuccess); });
+}
+
+}  // namespace
