@@ -60,13 +60,15 @@ RunResult RunShell(const std::string& command) {
   return r;
 }
 
-RunResult RunTool(const std::string& tool, const std::string& args, bool withStderr = false) {
+RunResult RunTool(const std::string& tool, const std::string& args, bool withStderr = false,
+                  const std::string& env = "") {
   const std::string path = ToolPath(tool);
   if (!std::filesystem::exists(path)) {
     ADD_FAILURE() << path << " is not built (build the *_perf targets before the tests)";
     return {};
   }
-  return RunShell(path + " -T 120 " + args + (withStderr ? " 2>&1" : " 2>/dev/null"));
+  return RunShell((env.empty() ? "" : "env " + env + " ") + path + " -T 120 " + args +
+                  (withStderr ? " 2>&1" : " 2>/dev/null"));
 }
 
 std::vector<std::string> Lines(const std::string& s) {
@@ -261,6 +263,42 @@ class JsonParser {
 
 std::string TempPath(const std::string& name) {
   return testing::TempDir() + "chorus_bench_" + std::to_string(getpid()) + "_" + name;
+}
+
+// Reads and parses a -J document; fails the test when it is missing or malformed.
+bool ReadJson(const std::string& path, Json* doc) {
+  std::ifstream in(path);
+  if (!in.good()) {
+    ADD_FAILURE() << "no JSON document at " << path;
+    return false;
+  }
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!JsonParser(text).Parse(doc) || doc->kind != Json::kObject) {
+    ADD_FAILURE() << "malformed JSON in " << path << ":\n" << text;
+    return false;
+  }
+  return true;
+}
+
+// The (algorithm, protocol, nchannels) of every result row of a -J document.
+struct RowChoice {
+  std::string algorithm, protocol;
+  double nchannels = -1;
+  bool predicted = false;  // has a positive predicted_time
+};
+
+std::vector<RowChoice> Choices(const Json& doc) {
+  std::vector<RowChoice> out;
+  if (!doc.Has("results") || doc["results"].kind != Json::kArray) return out;
+  for (const Json& r : doc["results"].arr) {
+    RowChoice c;
+    if (r.Has("algorithm")) c.algorithm = r["algorithm"].str;
+    if (r.Has("protocol")) c.protocol = r["protocol"].str;
+    if (r.Has("nchannels")) c.nchannels = r["nchannels"].num;
+    c.predicted = r.Has("predicted_time") && r["predicted_time"].num > 0.0;
+    out.push_back(c);
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -470,6 +508,121 @@ TEST(BenchAllReduce, TwoProcessesThroughChorusrun) {
   }
   EXPECT_EQ(headers, 1u) << r.out;
   EXPECT_NE(r.out.find("#  Rank  3 Group  0 Pid "), std::string::npos) << r.out;
+}
+
+// The JSON's algorithm / protocol / nchannels are the library's choice (chorusTunerChoice), and
+// CHORUS_ALGO / CHORUS_PROTO show up there.
+TEST(BenchChoice, ForcedAlgorithmsAndProtocolsAppearInTheJson) {
+  struct Case {
+    const char* env;
+    const char* algorithm;
+    const char* protocol;
+  };
+  for (const Case& c : {Case{"CHORUS_ALGO=naive", "naive", "simple"},
+                        Case{"CHORUS_ALGO=tree CHORUS_PROTO=ll", "tree", "ll"},
+                        Case{"CHORUS_ALGO=ring CHORUS_PROTO=simple", "ring", "simple"}}) {
+    const std::string json = TempPath("choice.json");
+    std::filesystem::remove(json);
+    const RunResult r =
+        RunTool("all_reduce_perf", "-t 3 -b 8 -e 256K -f 16 -n 2 -w 1 -J " + json, false, c.env);
+    ExpectAllRight(r, c.env);
+    Json doc;
+    if (!ReadJson(json, &doc)) continue;
+    const auto choices = Choices(doc);
+    EXPECT_EQ(choices.size(), 4u) << c.env;  // 8, 128, 2K, 32K
+    for (const RowChoice& rc : choices) {
+      EXPECT_EQ(rc.algorithm, c.algorithm) << c.env;
+      EXPECT_EQ(rc.protocol, c.protocol) << c.env;
+      EXPECT_GE(rc.nchannels, 1.0) << c.env;
+      EXPECT_TRUE(rc.predicted) << c.env;
+    }
+    std::filesystem::remove(json);
+  }
+}
+
+TEST(BenchChoice, AutomaticChoiceIsOneTheLibraryHasAndSendRecvIsDirect) {
+  const std::string json = TempPath("auto.json");
+  const RunResult r = RunTool("all_reduce_perf", "-t 3 -b 8 -e 1M -f 32 -n 2 -J " + json, false,
+                              "-u CHORUS_ALGO -u CHORUS_PROTO");
+  ExpectAllRight(r, "all_reduce_perf automatic choice");
+  Json doc;
+  ASSERT_TRUE(ReadJson(json, &doc));
+  const auto choices = Choices(doc);
+  ASSERT_EQ(choices.size(), 4u);
+  for (const RowChoice& rc : choices) {
+    EXPECT_TRUE(rc.algorithm == "ring" || rc.algorithm == "tree") << rc.algorithm;
+    EXPECT_TRUE(rc.protocol == "simple" || rc.protocol == "ll") << rc.protocol;
+    EXPECT_GE(rc.nchannels, 1.0);
+    EXPECT_TRUE(rc.predicted);
+  }
+
+  const RunResult s = RunTool("sendrecv_perf", "-t 2 -b 8 -e 8K -f 32 -n 2 -J " + json);
+  ExpectAllRight(s, "sendrecv_perf", false);
+  doc = Json{};
+  ASSERT_TRUE(ReadJson(json, &doc));
+  const auto sr = Choices(doc);
+  ASSERT_EQ(sr.size(), 3u);
+  for (const RowChoice& rc : sr) {
+    EXPECT_EQ(rc.algorithm, "direct");
+    EXPECT_EQ(rc.protocol, "simple");
+    EXPECT_EQ(rc.nchannels, 1.0);
+  }
+  std::filesystem::remove(json);
+}
+
+// --calibrate: the measured bandwidths are printed, become the ideal column, and go into the
+// JSON; CHORUS_NNODES > 1 adds the inter-node measurement; one rank skips it.
+TEST(BenchCalibrate, OneNodeMeasuresIntraBandwidth) {
+  const std::string json = TempPath("calib.json");
+  const RunResult r =
+      RunTool("all_reduce_perf", "-t 2 -b 64K -e 256K -f 4 -n 2 --calibrate -J " + json, false,
+              "-u CHORUS_NNODES");
+  ExpectAllRight(r, "all_reduce_perf --calibrate");
+  const size_t at = r.out.find("# Calibrated intra-node bandwidth B = ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("# Calibrated inter-node bandwidth"), std::string::npos) << r.out;
+  const double b = std::strtod(r.out.c_str() + at + 38, nullptr);
+  EXPECT_GT(b, 0.0) << r.out;
+  EXPECT_NE(r.out.find("# Ideal busbw: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  ideal    eff%\n"), std::string::npos) << r.out;
+  const auto rows = DataRows(r.out);
+  ASSERT_EQ(rows.size(), 2u) << r.out;
+  for (const auto& row : rows) {
+    ASSERT_EQ(row.size(), kNcclColumns + 2) << r.out;
+    EXPECT_NEAR(std::strtod(row[kNcclColumns].c_str(), nullptr), b, 0.006 + 0.001 * b) << r.out;
+  }
+  Json doc;
+  ASSERT_TRUE(ReadJson(json, &doc));
+  const Json& config = doc["config"];
+  ASSERT_TRUE(config.Has("calibration")) << r.out;
+  EXPECT_NEAR(config["calibration"]["intra_bw"].num, b, 0.0006 + 0.001 * b);
+  EXPECT_EQ(config["calibration"]["inter_bw"].kind, Json::kNull);
+  EXPECT_DOUBLE_EQ(config["intra_bw"].num, config["calibration"]["intra_bw"].num);
+  ASSERT_EQ(doc["results"].arr.size(), 2u);
+  EXPECT_DOUBLE_EQ(doc["results"].arr[0]["ideal"].num, config["intra_bw"].num);
+  std::filesystem::remove(json);
+}
+
+TEST(BenchCalibrate, TwoNodesMeasureInterBandwidthAndFlagsWin) {
+  const RunResult r = RunTool("all_reduce_perf", "-t 4 -b 64K -e 64K -n 2 --calibrate --intra-bw 7",
+                              false, "CHORUS_NNODES=2");
+  ExpectAllRight(r, "all_reduce_perf --calibrate CHORUS_NNODES=2");
+  EXPECT_NE(r.out.find("# Calibrated intra-node bandwidth B = "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--intra-bw given, using that"), std::string::npos) << r.out;
+  const size_t at = r.out.find("# Calibrated inter-node bandwidth I = ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(ranks 0 <-> 2,", at), std::string::npos) << r.out;  // P = 4 / 2
+  EXPECT_NE(r.out.find("# Ideal busbw: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("intra-node 7 GB/s per rank"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 ranks per node, 2 nodes"), std::string::npos) << r.out;
+}
+
+TEST(BenchCalibrate, OneRankSkips) {
+  const RunResult r = RunTool("all_reduce_perf", "-b 1K -e 1K -n 2 --calibrate");
+  ExpectAllRight(r, "all_reduce_perf --calibrate on one rank");
+  EXPECT_NE(r.out.find("# Calibration skipped: one rank"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("# Calibrated"), std::string::npos) << r.out;
+  for (const auto& row : DataRows(r.out)) EXPECT_EQ(row.size(), kNcclColumns) << r.out;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ namespace chorus_bench {
 
 namespace {
 
-enum LongOnly { kIntraBw = 256, kInterBw };
+enum LongOnly { kIntraBw = 256, kInterBw, kCalibrate };
 
 bool parseLong(const char* s, long lo, long hi, long* out) {
   if (s == nullptr || *s == '\0') return false;
@@ -108,6 +108,8 @@ void printUsage(FILE* out, const char* prog) {
                "\t[--intra-bw <GB/s>] per-rank intra-node bandwidth: adds ideal and eff%% "
                "columns\n"
                "\t[--inter-bw <GB/s>] per-node inter-node bandwidth (with CHORUS_NNODES > 1)\n"
+               "\t[--calibrate] measure both bandwidths between ranks before the sweep (flags "
+               "win)\n"
                "\t[-h,--help]\n",
                prog);
 }
@@ -138,6 +140,7 @@ ParseStatus parseArgs(int argc, char** argv, Options* o, std::string* error) {
       {"per_iter_timing", required_argument, nullptr, 'I'},
       {"intra-bw", required_argument, nullptr, kIntraBw},
       {"inter-bw", required_argument, nullptr, kInterBw},
+      {"calibrate", no_argument, nullptr, kCalibrate},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0},
   };
@@ -241,6 +244,9 @@ ParseStatus parseArgs(int argc, char** argv, Options* o, std::string* error) {
         break;
       case kInterBw:
         ok = parseDouble(arg, &o->interBw);
+        break;
+      case kCalibrate:
+        o->calibrate = true;
         break;
       case 'h':
         return ParseStatus::kHelp;

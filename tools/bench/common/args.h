@@ -1,5 +1,5 @@
 // Command-line options of the benchmark tools: the nccl-tests flags (same short and long forms,
-// same defaults) plus --intra-bw / --inter-bw for the ideal-bandwidth columns.
+// same defaults) plus --intra-bw / --inter-bw / --calibrate for the ideal-bandwidth columns.
 #ifndef CHORUS_BENCH_ARGS_H_
 #define CHORUS_BENCH_ARGS_H_
 
@@ -38,6 +38,7 @@ struct Options {
   int parallelInit = 0;            // -p: accepted, ranks always initialise in parallel
   double intraBw = 0.0;            // --intra-bw (GB/s), 0: not given
   double interBw = 0.0;            // --inter-bw (GB/s), 0: not given
+  bool calibrate = false;          // --calibrate: measure B (and I) before the sweep
   std::vector<std::string> argv;   // the command line, for the JSON document
   std::vector<std::string> notes;  // "# ..." lines to print (ignored flags)
 };

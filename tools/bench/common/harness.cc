@@ -27,9 +27,35 @@ extern char** environ;
 
 namespace chorus_bench {
 
-Choice describeChoice(const CollDesc& /*desc*/, size_t /*bytes*/, chorusDataType_t /*type*/,
-                      int /*op*/, int /*nranks*/) {
-  return Choice{"ring", "simple", 1};
+std::string tunerCollective(const char* toolName) {
+  std::string s;
+  for (const char* c = toolName; *c != '\0'; ++c) {
+    if (*c != '_') s += *c;
+  }
+  const std::string suffix = "perf";
+  if (s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    s.resize(s.size() - suffix.size());
+  }
+  return s;
+}
+
+Choice describeChoice(const CollDesc& desc, chorusComm_t comm, size_t count,
+                      chorusDataType_t type) {
+  const std::string coll = tunerCollective(desc.name);
+  if (coll == "sendrecv") return Choice{"direct", "simple", 1, 0.0};
+  chorusChoice_t c{};
+  const chorusResult_t r = chorusTunerChoice(comm, coll.c_str(), count, type, &c);
+  if (r != chorusSuccess) {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true)) {
+      std::fprintf(stderr, "chorus bench: chorusTunerChoice(\"%s\") failed: %s (%s)\n",
+                   coll.c_str(), chorusGetErrorString(r), chorusGetLastError(nullptr));
+    }
+    return Choice{"unknown", "unknown", 0, 0.0};
+  }
+  return Choice{std::string(c.algorithm, strnlen(c.algorithm, sizeof c.algorithm)),
+                std::string(c.protocol, strnlen(c.protocol, sizeof c.protocol)), c.nchannels,
+                c.predictedUs};
 }
 
 namespace {
@@ -137,8 +163,6 @@ struct Process {
   int nprocs = 1;
   int nranks = 1;
   int nnodes = 1;
-  double ideal = 0.0;
-  std::string idealNote;
   RunInfo run;  // filled by global rank 0
   Watchdog watchdog;
   std::atomic<int> exitCode{0};
@@ -201,6 +225,44 @@ IterStats iterStats(std::vector<double> us) {
   return s;
 }
 
+// The ideal busbw for B (per-rank intra-node) and I (per-node inter-node) GB/s on nranks ranks
+// over q nodes, and the "# Ideal busbw ..." line (empty when neither bandwidth is known).
+struct IdealSetup {
+  double ideal = 0.0;
+  std::string note;
+};
+
+IdealSetup computeIdeal(double intraBw, double interBw, int nranks, int q) {
+  IdealSetup s;
+  if (intraBw <= 0.0 && interBw <= 0.0) return s;
+  char buf[256];
+  if (nranks % q != 0) {
+    std::snprintf(buf, sizeof buf,
+                  "# Ideal busbw unknown: %d ranks do not split evenly over CHORUS_NNODES=%d",
+                  nranks, q);
+  } else {
+    const int ppn = nranks / q;
+    s.ideal = idealBusBw(intraBw, interBw, ppn, q);
+    if (s.ideal > 0.0) {
+      std::snprintf(buf, sizeof buf,
+                    "# Ideal busbw: %g GB/s (intra-node %g GB/s per rank, inter-node %g GB/s per "
+                    "node, %d ranks per node, %d nodes)",
+                    s.ideal, intraBw, interBw, ppn, q);
+    } else {
+      std::snprintf(
+          buf, sizeof buf, "# Ideal busbw unknown: %d nodes need %s", q,
+          q > 1 ? "--inter-bw (and --intra-bw with several ranks per node)" : "--intra-bw");
+    }
+  }
+  s.note = buf;
+  return s;
+}
+
+// --calibrate: the message each measurement exchanges, and how many timed exchanges it takes
+// the best of (after one warm-up exchange).
+constexpr size_t kCalibrationBytes = size_t{32} << 20;
+constexpr int kCalibrationIters = 5;
+
 // One rank: its communicator, stream, buffers and the sweep.
 class RankRunner {
  public:
@@ -211,7 +273,9 @@ class RankRunner {
         thread_(thread),
         rank_(p->procRank * p->opts.nThreads + thread),
         nranks_(p->nranks),
-        printer_(rank_ == 0) {}
+        printer_(rank_ == 0),
+        intraBw_(p->opts.intraBw),
+        interBw_(p->opts.interBw) {}
 
   int run();
 
@@ -221,6 +285,9 @@ class RankRunner {
   }
   void init();
   void gatherDevices();
+  void calibrate();
+  double exchangeBandwidth(int a, int b);
+  TableStyle tableStyle() const;
   void printPreamble();
   void barrier();
   double combineTime(double v);
@@ -252,6 +319,12 @@ class RankRunner {
   int64_t wrongTotal_ = 0;
   double busBwSum_ = 0.0;
   int64_t busBwEntries_ = 0;
+  // The bandwidths behind the ideal column (flags, else --calibrate) and the ideal itself.
+  double intraBw_ = 0.0;
+  double interBw_ = 0.0;
+  double ideal_ = 0.0;
+  std::vector<std::string> calibrationNotes_;  // printed by rank 0 in the preamble
+  std::string idealNote_;
 };
 
 void RankRunner::init() {
@@ -316,6 +389,97 @@ void RankRunner::gatherDevices() {
   }
 }
 
+// One bidirectional exchange of kCalibrationBytes between ranks a and b (each sends the message
+// to the other and receives the other's, one chorusSend and one chorusRecv in a group), timed on
+// rank a; the best of kCalibrationIters after a warm-up. Every rank calls it (the barrier keeps
+// the other ranks out of the way); it returns GB/s = bytes / time on rank a and 0 elsewhere.
+double RankRunner::exchangeBandwidth(int a, int b) {
+  barrier();
+  double best = 0.0;
+  if (rank_ == a || rank_ == b) {
+    const int peer = rank_ == a ? b : a;
+    Buffer sendBuf = allocate(kCalibrationBytes);
+    Buffer recvBuf = allocate(kCalibrationBytes);
+    for (int it = -1; it < kCalibrationIters; ++it) {
+      const double t0 = wallSeconds();
+      check(chorusGroupStart(), "chorusGroupStart (calibration)");
+      check(chorusSend(sendBuf.get(), kCalibrationBytes, chorusUint8, peer, comm_, nullptr),
+            "chorusSend (calibration)");
+      check(chorusRecv(recvBuf.get(), kCalibrationBytes, chorusUint8, peer, comm_, nullptr),
+            "chorusRecv (calibration)");
+      check(chorusGroupEnd(), "chorusGroupEnd (calibration)");
+      const double seconds = wallSeconds() - t0;
+      if (it >= 0 && seconds > 0.0) {
+        best = std::max(best, static_cast<double>(kCalibrationBytes) / seconds / 1e9);
+      }
+    }
+  }
+  return rank_ == a ? best : 0.0;
+}
+
+// --calibrate: B between ranks 0 and 1 (same node), I between rank 0 and rank P, the first rank
+// of the second node (ranks are laid out node-major, P = nranks / CHORUS_NNODES per node). Flags
+// given explicitly win over the measured values.
+void RankRunner::calibrate() {
+  const int q = p_->nnodes;
+  char buf[256];
+  if (nranks_ < 2) {
+    calibrationNotes_.push_back("# Calibration skipped: one rank, no peer to measure against");
+    return;
+  }
+  if (nranks_ % q != 0) {
+    std::snprintf(buf, sizeof buf,
+                  "# Calibration skipped: %d ranks do not split evenly over CHORUS_NNODES=%d",
+                  nranks_, q);
+    calibrationNotes_.push_back(buf);
+    return;
+  }
+  const int ppn = nranks_ / q;
+  double measured[2] = {-1.0, -1.0};  // B, I; negative: not measured
+  if (ppn >= 2) measured[0] = exchangeBandwidth(0, 1);
+  if (q >= 2) measured[1] = exchangeBandwidth(0, ppn);
+  // Rank 0 timed both: make every rank agree (and wait for the measurements to end).
+  double agreed[2] = {0.0, 0.0};
+  check(chorusAllReduce(measured, agreed, 2, chorusFloat64, chorusMax, comm_, nullptr),
+        "share calibration");
+  const double bytes = static_cast<double>(kCalibrationBytes);
+  const double mib = bytes / (1 << 20);
+  if (agreed[0] >= 0.0) {
+    std::snprintf(buf, sizeof buf,
+                  "# Calibrated intra-node bandwidth B = %.3f GB/s (ranks 0 <-> 1, %g MiB each "
+                  "way, best of %d)%s",
+                  agreed[0], mib, kCalibrationIters,
+                  o_.intraBw > 0.0 ? "; --intra-bw given, using that" : "");
+    if (o_.intraBw <= 0.0) intraBw_ = agreed[0];
+  } else {
+    std::snprintf(buf, sizeof buf,
+                  "# Calibrated intra-node bandwidth B: not measured (one rank "
+                  "per node)");
+  }
+  calibrationNotes_.push_back(buf);
+  if (agreed[1] >= 0.0) {
+    std::snprintf(buf, sizeof buf,
+                  "# Calibrated inter-node bandwidth I = %.3f GB/s (ranks 0 <-> %d, %g MiB each "
+                  "way, best of %d)%s",
+                  agreed[1], ppn, mib, kCalibrationIters,
+                  o_.interBw > 0.0 ? "; --inter-bw given, using that" : "");
+    if (o_.interBw <= 0.0) interBw_ = agreed[1];
+    calibrationNotes_.push_back(buf);
+  }
+  if (printer_) {
+    p_->run.calibratedIntraBw = agreed[0];
+    p_->run.calibratedInterBw = agreed[1];
+  }
+}
+
+TableStyle RankRunner::tableStyle() const {
+  TableStyle style;
+  style.cpuTime = o_.cpuTime != 0;
+  style.perIter = o_.perIterTiming != 0;
+  style.ideal = intraBw_ > 0.0 || interBw_ > 0.0;
+  return style;
+}
+
 void RankRunner::printPreamble() {
   const Options& o = o_;
   int version = 0;
@@ -333,18 +497,15 @@ void RankRunner::printPreamble() {
     std::printf("# Blocking Enabled: wait for completion after each collective\n");
   }
   for (const std::string& note : o.notes) std::printf("%s\n", note.c_str());
-  if (!p_->idealNote.empty()) std::printf("%s\n", p_->idealNote.c_str());
+  for (const std::string& note : calibrationNotes_) std::printf("%s\n", note.c_str());
+  if (!idealNote_.empty()) std::printf("%s\n", idealNote_.c_str());
   std::printf("#\n# Using devices\n");
   for (const DeviceInfo& dev : p_->run.devices) {
     std::printf("#  Rank %2d Group %2d Pid %6d on %10s device %2d [cpu]\n", dev.rank, 0, dev.pid,
                 dev.hostname.c_str(), dev.thread);
   }
   std::printf("#\n");
-  TableStyle style;
-  style.cpuTime = o.cpuTime != 0;
-  style.perIter = o.perIterTiming != 0;
-  style.ideal = o.intraBw > 0.0 || o.interBw > 0.0;
-  std::fputs(formatHeader(style).c_str(), stdout);
+  std::fputs(formatHeader(tableStyle()).c_str(), stdout);
   std::fflush(stdout);
 }
 
@@ -459,8 +620,8 @@ RowResult RankRunner::runSize(chorusDataType_t type, int op, int root, size_t co
   row.type = type;
   row.op = d_.hasOp ? op : kNoOp;
   row.root = d_.hasRoot ? root : -1;
-  row.ideal = p_->ideal;
-  row.choice = describeChoice(d_, row.bytes, type, row.op, nranks_);
+  row.ideal = ideal_;
+  if (printer_) row.choice = describeChoice(d_, comm_, count, type);
   uint64_t seed = mixSeed(0xc0705u, static_cast<uint64_t>(type));
   seed = mixSeed(seed, static_cast<uint64_t>(op + 1));
   seed = mixSeed(seed, static_cast<uint64_t>(root + 1));
@@ -483,8 +644,8 @@ void RankRunner::printFooter() {
   RunInfo& run = p_->run;
   run.outOfBounds = wrongTotal_;
   run.avgBusBw = avgBw;
-  if (p_->ideal > 0.0) {
-    run.avgEfficiency = efficiencyPercent(avgBw, p_->ideal);
+  if (ideal_ > 0.0) {
+    run.avgEfficiency = efficiencyPercent(avgBw, ideal_);
     std::printf("# Avg efficiency       : %.2f%%\n", run.avgEfficiency);
   }
   std::printf("#\n");
@@ -495,7 +656,15 @@ void RankRunner::printFooter() {
 int RankRunner::run() {
   init();
   gatherDevices();
-  if (printer_) printPreamble();
+  if (o_.calibrate) calibrate();
+  const IdealSetup ideal = computeIdeal(intraBw_, interBw_, nranks_, p_->nnodes);
+  ideal_ = ideal.ideal;
+  idealNote_ = ideal.note;
+  if (printer_) {
+    p_->run.intraBw = intraBw_;
+    p_->run.interBw = interBw_;
+    printPreamble();
+  }
 
   std::vector<int> ops = d_.hasOp ? o_.ops : std::vector<int>{kNoOp};
   std::vector<int> roots;
@@ -506,10 +675,7 @@ int RankRunner::run() {
   } else {
     roots.push_back(o_.root);
   }
-  TableStyle style;
-  style.cpuTime = o_.cpuTime != 0;
-  style.perIter = o_.perIterTiming != 0;
-  style.ideal = o_.intraBw > 0.0 || o_.interBw > 0.0;
+  const TableStyle style = tableStyle();
 
   for (int cycle = 0; o_.runCycles == 0 || cycle < o_.runCycles; ++cycle) {
     for (const chorusDataType_t type : o_.types) {
@@ -557,36 +723,13 @@ void collectEnv(RunInfo* run) {
   std::sort(run->env.begin(), run->env.end());
 }
 
-// Q from CHORUS_NNODES (1 when unset), and the ideal busbw when --intra-bw / --inter-bw say.
-void setupIdeal(Process* p) {
+// Q from CHORUS_NNODES (1 when unset).
+void setupNodes(Process* p) {
   const char* nn = std::getenv("CHORUS_NNODES");
   if (nn != nullptr && *nn != '\0') {
     const int q = std::atoi(nn);
     if (q >= 1) p->nnodes = q;
   }
-  const Options& o = p->opts;
-  if (o.intraBw <= 0.0 && o.interBw <= 0.0) return;
-  const int q = p->nnodes;
-  char buf[256];
-  if (p->nranks % q != 0) {
-    std::snprintf(buf, sizeof buf,
-                  "# Ideal busbw unknown: %d ranks do not split evenly over CHORUS_NNODES=%d",
-                  p->nranks, q);
-  } else {
-    const int ppn = p->nranks / q;
-    p->ideal = idealBusBw(o.intraBw, o.interBw, ppn, q);
-    if (p->ideal > 0.0) {
-      std::snprintf(buf, sizeof buf,
-                    "# Ideal busbw: %g GB/s (intra-node %g GB/s per rank, inter-node %g GB/s per "
-                    "node, %d ranks per node, %d nodes)",
-                    p->ideal, o.intraBw, o.interBw, ppn, q);
-    } else {
-      std::snprintf(
-          buf, sizeof buf, "# Ideal busbw unknown: %d nodes need %s", q,
-          q > 1 ? "--inter-bw (and --intra-bw with several ranks per node)" : "--intra-bw");
-    }
-  }
-  p->idealNote = buf;
 }
 
 }  // namespace
@@ -627,7 +770,7 @@ int benchMain(int argc, char** argv, const CollDesc& desc) {
     }
     return 1;
   }
-  setupIdeal(p.get());
+  setupNodes(p.get());
   collectEnv(&p->run);
   int version = 0;
   chorusGetVersion(&version);
@@ -638,6 +781,9 @@ int benchMain(int argc, char** argv, const CollDesc& desc) {
   p->run.nranks = p->nranks;
   p->run.nprocs = p->nprocs;
   p->run.nnodes = p->nnodes;
+  p->run.calibrated = o.calibrate;
+  p->run.calibrationBytes = kCalibrationBytes;
+  p->run.calibrationIters = kCalibrationIters;
 
   p->watchdog.start(o.timeoutSec);
   std::vector<std::thread> threads;

@@ -8,6 +8,7 @@
 #include <chorus/chorus.h>
 
 #include <cstddef>
+#include <string>
 
 #include "check.h"
 #include "report.h"
@@ -76,10 +77,15 @@ inline void* elementAt(void* base, size_t index, chorusDataType_t type) {
 // Runs the tool: returns the process exit status (0: success, every value right).
 int benchMain(int argc, char** argv, const CollDesc& desc);
 
-// What the library chose for an operation. Fixed for now ("ring", "simple", 1 channel); the one
-// place to ask the library once it can tell.
-Choice describeChoice(const CollDesc& desc, size_t bytes, chorusDataType_t type, int op,
-                      int nranks);
+// The tuner's name for the tool's collective: "all_reduce_perf" -> "allreduce",
+// "reduce_scatter_perf" -> "reducescatter", "sendrecv_perf" -> "sendrecv".
+std::string tunerCollective(const char* toolName);
+
+// What the library runs for one call of the tool's collective with this count (the per-rank
+// count argument) and type on this communicator: chorusTunerChoice's algorithm, protocol,
+// channels and predicted time, honouring CHORUS_ALGO / CHORUS_PROTO. SendRecv is a batch of
+// point-to-point transfers: "direct", "simple", 1 channel. "unknown" if the library refuses.
+Choice describeChoice(const CollDesc& desc, chorusComm_t comm, size_t count, chorusDataType_t type);
 
 }  // namespace chorus_bench
 

@@ -222,6 +222,8 @@ void writeArgs(JsonWriter* w, const Options& o) {
   w->value(o.intraBw);
   w->key("inter_bw");
   w->value(o.interBw);
+  w->key("calibrate");
+  w->value(o.calibrate);
   w->endObject();
 }
 
@@ -268,9 +270,30 @@ std::string buildJson(const RunInfo& run) {
   w.key("timer");
   w.value(o.cpuTime ? "cputime" : "wallclock");
   w.key("intra_bw");
-  w.value(o.intraBw);
+  w.value(run.intraBw);
   w.key("inter_bw");
-  w.value(o.interBw);
+  w.value(run.interBw);
+  if (run.calibrated) {
+    w.key("calibration");
+    w.beginObject();
+    w.key("intra_bw");
+    if (run.calibratedIntraBw >= 0.0) {
+      w.value(run.calibratedIntraBw);
+    } else {
+      w.null();
+    }
+    w.key("inter_bw");
+    if (run.calibratedInterBw >= 0.0) {
+      w.value(run.calibratedInterBw);
+    } else {
+      w.null();
+    }
+    w.key("bytes");
+    w.value(static_cast<int64_t>(run.calibrationBytes));
+    w.key("iters");
+    w.value(run.calibrationIters);
+    w.endObject();
+  }
   w.endObject();
   w.key("devices");
   w.beginArray();
@@ -319,6 +342,10 @@ std::string buildJson(const RunInfo& run) {
     w.value(r.choice.protocol);
     w.key("nchannels");
     w.value(r.choice.nchannels);
+    if (r.choice.predictedUs > 0.0) {
+      w.key("predicted_time");
+      w.value(r.choice.predictedUs);
+    }
     w.endObject();
   }
   w.endArray();

@@ -3,6 +3,7 @@
 #ifndef CHORUS_BENCH_JSON_H_
 #define CHORUS_BENCH_JSON_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -55,6 +56,13 @@ struct RunInfo {
   const Options* options = nullptr;
   std::vector<std::pair<std::string, std::string>> env;  // CHORUS_* variables
   int nranks = 0, nprocs = 0, nnodes = 1;
+  // The bandwidths behind the ideal column (flags, else --calibrate), GB/s; 0: unknown.
+  double intraBw = 0.0, interBw = 0.0;
+  // --calibrate: what was measured (negative: not measured) and how.
+  bool calibrated = false;
+  double calibratedIntraBw = -1.0, calibratedInterBw = -1.0;
+  size_t calibrationBytes = 0;
+  int calibrationIters = 0;
   std::vector<DeviceInfo> devices;
   std::vector<RowResult> results;
   int64_t outOfBounds = 0;  // wrong values in all

@@ -17,6 +17,7 @@ struct Choice {
   std::string algorithm;
   std::string protocol;
   int nchannels = 0;
+  double predictedUs = 0.0;  // the tuner's model time; 0: none
 };
 
 // Per-iteration statistics (-I), in microseconds.
