@@ -50,6 +50,20 @@ INSTANTIATE_TEST_SUITE_P(Emulated, MultiNode,
                                   std::to_string(std::get<1>(info.param)) + "ranks";
                          });
 
+// The hierarchical AllReduce (even nodes only) forced, and the ring forced, across nodes.
+TEST(MultiNodeAlgorithms, ForcedHierAndRingAllReduce) {
+  for (const char* algo : {"hier", "ring", "tree"})
+    for (auto [nodes, np] : {std::make_pair(2, 4), std::make_pair(3, 6), std::make_pair(2, 2)}) {
+      std::vector<std::string> argv = {CHORUSRUN_PATH, "--timeout", "120", "-x",
+                                       std::string("CHORUS_ALGO=") + algo, "--nodes",
+                                       std::to_string(nodes), "-np", std::to_string(np),
+                                       MP_WORKER_PATH, "--colls", "AllReduce", "--counts",
+                                       "0,1,7,1000,100003", "--big", "none"};
+      const CommandResult r = runCommand(argv, 150);
+      EXPECT_EQ(r.exitCode, 0) << algo << " " << nodes << "x" << np << "\n" << tail(r.output);
+    }
+}
+
 // A rank of another node dies right after init: the job ends (no hang) with a failure status.
 TEST(MultiNodeFailure, DeadRemoteRankEndsTheJob) {
   const CommandResult r = launchNodes(2, 4, {"--crash-rank", "3", "--counts", "1000"}, 120);

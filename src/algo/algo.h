@@ -21,6 +21,13 @@ struct Work {
 
 // Ring algorithms (algo/ring.cc).
 void ringAllReduce(chorusComm* comm, const OpDesc& op, const Work& w);
+// The same on any ring of ranks (`ring` in order, this rank at position `pos`).
+void ringAllReduceOn(chorusComm* comm, const std::vector<int>& ring, int pos, const OpDesc& op,
+                     const Work& w);
+// Hierarchical AllReduce (algo/hier.cc): reduce-scatter inside the node, AllReduce of each
+// share across nodes between ranks of the same local index, AllGather inside the node. Needs
+// every node to hold the same number of ranks.
+void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto);
 void ringAllGather(chorusComm* comm, const OpDesc& op, const Work& w);
 void ringReduceScatter(chorusComm* comm, const OpDesc& op, const Work& w);
 // Pipelined chains along the ring (algo/chain.cc).

@@ -25,8 +25,19 @@ inline int mod(int a, int n) { return ((a % n) + n) % n; }
 // once): data chunks are indexed by position; AllGather / ReduceScatter blocks by owner rank.
 
 void ringAllReduce(chorusComm* comm, const OpDesc& op, const Work& w) {
-  const int n = comm->nranks, r = comm->ringPos[size_t(comm->rank)];
-  const auto& ring = comm->ring;
+  ringAllReduceOn(comm, comm->ring, comm->ringPos[size_t(comm->rank)], op, w);
+}
+
+void ringAllReduceOn(chorusComm* comm, const std::vector<int>& ring, int r, const OpDesc& op,
+                     const Work& w) {
+  const int n = int(ring.size());
+  if (n == 1) {
+    const size_t esz = chorusTypeSize(op.type);
+    if (op.sendbuff != op.recvbuff && w.end > w.begin)
+      memmove(static_cast<char*>(op.recvbuff) + w.begin * esz,
+              static_cast<const char*>(op.sendbuff) + w.begin * esz, (w.end - w.begin) * esz);
+    return;
+  }
   Prims prims(comm, w.channel, w.proto, ring[size_t(mod(r - 1, n))], ring[size_t(mod(r + 1, n))],
               op.type, op.op, "AllReduce");
   const size_t esz = chorusTypeSize(op.type);

@@ -117,6 +117,8 @@ void runCollective(const OpDesc& op) {
     directCollective(comm, op);
   } else if (op.kind == OpKind::kAllReduce && c.algo == Algo::kTree) {
     treeAllReduce(comm, op, c.proto);
+  } else if (op.kind == OpKind::kAllReduce && c.algo == Algo::kHier) {
+    hierAllReduce(comm, op, c.proto);
   } else if (op.kind == OpKind::kAllReduce && c.algo == Algo::kNaive) {
     naiveAllReduce(comm, op);
   } else {

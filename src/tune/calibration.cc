@@ -49,6 +49,8 @@ MachineModel defaultModel() {
   m.bwGBs[int(Proto::kLL)] = 1.0;
   m.channelGain = 0.0;
   m.channelSpawnUs = 40;
+  m.netHopUs = 25;    // loopback / LAN TCP hand-off through the proxy
+  m.netBwGBs = 1.0;
   m.calibrated = false;
   return m;
 }
@@ -73,6 +75,7 @@ MachineModel loadOrDefaultModel() {
     else if (key == "simple") in >> c.hopUs[0] >> c.baseUs[0] >> c.bwGBs[0];
     else if (key == "ll") in >> c.hopUs[1] >> c.baseUs[1] >> c.bwGBs[1];
     else if (key == "channels") in >> c.channelGain >> c.channelSpawnUs;
+    else if (key == "net") in >> c.netHopUs >> c.netBwGBs;
     else if (key == "allreduce") {
       std::string algo, proto;
       int ch = 0;
@@ -110,6 +113,7 @@ bool saveModel(const MachineModel& m, std::string* error) {
   f << "simple " << m.hopUs[0] << " " << m.baseUs[0] << " " << m.bwGBs[0] << "\n";
   f << "ll " << m.hopUs[1] << " " << m.baseUs[1] << " " << m.bwGBs[1] << "\n";
   f << "channels " << m.channelGain << " " << m.channelSpawnUs << "\n";
+  f << "net " << m.netHopUs << " " << m.netBwGBs << "\n";
   for (int a = 0; a < kNumAlgos; ++a)
     for (int p = 0; p < kNumProtos; ++p)
       for (int ch = 1; ch <= kModelChannels; ++ch) {

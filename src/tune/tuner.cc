@@ -6,6 +6,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <vector>
 #include <strings.h>
 
 #include "core/comm.h"
@@ -23,6 +24,7 @@ const char* algoName(Algo a) {
     case Algo::kChain: return "chain";
     case Algo::kDirect: return "direct";
     case Algo::kNaive: return "naive";
+    case Algo::kHier: return "hier";
   }
   return "?";
 }
@@ -104,9 +106,11 @@ bool envAllows(const char* var, const char* collective, const char* name) {
   return exclude ? !listed : listed;
 }
 
-bool algoSupports(Algo a, OpKind kind, int nranks) {
+bool algoSupports(Algo a, OpKind kind, const Shape& shape) {
+  const int nranks = shape.nranks;
   switch (kind) {
     case OpKind::kAllReduce:
+      if (a == Algo::kHier) return shape.nnodes > 1 && shape.evenNodes;
       return a == Algo::kRing || a == Algo::kTree || a == Algo::kNaive;
     case OpKind::kAllGather:
     case OpKind::kReduceScatter:
@@ -161,10 +165,24 @@ double modelByteFactor(OpKind kind, Algo a, int n) {
   }
 }
 
-double predictUs(OpKind kind, Algo a, Proto p, int nch, int n, size_t bytes) {
+double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size_t bytes) {
   const MachineModel& m = machineModel();
   const int pi = int(p);
+  const int n = shape.nranks;
   if (n <= 1) return m.baseUs[pi];
+  const double S = double(bytes);
+  if (shape.nnodes > 1) {
+    // Across nodes the network link is the bottleneck: per node, a ring sends 2(N-1)/N of the
+    // data each way; the hierarchical AllReduce 2(Q-1)/Q of it, after and before node-local
+    // reduce-scatter / allgather over shared memory.
+    const double Q = shape.nnodes, P = double(n) / Q, nn = n;
+    const double netBw = m.netBwGBs * 1e3, shmBw = m.bwGBs[0] * 1e3;
+    if (kind == OpKind::kAllReduce && a == Algo::kHier)
+      return m.baseUs[pi] + 2 * (P - 1) * m.hopUs[pi] + 2 * (Q - 1) * m.netHopUs +
+             S * 2 * (P - 1) / P / shmBw + S * 2 * (Q - 1) / Q / netBw;
+    return m.baseUs[pi] + modelHops(kind, a, int(nn)) * m.netHopUs +
+           S * modelByteFactor(kind, a, int(nn)) / netBw;
+  }
   double hop = m.hopUs[pi], bw = m.bwGBs[pi];
   double extra = 0;
   const ChoiceFit* fit =
@@ -177,11 +195,20 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, int n, size_t bytes) {
     extra = m.channelSpawnUs * (nch - 1);
   }
   return m.baseUs[pi] + extra + modelHops(kind, a, n) * hop +
-         double(bytes) * modelByteFactor(kind, a, n) / (bw * 1e3);
+         S * modelByteFactor(kind, a, n) / (bw * 1e3);
+}
+
+Shape shapeOf(const chorusComm* comm) {
+  Shape s{comm->nranks, comm->nnodes, true};
+  std::vector<int> per(size_t(comm->nnodes), 0);
+  for (int r = 0; r < comm->nranks; ++r) ++per[size_t(comm->nodeOf[size_t(r)])];
+  for (int c : per) s.evenNodes = s.evenNodes && c == per[0];
+  return s;
 }
 
 Choice choose(chorusComm* comm, const OpDesc& op) {
   const int n = comm->nranks;
+  const Shape shape = shapeOf(comm);
   const char* coll = collectiveKey(op.kind);
   size_t bytes = op.count * chorusTypeSize(op.type);
   if (op.kind == OpKind::kAllGather || op.kind == OpKind::kReduceScatter ||
@@ -194,7 +221,7 @@ Choice choose(chorusComm* comm, const OpDesc& op) {
   bool any = false;
   for (int ai = 0; ai < kNumAlgos; ++ai) {
     Algo a = Algo(ai);
-    if (!algoSupports(a, op.kind, n)) continue;
+    if (!algoSupports(a, op.kind, shape)) continue;
     // The naive ring exists to be compared against: only when asked for by name.
     if (a == Algo::kNaive && !(getenv("CHORUS_ALGO") && envAllows("CHORUS_ALGO", coll, "naive") &&
                                !envAllows("CHORUS_ALGO", coll, "__none__")))
@@ -207,7 +234,7 @@ Choice choose(chorusComm* comm, const OpDesc& op) {
       // Channels split rings and chains; trees use one channel per tree.
       bool multi = a == Algo::kRing || a == Algo::kChain;
       for (int ch = multi ? minCh : 1; ch <= (multi ? maxCh : 1); ++ch) {
-        double t = predictUs(op.kind, a, p, ch, n, bytes);
+        double t = predictUs(op.kind, a, p, ch, shape, bytes);
         if (t < best.predictedUs) best = {a, p, ch, t};
         any = true;
       }
@@ -220,7 +247,7 @@ Choice choose(chorusComm* comm, const OpDesc& op) {
                  ? Algo::kRing
              : op.kind == OpKind::kBroadcast || op.kind == OpKind::kReduce ? Algo::kChain
                                                                            : Algo::kDirect;
-    best = {a, Proto::kSimple, 1, predictUs(op.kind, a, Proto::kSimple, 1, n, bytes)};
+    best = {a, Proto::kSimple, 1, predictUs(op.kind, a, Proto::kSimple, 1, shape, bytes)};
   }
   return best;
 }

@@ -14,8 +14,8 @@ struct chorusComm;
 
 namespace chorus {
 
-enum class Algo : int { kRing = 0, kTree = 1, kChain = 2, kDirect = 3, kNaive = 4 };
-constexpr int kNumAlgos = 5;
+enum class Algo : int { kRing = 0, kTree = 1, kChain = 2, kDirect = 3, kNaive = 4, kHier = 5 };
+constexpr int kNumAlgos = 6;
 const char* algoName(Algo a);
 
 struct Choice {
@@ -42,7 +42,16 @@ struct MachineModel {
   double channelGain;             // bandwidth multiplier per extra channel (<= 1 extra)
   double channelSpawnUs;          // cost of starting extra channel threads
   ChoiceFit allreduce[kNumAlgos][kNumProtos][kModelChannels];
+  double netHopUs;   // one hand-off over the TCP transport
+  double netBwGBs;   // one node's network bandwidth (each direction)
   bool calibrated;
+};
+
+// The communicator's shape as the model sees it.
+struct Shape {
+  int nranks;
+  int nnodes;
+  bool evenNodes;  // every node holds nranks / nnodes ranks
 };
 // Hand-offs on the critical path and the share of the bytes a rank moves, per algorithm.
 double modelHops(OpKind kind, Algo a, int nranks);
@@ -52,10 +61,11 @@ const MachineModel& machineModel();
 void setMachineModel(const MachineModel& m);  // chorus-tune
 
 // Whether algo can run kind at all (on nranks ranks).
-bool algoSupports(Algo a, OpKind kind, int nranks);
+bool algoSupports(Algo a, OpKind kind, const Shape& shape);
 bool protoSupports(Algo a, Proto p);
 // Predicted microseconds for `bytes` (the nccl-tests size of the operation).
-double predictUs(OpKind kind, Algo a, Proto p, int nchannels, int nranks, size_t bytes);
+double predictUs(OpKind kind, Algo a, Proto p, int nchannels, const Shape& shape, size_t bytes);
+Shape shapeOf(const chorusComm* comm);
 // The choice for this call, honouring CHORUS_ALGO / CHORUS_PROTO and channel limits.
 Choice choose(chorusComm* comm, const OpDesc& op);
 // CHORUS_ALGO / CHORUS_PROTO as NCCL parses them: "ring,tree", "^ll", "allreduce:tree;broadcast:chain".

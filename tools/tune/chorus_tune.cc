@@ -83,7 +83,7 @@ void printTable(const char* collective, int n) {
       for (int ch = 1; ch <= 2; ++ch) {
         Algo a = Algo(ai);
         Proto p = Proto(pi);
-        if (!algoSupports(a, kind, n) || !protoSupports(a, p)) continue;
+        if (!algoSupports(a, kind, Shape{n, 1, true}) || !protoSupports(a, p)) continue;
         if (ch > 1 && a != Algo::kRing && a != Algo::kChain) continue;
         cols.push_back({a, p, ch});
       }
@@ -100,11 +100,11 @@ void printTable(const char* collective, int n) {
     size_t bi = 0;
     for (size_t i = 0; i < cols.size(); ++i) {
       if (cols[i].a == Algo::kNaive) continue;
-      double t = predictUs(kind, cols[i].a, cols[i].p, cols[i].ch, n, bytes);
+      double t = predictUs(kind, cols[i].a, cols[i].p, cols[i].ch, Shape{n, 1, true}, bytes);
       if (t < best) best = t, bi = i;
     }
     for (size_t i = 0; i < cols.size(); ++i)
-      printf(" %14.1f%s", predictUs(kind, cols[i].a, cols[i].p, cols[i].ch, n, bytes),
+      printf(" %14.1f%s", predictUs(kind, cols[i].a, cols[i].p, cols[i].ch, Shape{n, 1, true}, bytes),
              i == bi ? "*" : " ");
     printf("\n");
   }
