@@ -5,6 +5,8 @@
 #include <time.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 #include "core/comm.h"
 #include "core/error.h"
@@ -22,6 +24,22 @@ inline void cpuRelax() {
 constexpr uint32_t kSpinIters = 256;
 constexpr auto kYieldPhase = std::chrono::microseconds(500);
 constexpr auto kCheckEvery = std::chrono::milliseconds(50);
+
+// A process that is gone, or dead but not yet reaped by its parent (a zombie: kill() still
+// succeeds on it), is not alive.
+bool processAlive(pid_t pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/stat", int(pid));
+  FILE* f = fopen(path, "r");
+  if (f == nullptr) return errno != ENOENT;
+  char buf[512];
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = 0;
+  const char* close = strrchr(buf, ')');  // "pid (comm) S ..."; comm may contain spaces
+  return !(close && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X'));
+}
 }  // namespace
 
 void Waiter::pause() {
@@ -65,7 +83,7 @@ void Waiter::check(Clock::time_point now) {
     if (h->failed.load(std::memory_order_relaxed))
       fail(chorusRemoteError, "rank %d: %s: peer rank %d failed or aborted", c->rank, what_, peer_);
     pid_t pid = c->peers[size_t(peer_)].pid;
-    if (pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH)
+    if (pid != getpid() && !processAlive(pid))
       fail(chorusRemoteError, "rank %d: %s: peer rank %d (pid %d) died", c->rank, what_, peer_,
            int(pid));
   }
