@@ -1,0 +1,78 @@
+// The root's round reader (chorus::wire::RoundReader) and its answer (assembleRound), fed the
+// way the root feeds them: pieces of each rank's byte stream in any interleaving.
+//
+// Input: [nranks-1 (low 2 bits)] then steps of [rank u8][piece length u8][piece bytes...].
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "bootstrap/bootstrap.h"
+#include "fuzz_check.h"
+
+using namespace chorus::wire;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1) return 0;
+  const int n = 1 + (data[0] & 3);
+  std::vector<RoundReader> readers(static_cast<size_t>(n));
+  std::vector<std::vector<uint8_t>> sent(static_cast<size_t>(n));  // what each rank sent
+  size_t pos = 1;
+  while (pos + 2 <= size) {
+    const int r = data[pos] % n;
+    size_t len = data[pos + 1];
+    pos += 2;
+    len = std::min(len, size - pos);
+    RoundReader& rr = readers[size_t(r)];
+    size_t left = len;
+    const uint8_t* p = data + pos;
+    while (left > 0) {
+      const size_t want = rr.want();
+      if (want == 0) break;  // complete (waits for the others) or refused
+      const size_t k = std::min(want, left);
+      std::memcpy(rr.dest(), p, k);  // ASan: dest() must have room for want() bytes
+      sent[size_t(r)].insert(sent[size_t(r)].end(), p, p + k);
+      p += k;
+      left -= k;
+      if (!rr.advance(k)) {
+        // Refused: only for an announced length over the limit; the reader then wants nothing.
+        FUZZ_CHECK(rr.length() > kMaxRoundBytes);
+        FUZZ_CHECK(rr.want() == 0 && !rr.complete());
+        return 0;  // the root fails the communicator
+      }
+    }
+    pos += len;
+    if (rr.started()) FUZZ_CHECK(sent[size_t(r)].size() >= 1);
+    if (rr.complete()) {
+      uint32_t announced;
+      std::memcpy(&announced, sent[size_t(r)].data(), 4);
+      FUZZ_CHECK(rr.length() == announced);
+      FUZZ_CHECK(sent[size_t(r)].size() == 4 + size_t(announced));
+      FUZZ_CHECK(announced == 0 ||
+                 std::memcmp(rr.payload(), sent[size_t(r)].data() + 4, announced) == 0);
+    }
+    bool all = true;
+    for (auto& x : readers) all = all && x.complete();
+    if (!all) continue;
+    std::vector<const RoundReader*> ptrs;
+    for (auto& x : readers) ptrs.push_back(&x);
+    std::vector<char> out;
+    int bad = -1;
+    const bool ok = assembleRound(ptrs, &out, &bad);
+    bool same = true;
+    for (auto& x : readers) same = same && x.length() == readers[0].length();
+    FUZZ_CHECK(ok == same);
+    if (ok) {
+      FUZZ_CHECK(out.size() == size_t(n) * readers[0].length());
+      for (int q = 0; q < n && readers[0].length() > 0; ++q)
+        FUZZ_CHECK(std::memcmp(out.data() + size_t(q) * readers[0].length(),
+                               readers[size_t(q)].payload(), readers[0].length()) == 0);
+    } else {
+      FUZZ_CHECK(bad > 0 && bad < n);
+      FUZZ_CHECK(readers[size_t(bad)].length() != readers[0].length());
+      return 0;  // the root fails the communicator
+    }
+    for (auto& x : readers) x.reset();
+    for (auto& s : sent) s.clear();
+  }
+  return 0;
+}

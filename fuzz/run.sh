@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets of fuzz/ with clang (a separate build, build-fuzz/) and runs each
+# for a fixed budget. Exits 0 with "skipped: ..." when clang (with its libFuzzer runtime) is not
+# available and cannot be installed; exits 1 when a target finds a crash or a broken invariant.
+#
+#   fuzz/run.sh                 every target, FUZZ_SECONDS (default 20) seconds each
+#   FUZZ_SECONDS=300 fuzz/run.sh fuzz_hello fuzz_root
+#
+# Corpora grow in build-fuzz/corpus/<target>/, crashes land in build-fuzz/artifacts/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+budget=${FUZZ_SECONDS:-20}
+build=${FUZZ_BUILD_DIR:-build-fuzz}
+
+have_clang() { command -v clang++ >/dev/null 2>&1 && command -v clang >/dev/null 2>&1; }
+
+# A runtime for -fsanitize=fuzzer: Debian 12 ships it in libclang-rt-<major>-dev.
+clang_rt_package() {
+  local major
+  major=$(clang++ --version 2>/dev/null | sed -n 's/.*clang version \([0-9]*\).*/\1/p' | head -1)
+  [ -n "$major" ] && echo "libclang-rt-$major-dev"
+}
+
+try_install() {
+  [ "$(id -u)" = 0 ] || return 0
+  command -v apt-get >/dev/null 2>&1 || return 0
+  export DEBIAN_FRONTEND=noninteractive
+  if ! have_clang; then
+    echo "fuzz/run.sh: installing clang"
+    apt-get update -qq >/dev/null 2>&1 || true
+    apt-get install -y -qq clang >/dev/null 2>&1 || true
+  fi
+  if have_clang; then
+    local rt
+    rt=$(clang_rt_package || true)
+    if [ -n "$rt" ] && ! dpkg -s "$rt" >/dev/null 2>&1; then
+      echo "fuzz/run.sh: installing $rt"
+      apt-get install -y -qq "$rt" >/dev/null 2>&1 ||
+        { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq "$rt" >/dev/null 2>&1; } || true
+    fi
+  fi
+}
+
+try_install
+if ! have_clang; then
+  echo "fuzz/run.sh: skipped: clang not available (install clang and libclang-rt-<version>-dev)"
+  exit 0
+fi
+
+mkdir -p "$build"
+log0="$build/fuzz-build.log"
+CC=clang CXX=clang++ cmake -S fuzz -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$log0" 2>&1 ||
+  { cat "$log0"; echo "fuzz/run.sh: configure failed"; exit 1; }
+if ! grep -q 'CHORUS_HAVE_LIBFUZZER:INTERNAL=1' "$build/CMakeCache.txt"; then
+  echo "fuzz/run.sh: skipped: clang cannot link -fsanitize=fuzzer (install $(clang_rt_package || echo libclang-rt-dev))"
+  exit 0
+fi
+cmake --build "$build" -j"$(nproc)" >>"$log0" 2>&1 ||
+  { tail -50 "$log0"; echo "fuzz/run.sh: build failed"; exit 1; }
+
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_hello fuzz_round fuzz_challenge fuzz_id fuzz_root)
+mkdir -p "$build/artifacts"
+status=0
+for t in "${targets[@]}"; do
+  mkdir -p "$build/corpus/$t"
+  log="$build/$t.log"
+  echo "fuzz/run.sh: $t for ${budget}s"
+  if "$build/$t" "$build/corpus/$t" -max_total_time="$budget" -timeout=20 -rss_limit_mb=4096 \
+      -max_len=4096 -print_final_stats=1 -artifact_prefix="$build/artifacts/$t-" >"$log" 2>&1; then
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+    cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 || true)
+    echo "fuzz/run.sh: $t ok (${runs:-?} inputs, ${cov:-cov: ?})"
+  else
+    status=1
+    echo "fuzz/run.sh: $t FAILED; last lines of $log:"
+    tail -40 "$log"
+  fi
+done
+exit $status
