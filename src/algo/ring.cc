@@ -41,6 +41,7 @@ void ringAllReduceOn(chorusComm* comm, const std::vector<int>& ring, int r, cons
   Prims prims(comm, w.channel, w.proto, ring[size_t(mod(r - 1, n))], ring[size_t(mod(r + 1, n))],
               op.type, op.op, "AllReduce");
   const size_t esz = chorusTypeSize(op.type);
+  prims.setStreamingOutput(op.count * esz >= comm->streamThreshold);
   const char* src = static_cast<const char*>(op.sendbuff);
   char* dst = static_cast<char*>(op.recvbuff);
   const size_t end = w.end, maxChunk = prims.chunkElems();
@@ -81,6 +82,7 @@ void ringAllGather(chorusComm* comm, const OpDesc& op, const Work& w) {
   auto block = [&](int pos) { return dst + size_t(ring[size_t(mod(pos, n))]) * blockBytes; };
   Prims prims(comm, w.channel, w.proto, ring[size_t(mod(r - 1, n))], ring[size_t(mod(r + 1, n))],
               op.type, op.op, "AllGather");
+  prims.setStreamingOutput(op.count * esz * size_t(n) >= comm->streamThreshold);
   for (size_t off = w.begin; off < w.end; off += prims.chunkElems()) {
     const size_t ne = std::min(prims.chunkElems(), w.end - off), o = off * esz;
     prims.copySend(src + o, block(r) + o, ne);
@@ -100,6 +102,7 @@ void ringReduceScatter(chorusComm* comm, const OpDesc& op, const Work& w) {
   auto block = [&](int pos) { return src + size_t(ring[size_t(mod(pos, n))]) * blockBytes; };
   Prims prims(comm, w.channel, w.proto, ring[size_t(mod(r - 1, n))], ring[size_t(mod(r + 1, n))],
               op.type, op.op, "ReduceScatter");
+  prims.setStreamingOutput(op.count * esz * size_t(n) >= comm->streamThreshold);
   for (size_t off = w.begin; off < w.end; off += prims.chunkElems()) {
     const size_t ne = std::min(prims.chunkElems(), w.end - off), o = off * esz;
     prims.send(block(r - 1) + o, ne);

@@ -79,7 +79,8 @@ struct chorusComm {
   std::atomic<int> pending{0};  // operations queued on streams, not yet finished
   uint64_t opCount = 0;
   double timeoutSec = 0;     // CHORUS_TIMEOUT
-  bool checkCalls = false;  // CHORUS_CHECK: agree on every collective's arguments first
+  bool checkCalls = false;
+  size_t streamThreshold = 0;  // CHORUS_STREAM_THRESHOLD: outputs this large use streaming stores  // CHORUS_CHECK: agree on every collective's arguments first
 
   std::thread initThread;  // non-blocking init
   chorusComm* parentForLog = nullptr;

@@ -70,6 +70,7 @@ void buildTopology(chorusComm* c) {
 void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg) {
   c->timeoutSec = double(envInt("CHORUS_TIMEOUT", 0));
   c->checkCalls = envInt("CHORUS_CHECK", 0) != 0;
+  c->streamThreshold = size_t(envSize("CHORUS_STREAM_THRESHOLD", 16 << 20));
   const IdData idData = decodeId(id);
   c->bootstrap = std::make_unique<Bootstrap>(id, c->rank, c->nranks, &c->abortFlag);
   Deadline deadline = deadlineIn(bootstrapTimeout());

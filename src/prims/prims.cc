@@ -46,6 +46,14 @@ const char* Prims::waitRecv(size_t bytes) {
 
 int Prims::divisor(bool final) const { return final && op_ == chorusAvg ? comm_->nranks : 0; }
 
+void Prims::writeOut(void* dst, const void* src, size_t bytes) {
+  if (dst == src) return;
+  if (streamOut_)
+    streamCopyKernel(dst, src, bytes);
+  else
+    copyKernel(dst, nullptr, src, bytes);
+}
+
 void Prims::send(const void* src, size_t n) {
   if (n == 0) return;
   const size_t bytes = n * esz_;
@@ -58,7 +66,7 @@ void Prims::recv(void* dst, size_t n) {
   if (n == 0) return;
   const size_t bytes = n * esz_;
   const char* in = waitRecv(bytes);
-  copyKernel(dst, nullptr, in, bytes);
+  writeOut(dst, in, bytes);
   recv_->release();
 }
 
@@ -66,7 +74,12 @@ void Prims::copySend(const void* src, void* dst, size_t n) {
   if (n == 0) return;
   const size_t bytes = n * esz_;
   char* out = waitSend();
-  copyKernel(out, src == dst ? nullptr : dst, src, bytes);
+  if (streamOut_) {
+    copyKernel(out, nullptr, src, bytes);
+    writeOut(dst, src, bytes);
+  } else {
+    copyKernel(out, src == dst ? nullptr : dst, src, bytes);
+  }
   post(out, bytes);
 }
 
@@ -76,10 +89,15 @@ void Prims::recvCopySend(void* dst, size_t n) {
   const char* in = waitRecv(bytes);
   char* out = waitSend();
   if (io_.proto == Proto::kSimple) {
-    copyKernel(out, dst, in, bytes);
+    if (streamOut_) {
+      copyKernel(out, nullptr, in, bytes);
+      writeOut(dst, out, bytes);
+    } else {
+      copyKernel(out, dst, in, bytes);
+    }
     post(out, bytes);
   } else {
-    copyKernel(dst, nullptr, in, bytes);  // LL: pack straight from the received data
+    writeOut(dst, in, bytes);  // LL: pack straight from the received data
     post(in, bytes);
   }
   recv_->release();
@@ -98,7 +116,12 @@ void Prims::recvReduceSend(const void* src, size_t n) {
 void Prims::recvReduceCopy(const void* src, void* dst, size_t n, bool final) {
   if (n == 0) return;
   const char* in = waitRecv(n * esz_);
-  reduceKernel(type_, op_, n, in, src, dst, nullptr, divisor(final));
+  if (streamOut_ && dst != src) {
+    reduceKernel(type_, op_, n, in, src, io_.sendScratch, nullptr, divisor(final));
+    writeOut(dst, io_.sendScratch, n * esz_);
+  } else {
+    reduceKernel(type_, op_, n, in, src, dst, nullptr, divisor(final));
+  }
   recv_->release();
 }
 
@@ -108,7 +131,12 @@ void Prims::recvReduceCopySend(const void* src, void* dst, size_t n, bool final)
   const char* in = waitRecv(bytes);
   char* out = waitSend();
   if (io_.proto == Proto::kSimple) {
-    reduceKernel(type_, op_, n, in, src, dst, out, divisor(final));
+    if (streamOut_ && dst != src) {
+      reduceKernel(type_, op_, n, in, src, out, nullptr, divisor(final));
+      writeOut(dst, out, bytes);
+    } else {
+      reduceKernel(type_, op_, n, in, src, dst, out, divisor(final));
+    }
     post(out, bytes);
   } else {
     reduceKernel(type_, op_, n, in, src, dst, nullptr, divisor(final));

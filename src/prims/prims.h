@@ -22,6 +22,9 @@ class Prims {
 
   // Elements that fit one slot (the largest chunk a primitive moves).
   size_t chunkElems() const { return chunkElems_; }
+  // Write the user's output with streaming stores (large results that will not be re-read
+  // soon: saves the read-for-ownership of every output line). Slots stay cached either way.
+  void setStreamingOutput(bool on) { streamOut_ = on; }
 
   void send(const void* src, size_t n);
   void recv(void* dst, size_t n);
@@ -38,7 +41,10 @@ class Prims {
   void post(const char* buf, size_t bytes) { io_.sendPost(*send_, buf, bytes); }
   int divisor(bool final) const;
 
+  void writeOut(void* dst, const void* src, size_t bytes);
+
   ProtoIO io_;
+  bool streamOut_ = false;
   chorusComm* comm_;
   SendConn* send_ = nullptr;
   RecvConn* recv_ = nullptr;

@@ -50,3 +50,9 @@ void scaleKernelIsa(KernelIsa isa, chorusDataType_t type, size_t count, const vo
                     int divisor);
 
 }  // namespace chorus
+
+namespace chorus {
+// Copies with non-temporal (streaming) stores: for outputs that are not read again soon (large
+// results), so the write does not first read each line into the cache. Ends with a store fence.
+void streamCopyKernel(void* dst, const void* src, size_t bytes);
+}  // namespace chorus
