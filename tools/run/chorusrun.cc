@@ -22,7 +22,10 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/prctl.h>
+
+#include "netns.h"
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -180,6 +183,8 @@ void EnsureStdFds() {
 struct Options {
   int nranks = 0;
   int nnodes = 0;  // --nodes Q: emulated nodes (0: not emulated)
+  bool netns = false;     // --netns: a network namespace per emulated node
+  std::string linkRate;   // --link-rate RATE: tc shaping of every node's link
   bool prefix = true;
   std::optional<double> timeout_s;
   // -x NAME=VALUE; a -x NAME without '=' copies NAME from chorusrun's own environment.
@@ -199,6 +204,10 @@ void PrintUsage(FILE* f) {
       "  --nodes Q        emulate Q nodes on this machine: ranks are split into Q contiguous\n"
       "                   blocks (the first N %% Q get one more rank), each with its own\n"
       "                   CHORUS_HOSTID, so they talk TCP between blocks\n"
+      "  --netns          with --nodes: each node in its own network namespace, joined by\n"
+      "                   veth links to a bridge (needs root and iproute2; removed on exit)\n"
+      "  --link-rate R    with --netns: shape each node's link to R in both directions\n"
+      "                   (tc rate syntax, e.g. 1gbit)\n"
       "  --timeout SEC    kill every rank and exit 124 after SEC seconds\n"
       "  -x NAME=VALUE    set NAME=VALUE in every rank's environment (repeatable);\n"
       "                   -x NAME passes chorusrun's own value of NAME\n"
@@ -271,6 +280,11 @@ Options ParseOptions(int argc, char** argv) {
         UsageError("invalid number of nodes '" + std::string(v) + "' (need an integer >= 1)");
       }
       o.nnodes = static_cast<int>(q);
+    } else if (name == "--netns") {
+      if (inline_value != nullptr) UsageError("option --netns takes no argument");
+      o.netns = true;
+    } else if (name == "--link-rate") {
+      o.linkRate = value_of(name, inline_value);
     } else if (name == "--no-prefix") {
       if (inline_value != nullptr) UsageError("option --no-prefix takes no argument");
       o.prefix = false;
@@ -301,6 +315,8 @@ Options ParseOptions(int argc, char** argv) {
   }
   if (!have_np) UsageError("missing -np N");
   if (o.nnodes > o.nranks) UsageError("--nodes cannot exceed the number of ranks");
+  if (o.netns && o.nnodes == 0) UsageError("--netns needs --nodes Q");
+  if (!o.linkRate.empty() && !o.netns) UsageError("--link-rate needs --netns");
   if (i >= argc) UsageError("missing PROGRAM");
   for (; i < argc; ++i) o.command.emplace_back(argv[i]);
   return o;
@@ -377,6 +393,7 @@ std::optional<std::string> RandomSecret(std::string* err) {
 // "--nodes Q" option only has to change PlaceRank: split the ranks into Q blocks, set
 // local_rank/local_nranks within the block and host_id = "node<k>" (exported as CHORUS_HOSTID).
 struct RankPlacement {
+  int node = 0;
   int rank = 0;
   int nranks = 1;
   int local_rank = 0;
@@ -398,6 +415,7 @@ RankPlacement PlaceRank(const Options& opts, int rank) {
     p.local_rank = rank - first;
     p.local_nranks = base + (node < extra ? 1 : 0);
     p.host_id = "node" + std::to_string(node);
+    p.node = node;
   }
   return p;
 }
@@ -477,7 +495,8 @@ struct Stream {
 
 class Launcher {
  public:
-  Launcher(Options opts, JobInfo job) : opts_(std::move(opts)), job_(std::move(job)) {}
+  Launcher(Options opts, JobInfo job, const chorusrun::EmulatedNet* net)
+      : opts_(std::move(opts)), job_(std::move(job)), net_(net) {}
   int Run();
 
  private:
@@ -494,12 +513,12 @@ class Launcher {
     int stage;
     int err;
   };
-  enum Stage : int { kSetpgid, kPdeathsig, kStdin, kDup2, kExec };
+  enum Stage : int { kSetpgid, kPdeathsig, kStdin, kDup2, kExec, kSetns };
 
   bool InstallSignalHandlers();
   bool Spawn(Rank& r, const sigset_t& child_mask);
   [[noreturn]] void ChildSetupAndExec(Rank& r, int out_w, int err_w, int err_pipe_w, char** envp,
-                                      const sigset_t& child_mask);
+                                      const sigset_t& child_mask, int netns_fd);
   void CollectExecErrors();
   void Loop();
   void HandleSignals();
@@ -516,6 +535,7 @@ class Launcher {
 
   Options opts_;
   JobInfo job_;
+  const chorusrun::EmulatedNet* net_;
   std::vector<Rank> ranks_;
   std::vector<char*> argv_;  // opts_.command as execvp wants it
   pid_t parent_pid_ = 0;
@@ -564,7 +584,7 @@ bool Launcher::InstallSignalHandlers() {
 }
 
 void Launcher::ChildSetupAndExec(Rank& r, int out_w, int err_w, int err_pipe_w, char** envp,
-                                 const sigset_t& child_mask) {
+                                 const sigset_t& child_mask, int netns_fd) {
   auto fail = [&](int stage) {
     ChildError ce{stage, errno};
     ssize_t n = write(err_pipe_w, &ce, sizeof(ce));
@@ -589,6 +609,7 @@ void Launcher::ChildSetupAndExec(Rank& r, int out_w, int err_w, int err_pipe_w, 
   }
   // out_w/err_w are O_CLOEXEC and can't be 1 or 2 (EnsureStdFds), so dup2 yields inheritable fds.
   if (dup2(out_w, STDOUT_FILENO) < 0 || dup2(err_w, STDERR_FILENO) < 0) fail(kDup2);
+  if (netns_fd >= 0 && setns(netns_fd, CLONE_NEWNET) != 0) fail(kSetns);
   sigprocmask(SIG_SETMASK, &child_mask, nullptr);
   environ = envp;
   execvp(argv_[0], argv_.data());
@@ -610,7 +631,18 @@ bool Launcher::Spawn(Rank& r, const sigset_t& child_mask) {
     return false;
   }
   // Everything the child needs is prepared before fork().
-  std::vector<std::string> env = BuildRankEnv(opts_, job_, PlaceRank(opts_, r.index));
+  const RankPlacement place = PlaceRank(opts_, r.index);
+  std::vector<std::string> env = BuildRankEnv(opts_, job_, place);
+  int netns_fd = -1;
+  if (net_ != nullptr && net_->active()) {
+    std::string path = "/var/run/netns/" + net_->nodeNamespace(place.node);
+    netns_fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (netns_fd < 0) {
+      Message("cannot open " + path + ": " + std::strerror(errno));
+      close_all();
+      return false;
+    }
+  }
   std::vector<char*> envp;
   envp.reserve(env.size() + 1);
   for (auto& e : env) envp.push_back(e.data());
@@ -622,7 +654,8 @@ bool Launcher::Spawn(Rank& r, const sigset_t& child_mask) {
     close_all();
     return false;
   }
-  if (pid == 0) ChildSetupAndExec(r, out[1], err[1], ep[1], envp.data(), child_mask);
+  if (pid == 0) ChildSetupAndExec(r, out[1], err[1], ep[1], envp.data(), child_mask, netns_fd);
+  if (netns_fd >= 0) close(netns_fd);
 
   // Parent. Set the group here too, so it holds whichever of parent and child runs first.
   if (pgid_ == 0) pgid_ = pid;
@@ -945,6 +978,18 @@ int main(int argc, char** argv) {
     return 1;
   }
   job.secret = *secret;
-  Launcher launcher(std::move(opts), std::move(job));
-  return launcher.Run();
+  chorusrun::EmulatedNet net;
+  if (opts.netns) {
+    chorusrun::EmulatedNet::CleanupStale();
+    if (!net.Setup(opts.nnodes, opts.linkRate, &err)) {
+      Message("--netns: " + err);
+      return 1;
+    }
+    // Rank 0 (node 0) listens on its namespace's address; a fresh namespace has every port free.
+    job.comm_id = net.nodeAddress(0) + ":" + std::to_string(*port);
+  }
+  Launcher launcher(std::move(opts), std::move(job), &net);
+  int rc = launcher.Run();
+  net.Teardown();
+  return rc;
 }
