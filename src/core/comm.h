@@ -80,6 +80,9 @@ struct chorusComm {
   uint64_t opCount = 0;
   double timeoutSec = 0;     // CHORUS_TIMEOUT
   bool checkCalls = false;
+  // Busy-poll iterations before yielding: none when this node has more ranks than cores (the
+  // peer we wait for needs our core), a few hundred otherwise (CHORUS_SPIN overrides).
+  uint32_t spinIters = 256;
   size_t streamThreshold = 0;  // CHORUS_STREAM_THRESHOLD: outputs this large use streaming stores  // CHORUS_CHECK: agree on every collective's arguments first
 
   std::thread initThread;  // non-blocking init

@@ -1,6 +1,7 @@
 // Communicator lifecycle: unique id, init (blocking and not), InitAll, Split, Finalize, Destroy,
 // Abort, and the queries.
 #include <fcntl.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -168,6 +169,14 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
       }
   }
   c->scratch.assign(size_t(c->nchannels), std::vector<char>(4 * c->slotBytes[0] + 64));
+  {
+    int local = 0;
+    for (int p = 0; p < c->nranks; ++p) local += c->isRemote(p) ? 0 : 1;
+    cpu_set_t set;
+    int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
+                                                             : int(sysconf(_SC_NPROCESSORS_ONLN));
+    c->spinIters = uint32_t(envInt("CHORUS_SPIN", local > cores ? 1 : 256));
+  }
   CHORUS_INFO(c->rank, "init done: nranks %d on %d node(s), %s, %d channel(s), slot %zu bytes x %d steps",
               c->nranks, c->nnodes, otherProcess ? "shared memory between processes" : "in-process memory",
               c->nchannels, c->slotBytes[0], kNSteps);

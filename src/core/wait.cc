@@ -21,7 +21,6 @@ inline void cpuRelax() {
   asm volatile("yield");
 #endif
 }
-constexpr uint32_t kSpinIters = 256;
 constexpr auto kYieldPhase = std::chrono::microseconds(500);
 constexpr auto kCheckEvery = std::chrono::milliseconds(50);
 
@@ -44,14 +43,15 @@ bool processAlive(pid_t pid) {
 
 void Waiter::pause() {
   ++iter_;
-  if (iter_ < kSpinIters) {
+  const uint32_t spinIters = comm_->spinIters;
+  if (iter_ < spinIters) {
     cpuRelax();
     if ((iter_ & 31) == 0 && comm_->abortFlag.load(std::memory_order_relaxed))
       check(Clock::now());
     return;
   }
   auto now = Clock::now();
-  if (iter_ == kSpinIters) {
+  if (iter_ == spinIters) {
     start_ = now;
     nextCheck_ = now;
   }
@@ -87,7 +87,7 @@ void Waiter::check(Clock::time_point now) {
       fail(chorusRemoteError, "rank %d: %s: peer rank %d (pid %d) died", c->rank, what_, peer_,
            int(pid));
   }
-  if (c->timeoutSec > 0 && iter_ > kSpinIters &&
+  if (c->timeoutSec > 0 && iter_ > c->spinIters &&
       std::chrono::duration<double>(now - start_).count() > c->timeoutSec)
     fail(chorusTimeout, "rank %d: %s: no progress for %.1f s waiting for peer rank %d", c->rank,
          what_, c->timeoutSec, peer_);
