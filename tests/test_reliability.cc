@@ -414,14 +414,27 @@ const char* opWord(const std::string& coll) {
 class DeadPeer : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(DeadPeer, SurvivorsFailWithRemoteError) {
-  const std::string coll = GetParam();
+  // "<Collective>" or "<Collective><Variant>": the variant forces an algorithm through the
+  // tuner's environment (Tree: CHORUS_ALGO=tree; Ring2ch: rings on two channels).
+  const std::string name = GetParam();
+  std::string coll = name;
+  std::vector<std::string> env;
+  for (const auto& [suffix, vars] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"Tree", {"CHORUS_ALGO=tree"}},
+           {"Ring2ch", {"CHORUS_ALGO=ring", "CHORUS_MIN_NCHANNELS=2"}}}) {
+    if (name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      coll = name.substr(0, name.size() - suffix.size());
+      env = vars;
+    }
+  }
   const long iters = std::max(1L, envLong("CHORUS_KILL_ITERS", 2));
-  Watchdog watchdog(60.0 + 45.0 * double(iters), "DeadPeer." + coll);
-  std::mt19937_64 rng = makeRng("DeadPeer." + coll);
+  Watchdog watchdog(60.0 + 45.0 * double(iters), "DeadPeer." + name);
+  std::mt19937_64 rng = makeRng("DeadPeer." + name);
   std::vector<double> detect;
   int kills = 0;
   for (long it = 0; it < iters; ++it) {
-    Job job(kRanks, {"--coll", coll, "--linger", "--watchdog", "90"}, {}, rng);
+    Job job(kRanks, {"--coll", coll, "--linger", "--watchdog", "90"}, env, rng);
     ASSERT_TRUE(job.started()) << "cannot start the ranks";
     const bool ready = job.pumpUntil(monoNow() + 60 * timeoutScale(), [&] {
       for (int r = 0; r < kRanks; ++r)
@@ -489,7 +502,7 @@ TEST_P(DeadPeer, SurvivorsFailWithRemoteError) {
         coll.c_str(), kills, detect.size(), med * 1e3, mx * 1e3);
     char line[256];
     std::snprintf(line, sizeof line, "deadpeer %s kills=%d reports=%zu median_ms=%.1f max_ms=%.1f",
-                  coll.c_str(), kills, detect.size(), med * 1e3, mx * 1e3);
+                  name.c_str(), kills, detect.size(), med * 1e3, mx * 1e3);
     appendReport(line);
   }
 }
@@ -529,7 +542,8 @@ TEST(DeadPeerUnreaped, SurvivorsStillFail) {
 INSTANTIATE_TEST_SUITE_P(Processes, DeadPeer,
                          ::testing::Values("AllReduce", "Broadcast", "Reduce", "AllGather",
                                            "ReduceScatter", "AlltoAll", "Gather", "Scatter",
-                                           "SendRecv"),
+                                           "SendRecv", "AllReduceTree", "BroadcastTree",
+                                           "ReduceTree", "AllReduceRing2ch", "AllGatherRing2ch"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 // ---------------------------------------------------------------------------------------------
@@ -701,6 +715,10 @@ TEST_P(Timeout, NoProgressFailsNamingThePeer) {
   const std::string what = GetParam();
   Watchdog watchdog(60, "Timeout." + what);
   ScopedEnv timeout("CHORUS_TIMEOUT", "1");
+  // AllGatherRing2ch: a ring on two channels (a channel that fails stops its sibling).
+  const bool twoChannels = what == "AllGatherRing2ch";
+  ScopedEnv algo("CHORUS_ALGO", twoChannels ? "ring" : nullptr);
+  ScopedEnv channels("CHORUS_MIN_NCHANNELS", twoChannels ? "2" : nullptr);
   CommSet comms(2);
   ASSERT_EQ(comms.initResult(), chorusSuccess);
   std::vector<float> in(1 << 16, 1.0f), out(1 << 16, 0.0f);
@@ -709,6 +727,8 @@ TEST_P(Timeout, NoProgressFailsNamingThePeer) {
   if (what == "AllReduce")
     r = chorusAllReduce(in.data(), out.data(), in.size(), chorusFloat32, chorusSum, comms[1],
                         nullptr);
+  else if (what == "AllGatherRing2ch")
+    r = chorusAllGather(in.data(), out.data(), in.size() / 2, chorusFloat32, comms[1], nullptr);
   else if (what == "Broadcast")
     r = chorusBroadcast(in.data(), out.data(), in.size(), chorusFloat32, 0, comms[1], nullptr);
   else
@@ -733,7 +753,8 @@ TEST_P(Timeout, NoProgressFailsNamingThePeer) {
   comms.destroyAll();
 }
 
-INSTANTIATE_TEST_SUITE_P(Threads, Timeout, ::testing::Values("AllReduce", "Broadcast", "Recv"),
+INSTANTIATE_TEST_SUITE_P(Threads, Timeout,
+                         ::testing::Values("AllReduce", "Broadcast", "Recv", "AllGatherRing2ch"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 // ---------------------------------------------------------------------------------------------
