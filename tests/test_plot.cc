@@ -2,8 +2,8 @@
 // line chart. The main test plots two documents made by all_reduce_perf (one with the naive ring
 // forced, one with an ideal column) and checks the SVG: well-formed XML, one <polyline> per
 // input, the axis titles, the size and GB/s tick labels, the legend labels and the dashed ideal
-// line. A hand-written document then pins the data mapping (placement, averaging of repeated
-// sizes, labels) and bad inputs must fail.
+// line. A hand-written document then pins the data mapping (placement, the median of repeated
+// sizes, labels), comma-joined runs give per-size medians, and bad inputs must fail.
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <string>
@@ -256,6 +257,29 @@ std::vector<std::vector<std::pair<double, double>>> Polylines(const std::string&
   return out;
 }
 
+// The GB/s a y pixel stands for, from the chart's own y axis: the first two horizontal grid lines
+// are 0 and one step, and the first two y tick labels say what they are. NaN when not found.
+double GbsAt(const std::string& svg, double y) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const size_t grid = svg.find("<g class=\"grid\"");
+  if (grid == std::string::npos) return nan;
+  std::vector<double> ys;
+  for (size_t at = svg.find("<line", grid); at != std::string::npos && ys.size() < 2;
+       at = svg.find("<line", at + 1)) {
+    const size_t y1 = svg.find("y1=\"", at);
+    if (y1 == std::string::npos) return nan;
+    ys.push_back(std::strtod(svg.c_str() + y1 + 4, nullptr));
+  }
+  std::vector<double> ticks;
+  for (size_t at = svg.find("class=\"ytick\""); at != std::string::npos && ticks.size() < 2;
+       at = svg.find("class=\"ytick\"", at + 1)) {
+    const size_t gt = svg.find('>', at);
+    ticks.push_back(std::strtod(svg.c_str() + gt + 1, nullptr));
+  }
+  if (ys.size() < 2 || ticks.size() < 2 || ticks[0] != 0.0 || ys[0] == ys[1]) return nan;
+  return (ys[0] - y) / (ys[0] - ys[1]) * ticks[1];
+}
+
 // ---------------------------------------------------------------------------------------------
 
 TEST(PlotXmlChecker, RejectsBrokenDocuments) {
@@ -366,17 +390,15 @@ TEST(Plot, HandWrittenDocumentMapsTheData) {
   EXPECT_EQ(XmlProblem(svg), "") << svg;
   auto lines = Polylines(svg);
   ASSERT_EQ(lines.size(), 1u) << svg;
-  ASSERT_EQ(lines[0].size(), 2u) << svg;  // 1K, and 4K averaged over its two rows
-  // Out of place: 1 GB/s then (2 + 4) / 2 = 3 GB/s; y grows downwards from the 0 GB/s baseline.
-  const double y1 = lines[0][0].second, y3 = lines[0][1].second;
-  EXPECT_LT(y3, y1);
+  ASSERT_EQ(lines[0].size(), 2u) << svg;  // 1K, and 4K (two rows: their median)
+  // Out of place: 1 GB/s, then the median of the two 4K rows, (2 + 4) / 2 = 3 GB/s.
+  EXPECT_NEAR(GbsAt(svg, lines[0][0].second), 1.0, 0.02) << svg;
+  EXPECT_NEAR(GbsAt(svg, lines[0][1].second), 3.0, 0.02) << svg;
   const auto texts = Texts(svg);
   EXPECT_TRUE(HasText(texts, "chain/simple")) << svg;  // every plotted row's choice
   EXPECT_TRUE(HasText(texts, "broadcast_perf: bus bandwidth, 3 ranks")) << svg;
   EXPECT_TRUE(HasText(texts, "1K") && HasText(texts, "4K")) << svg;
   EXPECT_FALSE(HasText(texts, "100")) << svg;  // the int8 row did not set the y range
-  // Find the baseline from the y axis: zero lies at y1 + (y1 - y3) / 2 (1 GB/s per half step).
-  const double zero = y1 + (y1 - y3) / 2.0;
 
   r = Plot("--placement in " + doc + " -o " + svgPath);
   ASSERT_EQ(r.status, 0) << r.out;
@@ -385,11 +407,8 @@ TEST(Plot, HandWrittenDocumentMapsTheData) {
   ASSERT_EQ(lines.size(), 1u) << svg;
   ASSERT_EQ(lines[0].size(), 2u) << svg;
   EXPECT_TRUE(HasTextContaining(Texts(svg), "in-place")) << svg;
-  // In place: 4 then 8 GB/s; twice as far from the baseline at 4K as at 1K.
-  const double in4 = lines[0][0].second, in8 = lines[0][1].second;
-  EXPECT_LT(in8, in4);
-  EXPECT_NEAR(zero - in8, 2.0 * (zero - in4), 1.0)
-      << "zero " << zero << " in4 " << in4 << " in8 " << in8;
+  EXPECT_NEAR(GbsAt(svg, lines[0][0].second), 4.0, 0.02) << svg;
+  EXPECT_NEAR(GbsAt(svg, lines[0][1].second), 8.0, 0.02) << svg;
 
   // Two files with the same automatic label get their file names added.
   r = Plot(doc + " " + doc + " -o " + svgPath);
@@ -399,6 +418,43 @@ TEST(Plot, HandWrittenDocumentMapsTheData) {
   EXPECT_TRUE(HasTextContaining(Texts(svg), "chain/simple (")) << svg;
   std::filesystem::remove(doc);
   std::filesystem::remove(svgPath);
+}
+
+// Repeated runs joined by commas make one line through the per-size medians.
+TEST(Plot, CommaJoinedRunsPlotTheMedian) {
+  auto doc = [](double at1K, double at4K) {
+    char buf[1024];
+    std::snprintf(buf, sizeof buf,
+                  R"({"collective": "all_reduce_perf", "config": {"nranks": 2}, "results": [
+                     {"size": 1024, "type": "float", "redop": "sum", "root": -1,
+                      "out_of_place": {"bus_bw": %g}, "in_place": {"bus_bw": 0},
+                      "algorithm": "ring", "protocol": "simple"},
+                     {"size": 4096, "type": "float", "redop": "sum", "root": -1,
+                      "out_of_place": {"bus_bw": %g}, "in_place": {"bus_bw": 0},
+                      "algorithm": "ring", "protocol": "ll"}]})",
+                  at1K, at4K);
+    return std::string(buf);
+  };
+  const std::string a = Temp("run1.json"), b = Temp("run2.json"), c = Temp("run3.json");
+  const std::string svgPath = Temp("median.svg");
+  WriteFile(a, doc(1, 10));
+  WriteFile(b, doc(3, 2));
+  WriteFile(c, doc(2, 4));
+  const Ran r = Plot(a + "," + b + "," + c + " " + a + " -o " + svgPath);
+  ASSERT_EQ(r.status, 0) << r.out;
+  const std::string svg = ReadFile(svgPath);
+  EXPECT_EQ(XmlProblem(svg), "") << svg;
+  const auto lines = Polylines(svg);
+  ASSERT_EQ(lines.size(), 2u) << svg;
+  ASSERT_EQ(lines[0].size(), 2u) << svg;
+  EXPECT_NEAR(GbsAt(svg, lines[0][0].second), 2.0, 0.02) << svg;   // median of 1, 3, 2
+  EXPECT_NEAR(GbsAt(svg, lines[0][1].second), 4.0, 0.02) << svg;   // median of 10, 2, 4
+  EXPECT_NEAR(GbsAt(svg, lines[1][1].second), 10.0, 0.05) << svg;  // the single run
+  // Rows differ in protocol: the label is the file name, and says it is a median.
+  const auto texts = Texts(svg);
+  EXPECT_TRUE(HasTextContaining(texts, "median of 3 runs")) << svg;
+  EXPECT_TRUE(HasText(texts, std::filesystem::path(a).filename().string())) << svg;
+  for (const std::string& f : {a, b, c, svgPath}) std::filesystem::remove(f);
 }
 
 TEST(Plot, BadInputsFail) {

@@ -1,7 +1,8 @@
 // chorus-plot: bus bandwidth against message size, as an SVG line chart, from the -J documents of
 // the Chorus benchmark tools (tools/bench). One line per input file, the ideal busbw (when the
 // document has one: --intra-bw / --inter-bw / --calibrate) as a dashed line, a log-2 size axis
-// (8B, 1K, 1M, ...), a linear GB/s axis, a legend. No dependencies beyond the standard library:
+// (8B, 1K, 1M, ...), a linear GB/s axis, a legend. An argument "r1.json,r2.json,r3.json" (repeated
+// runs) draws one line through the per-size medians. No dependencies beyond the standard library:
 // the JSON reader below is enough for the harness's own documents (and for any valid JSON).
 //
 //   chorus-plot a.json [b.json ...] -o busbw.svg [--title T] [--placement out|in] [--label L]...
@@ -267,6 +268,7 @@ struct Series {
   std::string choice;         // "algorithm/protocol" when every plotted row shares one, else ""
   std::vector<Point> points;  // by size
   bool hasIdeal = false;
+  int runs = 1;  // documents behind the series (medians when more than one)
 };
 
 std::string baseName(const std::string& path) {
@@ -281,11 +283,23 @@ std::string describeKey(const Json& row) {
   return key;
 }
 
-// Reads one -J document. Rows of another (type, redop, root) than the first row's are left out
-// (with a warning), rows of the same size (several -N cycles) are averaged, sizes 0 are skipped
-// (no place on a log axis).
-bool loadSeries(const std::string& path, const std::string& placement, Series* s,
-                std::string* error) {
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Per size: every busbw and ideal value seen (several -N cycles, several runs).
+struct Samples {
+  std::vector<double> busBw;
+  std::vector<double> ideal;
+};
+
+// Reads one -J document into *bySize. Rows of another (type, redop, root) than the first row's
+// are left out (with a warning); sizes 0 are skipped (no place on a log axis).
+bool loadDocument(const std::string& path, const std::string& placement, Series* s,
+                  std::map<double, Samples>* bySize, bool* firstChoice, bool* sameChoice,
+                  std::string* error) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     *error = path + ": " + std::strerror(errno);
@@ -305,17 +319,21 @@ bool loadSeries(const std::string& path, const std::string& placement, Series* s
     *error = path + ": no \"results\" array (is it a chorus benchmark -J document?)";
     return false;
   }
-  s->file = path;
-  s->collective = doc.getString("collective");
+  const std::string collective = doc.getString("collective");
   const Json* config = doc.get("config");
-  const Json* nranks = config != nullptr ? config->getNumber("nranks") : nullptr;
-  if (nranks != nullptr) s->nranks = static_cast<int>(nranks->number);
+  const Json* nranksJ = config != nullptr ? config->getNumber("nranks") : nullptr;
+  const int nranks = nranksJ != nullptr ? static_cast<int>(nranksJ->number) : 0;
+  if (s->file.empty()) {
+    s->file = path;
+    s->collective = collective;
+    s->nranks = nranks;
+  } else {  // a further run of the same series: differences make the title generic
+    if (collective != s->collective) s->collective.clear();
+    if (nranks != s->nranks) s->nranks = 0;
+  }
   const std::string key = placement == "in" ? "in_place" : "out_of_place";
   std::string selected;
   std::map<std::string, int> skipped;
-  std::map<double, std::pair<Point, int>> bySize;  // sums and counts
-  std::string algorithm, protocol;
-  bool sameChoice = true, firstChoice = true;
   for (const Json& row : results->items) {
     const Json* size = row.getNumber("size");
     const Json* p = row.get(key);
@@ -331,39 +349,71 @@ bool loadSeries(const std::string& path, const std::string& placement, Series* s
       continue;
     }
     if (!(size->number > 0.0)) continue;
-    const std::string a = row.getString("algorithm"), pr = row.getString("protocol");
-    if (firstChoice) {
-      algorithm = a;
-      protocol = pr;
-      firstChoice = false;
-    } else if (a != algorithm || pr != protocol) {
-      sameChoice = false;
+    const std::string choice = row.getString("algorithm") + "/" + row.getString("protocol");
+    if (*firstChoice) {
+      s->choice = choice;
+      *firstChoice = false;
+    } else if (choice != s->choice) {
+      *sameChoice = false;
     }
-    auto& [sum, n] = bySize[size->number];
-    sum.size = size->number;
-    sum.busBw += bw->number;
+    Samples& smp = (*bySize)[size->number];
+    smp.busBw.push_back(bw->number);
     const Json* ideal = row.getNumber("ideal");
-    if (ideal != nullptr && ideal->number > 0.0) sum.ideal += ideal->number;
-    ++n;
+    if (ideal != nullptr && ideal->number > 0.0) smp.ideal.push_back(ideal->number);
   }
   for (const auto& [k, n] : skipped) {
     std::fprintf(stderr, "chorus-plot: %s: plotting %s only; %d rows of %s left out\n",
                  path.c_str(), selected.c_str(), n, k.c_str());
   }
+  return true;
+}
+
+// One series from one or more documents (repeated runs): per size, the median of every busbw
+// (and ideal) value found, whether from several -N cycles or several files.
+bool loadSeries(const std::vector<std::string>& paths, const std::string& placement, Series* s,
+                std::string* error) {
+  std::map<double, Samples> bySize;
+  bool firstChoice = true, sameChoice = true;
+  for (const std::string& path : paths) {
+    if (!loadDocument(path, placement, s, &bySize, &firstChoice, &sameChoice, error)) return false;
+  }
+  s->runs = static_cast<int>(paths.size());
   if (bySize.empty()) {
-    *error = path + ": no results with a size above 0 to plot";
+    *error = paths.front() + ": no results with a size above 0 to plot";
     return false;
   }
   s->hasIdeal = true;
-  for (const auto& [size, sn] : bySize) {
-    Point pt = sn.first;
-    pt.busBw /= sn.second;
-    pt.ideal /= sn.second;
-    if (!(pt.ideal > 0.0)) s->hasIdeal = false;
+  for (const auto& [size, smp] : bySize) {
+    Point pt;
+    pt.size = size;
+    pt.busBw = median(smp.busBw);
+    if (smp.ideal.empty()) {
+      s->hasIdeal = false;
+    } else {
+      pt.ideal = median(smp.ideal);
+    }
     s->points.push_back(pt);
   }
-  if (sameChoice && !algorithm.empty() && !protocol.empty()) s->choice = algorithm + "/" + protocol;
+  if (!sameChoice || s->choice.empty() || s->choice.front() == '/' || s->choice.back() == '/') {
+    s->choice.clear();
+  }
   return true;
+}
+
+// "a.json,b.json,c.json" -> its files (a name that exists as it is stays whole).
+std::vector<std::string> splitRuns(const std::string& arg) {
+  std::ifstream whole(arg);
+  if (whole.good() || arg.find(',') == std::string::npos) return {arg};
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = arg.find(',', start);
+    const std::string part = arg.substr(start, comma == std::string::npos ? comma : comma - start);
+    if (!part.empty()) out.push_back(part);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out.empty() ? std::vector<std::string>{arg} : out;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -648,7 +698,9 @@ void usage(FILE* out, const char* prog) {
                "usage: %s a.json [b.json ...] [-o out.svg] [--title T] [--placement out|in]\n"
                "          [--label L]...\n"
                "Draws bus bandwidth against message size (SVG) from the -J documents of the\n"
-               "Chorus benchmark tools: one line per file, the ideal busbw dashed when known.\n"
+               "Chorus benchmark tools: one line per argument, the ideal busbw dashed when known.\n"
+               "An argument a1.json,a2.json,a3.json (repeated runs) is one line through the\n"
+               "per-size medians; so are rows of one size within a file (-N cycles).\n"
                "  -o, --output FILE    the SVG to write (default: standard output)\n"
                "  -t, --title T        the chart's title (default: the collective)\n"
                "  -p, --placement P    out (out-of-place, default) or in (in-place) busbw\n"
@@ -720,7 +772,7 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < files.size(); ++i) {
     Series s;
     std::string error;
-    if (!loadSeries(files[i], chart.placement, &s, &error)) {
+    if (!loadSeries(splitRuns(files[i]), chart.placement, &s, &error)) {
       std::fprintf(stderr, "%s: %s\n", prog, error.c_str());
       return 1;
     }
@@ -739,6 +791,7 @@ int main(int argc, char** argv) {
   for (size_t i = labels.size(); i < chart.series.size(); ++i) {
     Series& s = chart.series[i];
     if (uses[s.label] > 1 && s.label != baseName(s.file)) s.label += " (" + baseName(s.file) + ")";
+    if (s.runs > 1) s.label += ", median of " + std::to_string(s.runs) + " runs";
   }
   if (!haveTitle) {
     std::string coll = chart.series.front().collective;
