@@ -1,7 +1,8 @@
 // The root's round reader (chorus::wire::RoundReader) and its answer (assembleRound), fed the
 // way the root feeds them: pieces of each rank's byte stream in any interleaving.
 //
-// Input: [nranks-1 (low 2 bits)] then steps of [rank u8][piece length u8][piece bytes...].
+// Input: [flags: nranks-1 in the low 2 bits, 0x80 big rounds] then steps of [rank u8][piece length
+// u8][piece bytes...].
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -28,9 +29,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     while (left > 0) {
       const size_t want = rr.want();
       if (want == 0) break;  // complete (waits for the others) or refused
-      const size_t k = std::min(want, left);
-      std::memcpy(rr.dest(), p, k);  // ASan: dest() must have room for want() bytes
-      sent[size_t(r)].insert(sent[size_t(r)].end(), p, p + k);
+      auto& mine = sent[size_t(r)];
+      // Header bytes one at a time; unless flag 0x80 is set, an announced length over 64 KiB is
+      // cut to its low 16 bits (big rounds cost big allocations: they would slow the fuzzer
+      // down for nothing; the limit and the refusal are still reached with the flag).
+      const size_t k = mine.size() < 4 ? 1 : std::min(want, left);
+      uint8_t byte = *p;
+      if (mine.size() == 3 && !(data[0] & 0x80)) {
+        uint32_t len = uint32_t(mine[0]) | uint32_t(mine[1]) << 8 | uint32_t(mine[2]) << 16 |
+                       uint32_t(byte) << 24;
+        if (len > 65536 && len <= kMaxRoundBytes) {
+          len &= 0xffff;
+          for (int b = 0; b < 3; ++b) mine[size_t(b)] = uint8_t(len >> (8 * b));
+          std::memcpy(rr.dest() - 3, mine.data(), 3);  // rewrite what the reader holds
+          byte = 0;
+        }
+      }
+      if (k == 1) {
+        std::memcpy(rr.dest(), &byte, 1);
+        mine.push_back(byte);
+      } else {
+        std::memcpy(rr.dest(), p, k);  // ASan: dest() must have room for want() bytes
+        mine.insert(mine.end(), p, p + k);
+      }
       p += k;
       left -= k;
       if (!rr.advance(k)) {
