@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <set>
+#include <vector>
 
 #include "topo/tree.h"
 
@@ -56,4 +58,38 @@ TEST(DoubleBinaryTree, SmallShapes) {
   EXPECT_EQ(treeRoot(4, 1), 0);
   EXPECT_EQ(treeNode(1, 0, 0).parent, -1);
   EXPECT_EQ(treeNode(1, 0, 1).nchildren(), 0);
+}
+
+// Seed 002's multi-node trees: chains inside nodes, a binary tree over nodes; every rank is
+// reached exactly once, the root has no parent, and with more than one rank per node the two
+// trees send across nodes from different ranks.
+TEST(NodeTree, InvariantsForUnevenNodes) {
+  for (int q = 2; q <= 6; ++q)
+    for (int n = q; n <= 3 * q + 1; ++n) {
+      std::vector<int> nodeOf(static_cast<size_t>(n)), ring(static_cast<size_t>(n));
+      for (int r = 0; r < n; ++r) nodeOf[size_t(r)] = r % q, ring[size_t(r)] = r;
+      std::stable_sort(ring.begin(), ring.end(),
+                       [&](int a, int b) { return nodeOf[size_t(a)] < nodeOf[size_t(b)]; });
+      std::set<int> crossers[2];
+      for (int which = 0; which < 2; ++which) {
+        int roots = 0;
+        std::set<int> reached;
+        for (int r = 0; r < n; ++r) {
+          auto t = chorus::nodeTreeNode(nodeOf, q, ring, r, which);
+          if (t.parent < 0) ++roots;
+          if (t.parent >= 0 && nodeOf[size_t(t.parent)] != nodeOf[size_t(r)]) crossers[which].insert(r);
+          for (int c : t.child)
+            if (c >= 0) {
+              EXPECT_TRUE(reached.insert(c).second) << "q=" << q << " n=" << n << " rank " << c;
+              EXPECT_EQ(chorus::nodeTreeNode(nodeOf, q, ring, c, which).parent, r);
+            }
+        }
+        EXPECT_EQ(roots, 1) << "q=" << q << " n=" << n;
+        EXPECT_EQ(int(reached.size()), n - 1) << "q=" << q << " n=" << n;
+        EXPECT_LE(chorus::nodeTreeDepth(nodeOf, q, ring, which),
+                  int(std::ceil(std::log2(double(q)))) + 1 + (n + q - 1) / q - 1);
+      }
+      if (n >= 2 * q)  // every node has >= 2 ranks: the trees' inter-node ranks differ
+        for (int r : crossers[0]) EXPECT_EQ(crossers[1].count(r), 0u) << "q=" << q << " n=" << n;
+    }
 }

@@ -29,11 +29,11 @@ struct TreeRun {
   ProtoIO io;
   size_t esz;
   bool doUp, doDown;  // reduce towards the root / broadcast from it
-  int parent = -1, child[2] = {-1, -1}, nchildren = 0;
+  int parent = -1, child[3] = {-1, -1, -1}, nchildren = 0;
   SendConn* toParent = nullptr;
   RecvConn* fromParent = nullptr;
-  SendConn* toChild[2] = {nullptr, nullptr};
-  RecvConn* fromChild[2] = {nullptr, nullptr};
+  SendConn* toChild[3] = {nullptr, nullptr, nullptr};
+  RecvConn* fromChild[3] = {nullptr, nullptr, nullptr};
   char* scratch[3];
   size_t begin = 0, end = 0, chunk = 1, nchunks = 0, up = 0, down = 0;
 
@@ -49,7 +49,7 @@ struct TreeRun {
       toParent = &c->sendConn(pr, channel, parent);
       fromParent = &c->recvConn(pr, channel, parent);
     }
-    for (int k = 0; k < 2; ++k) {
+    for (int k = 0; k < 3; ++k) {
       int ch = node.child[k];
       if (ch < 0) continue;
       child[nchildren] = ch;
@@ -107,23 +107,22 @@ struct TreeRun {
         if (!toChild[k]->slotFree()) return false;
     }
     const char* src = static_cast<const char*>(op->sendbuff) + o;
-    const char* in[2];
+    const char* in[3];
     for (int k = 0; k < nchildren; ++k) in[k] = received(*fromChild[k], bytes, scratch[k]);
+    // Fold the children's partials into `out` one by one (avg divides at the root's last fold).
+    auto fold = [&](char* out, int div) {
+      if (nchildren == 0) copyKernel(out, nullptr, src, bytes);
+      for (int k = 0; k < nchildren; ++k)
+        reduceKernel(op->type, op->op, ne, in[k], k == 0 ? src : out, out, nullptr,
+                     k == nchildren - 1 ? div : 0);
+    };
     if (parent >= 0) {
       char* out = io.sendBuffer(*toParent, io.sendScratch);
-      if (nchildren == 0) copyKernel(out, nullptr, src, bytes);
-      if (nchildren >= 1) reduceKernel(op->type, op->op, ne, in[0], src, out, nullptr, 0);
-      if (nchildren == 2) reduceKernel(op->type, op->op, ne, in[1], out, out, nullptr, 0);
+      fold(out, 0);
       io.sendPost(*toParent, out, bytes);
     } else {
       char* dst = static_cast<char*>(op->recvbuff) + o;
-      const int div = op->op == chorusAvg ? comm->nranks : 0;
-      if (nchildren == 0) copyKernel(dst, nullptr, src, bytes);
-      if (nchildren == 1) reduceKernel(op->type, op->op, ne, in[0], src, dst, nullptr, div);
-      if (nchildren == 2) {
-        reduceKernel(op->type, op->op, ne, in[0], src, dst, nullptr, 0);
-        reduceKernel(op->type, op->op, ne, in[1], dst, dst, nullptr, div);
-      }
+      fold(dst, op->op == chorusAvg ? comm->nranks : 0);
       if (doDown) {
         for (int k = 0; k < nchildren; ++k) sendFrom(*toChild[k], dst, bytes);
         ++down;
@@ -165,7 +164,7 @@ struct TreeRun {
   }
 
   int someNeighbor(uint32_t k) const {
-    int nb[3], m = 0;
+    int nb[4], m = 0;
     if (parent >= 0) nb[m++] = parent;
     for (int i = 0; i < nchildren; ++i) nb[m++] = child[i];
     return m ? nb[k % uint32_t(m)] : -1;
@@ -219,8 +218,13 @@ void treeAllReduce(chorusComm* comm, const OpDesc& op, Proto proto) {
   const size_t half = ntrees == 2 ? op.count / 2 : op.count;
   for (int t = 0; t < ntrees; ++t) {
     runs[t].doUp = runs[t].doDown = true;
-    runs[t].setup(comm, op, proto, t, treeNode(n, comm->rank, t), t == 0 ? 0 : half,
-                  t == 0 ? half : op.count, treeDepth(n, t) + 1);
+    // One node: the double binary tree over ranks; several: trees over nodes with chains inside.
+    const bool nodes = comm->nnodes > 1;
+    TreeNode node = nodes ? nodeTreeNode(comm->nodeOf, comm->nnodes, comm->ring, comm->rank, t)
+                          : treeNode(n, comm->rank, t);
+    int depth = nodes ? nodeTreeDepth(comm->nodeOf, comm->nnodes, comm->ring, t) : treeDepth(n, t);
+    runs[t].setup(comm, op, proto, t, node, t == 0 ? 0 : half, t == 0 ? half : op.count,
+                  depth + 1);
   }
   runAll(comm, runs, ntrees, false);
 }

@@ -1,5 +1,7 @@
 #include "topo/tree.h"
 
+#include <algorithm>
+
 namespace chorus {
 
 namespace {
@@ -55,6 +57,51 @@ TreeNode treeNode(int n, int rank, int which) {
   childrenPos(n, p, c);
   for (int i = 0; i < 2; ++i) t.child[i] = c[i] < 0 ? -1 : rankOf(n, c[i], which);
   return t;
+}
+
+namespace {
+// The ranks of `node` in chain order for tree `which`.
+std::vector<int> chainOf(const std::vector<int>& nodeOf, const std::vector<int>& ring, int node,
+                         int which) {
+  std::vector<int> chain;
+  for (int r : ring)
+    if (nodeOf[size_t(r)] == node) chain.push_back(r);
+  if (which == 1) std::reverse(chain.begin(), chain.end());
+  return chain;
+}
+}  // namespace
+
+TreeNode nodeTreeNode(const std::vector<int>& nodeOf, int nnodes, const std::vector<int>& ring,
+                      int rank, int which) {
+  TreeNode t;
+  const int node = nodeOf[size_t(rank)];
+  const std::vector<int> chain = chainOf(nodeOf, ring, node, which);
+  const size_t at = size_t(std::find(chain.begin(), chain.end(), rank) - chain.begin());
+  int k = 0;
+  if (at + 1 < chain.size()) t.child[k++] = chain[at + 1];
+  if (at > 0) {
+    t.parent = chain[at - 1];
+    return t;
+  }
+  // The head: links of the node tree.
+  TreeNode nt = treeNode(nnodes, node, which);
+  if (nt.parent >= 0) t.parent = chainOf(nodeOf, ring, nt.parent, which)[0];
+  for (int c : nt.child)
+    if (c >= 0) t.child[k++] = chainOf(nodeOf, ring, c, which)[0];
+  return t;
+}
+
+int nodeTreeDepth(const std::vector<int>& nodeOf, int nnodes, const std::vector<int>& ring,
+                  int which) {
+  int deepest = 0;
+  for (int r : ring) {
+    int d = 0;
+    for (int cur = r; nodeTreeNode(nodeOf, nnodes, ring, cur, which).parent >= 0;
+         cur = nodeTreeNode(nodeOf, nnodes, ring, cur, which).parent)
+      ++d;
+    deepest = std::max(deepest, d);
+  }
+  return deepest;
 }
 
 int treeRoot(int n, int which) { return rankOf(n, rootPos(n), which); }

@@ -15,8 +15,8 @@ namespace chorus {
 
 struct TreeNode {
   int parent = -1;  // rank, -1 at the root
-  int child[2] = {-1, -1};
-  int nchildren() const { return (child[0] >= 0) + (child[1] >= 0); }
+  int child[3] = {-1, -1, -1};
+  int nchildren() const { return (child[0] >= 0) + (child[1] >= 0) + (child[2] >= 0); }
 };
 
 // Node of `rank` in tree `which` (0 or 1) over n ranks.
@@ -25,5 +25,15 @@ TreeNode treeNode(int n, int rank, int which);
 int treeRoot(int n, int which);
 // Depth of the deepest node (root = 0).
 int treeDepth(int n, int which);
+
+// Seed 002's tree for several nodes: tree `which` over the Q nodes (the same construction on node
+// indices), and inside each node a chain of its ranks hanging from the node's head. Tree 0's
+// heads are each node's first rank in `ring` order and its chains run forward; tree 1's heads
+// are the last ranks and its chains run backward, so the two trees cross nodes through
+// different ranks. A head has up to three children (next in its chain, two child nodes' heads).
+TreeNode nodeTreeNode(const std::vector<int>& nodeOf, int nnodes, const std::vector<int>& ring,
+                      int rank, int which);
+int nodeTreeDepth(const std::vector<int>& nodeOf, int nnodes, const std::vector<int>& ring,
+                  int which);
 
 }  // namespace chorus
