@@ -89,7 +89,10 @@ TEST(NodeTree, InvariantsForUnevenNodes) {
         EXPECT_LE(chorus::nodeTreeDepth(nodeOf, q, ring, which),
                   int(std::ceil(std::log2(double(q)))) + 1 + (n + q - 1) / q - 1);
       }
-      if (n >= 2 * q)  // every node has >= 2 ranks: the trees' inter-node ranks differ
-        for (int r : crossers[0]) EXPECT_EQ(crossers[1].count(r), 0u) << "q=" << q << " n=" << n;
+      if (n >= 2 * q) {  // every node has >= 2 ranks: the trees' inter-node ranks differ
+        for (int r : crossers[0]) {
+          EXPECT_EQ(crossers[1].count(r), 0u) << "q=" << q << " n=" << n;
+        }
+      }
     }
 }
