@@ -459,6 +459,20 @@ TEST(Support, ReferenceAverages) {
   }
 }
 
+// The reference's view of the inputs agrees with the generated buffers: with one rank every
+// reduction is the input itself.
+TEST(Support, ReferenceOfOneRankIsTheInput) {
+  for (chorusDataType_t t : kAllTypes) {
+    for (chorusRedOp_t op : kAllOps) {
+      const RefSpec s{t, op, 77, 1, 5000, 0};
+      Bytes input(5000 * typeSize(t));
+      fillValues(t, op, 77, 0, 0, 5000, input.data());
+      const Bytes ref = refAllReduce(s);
+      ASSERT_EQ(ref, input) << typeName(t) << " " << opName(op);
+    }
+  }
+}
+
 TEST(Support, CaseEnumerationIsDeterministicAndCovers) {
   MatrixOptions opt;
   for (int n : kRankCounts) {

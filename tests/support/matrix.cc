@@ -174,10 +174,19 @@ std::vector<Combo> combosFor(Coll coll, int collIndex, bool big, BigPolicy polic
         for (auto o : ops) add(t, o, Pattern::Ring);
       }
       add(types[(n * 3 + ci) % T], ops[(n + 2 * ci) % O], Pattern::Ring);
-    } else if (coll == Coll::SendRecv) {
-      for (size_t k = 0; k < T; ++k) add(types[k], kNoOp, patterns[(k + n) % P]);
     } else {
-      for (auto t : types) add(t, kNoOp, Pattern::Ring);
+      // Data movement moves bytes: one type of each element size (1, 2, 4, 8 bytes), rotating
+      // with the rank count and the collective; Send/Recv with a rotating pattern.
+      size_t k = 0;
+      for (size_t size : {1, 2, 4, 8}) {
+        std::vector<chorusDataType_t> sameSize;
+        for (auto t : types) {
+          if (typeSize(t) == size) sameSize.push_back(t);
+        }
+        if (sameSize.empty()) continue;
+        const chorusDataType_t t = sameSize[(n + ci) % sameSize.size()];
+        add(t, kNoOp, coll == Coll::SendRecv ? patterns[(k++ + n) % P] : Pattern::Ring);
+      }
     }
     return out;
   }
@@ -248,6 +257,74 @@ std::vector<Case> enumerateCases(const MatrixOptions& opt, int nranks) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Block
+
+namespace {
+
+struct Pool {
+  static constexpr size_t kMaxBlocks = 8;
+  static constexpr size_t kMaxBytes = size_t{256} << 20;
+  std::vector<std::pair<size_t, unsigned char*>> free;  // (capacity, memory)
+  size_t bytes = 0;
+  ~Pool() {
+    for (auto& f : free) ::operator delete[](f.second);
+  }
+};
+thread_local Pool tPool;
+
+}  // namespace
+
+Block::Block(size_t bytes) : size_(bytes) {
+  // The smallest free block that fits.
+  auto& pool = tPool;
+  size_t best = pool.free.size();
+  for (size_t i = 0; i < pool.free.size(); ++i) {
+    const size_t cap = pool.free[i].first;
+    if (cap >= bytes && (best == pool.free.size() || cap < pool.free[best].first)) {
+      best = i;
+    }
+  }
+  if (best < pool.free.size()) {
+    capacity_ = pool.free[best].first;
+    p_ = pool.free[best].second;
+    pool.bytes -= capacity_;
+    pool.free.erase(pool.free.begin() + static_cast<std::ptrdiff_t>(best));
+  } else {
+    capacity_ = std::max<size_t>(bytes, 1);
+    p_ = static_cast<unsigned char*>(::operator new[](capacity_));
+  }
+}
+
+Block& Block::operator=(Block&& other) noexcept {
+  if (this != &other) {
+    release();
+    p_ = std::exchange(other.p_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    capacity_ = std::exchange(other.capacity_, 0);
+  }
+  return *this;
+}
+
+void Block::release() {
+  if (p_ == nullptr) return;
+  auto& pool = tPool;
+  // Keep big blocks (small ones are cheap to get again), within the pool's limits.
+  if (capacity_ >= (size_t{64} << 10) && capacity_ <= Pool::kMaxBytes) {
+    while (!pool.free.empty() &&
+           (pool.free.size() >= Pool::kMaxBlocks || pool.bytes + capacity_ > Pool::kMaxBytes)) {
+      pool.bytes -= pool.free.front().first;
+      ::operator delete[](pool.free.front().second);
+      pool.free.erase(pool.free.begin());
+    }
+    pool.free.emplace_back(capacity_, p_);
+    pool.bytes += capacity_;
+  } else {
+    ::operator delete[](p_);
+  }
+  p_ = nullptr;
+}
+
+// ---------------------------------------------------------------------------------------------
 // RankCase
 
 RankCase::RankCase(const Case& c, int rank, int nranks)
@@ -263,13 +340,21 @@ RankCase::RankCase(const Case& c, int rank, int nranks)
   }
 }
 
-int RankCase::addBuffer(size_t elements, unsigned char fill) {
+int RankCase::addBuffer(size_t elements, bool sentinel) {
   Buffer b;
   b.bytes = elements * esz_;
-  b.mem.assign(b.bytes + 2 * kGuard, kGuardByte);
-  std::memset(b.mem.data() + kGuard, fill, b.bytes);
+  b.mem = Block(b.bytes + 2 * kGuard);  // not initialised: written below
+  std::memset(b.mem.get(), kGuardByte, kGuard);
+  std::memset(b.mem.get() + kGuard + b.bytes, kGuardByte, kGuard);
+  if (sentinel) std::memset(b.mem.get() + kGuard, kSentinel, b.bytes);
   buffers_.push_back(std::move(b));
   return static_cast<int>(buffers_.size()) - 1;
+}
+
+int RankCase::addInputBuffer(size_t elements, int inputRank, uint64_t first) {
+  const int b = addBuffer(elements, false);
+  fillInput(b, 0, elements, inputRank, first);
+  return b;
 }
 
 void RankCase::fillInput(int buffer, size_t offset, size_t elements, int inputRank,
@@ -283,14 +368,9 @@ void RankCase::expectInput(int buffer, size_t offset, size_t elements, int input
   // The region was just filled with value(inputRank, first + i): keep a copy to compare with.
   (void)inputRank;
   (void)first;
-  const unsigned char* p = buffers_[buffer].data() + offset * esz_;
-  Region r{buffer,
-           offset,
-           elements,
-           Kind::Input,
-           std::move(label),
-           nullptr,
-           Bytes(p, p + elements * esz_)};
+  Block snapshot(elements * esz_);
+  std::memcpy(snapshot.get(), buffers_[buffer].data() + offset * esz_, elements * esz_);
+  Region r{buffer, offset, elements, Kind::Input, std::move(label), nullptr, std::move(snapshot)};
   regions_.push_back(std::move(r));
 }
 
@@ -320,14 +400,12 @@ void RankCase::setupCollective() {
   switch (c_.coll) {
     case Coll::AllReduce: {
       if (c_.inPlace) {
-        const int b = addBuffer(n);
-        fillInput(b, 0, n, r, 0);
+        const int b = addInputBuffer(n, r, 0);
         send_ = recv_ = at(b, 0);
         expectRef(
             b, 0, n, [s] { return refAllReduce(s); }, "recvbuff (in place)");
       } else {
-        const int sb = addBuffer(n), rb = addBuffer(n);
-        fillInput(sb, 0, n, r, 0);
+        const int sb = addInputBuffer(n, r, 0), rb = addBuffer(n);
         send_ = at(sb, 0);
         recv_ = at(rb, 0);
         expectInput(sb, 0, n, r, 0, "sendbuff (must not change)");
@@ -345,8 +423,7 @@ void RankCase::setupCollective() {
             b, 0, n, [s] { return refBroadcast(s); }, "buff (in place)");
       } else {
         // Non-roots' sendbuff is not read: fill it with this rank's values and check it stays.
-        const int sb = addBuffer(n), rb = addBuffer(n);
-        fillInput(sb, 0, n, r, 0);
+        const int sb = addInputBuffer(n, r, 0), rb = addBuffer(n);
         send_ = at(sb, 0);
         recv_ = at(rb, 0);
         expectInput(sb, 0, n, r, 0, "sendbuff (must not change)");
@@ -357,8 +434,7 @@ void RankCase::setupCollective() {
     }
     case Coll::Reduce: {
       if (c_.inPlace) {
-        const int b = addBuffer(n);
-        fillInput(b, 0, n, r, 0);
+        const int b = addInputBuffer(n, r, 0);
         send_ = recv_ = at(b, 0);
         if (isRoot) {
           expectRef(
@@ -367,8 +443,7 @@ void RankCase::setupCollective() {
           expectInput(b, 0, n, r, 0, "sendbuff (in place, non-root: must not change)");
         }
       } else {
-        const int sb = addBuffer(n), rb = addBuffer(n);
-        fillInput(sb, 0, n, r, 0);
+        const int sb = addInputBuffer(n, r, 0), rb = addBuffer(n);
         send_ = at(sb, 0);
         recv_ = at(rb, 0);
         expectInput(sb, 0, n, r, 0, "sendbuff (must not change)");
@@ -390,8 +465,7 @@ void RankCase::setupCollective() {
         expectRef(
             b, 0, all, [s] { return refAllGather(s); }, "recvbuff (in place)");
       } else {
-        const int sb = addBuffer(n), rb = addBuffer(all);
-        fillInput(sb, 0, n, r, 0);
+        const int sb = addInputBuffer(n, r, 0), rb = addBuffer(all);
         send_ = at(sb, 0);
         recv_ = at(rb, 0);
         expectInput(sb, 0, n, r, 0, "sendbuff (must not change)");
@@ -402,8 +476,7 @@ void RankCase::setupCollective() {
     }
     case Coll::ReduceScatter: {
       if (c_.inPlace) {
-        const int b = addBuffer(all);
-        fillInput(b, 0, all, r, 0);
+        const int b = addInputBuffer(all, r, 0);
         send_ = at(b, 0);
         recv_ = at(b, r * n);
         for (int j = 0; j < nranks_; ++j) {
@@ -417,8 +490,7 @@ void RankCase::setupCollective() {
           }
         }
       } else {
-        const int sb = addBuffer(all), rb = addBuffer(n);
-        fillInput(sb, 0, all, r, 0);
+        const int sb = addInputBuffer(all, r, 0), rb = addBuffer(n);
         send_ = at(sb, 0);
         recv_ = at(rb, 0);
         expectInput(sb, 0, all, r, 0, "sendbuff (must not change)");
@@ -429,14 +501,12 @@ void RankCase::setupCollective() {
     }
     case Coll::AlltoAll: {
       if (c_.inPlace) {
-        const int b = addBuffer(all);
-        fillInput(b, 0, all, r, 0);
+        const int b = addInputBuffer(all, r, 0);
         send_ = recv_ = at(b, 0);
         expectRef(
             b, 0, all, [s, r] { return refAlltoAll(s, r); }, "recvbuff (in place)");
       } else {
-        const int sb = addBuffer(all), rb = addBuffer(all);
-        fillInput(sb, 0, all, r, 0);
+        const int sb = addInputBuffer(all, r, 0), rb = addBuffer(all);
         send_ = at(sb, 0);
         recv_ = at(rb, 0);
         expectInput(sb, 0, all, r, 0, "sendbuff (must not change)");
@@ -454,8 +524,7 @@ void RankCase::setupCollective() {
         expectRef(
             b, 0, all, [s] { return refGather(s); }, "recvbuff (in place, root)");
       } else {
-        const int sb = addBuffer(n), rb = addBuffer(all);
-        fillInput(sb, 0, n, r, 0);
+        const int sb = addInputBuffer(n, r, 0), rb = addBuffer(all);
         send_ = at(sb, 0);
         recv_ = at(rb, 0);
         expectInput(sb, 0, n, r, 0, "sendbuff (must not change)");
@@ -470,8 +539,7 @@ void RankCase::setupCollective() {
     }
     case Coll::Scatter: {
       if (c_.inPlace && isRoot) {
-        const int b = addBuffer(all);
-        fillInput(b, 0, all, r, 0);
+        const int b = addInputBuffer(all, r, 0);
         send_ = at(b, 0);
         recv_ = at(b, r * n);
         // Block `root` is the root's own share: the whole buffer keeps its contents.
@@ -509,8 +577,7 @@ void RankCase::setupSendRecv() {
   const int n = nranks_, r = rank_;
   const size_t c = c_.count;
   auto addSend = [&](int peer, int index, size_t count) {
-    const int b = addBuffer(count);
-    fillInput(b, 0, count, r, p2pIndex(peer, index));
+    const int b = addInputBuffer(count, r, p2pIndex(peer, index));
     messages_.push_back({true, peer, index, count, b});
     expectInput(b, 0, count, r, p2pIndex(peer, index),
                 "send buffer to peer " + std::to_string(peer) + " (must not change)");
@@ -602,7 +669,7 @@ std::vector<std::string> RankCase::verify() const {
   std::vector<std::string> problems;
   for (size_t i = 0; i < buffers_.size(); ++i) {
     const Buffer& b = buffers_[i];
-    CheckResult front = checkPattern(b.mem.data(), kGuard, kGuardByte);
+    CheckResult front = checkPattern(b.mem.get(), kGuard, kGuardByte);
     CheckResult back = checkPattern(b.data() + b.bytes, kGuard, kGuardByte);
     if (!front.ok()) {
       problems.push_back(prefix() + ": written before the start of buffer " + std::to_string(i) +
@@ -622,7 +689,7 @@ std::vector<std::string> RankCase::verify() const {
         res = checkPattern(got, reg.elements * esz_, kSentinel);
         break;
       case Kind::Input:
-        res = compareElements(c_.type, got, reg.snapshot.data(), reg.elements, 0);
+        res = compareElements(c_.type, got, reg.snapshot.get(), reg.elements, 0);
         break;
       case Kind::Reference: {
         const Bytes expected = reg.reference();

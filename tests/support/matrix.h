@@ -9,7 +9,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "reference.h"
@@ -66,8 +68,10 @@ struct Case {
 //  Full: everything.
 //  Subset: reducing collectives run every type with sum, float32 and int32 with every op, and
 //    one (type, op) pair that rotates with the rank count and the collective; data movement
-//    runs every type; Send/Recv runs every type with one rotating pattern. Each combination
-//    gets one placement (alternating in-place / out-of-place) and one root (rotating).
+//    (which moves bytes) runs one type of each element size 1, 2, 4, 8, rotating with the rank
+//    count and the collective; Send/Recv likewise, each with a rotating pattern. Each
+//    combination gets one placement (alternating in-place / out-of-place) and one root
+//    (rotating).
 //  Minimal: two rotating combinations per collective (one of them sum / a plain copy).
 //  None: big counts are skipped.
 enum class BigPolicy { None, Minimal, Subset, Full };
@@ -92,6 +96,26 @@ std::vector<int> rootsFor(int nranks);
 // The cases, in the same order on every rank (a function of the options and nranks only).
 std::vector<Case> enumerateCases(const MatrixOptions& opt, int nranks);
 
+// Host memory for test buffers, from a small per-thread pool: big buffers are reused from case
+// to case instead of being mapped and faulted in again. Contents are not initialised.
+class Block {
+ public:
+  Block() = default;
+  explicit Block(size_t bytes);
+  Block(Block&& other) noexcept { *this = std::move(other); }
+  Block& operator=(Block&& other) noexcept;
+  Block(const Block&) = delete;
+  Block& operator=(const Block&) = delete;
+  ~Block() { release(); }
+  unsigned char* get() const { return p_; }
+  size_t size() const { return size_; }
+
+ private:
+  void release();
+  unsigned char* p_ = nullptr;
+  size_t size_ = 0, capacity_ = 0;
+};
+
 // One rank's part of one case: its buffers (with guard bytes), the library calls, the checks.
 class RankCase {
  public:
@@ -109,10 +133,10 @@ class RankCase {
 
  private:
   struct Buffer {
-    std::vector<unsigned char> mem;  // guard | data | guard
+    Block mem;  // guard | data | guard
     size_t bytes = 0;
-    unsigned char* data() { return mem.data() + kGuard; }
-    const unsigned char* data() const { return mem.data() + kGuard; }
+    unsigned char* data() { return mem.get() + kGuard; }
+    const unsigned char* data() const { return mem.get() + kGuard; }
   };
   enum class Kind { Reference, Input, Untouched };
   struct Region {
@@ -122,7 +146,7 @@ class RankCase {
     Kind kind;
     std::string label;
     std::function<Bytes()> reference;  // Kind::Reference
-    Bytes snapshot;  // Kind::Input: the contents right after filling (value(rank, first + i))
+    Block snapshot;  // Kind::Input: the contents right after filling (value(rank, first + i))
   };
   struct Message {
     bool send;
@@ -135,7 +159,10 @@ class RankCase {
   static constexpr unsigned char kGuardByte = 0xa5;
   static constexpr unsigned char kSentinel = 0xcd;
 
-  int addBuffer(size_t elements, unsigned char fill = kSentinel);
+  // A buffer with guard bytes around it, its contents kSentinel (or left for the caller).
+  int addBuffer(size_t elements, bool sentinel = true);
+  // A buffer holding value(inputRank, first + i).
+  int addInputBuffer(size_t elements, int inputRank, uint64_t first);
   void fillInput(int buffer, size_t offset, size_t elements, int inputRank, uint64_t first);
   void expectInput(int buffer, size_t offset, size_t elements, int inputRank, uint64_t first,
                    std::string label);

@@ -18,11 +18,32 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <utility>
 #include <vector>
 
 namespace ctest {
 
-using Bytes = std::vector<unsigned char>;
+// A vector whose elements are left uninitialised on resize (every reference writes them all).
+template <class T>
+struct NoInitAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = NoInitAllocator<U>;
+  };
+  NoInitAllocator() = default;
+  template <class U>
+  NoInitAllocator(const NoInitAllocator<U>&) {}
+  template <class U>
+  void construct(U* p) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+using Bytes = std::vector<unsigned char, NoInitAllocator<unsigned char>>;
 
 struct RefSpec {
   chorusDataType_t type;
@@ -36,7 +57,9 @@ struct RefSpec {
 uint64_t p2pIndex(int peer, int message);
 
 // Reduction over all ranks of elements firstIndex .. firstIndex+count-1 of their inputs.
-Bytes refReduceElements(const RefSpec& s, uint64_t firstIndex, size_t count);
+// shared: several threads of this process are likely to ask for the same one (AllReduce):
+// compute it once and hand out copies.
+Bytes refReduceElements(const RefSpec& s, uint64_t firstIndex, size_t count, bool shared = false);
 
 Bytes refAllReduce(const RefSpec& s);                // count elements, every rank
 Bytes refBroadcast(const RefSpec& s);                // count elements, every rank

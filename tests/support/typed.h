@@ -104,35 +104,33 @@ T fromBits(uint64_t bits) {
   return v;
 }
 
+// The exact value (as a double) of a float input for a reducing op; every value is representable
+// in T, so T's encoding of it converts back to the same double.
+template <class T>
+double floatValue(chorusRedOp_t op, uint64_t h) {
+  switch (op) {
+    case chorusSum:
+    case chorusAvg:
+      if constexpr (std::is_same_v<T, Bf16>) return double(uniform(h, -32, 32));
+      if constexpr (std::is_same_v<T, Half>) return double(uniform(h, -128, 128)) / 2.0;
+      if constexpr (std::is_same_v<T, float>) return double(uniform(h, -65536, 65536)) / 16.0;
+      return double(uniform(h, -(int64_t{1} << 30), int64_t{1} << 30)) / 1024.0;
+    case chorusProd: {
+      static constexpr double kMag[8] = {0.5, 1.0, 1.0, 2.0, -0.5, -1.0, -1.0, -2.0};
+      return kMag[h & 7];
+    }
+    default: {  // min, max
+      static constexpr double kPow2[9] = {1.0 / 16, 1.0 / 8, 1.0 / 4, 1.0 / 2, 1, 2, 4, 8, 16};
+      return double(uniform(h, -127, 127)) * kPow2[uniform(h << 24, 0, 8)];
+    }
+  }
+}
+
 // Element `h` (a hash) as a generated value of type T for op.
 template <class T>
 T generate(chorusRedOp_t op, uint64_t h) {
   if constexpr (kIsFloat<T>) {
-    using FT = FloatTraits<T>;
-    switch (op) {
-      case chorusSum:
-      case chorusAvg:
-        if constexpr (std::is_same_v<T, Bf16>) return FT::fromDouble(double(uniform(h, -32, 32)));
-        if constexpr (std::is_same_v<T, Half>) return FT::fromDouble(uniform(h, -128, 128) / 2.0);
-        if constexpr (std::is_same_v<T, float>)
-          return FT::fromDouble(uniform(h, -65536, 65536) / 16.0);
-        if constexpr (std::is_same_v<T, double>)
-          return FT::fromDouble(double(uniform(h, -(int64_t{1} << 30), int64_t{1} << 30)) / 1024.0);
-        break;
-      case chorusProd: {
-        static constexpr double kMag[4] = {0.5, 1.0, 1.0, 2.0};
-        const double m = kMag[h & 3];
-        return FT::fromDouble((h & 4) ? -m : m);
-      }
-      case chorusMin:
-      case chorusMax: {
-        static constexpr double kPow2[9] = {1.0 / 16, 1.0 / 8, 1.0 / 4, 1.0 / 2, 1, 2, 4, 8, 16};
-        const double m = double(uniform(h, -127, 127));
-        return FT::fromDouble(m * kPow2[uniform(h << 24, 0, 8)]);
-      }
-      default:
-        break;
-    }
+    if (op >= chorusSum && op <= chorusAvg) return FloatTraits<T>::fromDouble(floatValue<T>(op, h));
     // Data movement: any finite bit pattern (the top exponent bit cleared).
     constexpr uint64_t kTopExp = sizeof(T) == 2   ? 0x4000u
                                  : sizeof(T) == 4 ? 0x40000000u
