@@ -581,6 +581,8 @@ TEST(BenchCalibrate, OneNodeMeasuresIntraBandwidth) {
   const size_t at = r.out.find("# Calibrated intra-node bandwidth B = ");
   ASSERT_NE(at, std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("# Calibrated inter-node bandwidth"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(ranks 0 <-> 1, 32 MiB each way, best of 5)", at), std::string::npos)
+      << r.out;
   const double b = std::strtod(r.out.c_str() + at + 38, nullptr);
   EXPECT_GT(b, 0.0) << r.out;
   EXPECT_NE(r.out.find("# Ideal busbw: "), std::string::npos) << r.out;
@@ -597,6 +599,7 @@ TEST(BenchCalibrate, OneNodeMeasuresIntraBandwidth) {
   ASSERT_TRUE(config.Has("calibration")) << r.out;
   EXPECT_NEAR(config["calibration"]["intra_bw"].num, b, 0.0006 + 0.001 * b);
   EXPECT_EQ(config["calibration"]["inter_bw"].kind, Json::kNull);
+  EXPECT_EQ(config["calibration"]["bytes"].num, 32.0 * 1024 * 1024);
   EXPECT_DOUBLE_EQ(config["intra_bw"].num, config["calibration"]["intra_bw"].num);
   ASSERT_EQ(doc["results"].arr.size(), 2u);
   EXPECT_DOUBLE_EQ(doc["results"].arr[0]["ideal"].num, config["intra_bw"].num);
@@ -604,17 +607,20 @@ TEST(BenchCalibrate, OneNodeMeasuresIntraBandwidth) {
 }
 
 TEST(BenchCalibrate, TwoNodesMeasureInterBandwidthAndFlagsWin) {
-  const RunResult r = RunTool("all_reduce_perf", "-t 4 -b 64K -e 64K -n 2 --calibrate --intra-bw 7",
-                              false, "CHORUS_NNODES=2");
+  const RunResult r =
+      RunTool("all_reduce_perf", "-t 4 -b 64K -e 64K -n 2 --calibrate-bytes 4M --intra-bw 7", false,
+              "CHORUS_NNODES=2");
   ExpectAllRight(r, "all_reduce_perf --calibrate CHORUS_NNODES=2");
   EXPECT_NE(r.out.find("# Calibrated intra-node bandwidth B = "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--intra-bw given, using that"), std::string::npos) << r.out;
   const size_t at = r.out.find("# Calibrated inter-node bandwidth I = ");
   ASSERT_NE(at, std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("(ranks 0 <-> 2,", at), std::string::npos) << r.out;  // P = 4 / 2
+  EXPECT_NE(r.out.find("(ranks 0 <-> 2, 4 MiB each way", at), std::string::npos)
+      << r.out;  // P = 4 / 2
   EXPECT_NE(r.out.find("# Ideal busbw: "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("intra-node 7 GB/s per rank"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("2 ranks per node, 2 nodes"), std::string::npos) << r.out;
+  EXPECT_NE(RunTool("all_reduce_perf", "-t 2 -b 1K -e 1K --calibrate-bytes 0").status, 0);
 }
 
 TEST(BenchCalibrate, OneRankSkips) {

@@ -13,7 +13,7 @@ namespace chorus_bench {
 
 namespace {
 
-enum LongOnly { kIntraBw = 256, kInterBw, kCalibrate };
+enum LongOnly { kIntraBw = 256, kInterBw, kCalibrate, kCalibrateBytes };
 
 bool parseLong(const char* s, long lo, long hi, long* out) {
   if (s == nullptr || *s == '\0') return false;
@@ -108,8 +108,10 @@ void printUsage(FILE* out, const char* prog) {
                "\t[--intra-bw <GB/s>] per-rank intra-node bandwidth: adds ideal and eff%% "
                "columns\n"
                "\t[--inter-bw <GB/s>] per-node inter-node bandwidth (with CHORUS_NNODES > 1)\n"
-               "\t[--calibrate] measure both bandwidths between ranks before the sweep (flags "
-               "win)\n"
+               "\t[--calibrate] measure both bandwidths between ranks before the sweep (an "
+               "explicit --intra-bw / --inter-bw wins)\n"
+               "\t[--calibrate-bytes <size>] message --calibrate exchanges (default 32M; implies "
+               "--calibrate)\n"
                "\t[-h,--help]\n",
                prog);
 }
@@ -141,6 +143,7 @@ ParseStatus parseArgs(int argc, char** argv, Options* o, std::string* error) {
       {"intra-bw", required_argument, nullptr, kIntraBw},
       {"inter-bw", required_argument, nullptr, kInterBw},
       {"calibrate", no_argument, nullptr, kCalibrate},
+      {"calibrate-bytes", required_argument, nullptr, kCalibrateBytes},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0},
   };
@@ -246,6 +249,10 @@ ParseStatus parseArgs(int argc, char** argv, Options* o, std::string* error) {
         ok = parseDouble(arg, &o->interBw);
         break;
       case kCalibrate:
+        o->calibrate = true;
+        break;
+      case kCalibrateBytes:
+        ok = parseSize(arg, &o->calibrateBytes) && o->calibrateBytes > 0;
         o->calibrate = true;
         break;
       case 'h':

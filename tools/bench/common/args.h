@@ -34,13 +34,14 @@ struct Options {
   int timeoutSec = 0;                                  // -T
   std::string jsonFile;                                // -J
   int perIterTiming = 0;                               // -I
-  int graph = 0;                   // -G: accepted, ignored (no CUDA graphs on the CPU)
-  int parallelInit = 0;            // -p: accepted, ranks always initialise in parallel
-  double intraBw = 0.0;            // --intra-bw (GB/s), 0: not given
-  double interBw = 0.0;            // --inter-bw (GB/s), 0: not given
-  bool calibrate = false;          // --calibrate: measure B (and I) before the sweep
-  std::vector<std::string> argv;   // the command line, for the JSON document
-  std::vector<std::string> notes;  // "# ..." lines to print (ignored flags)
+  int graph = 0;                             // -G: accepted, ignored (no CUDA graphs on the CPU)
+  int parallelInit = 0;                      // -p: accepted, ranks always initialise in parallel
+  double intraBw = 0.0;                      // --intra-bw (GB/s), 0: not given
+  double interBw = 0.0;                      // --inter-bw (GB/s), 0: not given
+  bool calibrate = false;                    // --calibrate: measure B (and I) before the sweep
+  size_t calibrateBytes = size_t{32} << 20;  // --calibrate-bytes: the message it exchanges
+  std::vector<std::string> argv;             // the command line, for the JSON document
+  std::vector<std::string> notes;            // "# ..." lines to print (ignored flags)
 };
 
 enum class ParseStatus { kOk, kHelp, kError };

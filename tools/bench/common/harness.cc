@@ -258,10 +258,16 @@ IdealSetup computeIdeal(double intraBw, double interBw, int nranks, int q) {
   return s;
 }
 
-// --calibrate: the message each measurement exchanges, and how many timed exchanges it takes
-// the best of (after one warm-up exchange).
-constexpr size_t kCalibrationBytes = size_t{32} << 20;
+// --calibrate: how many timed exchanges a measurement takes the best of (after one warm-up
+// exchange). The message size is --calibrate-bytes (32 MiB by default).
 constexpr int kCalibrationIters = 5;
+
+// "32 MiB", "64 KiB", "1000 B".
+std::string bytesText(size_t b) {
+  if (b >= (size_t{1} << 20) && b % (size_t{1} << 20) == 0) return std::to_string(b >> 20) + " MiB";
+  if (b >= 1024 && b % 1024 == 0) return std::to_string(b >> 10) + " KiB";
+  return std::to_string(b) + " B";
+}
 
 // One rank: its communicator, stream, buffers and the sweep.
 class RankRunner {
@@ -389,7 +395,7 @@ void RankRunner::gatherDevices() {
   }
 }
 
-// One bidirectional exchange of kCalibrationBytes between ranks a and b (each sends the message
+// One bidirectional exchange of --calibrate-bytes between ranks a and b (each sends the message
 // to the other and receives the other's, one chorusSend and one chorusRecv in a group), timed on
 // rank a; the best of kCalibrationIters after a warm-up. Every rank calls it (the barrier keeps
 // the other ranks out of the way); it returns GB/s = bytes / time on rank a and 0 elsewhere.
@@ -398,19 +404,20 @@ double RankRunner::exchangeBandwidth(int a, int b) {
   double best = 0.0;
   if (rank_ == a || rank_ == b) {
     const int peer = rank_ == a ? b : a;
-    Buffer sendBuf = allocate(kCalibrationBytes);
-    Buffer recvBuf = allocate(kCalibrationBytes);
+    const size_t bytes = o_.calibrateBytes;
+    Buffer sendBuf = allocate(bytes);
+    Buffer recvBuf = allocate(bytes);
     for (int it = -1; it < kCalibrationIters; ++it) {
       const double t0 = wallSeconds();
       check(chorusGroupStart(), "chorusGroupStart (calibration)");
-      check(chorusSend(sendBuf.get(), kCalibrationBytes, chorusUint8, peer, comm_, nullptr),
+      check(chorusSend(sendBuf.get(), bytes, chorusUint8, peer, comm_, nullptr),
             "chorusSend (calibration)");
-      check(chorusRecv(recvBuf.get(), kCalibrationBytes, chorusUint8, peer, comm_, nullptr),
+      check(chorusRecv(recvBuf.get(), bytes, chorusUint8, peer, comm_, nullptr),
             "chorusRecv (calibration)");
       check(chorusGroupEnd(), "chorusGroupEnd (calibration)");
       const double seconds = wallSeconds() - t0;
       if (it >= 0 && seconds > 0.0) {
-        best = std::max(best, static_cast<double>(kCalibrationBytes) / seconds / 1e9);
+        best = std::max(best, static_cast<double>(bytes) / seconds / 1e9);
       }
     }
   }
@@ -442,14 +449,14 @@ void RankRunner::calibrate() {
   double agreed[2] = {0.0, 0.0};
   check(chorusAllReduce(measured, agreed, 2, chorusFloat64, chorusMax, comm_, nullptr),
         "share calibration");
-  const double bytes = static_cast<double>(kCalibrationBytes);
-  const double mib = bytes / (1 << 20);
+  const std::string size = bytesText(o_.calibrateBytes);
   if (agreed[0] >= 0.0) {
-    std::snprintf(buf, sizeof buf,
-                  "# Calibrated intra-node bandwidth B = %.3f GB/s (ranks 0 <-> 1, %g MiB each "
-                  "way, best of %d)%s",
-                  agreed[0], mib, kCalibrationIters,
-                  o_.intraBw > 0.0 ? "; --intra-bw given, using that" : "");
+    std::snprintf(
+        buf, sizeof buf,
+        "# Calibrated intra-node bandwidth B = %.3f GB/s (ranks 0 <-> 1, %s each way, best "
+        "of %d)%s",
+        agreed[0], size.c_str(), kCalibrationIters,
+        o_.intraBw > 0.0 ? "; --intra-bw given, using that" : "");
     if (o_.intraBw <= 0.0) intraBw_ = agreed[0];
   } else {
     std::snprintf(buf, sizeof buf,
@@ -458,11 +465,12 @@ void RankRunner::calibrate() {
   }
   calibrationNotes_.push_back(buf);
   if (agreed[1] >= 0.0) {
-    std::snprintf(buf, sizeof buf,
-                  "# Calibrated inter-node bandwidth I = %.3f GB/s (ranks 0 <-> %d, %g MiB each "
-                  "way, best of %d)%s",
-                  agreed[1], ppn, mib, kCalibrationIters,
-                  o_.interBw > 0.0 ? "; --inter-bw given, using that" : "");
+    std::snprintf(
+        buf, sizeof buf,
+        "# Calibrated inter-node bandwidth I = %.3f GB/s (ranks 0 <-> %d, %s each way, best "
+        "of %d)%s",
+        agreed[1], ppn, size.c_str(), kCalibrationIters,
+        o_.interBw > 0.0 ? "; --inter-bw given, using that" : "");
     if (o_.interBw <= 0.0) interBw_ = agreed[1];
     calibrationNotes_.push_back(buf);
   }
@@ -782,7 +790,7 @@ int benchMain(int argc, char** argv, const CollDesc& desc) {
   p->run.nprocs = p->nprocs;
   p->run.nnodes = p->nnodes;
   p->run.calibrated = o.calibrate;
-  p->run.calibrationBytes = kCalibrationBytes;
+  p->run.calibrationBytes = o.calibrateBytes;
   p->run.calibrationIters = kCalibrationIters;
 
   p->watchdog.start(o.timeoutSec);

@@ -224,6 +224,8 @@ void writeArgs(JsonWriter* w, const Options& o) {
   w->value(o.interBw);
   w->key("calibrate");
   w->value(o.calibrate);
+  w->key("calibrate_bytes");
+  w->value(static_cast<int64_t>(o.calibrateBytes));
   w->endObject();
 }
 
