@@ -3,14 +3,21 @@
 // on every communicator; chorusGroupEnd). Plus stream ordering, chorusStreamQuery and
 // chorusStreamSynchronize.
 //
-// What runs (see tests/support/matrix.h):
-//  * NullStream/<collective>_<n>ranks: every type x op x placement x root at counts 0, 1, 7,
-//    1000; at count 1048579 the "subset" policy (every type with sum, float32 and int32 with
-//    every op, one rotating (type, op); one placement and one root per combination).
-//  * Stream/<n>ranks: every collective, the same small matrix, batches enqueued on a created
-//    stream per rank; the big count with the "minimal" policy (two combinations).
-//  * Grouped/<n>ranks: one thread drives all n communicators inside groups; small counts and
-//    the "minimal" big-count policy.
+// What runs (see tests/support/matrix.h), n in {1, 2, 3, 4, 5, 8}:
+//  * Threads/NullStream.Matrix/<collective>_<n>ranks: every type x op x placement x root at
+//    counts 0, 1, 7, 1000; at count 1048579 the "subset" policy: reducing collectives run every
+//    type with sum, float32 and int32 with every op, and one (type, op) rotating with n; data
+//    movement runs one type per element size (1, 2, 4, 8 bytes) rotating with n; each
+//    combination with one placement and one root (alternating / rotating).
+//  * Threads/Stream.Matrix/<n>ranks: every collective, the same small matrix, batches enqueued
+//    on a created stream per rank; the big count with the "minimal" policy (two combinations).
+//  * SingleThread/Grouped.*/<n>ranks: one thread drives all n communicators inside groups; small
+//    counts and the "minimal" big-count policy (null streams), or four types and small counts
+//    (created streams).
+//  * Threads/SmallSlots.Matrix/*: 4 KiB slots and 3 channels, counts up to 12345, with the
+//    tuner's choice and with every algorithm/protocol forced.
+//  * Semantics.*: groups, stream order, chorusStreamQuery, null-stream completion.
+//  * Support.*: self-tests of tests/support.
 #include <chorus/chorus.h>
 #include <gtest/gtest.h>
 
@@ -18,6 +25,7 @@
 #include <chrono>
 #include <cstring>
 #include <numeric>
+#include <ostream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -71,6 +79,11 @@ struct CollParam {
   Coll coll;
   int nranks;
 };
+
+// Readable parameters in test listings (ctest shows them).
+void PrintTo(const CollParam& p, std::ostream* os) {
+  *os << collName(p.coll) << " x " << p.nranks << " ranks";
+}
 
 class NullStream : public ShmCheckedTestP<CollParam> {};
 
@@ -165,25 +178,31 @@ INSTANTIATE_TEST_SUITE_P(SingleThread, Grouped, ::testing::ValuesIn(kRankCounts)
                          });
 
 // ---------------------------------------------------------------------------------------------
-// Every algorithm and protocol, forced with CHORUS_ALGO / CHORUS_PROTO (the tuner otherwise picks
-// by size), with the smallest slots (CHORUS_BUFFSIZE, CHORUS_LL_BUFFSIZE: 4 KiB) and 3 channels,
-// so that counts 1000 and 12345 take many slot-sized steps on every channel. Collectives an
-// algorithm does not implement fall back to their default algorithm.
+// Small slots: the smallest slot size (CHORUS_BUFFSIZE, CHORUS_LL_BUFFSIZE: 4 KiB per slot) and
+// 3 channels, so that counts 1000 and 12345 take many slot-sized steps on every channel; with
+// the tuner's own choice, and with every algorithm and protocol forced through CHORUS_ALGO /
+// CHORUS_PROTO (collectives an algorithm does not implement fall back to their default).
+// test_algorithms.cc covers the forced algorithms at the default slot size on more rank counts.
 
 struct AlgoParam {
-  const char* algo;
+  const char* algo;  // nullptr: the tuner's choice
   const char* proto;
   int nranks;
 };
 
-class Algorithms : public ShmCheckedTestP<AlgoParam> {};
+void PrintTo(const AlgoParam& p, std::ostream* os) {
+  *os << (p.algo ? p.algo : "tuner") << "/" << (p.proto ? p.proto : "tuner") << " x " << p.nranks
+      << " ranks";
+}
 
-TEST_P(Algorithms, Matrix) {
+class SmallSlots : public ShmCheckedTestP<AlgoParam> {};
+
+TEST_P(SmallSlots, Matrix) {
   const AlgoParam p = GetParam();
   ScopedEnv algo("CHORUS_ALGO", p.algo), proto("CHORUS_PROTO", p.proto);
   ScopedEnv buff("CHORUS_BUFFSIZE", "32768"), ll("CHORUS_LL_BUFFSIZE", "32768");
   ScopedEnv channels("CHORUS_MAX_NCHANNELS", "3");
-  Watchdog watchdog(120, std::string("Algorithms ") + p.algo + "/" + p.proto);
+  Watchdog watchdog(120, "SmallSlots matrix");
   CommSet comms(p.nranks);
   ASSERT_EQ(comms.initResult(), chorusSuccess) << chorusGetLastError(nullptr);
   MatrixOptions opt;
@@ -195,8 +214,8 @@ TEST_P(Algorithms, Matrix) {
   EXPECT_EQ(res.failures, 0u) << res.summary();
 }
 
-std::vector<AlgoParam> algoParams() {
-  std::vector<AlgoParam> v;
+std::vector<AlgoParam> smallSlotParams() {
+  std::vector<AlgoParam> v = {{nullptr, nullptr, 3}, {nullptr, nullptr, 8}};
   for (const char* algo : {"ring", "tree", "chain", "direct", "naive"}) {
     for (const char* proto : {"simple", "ll"}) {
       // Direct (point-to-point batches) and naive move whole messages: Simple only.
@@ -204,15 +223,16 @@ std::vector<AlgoParam> algoParams() {
           (std::string(algo) == "direct" || std::string(algo) == "naive")) {
         continue;
       }
-      for (int n : {3, 5, 8}) v.push_back({algo, proto, n});
+      v.push_back({algo, proto, 5});
     }
   }
   return v;
 }
 
-INSTANTIATE_TEST_SUITE_P(Forced, Algorithms, ::testing::ValuesIn(algoParams()),
+INSTANTIATE_TEST_SUITE_P(Threads, SmallSlots, ::testing::ValuesIn(smallSlotParams()),
                          [](const ::testing::TestParamInfo<AlgoParam>& info) {
-                           return std::string(info.param.algo) + "_" + info.param.proto + "_" +
+                           return std::string(info.param.algo ? info.param.algo : "tuner") + "_" +
+                                  (info.param.proto ? info.param.proto : "tuner") + "_" +
                                   std::to_string(info.param.nranks) + "ranks";
                          });
 
