@@ -168,7 +168,7 @@ chorusResult_t chorusGroupEnd(void);
  * "allgather", "reducescatter", "alltoall", "gather", "scatter") of `count` elements (per rank,
  * as passed to the call) on this communicator, honouring CHORUS_ALGO / CHORUS_PROTO. */
 typedef struct {
-  char algorithm[16]; /* ring, tree, chain, direct, naive */
+  char algorithm[16]; /* ring, tree, chain, direct, hier, naive; "local" on a single rank */
   char protocol[16];  /* simple, ll */
   int nchannels;
   double predictedUs; /* the model's time */

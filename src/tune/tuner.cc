@@ -268,6 +268,13 @@ chorusResult_t chorusTunerChoice(chorusComm_t comm, const char* collective, size
                                  OpKind::kGather,    OpKind::kScatter};
   for (OpKind k : kinds)
     if (strcasecmp(collectiveKey(k), collective) == 0) {
+      if (comm->nranks == 1) {  // a single rank only copies (runCollective's local path)
+        snprintf(choice->algorithm, sizeof(choice->algorithm), "local");
+        snprintf(choice->protocol, sizeof(choice->protocol), "none");
+        choice->nchannels = 0;
+        choice->predictedUs = machineModel().baseUs[0];
+        return chorusSuccess;
+      }
       OpDesc op{k, nullptr, nullptr, count, datatype, chorusSum, 0, comm, nullptr};
       Choice c = choose(comm, op);
       snprintf(choice->algorithm, sizeof(choice->algorithm), "%s", algoName(c.algo));
