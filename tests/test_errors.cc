@@ -37,7 +37,7 @@ struct ErrorCase {
   std::string name;
   std::function<chorusResult_t(chorusComm_t comm)> call;
   chorusResult_t expected;
-  std::string arg;  // a regular expression for the argument's name
+  std::string arg;  // the argument's name ("a|b": either)
 };
 
 class Errors : public ShmCheckedTest {
@@ -302,12 +302,12 @@ TEST_F(Errors, CountTimesSizeOverflows) {
        [&](chorusComm_t c) {
          return chorusAllGather(a(), b(), overBlocks, chorusInt32, c, nullptr);
        },
-       chorusInvalidArgument, "(send)?count"},
+       chorusInvalidArgument, "sendcount|count"},
       {"ReduceScatter int32 x nranks",
        [&](chorusComm_t c) {
          return chorusReduceScatter(a(), b(), overBlocks, chorusInt32, chorusSum, c, nullptr);
        },
-       chorusInvalidArgument, "(recv)?count"},
+       chorusInvalidArgument, "recvcount|count"},
       {"AlltoAll int32 x nranks",
        [&](chorusComm_t c) {
          return chorusAlltoAll(a(), b(), overBlocks, chorusInt32, c, nullptr);
@@ -591,7 +591,7 @@ TEST_F(CommErrors, InitArguments) {
   EXPECT_EQ(chorusCommInitAll(comms, 0, nullptr), chorusInvalidArgument);
   EXPECT_TRUE(Mentions(chorusGetLastError(nullptr), "ndev"));
   EXPECT_EQ(chorusCommInitAll(nullptr, 2, nullptr), chorusInvalidArgument);
-  EXPECT_TRUE(Mentions(chorusGetLastError(nullptr), "comms?"));
+  EXPECT_TRUE(Mentions(chorusGetLastError(nullptr), "comms|comm"));
 
   chorusConfig_t config = CHORUS_CONFIG_INITIALIZER;
   config.magic = 0;
