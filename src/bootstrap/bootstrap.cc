@@ -170,6 +170,7 @@ class Root {
   };
   struct RankConn {
     int fd = -1;
+    uint32_t pid = 0;
     RoundReader round;
     bool closed = false;
   };
@@ -220,6 +221,7 @@ class Root {
       return false;
     }
     ranks_[h.rank].fd = p.fd;
+    ranks_[h.rank].pid = p.hello.pid;
     p.fd = -1;
     return true;
   }
@@ -327,10 +329,15 @@ class Root {
       failAll("ranks 0 and " + std::to_string(bad) + " exchange different sizes (" +
               std::to_string(ranks_[0].round.length()) + " vs " +
               std::to_string(ranks_[size_t(bad)].round.length()) + " bytes)");
-    for (auto& c : ranks_) {
-      sendAll(c.fd, out.data(), out.size(), deadlineIn(60), nullptr, "bootstrap root reply");
-      c.round.reset();
-    }
+    // Ranks of other processes first: once a rank of this process has its answer, its
+    // process may finish and exit, which would end this thread before the others are answered.
+    const uint32_t self = uint32_t(getpid());
+    for (int pass = 0; pass < 2; ++pass)
+      for (auto& c : ranks_) {
+        if ((c.pid == self) != (pass == 1)) continue;
+        sendAll(c.fd, out.data(), out.size(), deadlineIn(60), nullptr, "bootstrap root reply");
+        c.round.reset();
+      }
   }
 
   int listenFd_;
@@ -394,7 +401,8 @@ Bootstrap::Bootstrap(const chorusUniqueId& id, int rank, int nranks,
       if (!parseChallenge(&c, sizeof(c), nonce))
         fail(chorusSystemError, "bootstrap root at %s is not a Chorus root (or another version)",
              root.str().c_str());
-      Hello h{kHelloMagic, uint32_t(rank), uint32_t(nranks), 0, proofFor(d.secret, nonce, 'C')};
+      Hello h{kHelloMagic, uint32_t(rank), uint32_t(nranks), uint32_t(getpid()),
+              proofFor(d.secret, nonce, 'C')};
       sendAll(fd_, &h, sizeof(h), deadline, abortFlag_, "bootstrap hello");
       uint64_t reply = 0;
       recvAll(fd_, &reply, sizeof(reply), deadline, abortFlag_, "bootstrap join");

@@ -50,7 +50,7 @@ struct Hello {
   uint32_t magic;
   uint32_t rank;
   uint32_t nranks;
-  uint32_t pad;
+  uint32_t pid;  // the rank's process: the root answers ranks of its own process last
   uint64_t proof;
 };
 
