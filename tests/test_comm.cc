@@ -37,7 +37,7 @@ TEST(ErrorString, EveryCodeHasItsOwnString) {
     EXPECT_GT(std::strlen(s), 3u) << r;
     EXPECT_TRUE(seen.insert(s).second) << "duplicate string for " << r << ": " << s;
   }
-  for (int r : {-1, static_cast<int>(chorusNumResults), 1000}) {
+  for (int r : {static_cast<int>(chorusNumResults), 15}) {  // unknown codes (in the enum range)
     const char* s = chorusGetErrorString(static_cast<chorusResult_t>(r));
     ASSERT_NE(s, nullptr) << r;
     EXPECT_GT(std::strlen(s), 0u) << r;

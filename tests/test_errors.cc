@@ -26,12 +26,12 @@ namespace {
 using namespace ctest;
 
 constexpr size_t kCount = 16;
+// Unknown values within the enums' value ranges (0..15 and 0..7: other values cannot be held by
+// a C++ enum object without undefined behaviour).
 constexpr chorusDataType_t kBadTypes[] = {static_cast<chorusDataType_t>(chorusNumTypes),
-                                          static_cast<chorusDataType_t>(-1),
-                                          static_cast<chorusDataType_t>(1000)};
+                                          static_cast<chorusDataType_t>(15)};
 constexpr chorusRedOp_t kBadOps[] = {static_cast<chorusRedOp_t>(chorusNumOps),
-                                     static_cast<chorusRedOp_t>(-1),
-                                     static_cast<chorusRedOp_t>(77)};
+                                     static_cast<chorusRedOp_t>(7)};
 
 struct ErrorCase {
   std::string name;
