@@ -135,21 +135,21 @@ void runCollective(const OpDesc& op) {
       threads.emplace_back([&, w, ch] {
         try {
           runChannel(comm, op, c, w);
-        } catch (...) {
+        } catch (const Failure& e) {
           errors[size_t(ch)] = std::current_exception();
           int none = -1;
           firstFailed.compare_exchange_strong(none, ch);
-          comm->abortFlag.store(true);  // stop the sibling channels too
+          markFailed(comm, e.code, e.message, e.cause);  // stops the sibling channels too
         }
       });
     }
     try {
       runChannel(comm, op, c, Work{0, c.proto, 0, std::min(op.count, share)});
-    } catch (...) {
+    } catch (const Failure& e) {
       errors[0] = std::current_exception();
       int none = -1;
       firstFailed.compare_exchange_strong(none, 0);
-      if (nch > 1) comm->abortFlag.store(true);
+      if (nch > 1) markFailed(comm, e.code, e.message, e.cause);
     }
     for (auto& t : threads) t.join();
     if (firstFailed.load() >= 0) std::rethrow_exception(errors[size_t(firstFailed.load())]);

@@ -105,7 +105,8 @@ void unregisterComm(chorusComm* comm);
 bool isLiveComm(chorusComm* comm);
 
 // Marks the communicator failed with `code` (async error) and tells same-node peers.
-void markFailed(chorusComm* comm, chorusResult_t code, const std::string& message);
+void markFailed(chorusComm* comm, chorusResult_t code, const std::string& message,
+                int cause = -1);
 
 }  // namespace chorus
 

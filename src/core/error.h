@@ -11,6 +11,7 @@ namespace chorus {
 struct Failure {
   chorusResult_t code;
   std::string message;
+  int cause = -1;  // the rank whose death or failure started this, when known
 };
 
 [[noreturn]] void fail(chorusResult_t code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -76,7 +76,7 @@ chorusResult_t runCommOpsCaught(chorusComm* comm, const std::vector<const OpDesc
     // A failure in the middle of an operation leaves the connections in an unknown state: the
     // communicator can only be aborted or destroyed from now on, and peers are told.
     setLastError(comm, e.message);
-    if (!comm->abortFlag.load()) markFailed(comm, e.code, e.message);
+    if (!comm->abortFlag.load()) markFailed(comm, e.code, e.message, e.cause);
     return e.code;
   }
 }

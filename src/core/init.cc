@@ -226,11 +226,12 @@ bool isLiveComm(chorusComm* comm) {
   return gComms.count(comm) != 0;
 }
 
-void markFailed(chorusComm* comm, chorusResult_t code, const std::string& message) {
+void markFailed(chorusComm* comm, chorusResult_t code, const std::string& message, int cause) {
   int expected = chorusSuccess;
   comm->asyncError.compare_exchange_strong(expected, code);
   comm->state.store(CommState::kFailed);
-  if (comm->mySegment.base()) comm->mySegment.header()->failed.store(1);
+  if (comm->mySegment.base())
+    comm->mySegment.header()->failed.store((cause >= 0 ? cause : comm->rank) + 1);
   CHORUS_WARN(comm->rank, "communicator failed: %s", message.c_str());
 }
 
@@ -449,7 +450,7 @@ chorusResult_t chorusCommAbort(chorusComm_t comm) {
   }
   // No ApiGuard: abort is meant to be called while another thread is blocked in a call.
   comm->abortFlag.store(true);
-  if (comm->mySegment.base()) comm->mySegment.header()->failed.store(1);
+  if (comm->mySegment.base()) comm->mySegment.header()->failed.store(comm->rank + 1);
   if (comm->initThread.joinable()) comm->initThread.join();
   unregisterComm(comm);
   // Every wait polls the abort flag: in-flight and queued operations leave quickly.

@@ -74,18 +74,36 @@ void Waiter::check(Clock::time_point now) {
   chorusComm* c = comm_;
   if (c->abortFlag.load(std::memory_order_relaxed))
     fail(chorusInvalidUsage, "rank %d: %s: communicator aborted (chorusCommAbort)", c->rank, what_);
+  if (c->state.load(std::memory_order_relaxed) == CommState::kFailed)  // another channel failed
+    fail(chorusRemoteError, "rank %d: %s: the operation failed on another channel", c->rank, what_);
   if (peer_ >= 0 && peer_ != c->rank && c->isRemote(peer_)) {
     if (c->tcp && c->tcp->peerFailed(peer_))
-      fail(chorusRemoteError, "rank %d: %s: connection to rank %d (node %d) failed: %s", c->rank,
-           what_, peer_, c->nodeOf[size_t(peer_)], c->tcp->failureReason(peer_));
+      throw Failure{chorusRemoteError,
+                    format("rank %d: %s: connection to rank %d (node %d) failed: %s", c->rank,
+                           what_, peer_, c->nodeOf[size_t(peer_)], c->tcp->failureReason(peer_)),
+                    peer_};
   } else if (peer_ >= 0 && peer_ != c->rank) {
     const SegmentHeader* h = c->peerHeader(peer_);
-    if (h->failed.load(std::memory_order_relaxed))
-      fail(chorusRemoteError, "rank %d: %s: peer rank %d failed or aborted", c->rank, what_, peer_);
     pid_t pid = c->peers[size_t(peer_)].pid;
     if (pid != getpid() && !processAlive(pid))
-      fail(chorusRemoteError, "rank %d: %s: peer rank %d (pid %d) died", c->rank, what_, peer_,
-           int(pid));
+      throw Failure{chorusRemoteError,
+                    format("rank %d: %s: peer rank %d (pid %d) died", c->rank, what_, peer_,
+                           int(pid)),
+                    peer_};
+    if (int32_t f = h->failed.load(std::memory_order_relaxed); f != 0) {
+      const int cause = f - 1;
+      if (cause == peer_)
+        throw Failure{chorusRemoteError,
+                      format("rank %d: %s: peer rank %d failed or aborted", c->rank, what_, peer_),
+                      cause};
+      const bool dead = cause >= 0 && cause < c->nranks && !c->isRemote(cause) &&
+                        c->peers[size_t(cause)].pid != getpid() &&
+                        !processAlive(c->peers[size_t(cause)].pid);
+      throw Failure{chorusRemoteError,
+                    format("rank %d: %s: rank %d %s (reported by peer rank %d)", c->rank, what_,
+                           cause, dead ? "died" : "failed", peer_),
+                    cause};
+    }
   }
   if (c->timeoutSec > 0 && iter_ > c->spinIters &&
       std::chrono::duration<double>(now - start_).count() > c->timeoutSec)

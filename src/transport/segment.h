@@ -16,7 +16,10 @@ namespace chorus {
 
 struct SegmentHeader {
   uint64_t magic;
-  std::atomic<int32_t> failed;  // set when the owner aborts or fails: peers stop waiting
+  // 0 while healthy; cause + 1 once the owner failed or aborted (cause: the rank whose death or
+  // failure started it, the owner itself if it failed on its own): peers stop waiting and name
+  // the cause.
+  std::atomic<int32_t> failed;
   std::atomic<int32_t> refs;    // users in the owner's process (owner + in-process peers)
   int32_t pid;
   int32_t rank;
