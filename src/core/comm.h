@@ -32,6 +32,7 @@ struct PeerInfo {
   uint64_t segAddr;    // address of the segment in its owner's process
   char hostname[64];
   char segName[96];
+  uint64_t commNonce;    // rank 0's wins: names this communicator's shm segments
   uint8_t dataAddr[28];  // TCP data listener (sockaddr_in / sockaddr_in6)
   uint32_t dataAddrLen;
   uint32_t pad2;

@@ -96,6 +96,7 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
   mine.nchannels = std::clamp(maxCh, 1, 64);
   mine.slotBytes = slotBytesFromEnv();
   mine.llSlotBytes = size_t(std::max<int64_t>(4096, envSize("CHORUS_LL_BUFFSIZE", 256 << 10) / kNSteps) & ~int64_t(63));
+  fillRandom(&mine.commNonce, sizeof(mine.commNonce));
   memcpy(mine.dataAddr, &dataAddr.ss, dataAddr.len);
   mine.dataAddrLen = dataAddr.len;
   c->peers.resize(size_t(c->nranks));
@@ -114,7 +115,8 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
          "processes and no other transport is available", c->rank);
 
   SegmentLayout layout{c->nranks, c->nchannels, {c->slotBytes[0], c->slotBytes[1]}};
-  c->mySegment = Segment::create(layout, c->rank, otherProcess);
+  const uint64_t nonce = c->peers[0].commNonce;
+  c->mySegment = Segment::create(layout, c->rank, otherProcess, nonce);
   mine.segAddr = reinterpret_cast<uint64_t>(c->mySegment.base());
   snprintf(mine.segName, sizeof(mine.segName), "%s", c->mySegment.name().c_str());
   try {
@@ -129,7 +131,12 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
     // Every peer has mapped every segment: the names can go, so a crash leaves no trace.
     c->bootstrap->barrier(deadline);
   } catch (...) {
+    // A peer may have died between creating its segment and the barrier: remove every name of
+    // this node's ranks, so a crash during init leaves nothing in /dev/shm either.
     c->mySegment.unlinkName();
+    if (otherProcess)
+      for (const auto& p : c->peers)
+        if (!c->isRemote(p.rank)) Segment::unlinkPeerName(p.pid, p.rank, nonce);
     throw;
   }
   c->mySegment.unlinkName();

@@ -24,15 +24,22 @@ size_t SegmentLayout::fifoStride(int proto) const {
   return kCtrlBytes + size_t(kNSteps) * slotStride(slotBytes[proto]);
 }
 
-Segment Segment::create(const SegmentLayout& layout, int rank, bool shared) {
+std::string Segment::nameFor(int pid, int rank, uint64_t commNonce) {
+  char name[96];
+  snprintf(name, sizeof(name), "/chorus-%d-%d-%016llx", pid, rank, (unsigned long long)commNonce);
+  return name;
+}
+
+void Segment::unlinkPeerName(int pid, int rank, uint64_t commNonce) {
+  shm_unlink(nameFor(pid, rank, commNonce).c_str());  // ENOENT when it is already gone: fine
+}
+
+Segment Segment::create(const SegmentLayout& layout, int rank, bool shared, uint64_t commNonce) {
   Segment s;
   s.bytes_ = layout.totalBytes();
   if (shared) {
-    uint64_t rnd;
-    fillRandom(&rnd, sizeof(rnd));
-    char name[96];
-    snprintf(name, sizeof(name), "/chorus-%d-%d-%016llx", int(getpid()), rank,
-             (unsigned long long)rnd);
+    std::string nm = nameFor(int(getpid()), rank, commNonce);
+    const char* name = nm.c_str();
     int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0) fail(chorusSystemError, "shm_open %s: %s", name, strerror(errno));
     if (ftruncate(fd, off_t(s.bytes_)) != 0) {

@@ -48,7 +48,11 @@ struct SegmentLayout {
 class Segment {
  public:
   // Creates this rank's segment. shared: in /dev/shm (name returned by name()), else anonymous.
-  static Segment create(const SegmentLayout& layout, int rank, bool shared);
+  // The name is "/chorus-<pid>-<rank>-<commNonce>": every rank can compute every peer's name, so
+  // survivors of a rank that died during init remove its segment (unlinkPeerName).
+  static Segment create(const SegmentLayout& layout, int rank, bool shared, uint64_t commNonce);
+  static std::string nameFor(int pid, int rank, uint64_t commNonce);
+  static void unlinkPeerName(int pid, int rank, uint64_t commNonce);
   // Maps a peer's segment: same process -> its address; else shm by name.
   static Segment attach(const std::string& name, void* addrInOwner, pid_t ownerPid);
   Segment() = default;

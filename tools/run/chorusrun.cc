@@ -22,7 +22,9 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <dirent.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 
 #include "netns.h"
@@ -715,7 +717,20 @@ void Launcher::Fail(int exit_code, int sig) {
   kill_deadline_ = Clock::now() + kKillGrace;
 }
 
+// A rank that died may leave a shared-memory segment it created but had not unlinked yet
+// (its peers remove it too when they notice; this is the launcher's safety net).
+void RemoveShmOf(pid_t pid) {
+  std::string prefix = "chorus-" + std::to_string(pid) + "-";
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d))
+      if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0)
+        shm_unlink((std::string("/") + e->d_name).c_str());
+    closedir(d);
+  }
+}
+
 void Launcher::OnRankExit(Rank& r, int status) {
+  if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) RemoveShmOf(r.pid);
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
   if (terminating_) return;  // collateral damage of a teardown already under way
   std::string who = "rank " + std::to_string(r.index);
