@@ -24,13 +24,13 @@ run_chorus() {  # name algo proto ch -> file with "size time" lines (median over
         "$B/chorusrun" --no-prefix -np "$N" "$B/all_reduce_perf" -b 8 -e "$MAX" -f 4 -n 20 -w 5 -c 0
     fi | awk '/^ *[0-9]/ {print $1, $6}' >"$tmp/$name.$r"
   done
-  paste -d' ' "$tmp/$name".* | awk '{n=0; for (i=2;i<=NF;i+=2) v[n++]=$i; asort(v); print $1, v[int((n+1)/2)]; delete v}' >"$tmp/$name"
+  paste -d' ' "$tmp/$name".* | awk '{n=0; for (i=2;i<=NF;i+=2) v[++n]=$i+0; for (i=2;i<=n;i++) {x=v[i]; j=i-1; while (j>0 && v[j]>x) {v[j+1]=v[j]; j--} v[j+1]=x} print $1, v[int((n+1)/2)]}' >"$tmp/$name"
 }
 names=()
 for c in "${configs[@]}"; do
   set -- $c
   name=$(echo "$c" | tr ' ' '/')
-  [ "$1" = auto ] && run_chorus auto auto x 1 || run_chorus "$name" "$1" "$2" "$3"
+  if [ "$1" = auto ]; then run_chorus auto auto x 1; else run_chorus "$name" "$1" "$2" "$3"; fi
   names+=("$name")
 done
 if command -v mpirun >/dev/null && [ -x "$B/mpi_allreduce_perf" ]; then
@@ -38,7 +38,7 @@ if command -v mpirun >/dev/null && [ -x "$B/mpi_allreduce_perf" ]; then
     mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$N" "$B/mpi_allreduce_perf" \
       -b 8 -e "$MAX" -f 4 -n 20 -w 5 -c 0 2>/dev/null | awk '/^ *[0-9]/ {print $1, $6}' >"$tmp/ompi.$r"
   done
-  paste -d' ' "$tmp"/ompi.* | awk '{n=0; for (i=2;i<=NF;i+=2) v[n++]=$i; asort(v); print $1, v[int((n+1)/2)]; delete v}' >"$tmp/ompi"
+  paste -d' ' "$tmp"/ompi.* | awk '{n=0; for (i=2;i<=NF;i+=2) v[++n]=$i+0; for (i=2;i<=n;i++) {x=v[i]; j=i-1; while (j>0 && v[j]>x) {v[j+1]=v[j]; j--} v[j+1]=x} print $1, v[int((n+1)/2)]}' >"$tmp/ompi"
   names+=("ompi")
 fi
 printf '| bytes |'; for n in "${names[@]}"; do printf ' %s |' "$n"; done; printf ' best forced | auto / best |\n'
