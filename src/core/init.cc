@@ -237,8 +237,12 @@ void markFailed(chorusComm* comm, chorusResult_t code, const std::string& messag
   int expected = chorusSuccess;
   comm->asyncError.compare_exchange_strong(expected, code);
   comm->state.store(CommState::kFailed);
-  if (comm->mySegment.base())
-    comm->mySegment.header()->failed.store((cause >= 0 ? cause : comm->rank) + 1);
+  if (comm->mySegment.base()) {
+    // The first cause sticks: later failures (a sibling channel stopping) must not hide it.
+    int32_t none = 0;
+    comm->mySegment.header()->failed.compare_exchange_strong(none,
+                                                             (cause >= 0 ? cause : comm->rank) + 1);
+  }
   CHORUS_WARN(comm->rank, "communicator failed: %s", message.c_str());
 }
 
