@@ -450,12 +450,14 @@ TEST_F(Comm, AbortEndsAStuckCall) {
   std::vector<chorusComm_t> comms(2, nullptr);
   ASSERT_EQ(chorusCommInitAll(comms.data(), 2, nullptr), chorusSuccess);
   std::vector<int32_t> in(1000, 1), out(1000, 0);
-  std::atomic<bool> returned{false};
+  std::atomic<bool> returned{false}, calling{false};
   chorusResult_t stuck = chorusSuccess;
   std::thread t([&] {
+    calling = true;
     stuck = chorusAllReduce(in.data(), out.data(), 1000, chorusInt32, chorusSum, comms[0], nullptr);
     returned = true;
   });
+  while (!calling) std::this_thread::yield();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   ASSERT_FALSE(returned.load()) << "AllReduce returned without its peer";
   EXPECT_EQ(chorusCommAbort(comms[0]), chorusSuccess);

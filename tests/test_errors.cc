@@ -499,13 +499,16 @@ TEST_F(Errors, CallWhileAnotherThreadIsInsideACall) {
   const size_t n = 1000;
   std::vector<int32_t> in0(n, 3), out0(n, -1), in1(n, 4), out1(n, -1), inX(n, 5), outX(n, -1);
   std::atomic<int> done{0};
+  std::atomic<bool> calling{false};
   chorusResult_t res0 = chorusInternalError, res1 = chorusInternalError;
   std::thread t0([&] {
+    calling = true;
     res0 =
         chorusAllReduce(in0.data(), out0.data(), n, chorusInt32, chorusSum, (*comms_)[0], nullptr);
     done++;
   });
-  // Rank 0's thread is now waiting inside AllReduce for rank 1.
+  // Rank 0's thread is then waiting inside AllReduce for rank 1.
+  while (!calling) std::this_thread::yield();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   ASSERT_EQ(done.load(), 0) << "AllReduce returned without its peer";
   const chorusResult_t wrong =
