@@ -29,7 +29,7 @@ run_chorus() {  # name algo proto ch -> file with "size time" lines (median over
 names=()
 for c in "${configs[@]}"; do
   set -- $c
-  name=$(echo "$c" | tr ' ' '/')
+  name=$(echo "$c" | tr ' ' '_')
   if [ "$1" = auto ]; then run_chorus auto auto x 1; else run_chorus "$name" "$1" "$2" "$3"; fi
   names+=("$name")
 done

@@ -16,6 +16,7 @@
 #include "transport/fifo.h"
 #include "transport/segment.h"
 #include "transport/tcp.h"
+#include "tune/tuner.h"
 
 namespace chorus {
 
@@ -59,6 +60,7 @@ struct chorusComm {
   std::vector<int> nodeOf;
   int nnodes = 1;
   std::vector<int> ring, ringPos;
+  chorus::Shape shape{1, 1, true, 0};  // the tuner's view, computed once
   chorus::Segment mySegment;
   std::vector<chorus::Segment> peerSegments;            // by rank; [rank] is unused
   // [proto][channel][peer]

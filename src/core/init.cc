@@ -107,6 +107,7 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
   c->slotBytes[0] = c->peers[0].slotBytes;
   c->slotBytes[1] = c->peers[0].llSlotBytes;
   buildTopology(c);
+  c->shape = shapeOf(c);
   bool otherProcess = false;
   for (const auto& p : c->peers)
     if (!c->isRemote(p.rank)) otherProcess = otherProcess || p.pid != mine.pid;

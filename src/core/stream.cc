@@ -1,5 +1,6 @@
 // chorusStream_t: an ordered queue of operations run by one worker thread. The worker sleeps on
-// a condition variable when idle (no core burnt). The first error since the last
+// a condition variable when idle (after polling for at most 1 ms, so back-to-back operations
+// need no wake-up; no core is burnt for longer). The first error since the last
 // chorusStreamSynchronize is kept and reported by Query/Synchronize.
 #include <atomic>
 #include <chrono>
@@ -25,6 +26,7 @@ struct chorusStream {
   bool workerSleeping = false;  // enqueue only signals a sleeping worker
   int syncWaiters = 0;          // completion only signals when someone waits
   std::atomic<uint64_t> enqueuedFast{0};
+  std::atomic<uint64_t> completedFast{0};
   std::thread worker;
 
   void run() {
@@ -37,7 +39,7 @@ struct chorusStream {
         lock.unlock();
         auto t0 = std::chrono::steady_clock::now();
         while (enqueuedFast.load(std::memory_order_acquire) == seen &&
-               std::chrono::steady_clock::now() - t0 < std::chrono::microseconds(50))
+               std::chrono::steady_clock::now() - t0 < std::chrono::microseconds(1000))
           std::this_thread::yield();
         lock.lock();
         workerSleeping = true;
@@ -57,6 +59,7 @@ struct chorusStream {
         errorMessage = msg;
       }
       ++completed;
+      completedFast.store(completed, std::memory_order_release);
       if (syncWaiters > 0) done.notify_all();
     }
   }
@@ -112,6 +115,14 @@ static chorusResult_t checkStream(chorusStream_t s, const char* fn) {
 
 chorusResult_t chorusStreamSynchronize(chorusStream_t s) {
   if (chorusResult_t r = checkStream(s, "chorusStreamSynchronize"); r != chorusSuccess || !s) return r;
+  {
+    // Poll briefly first: a short queue finishes sooner than a sleep/wake round trip.
+    const uint64_t target = s->enqueuedFast.load(std::memory_order_acquire);
+    auto t0 = std::chrono::steady_clock::now();
+    while (s->completedFast.load(std::memory_order_acquire) < target &&
+           std::chrono::steady_clock::now() - t0 < std::chrono::microseconds(200))
+      std::this_thread::yield();
+  }
   std::unique_lock<std::mutex> lock(s->mu);
   ++s->syncWaiters;
   s->done.wait(lock, [&] { return s->completed == s->enqueued; });

@@ -52,9 +52,12 @@ void Waiter::pause() {
   }
   auto now = Clock::now();
   if (iter_ == spinIters) {
+    // Peer liveness (a /proc read) and timeouts are looked at every kCheckEvery only: most
+    // waits end long before, and an abort is noticed through the cheap flag test below.
     start_ = now;
-    nextCheck_ = now;
+    nextCheck_ = now + kCheckEvery;
   }
+  if (comm_->abortFlag.load(std::memory_order_relaxed)) check(now);
   if (now >= nextCheck_) {
     check(now);
     nextCheck_ = now + kCheckEvery;

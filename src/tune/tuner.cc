@@ -134,9 +134,9 @@ bool protoSupports(Algo a, Proto p) {
   return true;
 }
 
-double modelHops(OpKind kind, Algo a, int n) {
+double modelHops(OpKind kind, Algo a, int n, int depth) {
   const double nn = double(n);
-  const int depth = std::max(treeDepth(n, 0), treeDepth(n, 1));  // edges root -> deepest leaf
+  if (depth < 0) depth = std::max(treeDepth(n, 0), treeDepth(n, 1));  // edges root -> leaf
   switch (kind) {
     case OpKind::kAllReduce:
       if (a == Algo::kTree) return 2.0 * depth;           // up and down
@@ -180,7 +180,7 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
     if (kind == OpKind::kAllReduce && a == Algo::kHier)
       return m.baseUs[pi] + 2 * (P - 1) * m.hopUs[pi] + 2 * (Q - 1) * m.netHopUs +
              S * 2 * (P - 1) / P / shmBw + S * 2 * (Q - 1) / Q / netBw;
-    return m.baseUs[pi] + modelHops(kind, a, int(nn)) * m.netHopUs +
+    return m.baseUs[pi] + modelHops(kind, a, int(nn), shape.treeDepth) * m.netHopUs +
            S * modelByteFactor(kind, a, int(nn)) / netBw;
   }
   double hop = m.hopUs[pi], bw = m.bwGBs[pi];
@@ -194,7 +194,7 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
     bw *= 1.0 + m.channelGain * (nch - 1);
     extra = m.channelSpawnUs * (nch - 1);
   }
-  return m.baseUs[pi] + extra + modelHops(kind, a, n) * hop +
+  return m.baseUs[pi] + extra + modelHops(kind, a, n, shape.treeDepth) * hop +
          S * modelByteFactor(kind, a, n) / (bw * 1e3);
 }
 
@@ -203,12 +203,13 @@ Shape shapeOf(const chorusComm* comm) {
   std::vector<int> per(size_t(comm->nnodes), 0);
   for (int r = 0; r < comm->nranks; ++r) ++per[size_t(comm->nodeOf[size_t(r)])];
   for (int c : per) s.evenNodes = s.evenNodes && c == per[0];
+  s.treeDepth = std::max(treeDepth(comm->nranks, 0), treeDepth(comm->nranks, 1));
   return s;
 }
 
 Choice choose(chorusComm* comm, const OpDesc& op) {
   const int n = comm->nranks;
-  const Shape shape = shapeOf(comm);
+  const Shape& shape = comm->shape;  // computed once at init
   const char* coll = collectiveKey(op.kind);
   size_t bytes = op.count * chorusTypeSize(op.type);
   if (op.kind == OpKind::kAllGather || op.kind == OpKind::kReduceScatter ||

@@ -52,9 +52,10 @@ struct Shape {
   int nranks;
   int nnodes;
   bool evenNodes;  // every node holds nranks / nnodes ranks
+  int treeDepth = -1;  // deepest of the two trees (edges); -1: compute
 };
 // Hand-offs on the critical path and the share of the bytes a rank moves, per algorithm.
-double modelHops(OpKind kind, Algo a, int nranks);
+double modelHops(OpKind kind, Algo a, int nranks, int treeDepth = -1);
 double modelByteFactor(OpKind kind, Algo a, int nranks);
 
 const MachineModel& machineModel();

@@ -186,6 +186,7 @@ struct Options {
   int nranks = 0;
   int nnodes = 0;  // --nodes Q: emulated nodes (0: not emulated)
   bool netns = false;     // --netns: a network namespace per emulated node
+  std::string bindTo = "auto";  // --bind-to core|none|auto (auto: core when ranks <= cores)
   std::string linkRate;   // --link-rate RATE: tc shaping of every node's link
   bool prefix = true;
   std::optional<double> timeout_s;
@@ -206,6 +207,8 @@ void PrintUsage(FILE* f) {
       "  --nodes Q        emulate Q nodes on this machine: ranks are split into Q contiguous\n"
       "                   blocks (the first N %% Q get one more rank), each with its own\n"
       "                   CHORUS_HOSTID, so they talk TCP between blocks\n"
+      "  --bind-to B      core: pin rank i to core i mod cores; none; auto (default): core when\n"
+      "                   the ranks fit the cores, as Open MPI does\n"
       "  --netns          with --nodes: each node in its own network namespace, joined by\n"
       "                   veth links to a bridge (needs root and iproute2; removed on exit)\n"
       "  --link-rate R    with --netns: shape each node's link to R in both directions\n"
@@ -282,6 +285,10 @@ Options ParseOptions(int argc, char** argv) {
         UsageError("invalid number of nodes '" + std::string(v) + "' (need an integer >= 1)");
       }
       o.nnodes = static_cast<int>(q);
+    } else if (name == "--bind-to") {
+      o.bindTo = value_of(name, inline_value);
+      if (o.bindTo != "core" && o.bindTo != "none" && o.bindTo != "auto")
+        UsageError("--bind-to takes core, none or auto");
     } else if (name == "--netns") {
       if (inline_value != nullptr) UsageError("option --netns takes no argument");
       o.netns = true;
@@ -538,6 +545,7 @@ class Launcher {
   Options opts_;
   JobInfo job_;
   const chorusrun::EmulatedNet* net_;
+  int bind_core_ = -1;  // the core the rank being started is pinned to (set before fork)
   std::vector<Rank> ranks_;
   std::vector<char*> argv_;  // opts_.command as execvp wants it
   pid_t parent_pid_ = 0;
@@ -612,6 +620,12 @@ void Launcher::ChildSetupAndExec(Rank& r, int out_w, int err_w, int err_pipe_w, 
   // out_w/err_w are O_CLOEXEC and can't be 1 or 2 (EnsureStdFds), so dup2 yields inheritable fds.
   if (dup2(out_w, STDOUT_FILENO) < 0 || dup2(err_w, STDERR_FILENO) < 0) fail(kDup2);
   if (netns_fd >= 0 && setns(netns_fd, CLONE_NEWNET) != 0) fail(kSetns);
+  if (bind_core_ >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(bind_core_ + 0, &set);
+    sched_setaffinity(0, sizeof(set), &set);  // best effort
+  }
   sigprocmask(SIG_SETMASK, &child_mask, nullptr);
   environ = envp;
   execvp(argv_[0], argv_.data());
@@ -634,6 +648,21 @@ bool Launcher::Spawn(Rank& r, const sigset_t& child_mask) {
   }
   // Everything the child needs is prepared before fork().
   const RankPlacement place = PlaceRank(opts_, r.index);
+  bind_core_ = -1;
+  {
+    cpu_set_t avail;
+    if (opts_.bindTo != "none" && sched_getaffinity(0, sizeof(avail), &avail) == 0) {
+      const int cores = CPU_COUNT(&avail);
+      if (opts_.bindTo == "core" || opts_.nranks <= cores) {
+        int want = r.index % cores, seen = 0;
+        for (int c = 0; c < CPU_SETSIZE; ++c)
+          if (CPU_ISSET(c, &avail) && seen++ == want) {
+            bind_core_ = c;
+            break;
+          }
+      }
+    }
+  }
   std::vector<std::string> env = BuildRankEnv(opts_, job_, place);
   int netns_fd = -1;
   if (net_ != nullptr && net_->active()) {

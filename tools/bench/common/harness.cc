@@ -336,7 +336,12 @@ class RankRunner {
 void RankRunner::init() {
   check(chorusCommInitRank(&comm_, nranks_, p_->id, rank_), "chorusCommInitRank");
   p_->watchdog.add(comm_);
-  check(chorusStreamCreate(&stream_), "chorusStreamCreate");
+  // Operations run on the null stream (each call completes before it returns, executed by the
+  // rank's own thread: the CPU equivalent of nccl-tests' launch-then-synchronize); with
+  // CHORUS_BENCH_STREAM=1 they are queued on a created chorusStream_t instead.
+  const char* useStream = std::getenv("CHORUS_BENCH_STREAM");
+  if (useStream != nullptr && std::atoi(useStream) != 0)
+    check(chorusStreamCreate(&stream_), "chorusStreamCreate");
   capBytes_ = o_.maxBytes;
   sendBuf_ = allocate(capBytes_);
   recvBuf_ = allocate(capBytes_ + kGuardBytes);
@@ -715,7 +720,7 @@ int RankRunner::run() {
   }
   if (printer_) printFooter();
 
-  check(chorusStreamDestroy(stream_), "chorusStreamDestroy");
+  if (stream_ != nullptr) check(chorusStreamDestroy(stream_), "chorusStreamDestroy");
   check(chorusCommDestroy(comm_), "chorusCommDestroy");
   return wrongTotal_ == 0 ? 0 : 1;
 }
