@@ -39,18 +39,25 @@ std::string tuneCachePath() {
 }
 
 MachineModel defaultModel() {
-  // Figures measured on a 2-core cloud VM (see docs/performance.md); chorus-tune replaces them.
+  // Measured by chorus-tune on the 2-core reference VM (docs/performance.md, quiet); a cache
+  // written by chorus-tune on this machine replaces them.
   MachineModel m{};
-  m.hopUs[int(Proto::kSimple)] = 0.6;
-  m.baseUs[int(Proto::kSimple)] = 0.3;
-  m.bwGBs[int(Proto::kSimple)] = 3.0;
-  m.hopUs[int(Proto::kLL)] = 0.5;
-  m.baseUs[int(Proto::kLL)] = 0.3;
-  m.bwGBs[int(Proto::kLL)] = 1.0;
-  m.channelGain = 0.0;
-  m.channelSpawnUs = 40;
+  m.hopUs[int(Proto::kSimple)] = 0.569821;
+  m.baseUs[int(Proto::kSimple)] = 0.1607;
+  m.bwGBs[int(Proto::kSimple)] = 6.94421;
+  m.hopUs[int(Proto::kLL)] = 0.604534;
+  m.baseUs[int(Proto::kLL)] = 0.1607;
+  m.bwGBs[int(Proto::kLL)] = 2.90505;
+  m.channelGain = 0;
+  m.channelSpawnUs = 38.4333;
   m.netHopUs = 25;    // loopback / LAN TCP hand-off through the proxy
   m.netBwGBs = 1.0;
+  m.allreduce[int(Algo::kRing)][int(Proto::kSimple)][0] = {0.565044, 7.03408, true};
+  m.allreduce[int(Algo::kRing)][int(Proto::kSimple)][1] = {18.4899, 6.81032, true};
+  m.allreduce[int(Algo::kRing)][int(Proto::kLL)][0] = {0.560806, 2.82206, true};
+  m.allreduce[int(Algo::kRing)][int(Proto::kLL)][1] = {19.4914, 2.79581, true};
+  m.allreduce[int(Algo::kTree)][int(Proto::kSimple)][0] = {0.653191, 7.5805, true};
+  m.allreduce[int(Algo::kTree)][int(Proto::kLL)][0] = {0.614784, 2.3626, true};
   m.calibrated = false;
   return m;
 }
