@@ -11,9 +11,6 @@
 
 namespace chorus {
 
-namespace {
-inline int mod(int a, int n) { return ((a % n) + n) % n; }
-}  // namespace
 
 // root -> root+1 -> ... -> root-1.
 void chainBroadcast(chorusComm* comm, const OpDesc& op, const Work& w) {

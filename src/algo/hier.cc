@@ -17,9 +17,6 @@
 
 namespace chorus {
 
-namespace {
-inline int mod(int a, int n) { return ((a % n) + n) % n; }
-}  // namespace
 
 void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto) {
   const int me = comm->rank, node = comm->nodeOf[size_t(me)];

@@ -17,9 +17,6 @@
 
 namespace chorus {
 
-namespace {
-inline int mod(int a, int n) { return ((a % n) + n) % n; }
-}  // namespace
 
 // Positions on the ring (comm->ring: nodes contiguous, so the ring crosses each node boundary
 // once): data chunks are indexed by position; AllGather / ReduceScatter blocks by owner rank.

@@ -128,29 +128,21 @@ void runCollective(const OpDesc& op) {
     const size_t share = ((op.count + size_t(nch) - 1) / size_t(nch) + align - 1) / align * align;
     std::vector<std::thread> threads;
     std::vector<std::exception_ptr> errors(static_cast<size_t>(nch));
-    std::atomic<int> firstFailed{-1};  // report the cause, not a sibling's "aborted"
-    for (int ch = 1; ch < nch; ++ch) {
-      Work w{ch, c.proto, std::min(op.count, share * size_t(ch)),
-             std::min(op.count, share * size_t(ch + 1))};
-      threads.emplace_back([&, w, ch] {
-        try {
-          runChannel(comm, op, c, w);
-        } catch (const Failure& e) {
-          errors[size_t(ch)] = std::current_exception();
-          int none = -1;
-          firstFailed.compare_exchange_strong(none, ch);
-          markFailed(comm, e.code, e.message, e.cause);  // stops the sibling channels too
-        }
-      });
-    }
-    try {
-      runChannel(comm, op, c, Work{0, c.proto, 0, std::min(op.count, share)});
-    } catch (const Failure& e) {
-      errors[0] = std::current_exception();
-      int none = -1;
-      firstFailed.compare_exchange_strong(none, 0);
-      if (nch > 1) markFailed(comm, e.code, e.message, e.cause);
-    }
+    std::atomic<int> firstFailed{-1};  // report the cause, not a sibling's "failed on another channel"
+    auto runShare = [&](int ch) {
+      try {
+        runChannel(comm, op, c,
+                   Work{ch, c.proto, std::min(op.count, share * size_t(ch)),
+                        std::min(op.count, share * size_t(ch + 1))});
+      } catch (const Failure& e) {
+        errors[size_t(ch)] = std::current_exception();
+        int none = -1;
+        firstFailed.compare_exchange_strong(none, ch);
+        if (nch > 1) markFailed(comm, e.code, e.message, e.cause);  // stops sibling channels
+      }
+    };
+    for (int ch = 1; ch < nch; ++ch) threads.emplace_back(runShare, ch);
+    runShare(0);
     for (auto& t : threads) t.join();
     if (firstFailed.load() >= 0) std::rethrow_exception(errors[size_t(firstFailed.load())]);
   }
