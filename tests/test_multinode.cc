@@ -50,7 +50,8 @@ INSTANTIATE_TEST_SUITE_P(Emulated, MultiNode,
                                   std::to_string(std::get<1>(info.param)) + "ranks";
                          });
 
-// The hierarchical AllReduce (even nodes only) forced, and the ring forced, across nodes.
+// The hierarchical AllReduce (even nodes only), the ring and the tree forced across nodes; 2500007
+// floats (10 MB) cut the hierarchical AllReduce into 8 pipelined slices with uneven blocks.
 TEST(MultiNodeAlgorithms, ForcedHierAndRingAllReduce) {
   for (const char* algo : {"hier", "ring", "tree"})
     for (auto [nodes, np] : {std::make_pair(2, 4), std::make_pair(3, 6), std::make_pair(2, 2)}) {
@@ -58,7 +59,7 @@ TEST(MultiNodeAlgorithms, ForcedHierAndRingAllReduce) {
                                        std::string("CHORUS_ALGO=") + algo, "--nodes",
                                        std::to_string(nodes), "-np", std::to_string(np),
                                        MP_WORKER_PATH, "--colls", "AllReduce", "--counts",
-                                       "0,1,7,1000,100003", "--big", "none"};
+                                       "0,1,7,1000,100003,2500007", "--big", "minimal"};
       const CommandResult r = runCommand(argv, 150);
       EXPECT_EQ(r.exitCode, 0) << algo << " " << nodes << "x" << np << "\n" << tail(r.output);
     }

@@ -1,6 +1,7 @@
 // Algorithms: each a loop over primitives (ring, chain) or a batch of point-to-point transfers.
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 #include "core/op.h"
@@ -31,6 +32,11 @@ void ringAllReduceOn(chorusComm* comm, const std::vector<int>& ring, int pos, co
 // share across nodes between ranks of the same local index, AllGather inside the node. Needs
 // every node to hold the same number of ranks.
 void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto);
+// Slices the hierarchical AllReduce pipelines its three phases over: one per
+// kHierMinSliceBytes, at most CHORUS_HIER_SLICES (default 8; 1 turns pipelining off), and 1
+// when a node has a single rank (nothing to overlap).
+constexpr size_t kHierMinSliceBytes = size_t(1) << 20;
+int hierSlices(size_t bytes, int ranksPerNode);
 void ringAllGather(chorusComm* comm, const OpDesc& op, const Work& w);
 void ringReduceScatter(chorusComm* comm, const OpDesc& op, const Work& w);
 // Pipelined chains along the ring (algo/chain.cc).

@@ -2,84 +2,202 @@
 // 2(N-1)/N of the data per rank (one ring over all ranks) to 2(Q-1)/Q of a 1/P share per rank,
 // so every rank of a node uses the network at once and busbw approaches seed 001's
 // I·(N-1)·Q / (N·(Q-1)).
-//   1. reduce-scatter on the node's ring: local rank i ends with the node's sum of block i
-//      (blocks of ceil(count / P) elements, the last one shorter, indexed by ring position);
-//   2. ring AllReduce of block i among the Q ranks of local index i (one per node);
-//   3. allgather of the blocks on the node's ring.
-// Avg sums in step 1 and divides by nranks once, at the end of step 2.
+//   A. reduce-scatter on the node's ring: local rank i ends with the node's sum of block i;
+//   B. ring AllReduce of block i among the Q ranks of local index i (one per node);
+//   C. allgather of the blocks on the node's ring.
+// Avg sums in A and divides by nranks once, at the end of B.
+//
+// Pipelining: the data is cut into slices (hierSlices) and the three phases run on three threads
+// of the rank, slice after slice, so that the network (B) carries slice s while shared memory
+// reduces slice s+1 (A) and gathers slice s-1 (C). Each phase uses its own connections: A the
+// node ring on channel 0, C the node ring on channel 1, B the remote peers on channel 0 (always
+// Simple: LL does not cross nodes; the LL scratch of channel 0 is then A's alone). A phase waits
+// for the one before it on the same slice through a counter; a failing phase marks the
+// communicator failed, which stops the other two.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <exception>
+#include <thread>
 #include <vector>
 
 #include "algo/algo.h"
 #include "core/comm.h"
+#include "core/error.h"
+#include "core/param.h"
+#include "core/wait.h"
 #include "prims/prims.h"
 
 namespace chorus {
 
+int hierSlices(size_t bytes, int ranksPerNode) {
+  if (ranksPerNode < 2) return 1;
+  static const int64_t maxSlices = envInt("CHORUS_HIER_SLICES", 8);
+  const int64_t bySize = int64_t(bytes / kHierMinSliceBytes);
+  return int(std::clamp<int64_t>(std::min(bySize, maxSlices), 1, 64));
+}
 
-void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto) {
-  const int me = comm->rank, node = comm->nodeOf[size_t(me)];
-  std::vector<int> local;
-  for (int r : comm->ring)
-    if (comm->nodeOf[size_t(r)] == node) local.push_back(r);
-  const int P = int(local.size());
-  const int i = int(std::find(local.begin(), local.end(), me) - local.begin());
+namespace {
+
+struct HierPlan {
+  std::vector<int> local;  // this node's ranks in ring order
   std::vector<int> cross;  // local index i of every node, in node order
+  int P = 1, i = 0, qpos = 0;
+};
+
+HierPlan plan(chorusComm* comm) {
+  HierPlan h;
+  const int me = comm->rank, node = comm->nodeOf[size_t(me)];
+  for (int r : comm->ring)
+    if (comm->nodeOf[size_t(r)] == node) h.local.push_back(r);
+  h.P = int(h.local.size());
+  h.i = int(std::find(h.local.begin(), h.local.end(), me) - h.local.begin());
   for (int q = 0; q < comm->nnodes; ++q) {
     int seen = 0;
     for (int r : comm->ring)
-      if (comm->nodeOf[size_t(r)] == q && seen++ == i) cross.push_back(r);
+      if (comm->nodeOf[size_t(r)] == q && seen++ == h.i) h.cross.push_back(r);
   }
-  const int qpos = int(std::find(cross.begin(), cross.end(), me) - cross.begin());
+  h.qpos = int(std::find(h.cross.begin(), h.cross.end(), me) - h.cross.begin());
+  return h;
+}
 
+// One slice: elements [first, first + count) of the operation, in P blocks of ceil(count / P)
+// (the last ones shorter or empty), block k owned by local rank k.
+class Slice {
+ public:
+  Slice(const OpDesc& op, int P, size_t first, size_t count)
+      : P_(P), first_(first), count_(count), b_((count + size_t(P) - 1) / size_t(P)),
+        esz_(chorusTypeSize(op.type)), send_(static_cast<const char*>(op.sendbuff)),
+        recv_(static_cast<char*>(op.recvbuff)) {}
+  size_t blockElems(int k) const {
+    const size_t o = size_t(mod(k, P_)) * b_;
+    return o < count_ ? std::min(b_, count_ - o) : 0;
+  }
+  // Elements of block k's piece [off, off + chunk).
+  size_t pieceElems(int k, size_t off, size_t chunk) const {
+    const size_t e = blockElems(k);
+    return e > off ? std::min(chunk, e - off) : 0;
+  }
+  size_t elemOffset(int k, size_t off) const { return first_ + size_t(mod(k, P_)) * b_ + off; }
+  const char* in(int k, size_t off) const { return send_ + elemOffset(k, off) * esz_; }
+  char* out(int k, size_t off) const { return recv_ + elemOffset(k, off) * esz_; }
+  size_t blockSize() const { return b_; }
+
+ private:
+  int P_;
+  size_t first_, count_, b_, esz_;
+  const char* send_;
+  char* recv_;
+};
+
+// A: reduce-scatter of the slice on the node ring.
+void reduceScatterSlice(Prims& prims, const HierPlan& h, const Slice& s) {
+  const int P = h.P, i = h.i;
+  const size_t chunk = prims.chunkElems();
+  for (size_t off = 0; off < s.blockSize(); off += chunk) {
+    prims.send(s.in(i - 1, off), s.pieceElems(i - 1, off, chunk));
+    for (int j = 2; j < P; ++j) prims.recvReduceSend(s.in(i - j, off), s.pieceElems(i - j, off, chunk));
+    prims.recvReduceCopy(s.in(i, off), s.out(i, off), s.pieceElems(i, off, chunk), /*final=*/false);
+  }
+}
+
+// B: AllReduce of this rank's block of the slice across nodes, in place in recvbuff.
+void crossSlice(chorusComm* comm, const OpDesc& op, const HierPlan& h, const Slice& s) {
+  OpDesc share = op;
+  share.sendbuff = share.recvbuff = s.out(h.i, 0);
+  share.count = s.blockElems(h.i);
+  ringAllReduceOn(comm, h.cross, h.qpos, share, Work{0, Proto::kSimple, 0, share.count});
+}
+
+// C: allgather of the slice's blocks on the node ring.
+void allGatherSlice(Prims& prims, const HierPlan& h, const Slice& s) {
+  const int P = h.P, i = h.i;
+  const size_t chunk = prims.chunkElems();
+  for (size_t off = 0; off < s.blockSize(); off += chunk) {
+    char* mine = s.out(i, off);
+    prims.copySend(mine, mine, s.pieceElems(i, off, chunk));
+    for (int j = 1; j < P - 1; ++j) prims.recvCopySend(s.out(i - j, off), s.pieceElems(i - j, off, chunk));
+    prims.recv(s.out(i + 1, off), s.pieceElems(i + 1, off, chunk));
+  }
+}
+
+}  // namespace
+
+void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto) {
+  const HierPlan h = plan(comm);
+  const int P = h.P;
   const size_t esz = chorusTypeSize(op.type), count = op.count;
-  const size_t b = (count + size_t(P) - 1) / size_t(P);
-  auto blockElems = [&](int k) { return size_t(k) * b < count ? std::min(b, count - size_t(k) * b) : 0; };
-  auto at = [&](const void* base, int k, size_t off) {
-    return static_cast<const char*>(base) + (size_t(mod(k, P)) * b + off) * esz;
-  };
-  auto atMut = [&](void* base, int k, size_t off) {
-    return static_cast<char*>(base) + (size_t(mod(k, P)) * b + off) * esz;
-  };
   const chorusRedOp_t partial = op.op == chorusAvg ? chorusSum : op.op;
-
-  // 1. Reduce-scatter inside the node.
   if (P == 1) {
     if (op.sendbuff != op.recvbuff && count) memmove(op.recvbuff, op.sendbuff, count * esz);
-  } else {
-    Prims prims(comm, 0, proto, local[size_t(mod(i - 1, P))], local[size_t(mod(i + 1, P))],
-                op.type, partial, "AllReduce(hier, intra-node reduce-scatter)");
-    for (size_t off = 0; off < b; off += prims.chunkElems()) {
-      auto ne = [&](int k) {
-        size_t e = blockElems(mod(k, P));
-        return e > off ? std::min(prims.chunkElems(), e - off) : size_t(0);
-      };
-      prims.send(at(op.sendbuff, i - 1, off), ne(i - 1));
-      for (int j = 2; j < P; ++j) prims.recvReduceSend(at(op.sendbuff, i - j, off), ne(i - j));
-      prims.recvReduceCopy(at(op.sendbuff, i, off), atMut(op.recvbuff, i, off), ne(i),
-                           /*final=*/false);
+    crossSlice(comm, op, h, Slice(op, 1, 0, count));
+    return;
+  }
+  const int prev = h.local[size_t(mod(h.i - 1, P))], next = h.local[size_t(mod(h.i + 1, P))];
+  // Slices of a multiple of P elements, so that only the last slice has uneven blocks.
+  const int nslices = hierSlices(count * esz, P);
+  const size_t sliceElems = ((count + size_t(nslices) - 1) / size_t(nslices) + size_t(P) - 1) /
+                            size_t(P) * size_t(P);
+  auto slice = [&](int s) {
+    const size_t first = std::min(count, size_t(s) * sliceElems);
+    return Slice(op, P, first, std::min(sliceElems, count - first));
+  };
+
+  if (nslices == 1) {
+    Prims rs(comm, 0, proto, prev, next, op.type, partial, "AllReduce(hier, intra-node reduce-scatter)");
+    reduceScatterSlice(rs, h, slice(0));
+    crossSlice(comm, op, h, slice(0));
+    Prims ag(comm, 1, proto, prev, next, op.type, op.op, "AllReduce(hier, intra-node allgather)");
+    allGatherSlice(ag, h, slice(0));
+    return;
+  }
+
+  std::atomic<int> doneA{0}, doneB{0};
+  std::exception_ptr errors[3];
+  std::atomic<int> firstFailed{-1};
+  auto waitFor = [&](std::atomic<int>& done, int s, const char* what) {
+    if (done.load(std::memory_order_acquire) > s) return;
+    Waiter w(comm, -1, what);  // watches abort and the communicator's failed state
+    while (done.load(std::memory_order_acquire) <= s) w.pause();
+  };
+  auto guarded = [&](int phase, auto&& body) {
+    try {
+      body();
+    } catch (const Failure& e) {
+      errors[phase] = std::current_exception();
+      int none = -1;
+      firstFailed.compare_exchange_strong(none, phase);
+      markFailed(comm, e.code, e.message, e.cause);  // stops the other phases
     }
-  }
-  // 2. AllReduce of my block across nodes (in place in recvbuff).
-  OpDesc share = op;
-  share.sendbuff = share.recvbuff = atMut(op.recvbuff, i, 0);
-  share.count = blockElems(i);
-  ringAllReduceOn(comm, cross, qpos, share, Work{0, proto, 0, share.count});
-  // 3. Allgather inside the node.
-  if (P == 1) return;
-  Prims prims(comm, 0, proto, local[size_t(mod(i - 1, P))], local[size_t(mod(i + 1, P))], op.type,
-              op.op, "AllReduce(hier, intra-node allgather)");
-  for (size_t off = 0; off < b; off += prims.chunkElems()) {
-    auto ne = [&](int k) {
-      size_t e = blockElems(mod(k, P));
-      return e > off ? std::min(prims.chunkElems(), e - off) : size_t(0);
-    };
-    char* mine = atMut(op.recvbuff, i, off);
-    prims.copySend(mine, mine, ne(i));
-    for (int j = 1; j < P - 1; ++j) prims.recvCopySend(atMut(op.recvbuff, i - j, off), ne(i - j));
-    prims.recv(atMut(op.recvbuff, i + 1, off), ne(i + 1));
-  }
+  };
+  std::thread cross([&] {
+    guarded(1, [&] {
+      for (int s = 0; s < nslices; ++s) {
+        waitFor(doneA, s, "AllReduce(hier, waiting for the node's reduce-scatter)");
+        crossSlice(comm, op, h, slice(s));
+        doneB.store(s + 1, std::memory_order_release);
+      }
+    });
+  });
+  std::thread gather([&] {
+    guarded(2, [&] {
+      Prims ag(comm, 1, proto, prev, next, op.type, op.op, "AllReduce(hier, intra-node allgather)");
+      for (int s = 0; s < nslices; ++s) {
+        waitFor(doneB, s, "AllReduce(hier, waiting for the inter-node AllReduce)");
+        allGatherSlice(ag, h, slice(s));
+      }
+    });
+  });
+  guarded(0, [&] {
+    Prims rs(comm, 0, proto, prev, next, op.type, partial, "AllReduce(hier, intra-node reduce-scatter)");
+    for (int s = 0; s < nslices; ++s) {
+      reduceScatterSlice(rs, h, slice(s));
+      doneA.store(s + 1, std::memory_order_release);
+    }
+  });
+  cross.join();
+  gather.join();
+  if (firstFailed.load() >= 0) std::rethrow_exception(errors[firstFailed.load()]);
 }
 
 }  // namespace chorus

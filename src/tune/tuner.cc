@@ -9,6 +9,7 @@
 #include <vector>
 #include <strings.h>
 
+#include "algo/algo.h"
 #include "core/comm.h"
 #include "core/error.h"
 #include "core/param.h"
@@ -177,9 +178,16 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
     // reduce-scatter / allgather over shared memory.
     const double Q = shape.nnodes, P = double(n) / Q, nn = n;
     const double netBw = m.netBwGBs * 1e3, shmBw = m.bwGBs[0] * 1e3;
-    if (kind == OpKind::kAllReduce && a == Algo::kHier)
-      return m.baseUs[pi] + 2 * (P - 1) * m.hopUs[pi] + 2 * (Q - 1) * m.netHopUs +
-             S * 2 * (P - 1) / P / shmBw + S * 2 * (Q - 1) / Q / netBw;
+    if (kind == OpKind::kAllReduce && a == Algo::kHier) {
+      // K slices through a three-phase pipeline: one slice's phases in full, then the slowest
+      // phase for each further slice (the two shared-memory phases counted together, as they
+      // share the node's memory bandwidth).
+      const double shmT = S * 2 * (P - 1) / P / shmBw, netT = S * 2 * (Q - 1) / Q / netBw;
+      const int K = hierSlices(bytes, int(P));
+      const double dataT = (shmT + netT) / K + (K - 1.0) / K * std::max(shmT, netT);
+      return m.baseUs[pi] + (K > 1 ? 2 * m.channelSpawnUs : 0.0) + 2 * (P - 1) * m.hopUs[pi] +
+             2 * (Q - 1) * m.netHopUs + dataT;
+    }
     return m.baseUs[pi] + modelHops(kind, a, int(nn), shape.treeDepth) * m.netHopUs +
            S * modelByteFactor(kind, a, int(nn)) / netBw;
   }
