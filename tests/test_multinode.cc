@@ -3,7 +3,9 @@
 // through shared memory. Every collective must stay correct with even and uneven nodes.
 #include <chorus/chorus.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -17,9 +19,13 @@ using namespace ctest;
 
 CommandResult launchNodes(int nodes, int np, const std::vector<std::string>& workerArgs,
                           double timeout) {
-  std::vector<std::string> argv = {CHORUSRUN_PATH, "--timeout",
+  std::vector<std::string> argv = {CHORUSRUN_PATH,
+                                   "--timeout",
                                    std::to_string(static_cast<int>(timeout * timeoutScale())),
-                                   "--nodes", std::to_string(nodes), "-np", std::to_string(np),
+                                   "--nodes",
+                                   std::to_string(nodes),
+                                   "-np",
+                                   std::to_string(np),
                                    MP_WORKER_PATH};
   argv.insert(argv.end(), workerArgs.begin(), workerArgs.end());
   argv.push_back("--timeout");
@@ -35,7 +41,8 @@ class MultiNode : public ShmCheckedTestP<std::tuple<int, int>> {};
 
 TEST_P(MultiNode, EveryCollectiveCorrect) {
   const auto [nodes, np] = GetParam();
-  const CommandResult r = launchNodes(nodes, np, {"--counts", "0,1,7,1000", "--big", "minimal"}, 400);
+  const CommandResult r =
+      launchNodes(nodes, np, {"--counts", "0,1,7,1000", "--big", "minimal"}, 400);
   EXPECT_FALSE(r.timedOut) << tail(r.output);
   EXPECT_EQ(r.exitCode, 0) << tail(r.output);
   std::printf("%d nodes, %d ranks: %.1f s\n", nodes, np, r.seconds);
@@ -55,14 +62,108 @@ INSTANTIATE_TEST_SUITE_P(Emulated, MultiNode,
 TEST(MultiNodeAlgorithms, ForcedHierAndRingAllReduce) {
   for (const char* algo : {"hier", "ring", "tree"})
     for (auto [nodes, np] : {std::make_pair(2, 4), std::make_pair(3, 6), std::make_pair(2, 2)}) {
-      std::vector<std::string> argv = {CHORUSRUN_PATH, "--timeout", "120", "-x",
-                                       std::string("CHORUS_ALGO=") + algo, "--nodes",
-                                       std::to_string(nodes), "-np", std::to_string(np),
-                                       MP_WORKER_PATH, "--colls", "AllReduce", "--counts",
-                                       "0,1,7,1000,100003,2500007", "--big", "minimal"};
+      std::vector<std::string> argv = {CHORUSRUN_PATH,
+                                       "--timeout",
+                                       "120",
+                                       "-x",
+                                       std::string("CHORUS_ALGO=") + algo,
+                                       "--nodes",
+                                       std::to_string(nodes),
+                                       "-np",
+                                       std::to_string(np),
+                                       MP_WORKER_PATH,
+                                       "--colls",
+                                       "AllReduce",
+                                       "--counts",
+                                       "0,1,7,1000,100003,2500007",
+                                       "--big",
+                                       "minimal"};
       const CommandResult r = runCommand(argv, 150);
       EXPECT_EQ(r.exitCode, 0) << algo << " " << nodes << "x" << np << "\n" << tail(r.output);
     }
+}
+
+// Network namespaces (chorusrun --netns): each emulated node in its own namespace, joined by
+// veth links, so the TCP transport really crosses interfaces (and optionally a shaped link).
+// Needs root and a working `ip netns`; skipped with the reason otherwise.
+std::string netnsUnavailable() {
+  if (geteuid() != 0) return "not root";
+  const std::string probe = "chorus-probe-" + std::to_string(getpid());
+  const CommandResult add = runCommand({"/bin/sh", "-c", "ip netns add " + probe + " 2>&1"}, 20);
+  runCommand({"/bin/sh", "-c", "ip netns delete " + probe + " 2>/dev/null"}, 20);
+  if (add.exitCode != 0) return "ip netns add failed: " + add.output;
+  return "";
+}
+
+// Every namespace chorusrun made is gone after the run.
+std::string leftoverNamespaces() {
+  const CommandResult r =
+      runCommand({"/bin/sh", "-c", "ip netns list 2>/dev/null | grep '^chorus-' || true"}, 20);
+  return r.output;
+}
+
+class MultiNodeNetns : public ShmCheckedTestP<std::tuple<int, int>> {};
+
+TEST_P(MultiNodeNetns, EveryCollectiveCorrect) {
+  if (const std::string why = netnsUnavailable(); !why.empty()) GTEST_SKIP() << why;
+  const auto [nodes, np] = GetParam();
+  std::vector<std::string> argv = {
+      CHORUSRUN_PATH, "--timeout",        std::to_string(static_cast<int>(300 * timeoutScale())),
+      "--netns",      "--nodes",          std::to_string(nodes),
+      "-np",          std::to_string(np), MP_WORKER_PATH,
+      "--counts",     "0,1,7,1000",       "--big",
+      "none",         "--timeout",        "290"};
+  const CommandResult r = runCommand(argv, 330 * timeoutScale());
+  EXPECT_FALSE(r.timedOut) << tail(r.output);
+  EXPECT_EQ(r.exitCode, 0) << tail(r.output);
+  EXPECT_EQ(r.output.find(" 0 cases,"), std::string::npos) << "a rank ran nothing";
+  EXPECT_EQ(leftoverNamespaces(), "");
+  std::printf("netns, %d nodes, %d ranks: %.1f s\n", nodes, np, r.seconds);
+}
+
+// 2 nodes of 2 + 1 ranks (uneven), 3 nodes of 2 + 2 + 1.
+INSTANTIATE_TEST_SUITE_P(Namespaces, MultiNodeNetns,
+                         ::testing::Values(std::make_tuple(2, 3), std::make_tuple(3, 5)),
+                         [](const ::testing::TestParamInfo<std::tuple<int, int>>& info) {
+                           return std::to_string(std::get<0>(info.param)) + "nodes_" +
+                                  std::to_string(std::get<1>(info.param)) + "ranks";
+                         });
+
+// A shaped link (tc) and the pipelined hierarchical AllReduce across it: right results, and
+// nothing left behind.
+TEST(MultiNodeNetnsShaped, HierAllReduceOverShapedLinks) {
+  if (const std::string why = netnsUnavailable(); !why.empty()) GTEST_SKIP() << why;
+  std::vector<std::string> argv = {CHORUSRUN_PATH,
+                                   "--timeout",
+                                   std::to_string(static_cast<int>(200 * timeoutScale())),
+                                   "--netns",
+                                   "--link-rate",
+                                   "1gbit",
+                                   "--nodes",
+                                   "2",
+                                   "-np",
+                                   "4",
+                                   "-x",
+                                   "CHORUS_ALGO=hier",
+                                   MP_WORKER_PATH,
+                                   "--colls",
+                                   "AllReduce",
+                                   "--types",
+                                   "float32,int64",
+                                   "--ops",
+                                   "sum,avg",
+                                   "--counts",
+                                   "1,1000,2500007",
+                                   "--big",
+                                   "minimal",
+                                   "--timeout",
+                                   "190"};
+  const CommandResult r = runCommand(argv, 230 * timeoutScale());
+  EXPECT_FALSE(r.timedOut) << tail(r.output);
+  EXPECT_EQ(r.exitCode, 0) << tail(r.output);
+  EXPECT_EQ(r.output.find(" 0 cases,"), std::string::npos) << "a rank ran nothing";
+  EXPECT_EQ(leftoverNamespaces(), "");
+  std::printf("shaped netns: %.1f s\n", r.seconds);
 }
 
 // A rank of another node dies right after init: the job ends (no hang) with a failure status.
