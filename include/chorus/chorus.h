@@ -124,6 +124,17 @@ chorusResult_t chorusStreamSynchronize(chorusStream_t stream);
 chorusResult_t chorusStreamQuery(chorusStream_t stream);
 chorusResult_t chorusStreamDestroy(chorusStream_t stream);
 
+/* CUDA backend (Chorus extension; docs/cuda.md). A communicator is bound to a device with
+ * config.cudaDevice >= 0 (several ranks may share one GPU); its collectives then take device
+ * buffers of that device only. chorusStreamCreateFromCuda wraps a cudaStream_t (passed as
+ * void*; NULL is the legacy default stream): operations on it start after the work already
+ * queued on that CUDA stream and are complete when the call returns. Without CUDA built in:
+ * chorusInvalidUsage. Destroy the wrapper with chorusStreamDestroy (the CUDA stream stays). */
+chorusResult_t chorusStreamCreateFromCuda(chorusStream_t* stream, void* cudaStream);
+chorusResult_t chorusStreamGetCuda(chorusStream_t stream, void** cudaStream);
+/* The device a communicator is bound to (as ncclCommCuDevice); -1 for a host communicator. */
+chorusResult_t chorusCommCuDevice(const chorusComm_t comm, int* device);
+
 /* Collectives */
 chorusResult_t chorusAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                chorusDataType_t datatype, chorusRedOp_t op, chorusComm_t comm,

@@ -20,6 +20,8 @@
 
 namespace chorus {
 
+struct CudaComm;  // src/cuda/backend.cc
+
 enum class CommState : int { kInitializing, kReady, kFailed, kFinalized, kAborted };
 
 struct PeerInfo {
@@ -89,6 +91,10 @@ struct chorusComm {
   size_t streamThreshold = 0;  // CHORUS_STREAM_THRESHOLD: outputs this large use streaming stores  // CHORUS_CHECK: agree on every collective's arguments first
 
   std::thread initThread;  // non-blocking init
+  // CUDA backend (src/cuda/backend.h): the device this communicator is bound to (-1: host
+  // memory) and its CUDA state (staging memory, copy stream).
+  int cudaDevice = -1;
+  chorus::CudaComm* cuda = nullptr;
   chorusComm* parentForLog = nullptr;
 
   bool isRemote(int peer) const { return nodeOf[size_t(peer)] != nodeOf[size_t(rank)]; }

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/exec.h"
 #include "core/group.h"
+#include "cuda/backend.h"
 
 namespace chorus {
 
@@ -55,6 +56,7 @@ chorusResult_t issue(const char* fn, OpDesc op, size_t sendElems, size_t recvEle
     if (s == CommState::kFinalized) c.bad(chorusInvalidUsage, "communicator was finalized");
     if (s != CommState::kReady || comm->abortFlag.load())
       c.bad(chorusInvalidUsage, "communicator was aborted");
+    cudaCheckBuffers(fn, comm, op, sendElems, recvElems);  // host vs device memory
     if (groupDepth() > 0) {
       groupAdd(op);
       return chorusSuccess;

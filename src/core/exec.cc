@@ -8,6 +8,7 @@
 #include "core/comm.h"
 #include "core/error.h"
 #include "core/wait.h"
+#include "cuda/backend.h"
 
 namespace chorus {
 
@@ -41,7 +42,7 @@ void checkUsable(chorusComm* comm) {
          comm->rank);
 }
 
-void runCommOps(chorusComm* comm, const std::vector<const OpDesc*>& ops) {
+void runCommOpsHost(chorusComm* comm, const std::vector<const OpDesc*>& ops) {
   std::vector<P2PTransfer> p2p;
   for (const OpDesc* op : ops) {
     if (isP2P(op->kind)) {
@@ -57,6 +58,15 @@ void runCommOps(chorusComm* comm, const std::vector<const OpDesc*>& ops) {
   if (!p2p.empty()) {
     runP2P(comm, p2p, p2p.size() == 1 ? (p2p[0].isSend ? "Send" : "Recv") : "Send/Recv group");
     ++comm->opCount;
+  }
+}
+
+// A device communicator runs the same operations on pinned host copies of its buffers.
+void runCommOps(chorusComm* comm, const std::vector<const OpDesc*>& ops) {
+  if (comm->cuda != nullptr) {
+    cudaRunStaged(comm, ops, &runCommOpsHost);
+  } else {
+    runCommOpsHost(comm, ops);
   }
 }
 
@@ -135,7 +145,9 @@ chorusResult_t submit(std::vector<OpDesc> ops) {
     std::vector<OpDesc> batch;
     for (auto& op : ops)
       if (op.stream == s) batch.push_back(op);
-    if (s != nullptr) {
+    // A stream wrapping a cudaStream_t runs its operations now, ordered after the CUDA
+    // stream's prior work (src/cuda/backend.h); other streams queue them.
+    if (s != nullptr && streamCudaHandle(s) == nullptr) {
       for (auto& op : batch) op.comm->pending.fetch_add(1);
       streamEnqueue(s, std::move(batch));
       continue;

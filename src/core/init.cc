@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/param.h"
 #include "core/wait.h"
+#include "cuda/backend.h"
 
 namespace chorus {
 
@@ -69,6 +70,7 @@ void buildTopology(chorusComm* c) {
 }
 
 void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg) {
+  cudaCommSetup(c, cfg ? cfg->cudaDevice : -1);  // a device communicator: CUDA state first
   c->timeoutSec = double(envInt("CHORUS_TIMEOUT", 0));
   c->checkCalls = envInt("CHORUS_CHECK", 0) != 0;
   c->streamThreshold = size_t(envSize("CHORUS_STREAM_THRESHOLD", 16 << 20));
@@ -197,6 +199,7 @@ void freeComm(chorusComm* c) {
   for (auto& s : c->peerSegments) s.release();
   c->mySegment.release();
   c->bootstrap.reset();
+  cudaCommFree(c);
   unregisterComm(c);
   c->magic = 0;
   delete c;
@@ -304,6 +307,7 @@ chorusResult_t chorusCommInitRankConfig(chorusComm_t* comm, int nranks, chorusUn
       fail(chorusInvalidArgument,
            "chorusCommInitRankConfig (rank %d): config not initialised with CHORUS_CONFIG_INITIALIZER",
            rank);
+    if (config) cudaCheckDevice("chorusCommInitRankConfig", rank, config->cudaDevice);
     decodeId(commId);
   } catch (const Failure& e) {
     return report(nullptr, e);
@@ -346,7 +350,7 @@ chorusResult_t chorusCommInitRank(chorusComm_t* comm, int nranks, chorusUniqueId
 }
 
 chorusResult_t chorusCommInitAll(chorusComm_t* comms, int ndev, const int* devlist) {
-  (void)devlist;  // host memory: no devices
+  // devlist (as NCCL's): rank i is bound to CUDA device devlist[i]; NULL: host memory.
   try {
     if (comms == nullptr) fail(chorusInvalidArgument, "chorusCommInitAll: comms is NULL");
     if (ndev < 1) fail(chorusInvalidArgument, "chorusCommInitAll: ndev %d must be >= 1", ndev);
@@ -357,7 +361,11 @@ chorusResult_t chorusCommInitAll(chorusComm_t* comms, int ndev, const int* devli
     std::vector<chorusResult_t> rs(static_cast<size_t>(ndev));
     std::vector<std::thread> ts;
     for (int i = 0; i < ndev; ++i)
-      ts.emplace_back([&, i] { rs[size_t(i)] = chorusCommInitRank(&comms[i], ndev, id, i); });
+      ts.emplace_back([&, i] {
+        chorusConfig_t cfg = CHORUS_CONFIG_INITIALIZER;
+        if (devlist != nullptr) cfg.cudaDevice = devlist[i];
+        rs[size_t(i)] = chorusCommInitRankConfig(&comms[i], ndev, id, i, &cfg);
+      });
     for (auto& t : ts) t.join();
     for (int i = 0; i < ndev; ++i)
       if (rs[size_t(i)] != chorusSuccess) {
@@ -414,6 +422,11 @@ chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key, chorusComm
     return report(comm && isLiveComm(comm) ? comm : nullptr, e);
   }
   if (newRank < 0) return chorusSuccess;  // CHORUS_SPLIT_NOCOLOR
+  chorusConfig_t inherited = CHORUS_CONFIG_INITIALIZER;
+  if (config == nullptr && comm->cudaDevice >= 0) {  // as NCCL: the parent's device by default
+    inherited.cudaDevice = comm->cudaDevice;
+    config = &inherited;
+  }
   return chorusCommInitRankConfig(newcomm, newSize, id, newRank, config);
 }
 

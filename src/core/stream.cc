@@ -14,6 +14,7 @@
 #include "core/comm.h"
 #include "core/error.h"
 #include "core/exec.h"
+#include "cuda/backend.h"
 
 struct chorusStream {
   std::mutex mu;
@@ -28,6 +29,10 @@ struct chorusStream {
   std::atomic<uint64_t> enqueuedFast{0};
   std::atomic<uint64_t> completedFast{0};
   std::thread worker;
+  // chorusStreamCreateFromCuda: the user's cudaStream_t. Operations then run in the calling
+  // thread, ordered after the CUDA stream's prior work (the worker stays idle).
+  void* cudaStream = nullptr;
+  bool wrapsCuda = false;
 
   void run() {
     std::unique_lock<std::mutex> lock(mu);
@@ -77,6 +82,11 @@ bool isLiveStream(chorusStream_t s) {
   return gStreams.count(s) != 0;
 }
 
+void* streamCudaHandle(chorusStream_t s) {
+  // The legacy default stream (0) is a valid cudaStream_t to wrap: return a marker for it.
+  return s->wrapsCuda ? (s->cudaStream != nullptr ? s->cudaStream : kLegacyCudaStream) : nullptr;
+}
+
 void streamEnqueue(chorusStream_t s, std::vector<OpDesc> ops) {
   std::lock_guard<std::mutex> l(s->mu);
   s->queue.push_back(std::move(ops));
@@ -101,6 +111,35 @@ chorusResult_t chorusStreamCreate(chorusStream_t* stream) {
     gStreams.insert(s);
   }
   *stream = s;
+  return chorusSuccess;
+}
+
+chorusResult_t chorusStreamCreateFromCuda(chorusStream_t* stream, void* cudaStream) {
+  if (stream == nullptr) {
+    setThreadLastError("chorusStreamCreateFromCuda: stream is NULL");
+    return chorusInvalidArgument;
+  }
+  if (!cudaBuilt()) {
+    setThreadLastError("chorusStreamCreateFromCuda: Chorus was built without CUDA");
+    return chorusInvalidUsage;
+  }
+  if (chorusResult_t r = chorusStreamCreate(stream); r != chorusSuccess) return r;
+  (*stream)->cudaStream = cudaStream;
+  (*stream)->wrapsCuda = true;
+  markCudaUsed();
+  return chorusSuccess;
+}
+
+chorusResult_t chorusStreamGetCuda(chorusStream_t stream, void** cudaStream) {
+  if (cudaStream == nullptr || stream == nullptr || !isLiveStream(stream)) {
+    setThreadLastError("chorusStreamGetCuda: stream is not a live stream or cudaStream is NULL");
+    return chorusInvalidArgument;
+  }
+  if (!stream->wrapsCuda) {
+    setThreadLastError("chorusStreamGetCuda: the stream does not wrap a CUDA stream");
+    return chorusInvalidUsage;
+  }
+  *cudaStream = stream->cudaStream;
   return chorusSuccess;
 }
 

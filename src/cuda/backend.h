@@ -1,0 +1,51 @@
+// The CUDA backend's hooks into the core (src/core): device communicators, buffer location
+// checks, host staging of device buffers, CUDA-wrapped streams. Declared for every build; without
+// CHORUS_HAVE_CUDA the device paths report "built without CUDA".
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/op.h"
+
+struct chorusComm;
+
+namespace chorus {
+
+struct CudaComm;  // a device communicator's CUDA state (backend.cc)
+
+// Whether this library was built with the CUDA backend.
+bool cudaBuilt();
+
+// Checks config.cudaDevice before anything is created; throws Failure naming `fn` and the rank:
+// chorusInvalidUsage without CUDA built in, chorusSystemError when no device / driver is
+// usable, chorusInvalidArgument for an ordinal out of range. device < 0 (host) passes.
+void cudaCheckDevice(const char* fn, int rank, int device);
+// Binds a communicator to `device` (comm->cudaDevice, comm->cuda); throws Failure.
+void cudaCommSetup(chorusComm* comm, int device);
+// Releases comm->cuda (staging memory, streams); safe when there is none.
+void cudaCommFree(chorusComm* comm);
+
+// Buffer locations of one call: a device communicator takes device memory of its device only, a
+// host communicator host memory only (checked once this process uses CUDA through Chorus).
+// Throws Failure (chorusInvalidArgument) "fn (rank r): sendbuff is ...".
+void cudaCheckBuffers(const char* fn, chorusComm* comm, const OpDesc& op, size_t sendElems,
+                      size_t recvElems);
+
+// Runs `ops` (all on `comm`, a device communicator) through pinned host staging: device ->
+// host copies, `runHost` on the host view, host -> device copies; returns when the results are
+// in device memory. Ordered after prior work of a CUDA-wrapped stream and of the legacy default
+// stream. Throws Failure.
+using HostRunner = void (*)(chorusComm* comm, const std::vector<const OpDesc*>& ops);
+void cudaRunStaged(chorusComm* comm, const std::vector<const OpDesc*>& ops, HostRunner runHost);
+
+// Host communicators classify buffers from now on (a CUDA stream was wrapped).
+void markCudaUsed();
+
+// Stream internals (stream.cc): the cudaStream_t a Chorus stream wraps, kLegacyCudaStream for
+// the default stream 0, nullptr when it wraps none.
+void* streamCudaHandle(chorusStream_t stream);
+inline void* const kLegacyCudaStream = reinterpret_cast<void*>(uintptr_t{1});  // cudaStreamLegacy
+
+}  // namespace chorus

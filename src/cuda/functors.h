@@ -1,0 +1,238 @@
+// Element-wise reduction functors shared by the CUDA kernels (nvcc, device code) and the host
+// tests (g++): one definition of what "a OP b" means for every Chorus type, so CI checks on the
+// host exactly the arithmetic the GPU runs.
+//
+// Semantics (identical to the host engine, src/reduce/reduce.h):
+//  * integers wrap around (computed in the unsigned type of the same width, no UB);
+//  * float16 / bfloat16 are widened to float32, computed there (including avg's divide) and
+//    rounded once to nearest even;
+//  * max(a, b) = a < b ? b : a, min(a, b) = b < a ? b : a (NaN results unspecified);
+//  * avg: divisor 0 is an intermediate step (a sum); divisor > 0 is the final step,
+//    (a + b) / divisor, integers truncating toward zero.
+//
+// The 16-bit conversions differ only in how they are computed: on the host the portable
+// conversions of src/reduce/half.h, on the device the hardware cvt.rn instructions; both round
+// to nearest even without flushing subnormals, so results agree for every non-NaN input.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "chorus/chorus.h"
+
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#define CHORUS_HD __host__ __device__ __forceinline__
+#else
+#define CHORUS_HD inline
+#endif
+
+#if !defined(__CUDA_ARCH__)
+#include "reduce/half.h"
+#endif
+
+namespace chorus::cuda {
+
+enum class RedKind : int { kSum, kProd, kMax, kMin, kAvg };
+
+// ---- Storage formats: how an element is kept in memory and the type the op runs in. ----
+
+template <class T>
+struct PlainElem {
+  using Storage = T;
+  using Compute = T;
+  static CHORUS_HD T load(T v) { return v; }
+  static CHORUS_HD T store(T v) { return v; }
+};
+
+struct HalfElem {
+  using Storage = uint16_t;
+  using Compute = float;
+  static CHORUS_HD float load(uint16_t v) {
+#if defined(__CUDA_ARCH__)
+    return __half2float(__ushort_as_half(v));
+#else
+    return halfToFloat(v);
+#endif
+  }
+  static CHORUS_HD uint16_t store(float f) {
+#if defined(__CUDA_ARCH__)
+    return __half_as_ushort(__float2half_rn(f));
+#else
+    return floatToHalf(f);
+#endif
+  }
+};
+
+struct Bf16Elem {
+  using Storage = uint16_t;
+  using Compute = float;
+  static CHORUS_HD float load(uint16_t v) {
+#if defined(__CUDA_ARCH__)
+    return __uint_as_float(static_cast<uint32_t>(v) << 16);
+#else
+    return bf16ToFloat(v);
+#endif
+  }
+  static CHORUS_HD uint16_t store(float f) {
+#if defined(__CUDA_ARCH__)
+    return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+#else
+    return floatToBf16(f);
+#endif
+  }
+};
+
+// ---- The ops on the compute type. ----
+
+// The divisor's type: int for integers narrower than int (so 200 ranks is not an int8), else C.
+template <class C>
+using DivisorOf = std::conditional_t<std::is_integral_v<C> && (sizeof(C) < sizeof(int)), int, C>;
+
+template <class C>
+CHORUS_HD C wrapAdd(C a, C b) {
+  if constexpr (std::is_integral_v<C>) {
+    using U = std::make_unsigned_t<C>;
+    return static_cast<C>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+  } else {
+    return a + b;
+  }
+}
+
+template <class C>
+CHORUS_HD C wrapMul(C a, C b) {
+  if constexpr (std::is_integral_v<C>) {
+    // At least unsigned int wide, so narrow types do not promote to (overflowing) signed int.
+    using W = std::conditional_t<(sizeof(C) < sizeof(unsigned)), unsigned, std::make_unsigned_t<C>>;
+    return static_cast<C>(static_cast<W>(static_cast<W>(a) * static_cast<W>(b)));
+  } else {
+    return a * b;
+  }
+}
+
+template <class C, RedKind K>
+struct RedOp {
+  DivisorOf<C> divisor;  // kAvg: 0 (or less) = an intermediate step (sum), > 0 = final divide
+  CHORUS_HD C operator()(C a, C b) const {
+    if constexpr (K == RedKind::kSum) {
+      return wrapAdd(a, b);
+    } else if constexpr (K == RedKind::kProd) {
+      return wrapMul(a, b);
+    } else if constexpr (K == RedKind::kMax) {
+      return a < b ? b : a;
+    } else if constexpr (K == RedKind::kMin) {
+      return b < a ? b : a;
+    } else {
+      const C s = wrapAdd(a, b);
+      return divisor > DivisorOf<C>(0) ? static_cast<C>(s / divisor) : s;
+    }
+  }
+};
+
+// dst = a OP b on stored elements.
+template <class E, RedKind K>
+struct ReduceFunctor {
+  using S = typename E::Storage;
+  using C = typename E::Compute;
+  RedOp<C, K> op;
+  CHORUS_HD S operator()(S a, S b) const { return E::store(op(E::load(a), E::load(b))); }
+};
+
+// dst = src / divisor (avg with a single contribution); divisor <= 1 copies.
+template <class E>
+struct ScaleFunctor {
+  using S = typename E::Storage;
+  using C = typename E::Compute;
+  DivisorOf<C> divisor;
+  CHORUS_HD S operator()(S x) const {
+    if (divisor <= DivisorOf<C>(1)) return x;
+    return E::store(static_cast<C>(E::load(x) / divisor));
+  }
+};
+
+// ---- Host-side dispatch from the API's enums (the kernels' launcher and the tests use it). ----
+
+// Calls fn.template operator()<E>() with the storage format of `type`; R{} for an unknown type.
+template <class R, class Fn>
+R withElem(chorusDataType_t type, Fn&& fn) {
+  switch (type) {
+    case chorusInt8:
+      return fn.template operator()<PlainElem<int8_t>>();
+    case chorusUint8:
+      return fn.template operator()<PlainElem<uint8_t>>();
+    case chorusInt32:
+      return fn.template operator()<PlainElem<int32_t>>();
+    case chorusUint32:
+      return fn.template operator()<PlainElem<uint32_t>>();
+    case chorusInt64:
+      return fn.template operator()<PlainElem<int64_t>>();
+    case chorusUint64:
+      return fn.template operator()<PlainElem<uint64_t>>();
+    case chorusFloat16:
+      return fn.template operator()<HalfElem>();
+    case chorusFloat32:
+      return fn.template operator()<PlainElem<float>>();
+    case chorusFloat64:
+      return fn.template operator()<PlainElem<double>>();
+    case chorusBfloat16:
+      return fn.template operator()<Bf16Elem>();
+    default:
+      return R{};
+  }
+}
+
+// Calls fn.template operator()<K>() for `op` (avg with divisor <= 0 is a sum); R{} if unknown.
+template <class R, class Fn>
+R withKind(chorusRedOp_t op, int avgDivisor, Fn&& fn) {
+  switch (op) {
+    case chorusSum:
+      return fn.template operator()<RedKind::kSum>();
+    case chorusProd:
+      return fn.template operator()<RedKind::kProd>();
+    case chorusMax:
+      return fn.template operator()<RedKind::kMax>();
+    case chorusMin:
+      return fn.template operator()<RedKind::kMin>();
+    case chorusAvg:
+      return avgDivisor > 0 ? fn.template operator()<RedKind::kAvg>()
+                            : fn.template operator()<RedKind::kSum>();
+    default:
+      return R{};
+  }
+}
+
+// One element through the functors on the host: *out = a OP b (the tests' entry point).
+// Returns false for an unknown type or op.
+inline bool reduceElementHost(chorusDataType_t type, chorusRedOp_t op, int avgDivisor,
+                              const void* a, const void* b, void* out) {
+  return withElem<bool>(type, [&]<class E>() {
+    return withKind<bool>(op, avgDivisor, [&]<RedKind K>() {
+      using S = typename E::Storage;
+      using C = typename E::Compute;
+      S x, y;
+      __builtin_memcpy(&x, a, sizeof(S));
+      __builtin_memcpy(&y, b, sizeof(S));
+      const ReduceFunctor<E, K> f{RedOp<C, K>{static_cast<DivisorOf<C>>(avgDivisor)}};
+      const S r = f(x, y);
+      __builtin_memcpy(out, &r, sizeof(S));
+      return true;
+    });
+  });
+}
+
+inline bool scaleElementHost(chorusDataType_t type, int divisor, const void* src, void* out) {
+  return withElem<bool>(type, [&]<class E>() {
+    using S = typename E::Storage;
+    using C = typename E::Compute;
+    S x;
+    __builtin_memcpy(&x, src, sizeof(S));
+    const ScaleFunctor<E> f{static_cast<DivisorOf<C>>(divisor)};
+    const S r = f(x);
+    __builtin_memcpy(out, &r, sizeof(S));
+    return true;
+  });
+}
+
+}  // namespace chorus::cuda

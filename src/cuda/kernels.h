@@ -1,0 +1,27 @@
+// The CUDA reduce / scale / copy kernels (src/cuda/kernels.cu), launched from host code that
+// does not include CUDA headers: streams are cudaStream_t passed as void*, results are
+// cudaError_t values as int (0: cudaSuccess). Only built with CHORUS_HAVE_CUDA.
+//
+// Every kernel reads 16 bytes per load and store when every pointer is 16-byte aligned, one
+// element at a time otherwise; the arithmetic is the functors of src/cuda/functors.h, so the
+// results equal the host engine's (chorus::reduceKernel / scaleKernel) for every non-NaN input.
+#pragma once
+
+#include <cstddef>
+
+#include "chorus/chorus.h"
+
+namespace chorus::cuda {
+
+// dst0[i] = a[i] OP b[i] (and dst1[i] when dst1 != nullptr), i < count, on device memory.
+// avgDivisor as chorus::reduceKernel: for chorusAvg, 0 is an intermediate step (sum), > 0 the
+// final (a + b) / avgDivisor. Destinations may alias an input exactly.
+int launchReduce(chorusDataType_t type, chorusRedOp_t op, size_t count, const void* a,
+                 const void* b, void* dst0, void* dst1, int avgDivisor, void* stream);
+// dst[i] = src[i] / divisor (divisor <= 1: a copy).
+int launchScale(chorusDataType_t type, size_t count, const void* src, void* dst, int divisor,
+                void* stream);
+// dst0 (and dst1 when not nullptr) = src, `bytes` bytes, with a kernel (fused dual copy).
+int launchCopy(void* dst0, void* dst1, const void* src, size_t bytes, void* stream);
+
+}  // namespace chorus::cuda

@@ -1,0 +1,495 @@
+// The CUDA backend's host-side logic, run in CI without a GPU: the element functors the kernels
+// use (src/cuda/functors.h) against an independent reference and against the host engine, the
+// staging plan of device communicators, and the error paths when no GPU (or no CUDA) is there.
+#include <gtest/gtest.h>
+
+#include <chorus/chorus.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cuda/backend.h"
+#include "cuda/functors.h"
+#include "cuda/staging.h"
+#include "reduce/reduce.h"
+
+namespace {
+
+constexpr chorusDataType_t kTypes[] = {chorusInt8,    chorusUint8,   chorusInt32,   chorusUint32,
+                                       chorusInt64,   chorusUint64,  chorusFloat16, chorusBfloat16,
+                                       chorusFloat32, chorusFloat64};
+constexpr chorusRedOp_t kOps[] = {chorusSum, chorusProd, chorusMax, chorusMin, chorusAvg};
+
+// ---- An independent reference: wide integers, GCC's _Float16, nearest-candidate bfloat16. ----
+
+float f16ToF(uint16_t h) { return static_cast<float>(std::bit_cast<_Float16>(h)); }
+uint16_t fToF16(float f) { return std::bit_cast<uint16_t>(static_cast<_Float16>(f)); }
+float bf16ToF(uint16_t b) { return std::bit_cast<float>(uint32_t(b) << 16); }
+// Round to nearest bfloat16, ties to even, by comparing the two neighbours in double.
+uint16_t fToBf16(float f) {
+  if (std::isnan(f)) return 0x7fc0;
+  const uint32_t x = std::bit_cast<uint32_t>(f);
+  const uint16_t lo = uint16_t(x >> 16);
+  if ((x & 0xffffu) == 0) return lo;
+  const uint16_t hi = uint16_t(lo + 1);  // away from zero (same sign)
+  const double vlo = double(bf16ToF(lo));
+  // One step past the largest finite bfloat16 is Inf; as a value it stands for 2^128.
+  const double vhi = (hi & 0x7fffu) == 0x7f80u ? std::copysign(std::ldexp(1.0, 128), double(f))
+                                               : double(bf16ToF(hi));
+  const double dlo = std::fabs(double(f) - vlo), dhi = std::fabs(double(f) - vhi);
+  if (dlo < dhi) return lo;
+  if (dhi < dlo) return hi;
+  return (lo & 1u) ? hi : lo;
+}
+
+template <class T>
+T fromBits(const void* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// Reference for integers: arithmetic in 128 bits, then the low bits (two's complement).
+template <class T>
+T intRef(chorusRedOp_t op, T a, T b, int divisor) {
+  using W = std::conditional_t<std::is_signed_v<T>, __int128, unsigned __int128>;
+  auto low = [](W v) { return static_cast<T>(static_cast<uint64_t>(v)); };
+  switch (op) {
+    case chorusSum:
+      return low(W(a) + W(b));
+    case chorusProd:
+      return low(W(a) * W(b));
+    case chorusMax:
+      return a < b ? b : a;
+    case chorusMin:
+      return b < a ? b : a;
+    case chorusAvg: {
+      const T s = low(W(a) + W(b));
+      return divisor > 0 ? static_cast<T>(W(s) / W(divisor)) : s;
+    }
+    default:
+      return 0;
+  }
+}
+
+template <class F>
+F floatOp(chorusRedOp_t op, F a, F b, int divisor) {
+  switch (op) {
+    case chorusSum:
+      return a + b;
+    case chorusProd:
+      return a * b;
+    case chorusMax:
+      return a < b ? b : a;
+    case chorusMin:
+      return b < a ? b : a;
+    case chorusAvg:
+      return divisor > 0 ? (a + b) / F(divisor) : a + b;
+    default:
+      return 0;
+  }
+}
+
+// Writes the reference of a OP b to out (element bytes); returns false when the result is NaN
+// (unspecified payload: only NaN-ness is compared).
+bool reference(chorusDataType_t t, chorusRedOp_t op, int div, const void* a, const void* b,
+               void* out) {
+  auto put = [&](auto v) { std::memcpy(out, &v, sizeof v); };
+  switch (t) {
+    case chorusInt8:
+      put(intRef<int8_t>(op, fromBits<int8_t>(a), fromBits<int8_t>(b), div));
+      return true;
+    case chorusUint8:
+      put(intRef<uint8_t>(op, fromBits<uint8_t>(a), fromBits<uint8_t>(b), div));
+      return true;
+    case chorusInt32:
+      put(intRef<int32_t>(op, fromBits<int32_t>(a), fromBits<int32_t>(b), div));
+      return true;
+    case chorusUint32:
+      put(intRef<uint32_t>(op, fromBits<uint32_t>(a), fromBits<uint32_t>(b), div));
+      return true;
+    case chorusInt64:
+      put(intRef<int64_t>(op, fromBits<int64_t>(a), fromBits<int64_t>(b), div));
+      return true;
+    case chorusUint64:
+      put(intRef<uint64_t>(op, fromBits<uint64_t>(a), fromBits<uint64_t>(b), div));
+      return true;
+    case chorusFloat16: {
+      const float r = floatOp(op, f16ToF(fromBits<uint16_t>(a)), f16ToF(fromBits<uint16_t>(b)), div);
+      put(fToF16(r));
+      return !std::isnan(r);
+    }
+    case chorusBfloat16: {
+      const float r =
+          floatOp(op, bf16ToF(fromBits<uint16_t>(a)), bf16ToF(fromBits<uint16_t>(b)), div);
+      put(fToBf16(r));
+      return !std::isnan(r);
+    }
+    case chorusFloat32: {
+      const float r = floatOp(op, fromBits<float>(a), fromBits<float>(b), div);
+      put(r);
+      return !std::isnan(r);
+    }
+    case chorusFloat64: {
+      const double r = floatOp(op, fromBits<double>(a), fromBits<double>(b), div);
+      put(r);
+      return !std::isnan(r);
+    }
+    default:
+      return false;
+  }
+}
+
+bool isNanBits(chorusDataType_t t, const void* p) {
+  switch (t) {
+    case chorusFloat16:
+      return (fromBits<uint16_t>(p) & 0x7fffu) > 0x7c00u;
+    case chorusBfloat16:
+      return (fromBits<uint16_t>(p) & 0x7fffu) > 0x7f80u;
+    case chorusFloat32:
+      return std::isnan(fromBits<float>(p));
+    case chorusFloat64:
+      return std::isnan(fromBits<double>(p));
+    default:
+      return false;
+  }
+}
+
+std::string hex(const void* p, size_t n) {
+  std::string s;
+  char buf[4];
+  for (size_t i = n; i-- > 0;) {
+    std::snprintf(buf, sizeof buf, "%02x", static_cast<const unsigned char*>(p)[i]);
+    s += buf;
+  }
+  return s;
+}
+
+// Inputs of one type: edge values of its format plus random bit patterns.
+std::vector<unsigned char> inputs(chorusDataType_t t, size_t randomCount, uint64_t seed) {
+  const size_t esz = chorusTypeSize(t);
+  std::vector<uint64_t> special;
+  switch (t) {
+    case chorusInt8:
+    case chorusUint8:
+      special = {0, 1, 2, 3, 0x7f, 0x80, 0x81, 0xfe, 0xff, 0x40, 0x10};
+      break;
+    case chorusInt32:
+    case chorusUint32:
+      special = {0, 1, 2, 3, 0x7fffffff, 0x80000000, 0x80000001, 0xfffffffe, 0xffffffff, 0x10000};
+      break;
+    case chorusInt64:
+    case chorusUint64:
+      special = {0, 1, 2, 3, 0x7fffffffffffffffull, 0x8000000000000000ull, 0xffffffffffffffffull,
+                 0x100000000ull, 0xfffffffffffffffeull};
+      break;
+    case chorusFloat16:  // zeros, subnormals, 1, max, Inf, NaN, values that round on add
+      special = {0x0000, 0x8000, 0x0001, 0x03ff, 0x0400, 0x3c00, 0x3c01, 0xbc00, 0x7bff, 0xfbff,
+                 0x7c00, 0xfc00, 0x7e00, 0x1400, 0x5bff, 0x6800, 0x0200};
+      break;
+    case chorusBfloat16:
+      special = {0x0000, 0x8000, 0x0001, 0x007f, 0x0080, 0x3f80, 0x3f81, 0xbf80, 0x7f7f, 0xff7f,
+                 0x7f80, 0xff80, 0x7fc0, 0x4b80, 0x3b80, 0x4380};
+      break;
+    case chorusFloat32:
+      special = {0x00000000, 0x80000000, 0x00000001, 0x007fffff, 0x3f800000, 0x3f800001,
+                 0x7f7fffff, 0xff7fffff, 0x7f800000, 0xff800000, 0x7fc00000, 0x4b800000};
+      break;
+    case chorusFloat64:
+      special = {0, 0x8000000000000000ull, 1, 0x3ff0000000000000ull, 0x3ff0000000000001ull,
+                 0x7fefffffffffffffull, 0x7ff0000000000000ull, 0xfff0000000000000ull,
+                 0x7ff8000000000000ull};
+      break;
+    default:
+      break;
+  }
+  std::mt19937_64 rng(seed);
+  std::vector<unsigned char> out((special.size() + randomCount) * esz);
+  size_t i = 0;
+  for (uint64_t v : special) std::memcpy(&out[esz * i++], &v, esz);
+  for (size_t k = 0; k < randomCount; ++k) {
+    uint64_t v = rng();
+    // Half the random float values near 1 so that sums and products round, not just overflow.
+    if (k % 2 == 0 && t == chorusFloat32) v = 0x3f000000u | (v & 0x00ffffffu);
+    if (k % 2 == 0 && t == chorusFloat64) v = 0x3fe0000000000000ull | (v & 0x001fffffffffffffull);
+    if (k % 2 == 0 && t == chorusFloat16) v = 0x3800u | (v & 0x07ffu);
+    if (k % 2 == 0 && t == chorusBfloat16) v = 0x3f00u | (v & 0x00ffu);
+    std::memcpy(&out[esz * i++], &v, esz);
+  }
+  return out;
+}
+
+std::string typeStr(chorusDataType_t t) { return std::to_string(int(t)); }
+
+// Every pair of inputs, every op (avg with several divisors): functor == reference.
+TEST(CudaFunctors, MatchIndependentReference) {
+  for (chorusDataType_t t : kTypes) {
+    const size_t esz = chorusTypeSize(t);
+    const auto in = inputs(t, 120, 7 + uint64_t(t));
+    const size_t n = in.size() / esz;
+    for (chorusRedOp_t op : kOps) {
+      for (int div : op == chorusAvg ? std::vector<int>{0, 1, 2, 3, 7, 200} : std::vector<int>{0}) {
+        size_t bad = 0;
+        for (size_t i = 0; i < n; ++i) {
+          for (size_t j = 0; j < n; ++j) {
+            unsigned char got[8] = {}, want[8] = {};
+            ASSERT_TRUE(chorus::cuda::reduceElementHost(t, op, div, &in[i * esz], &in[j * esz], got));
+            const bool finite = reference(t, op, div, &in[i * esz], &in[j * esz], want);
+            const bool ok = finite ? std::memcmp(got, want, esz) == 0 : isNanBits(t, got);
+            if (!ok && bad++ < 3) {
+              ADD_FAILURE() << "type " << typeStr(t) << " op " << int(op) << " divisor " << div
+                            << ": " << hex(&in[i * esz], esz) << " , " << hex(&in[j * esz], esz)
+                            << " -> " << hex(got, esz) << ", reference " << hex(want, esz);
+            }
+          }
+        }
+        EXPECT_EQ(bad, 0u) << "type " << typeStr(t) << " op " << int(op) << " divisor " << div;
+      }
+    }
+  }
+}
+
+// Every 16-bit pattern against a set of partners: halves are computed in float32 and rounded
+// once, so e.g. 2048 + 1 (float16) is 2048 and 1 + 2^-11 ties to even.
+TEST(CudaFunctors, HalfTypesExhaustiveAgainstReference) {
+  for (chorusDataType_t t : {chorusFloat16, chorusBfloat16}) {
+    const auto partners = inputs(t, 24, 99);
+    for (chorusRedOp_t op : kOps) {
+      const int div = op == chorusAvg ? 3 : 0;
+      size_t bad = 0;
+      for (uint32_t a = 0; a < 0x10000u; ++a) {
+        // 8-byte buffers: the reference's other branches read wider types (-Warray-bounds).
+        uint64_t x = a;
+        for (size_t j = 0; j < partners.size(); j += 2) {
+          uint64_t y = 0, got = 0, want = 0;
+          std::memcpy(&y, &partners[j], 2);
+          chorus::cuda::reduceElementHost(t, op, div, &x, &y, &got);
+          const bool finite = reference(t, op, div, &x, &y, &want);
+          if (finite ? got != want : !isNanBits(t, &got)) ++bad;
+        }
+      }
+      EXPECT_EQ(bad, 0u) << "type " << typeStr(t) << " op " << int(op);
+    }
+  }
+  // Spot checks written out by hand.
+  const uint64_t h2048 = 0x6800, h1 = 0x3c00;  // float16 2048 and 1
+  uint64_t r = 0;
+  chorus::cuda::reduceElementHost(chorusFloat16, chorusSum, 0, &h2048, &h1, &r);
+  EXPECT_EQ(r, 0x6800u);  // 2049 is not a half: ties to even (2048)
+  const uint64_t b1 = 0x3f80, bTiny = 0x3b80;  // bfloat16 1 and 2^-8: 1 + 2^-8 ties to 1
+  chorus::cuda::reduceElementHost(chorusBfloat16, chorusSum, 0, &b1, &bTiny, &r);
+  EXPECT_EQ(r, 0x3f80u);
+}
+
+TEST(CudaFunctors, IntegerWrapAndTruncatingAverage) {
+  int8_t a = 127, b = 1, r = 0;
+  chorus::cuda::reduceElementHost(chorusInt8, chorusSum, 0, &a, &b, &r);
+  EXPECT_EQ(r, -128);
+  a = -100, b = -100;
+  chorus::cuda::reduceElementHost(chorusInt8, chorusAvg, 2, &a, &b, &r);
+  EXPECT_EQ(r, 28);  // wrapped sum 56, / 2
+  a = -3, b = 0;
+  chorus::cuda::reduceElementHost(chorusInt8, chorusAvg, 2, &a, &b, &r);
+  EXPECT_EQ(r, -1);  // truncation toward zero
+  uint32_t x = 0xffffffffu, y = 2, z = 0;
+  chorus::cuda::reduceElementHost(chorusUint32, chorusProd, 0, &x, &y, &z);
+  EXPECT_EQ(z, 0xfffffffeu);
+  int64_t p = INT64_MAX, q = INT64_MAX, s = 0;
+  chorus::cuda::reduceElementHost(chorusInt64, chorusSum, 0, &p, &q, &s);
+  EXPECT_EQ(s, -2);
+  uint8_t u = 200, v = 100, w = 0;
+  chorus::cuda::reduceElementHost(chorusUint8, chorusAvg, 200, &u, &v, &w);
+  EXPECT_EQ(w, 0);  // (300 mod 256 = 44) / 200; the divisor is not truncated to 8 bits
+}
+
+// The functors give what the host engine gives (chorus::reduceKernel / scaleKernel), element
+// for element, for every type, op and avg step, so device and host ranks agree bit for bit.
+TEST(CudaFunctors, MatchHostEngine) {
+  for (chorusDataType_t t : kTypes) {
+    const size_t esz = chorusTypeSize(t);
+    const auto a = inputs(t, 3000, 1000 + uint64_t(t));
+    const auto bRaw = inputs(t, 3000, 2000 + uint64_t(t));
+    // Pair every special value with every other by rotating b.
+    std::vector<unsigned char> b(bRaw.size());
+    const size_t n = a.size() / esz;
+    for (size_t i = 0; i < n; ++i) std::memcpy(&b[i * esz], &bRaw[((i * 7) % n) * esz], esz);
+    for (chorusRedOp_t op : kOps) {
+      for (int div : op == chorusAvg ? std::vector<int>{0, 1, 4, 5} : std::vector<int>{0}) {
+        std::vector<unsigned char> engine(a.size());
+        chorus::reduceKernel(t, op, n, a.data(), b.data(), engine.data(), nullptr, div);
+        size_t bad = 0;
+        for (size_t i = 0; i < n; ++i) {
+          unsigned char got[8] = {};
+          chorus::cuda::reduceElementHost(t, op, div, &a[i * esz], &b[i * esz], got);
+          const bool nan = isNanBits(t, &engine[i * esz]);
+          if (nan ? !isNanBits(t, got) : std::memcmp(got, &engine[i * esz], esz) != 0) ++bad;
+        }
+        EXPECT_EQ(bad, 0u) << "type " << typeStr(t) << " op " << int(op) << " divisor " << div;
+      }
+    }
+    for (int div : {1, 2, 3, 8}) {
+      std::vector<unsigned char> engine(a.size());
+      chorus::scaleKernel(t, n, a.data(), engine.data(), div);
+      size_t bad = 0;
+      for (size_t i = 0; i < n; ++i) {
+        unsigned char got[8] = {};
+        chorus::cuda::scaleElementHost(t, div, &a[i * esz], got);
+        const bool nan = isNanBits(t, &engine[i * esz]);
+        if (nan ? !isNanBits(t, got) : std::memcmp(got, &engine[i * esz], esz) != 0) ++bad;
+      }
+      EXPECT_EQ(bad, 0u) << "scale type " << typeStr(t) << " divisor " << div;
+    }
+  }
+}
+
+// ---- Staging plan. ----
+
+chorus::OpDesc desc(chorus::OpKind k, const void* s, void* r, size_t count, int root = 0) {
+  return chorus::OpDesc{k, s, r, count, chorusFloat32, chorusSum, root, nullptr, nullptr};
+}
+
+TEST(CudaStaging, OutOfPlaceGetsTwoAlignedRegions) {
+  alignas(256) static float send[100], recv[400];
+  auto op = desc(chorus::OpKind::kAllGather, send, recv, 100);
+  const auto plan = chorus::planStaging({&op}, 1, 4);
+  ASSERT_EQ(plan.ops.size(), 1u);
+  EXPECT_EQ(plan.ops[0].sendBytes, 400u);
+  EXPECT_EQ(plan.ops[0].recvBytes, 1600u);
+  EXPECT_EQ(plan.ops[0].sendOffset % chorus::kStagingAlign, 0u);
+  EXPECT_EQ(plan.ops[0].recvOffset % chorus::kStagingAlign, 0u);
+  EXPECT_GE(plan.ops[0].recvOffset, plan.ops[0].sendOffset + 400);
+  EXPECT_GE(plan.totalBytes, plan.ops[0].recvOffset + 1600);
+}
+
+TEST(CudaStaging, InPlaceKeepsTheRelation) {
+  alignas(256) static float buf[400];
+  // AllGather in place on rank 2: sendbuff = recvbuff + 2*count.
+  auto ag = desc(chorus::OpKind::kAllGather, buf + 200, buf, 100);
+  // ReduceScatter in place on rank 2: recvbuff = sendbuff + 2*count.
+  auto rs = desc(chorus::OpKind::kReduceScatter, buf, buf + 200, 100);
+  auto ar = desc(chorus::OpKind::kAllReduce, buf, buf, 400);
+  const auto plan = chorus::planStaging({&ag, &rs, &ar}, 2, 4);
+  unsigned char* base = reinterpret_cast<unsigned char*>(uintptr_t{1} << 20);
+  const auto v0 = chorus::stagedView(ag, plan.ops[0], base);
+  EXPECT_EQ(static_cast<const char*>(v0.sendbuff) - static_cast<char*>(v0.recvbuff), 800);
+  const auto v1 = chorus::stagedView(rs, plan.ops[1], base);
+  EXPECT_EQ(static_cast<char*>(v1.recvbuff) - static_cast<const char*>(v1.sendbuff), 800);
+  const auto v2 = chorus::stagedView(ar, plan.ops[2], base);
+  EXPECT_EQ(v2.sendbuff, v2.recvbuff);
+  EXPECT_EQ(plan.ops[2].sendBytes, 1600u);
+  EXPECT_EQ(plan.ops[2].recvBytes, 1600u);
+  // Regions of different operations do not overlap.
+  EXPECT_GE(plan.ops[1].sendOffset, plan.ops[0].recvOffset + 1600);
+  EXPECT_GE(plan.ops[2].sendOffset, plan.ops[1].sendOffset + 1600);
+}
+
+TEST(CudaStaging, UnusedBuffersAreNotCopied) {
+  alignas(256) static float a[64], b[64];
+  auto bcast = desc(chorus::OpKind::kBroadcast, a, b, 64, /*root=*/0);
+  auto reduce = desc(chorus::OpKind::kReduce, a, b, 64, /*root=*/0);
+  auto send = desc(chorus::OpKind::kSend, a, nullptr, 64, 1);
+  auto recv = desc(chorus::OpKind::kRecv, nullptr, b, 0, 1);
+  const auto plan = chorus::planStaging({&bcast, &reduce, &send, &recv}, 1, 2);  // not the root
+  EXPECT_EQ(plan.ops[0].sendBytes, 0u);
+  EXPECT_EQ(plan.ops[0].recvBytes, 256u);
+  EXPECT_EQ(plan.ops[0].sendOffset, chorus::StagedOp::kUnused);
+  EXPECT_EQ(plan.ops[1].sendBytes, 256u);
+  EXPECT_EQ(plan.ops[1].recvBytes, 0u);
+  EXPECT_EQ(chorus::stagedView(reduce, plan.ops[1], nullptr).recvbuff, nullptr);
+  EXPECT_EQ(plan.ops[2].sendBytes, 256u);
+  EXPECT_EQ(plan.ops[3].recvBytes, 0u);  // count 0
+}
+
+// ---- Error paths without a GPU. ----
+
+bool gpuPresent() {
+  // A device communicator of one rank succeeds only with a usable GPU.
+  chorusUniqueId id;
+  if (chorusGetUniqueId(&id) != chorusSuccess) return false;
+  chorusConfig_t cfg = CHORUS_CONFIG_INITIALIZER;
+  cfg.cudaDevice = 0;
+  chorusComm_t c = nullptr;
+  if (chorusCommInitRankConfig(&c, 1, id, 0, &cfg) != chorusSuccess) return false;
+  chorusCommDestroy(c);
+  return true;
+}
+
+TEST(CudaErrors, DeviceCommunicatorWithoutGpuFailsCleanly) {
+  if (gpuPresent()) GTEST_SKIP() << "a GPU is present: see test_cuda_gpu.cc";
+  chorusUniqueId id;
+  ASSERT_EQ(chorusGetUniqueId(&id), chorusSuccess);
+  chorusConfig_t cfg = CHORUS_CONFIG_INITIALIZER;
+  cfg.cudaDevice = 0;
+  chorusComm_t c = reinterpret_cast<chorusComm_t>(uintptr_t{1});
+  const chorusResult_t r = chorusCommInitRankConfig(&c, 1, id, 0, &cfg);
+  const std::string msg = chorusGetLastError(nullptr);
+  EXPECT_EQ(c, nullptr);
+  if (chorus::cudaBuilt()) {
+    EXPECT_EQ(r, chorusSystemError) << msg;
+    EXPECT_NE(msg.find("no CUDA device"), std::string::npos) << msg;
+  } else {
+    EXPECT_EQ(r, chorusInvalidUsage) << msg;
+    EXPECT_NE(msg.find("built without CUDA"), std::string::npos) << msg;
+  }
+  EXPECT_NE(msg.find("rank 0"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("cudaDevice = 0"), std::string::npos) << msg;
+}
+
+TEST(CudaErrors, InitAllWithDevlistWithoutGpuFailsCleanly) {
+  if (gpuPresent()) GTEST_SKIP() << "a GPU is present";
+  chorusComm_t comms[2] = {nullptr, nullptr};
+  const int devs[2] = {0, 0};
+  const chorusResult_t r = chorusCommInitAll(comms, 2, devs);
+  EXPECT_NE(r, chorusSuccess);
+  EXPECT_EQ(comms[0], nullptr);
+  EXPECT_EQ(comms[1], nullptr);
+}
+
+TEST(CudaErrors, HostCommunicatorReportsNoDevice) {
+  chorusComm_t comms[2];
+  ASSERT_EQ(chorusCommInitAll(comms, 2, nullptr), chorusSuccess);
+  for (chorusComm_t c : comms) {
+    int dev = 7;
+    EXPECT_EQ(chorusCommCuDevice(c, &dev), chorusSuccess);
+    EXPECT_EQ(dev, -1);
+    EXPECT_EQ(chorusCommCuDevice(c, nullptr), chorusInvalidArgument);
+  }
+  // Host buffers on a host communicator keep working, also after a CUDA stream was wrapped
+  // (which makes host communicators classify their buffers).
+  chorusStream_t cs = nullptr;
+  const chorusResult_t wrapped = chorusStreamCreateFromCuda(&cs, nullptr);
+  EXPECT_EQ(wrapped, chorus::cudaBuilt() ? chorusSuccess : chorusInvalidUsage)
+      << chorusGetLastError(nullptr);
+  std::vector<std::thread> ts;
+  chorusResult_t rs[2];
+  std::vector<float> in[2] = {std::vector<float>(1000, 1.0f), std::vector<float>(1000, 2.0f)};
+  std::vector<float> out[2] = {std::vector<float>(1000), std::vector<float>(1000)};
+  for (int i = 0; i < 2; ++i)
+    ts.emplace_back([&, i] {
+      rs[i] = chorusAllReduce(in[i].data(), out[i].data(), 1000, chorusFloat32, chorusSum,
+                              comms[i], nullptr);
+    });
+  for (auto& t : ts) t.join();
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(rs[i], chorusSuccess) << chorusGetLastError(comms[i]);
+    EXPECT_EQ(out[i][999], 3.0f);
+  }
+  if (wrapped == chorusSuccess) {
+    void* h = reinterpret_cast<void*>(uintptr_t{5});
+    EXPECT_EQ(chorusStreamGetCuda(cs, &h), chorusSuccess);
+    EXPECT_EQ(h, nullptr);
+    EXPECT_EQ(chorusStreamDestroy(cs), chorusSuccess);
+  } else {
+    EXPECT_NE(std::string(chorusGetLastError(nullptr)).find("built without CUDA"),
+              std::string::npos);
+  }
+  for (chorusComm_t c : comms) EXPECT_EQ(chorusCommDestroy(c), chorusSuccess);
+}
+
+}  // namespace
