@@ -59,7 +59,8 @@ cmake --build "$build" -j"$(nproc)" >>"$log0" 2>&1 ||
   { tail -50 "$log0"; echo "fuzz/run.sh: build failed"; exit 1; }
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_hello fuzz_round fuzz_challenge fuzz_id fuzz_root)
+[ ${#targets[@]} -gt 0 ] ||
+  targets=(fuzz_hello fuzz_round fuzz_challenge fuzz_id fuzz_root fuzz_data_hello fuzz_frames fuzz_notice)
 mkdir -p "$build/artifacts"
 status=0
 for t in "${targets[@]}"; do

@@ -4,7 +4,7 @@
 // and the point here is to watch what the survivors see.
 //
 //   chorus_reliability_worker --coll NAME [--count N] [--iters N] [--hang-rank R]
-//                             [--linger] [--watchdog SEC]
+//                             [--linger] [--watchdog SEC] [--hold-rank R]
 //
 //   --coll NAME      AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AlltoAll, Gather,
 //                    Scatter or SendRecv (a group {Send to rank+1, Recv from rank-1})
@@ -15,6 +15,9 @@
 //                    until standard input reaches end of file, then destroy and exit: peers must
 //                    learn of the failure from the communicator, not from this process's exit
 //   --watchdog SEC   exit 99 if not finished by then (default 120)
+//   --hold-rank R    rank R (CHORUS_RANK) reads one byte from standard input before it starts
+//                    chorusCommInitFromEnv: the others wait in communicator creation (their data
+//                    listeners open) until the test releases it
 //
 // Output (stdout, one line each, times are CLOCK_MONOTONIC seconds, shared by all processes):
 //   READY rank=R nranks=N pid=P comm=HOST:PORT t=T             init done and the first call's
@@ -51,6 +54,7 @@ struct Options {
   size_t count = 262144;
   long iters = 0;
   int hangRank = -1;
+  int holdRank = -1;
   bool linger = false;
   double watchdog = 120;
 };
@@ -71,6 +75,8 @@ Options parse(int argc, char** argv) {
       o.iters = std::stol(next());
     } else if (a == "--hang-rank") {
       o.hangRank = std::stoi(next());
+    } else if (a == "--hold-rank") {
+      o.holdRank = std::stoi(next());
     } else if (a == "--linger") {
       o.linger = true;
     } else if (a == "--watchdog") {
@@ -136,6 +142,13 @@ int main(int argc, char** argv) {
   ctest::Watchdog watchdog(o.watchdog, "chorus_reliability_worker");
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
+  if (o.holdRank >= 0) {
+    const char* me = std::getenv("CHORUS_RANK");
+    if (me != nullptr && std::atoi(me) == o.holdRank) {
+      char c;
+      if (read(STDIN_FILENO, &c, 1) != 1) return 2;
+    }
+  }
   chorusComm_t comm = nullptr;
   chorusResult_t r = chorusCommInitFromEnv(&comm);
   if (r != chorusSuccess) {

@@ -40,6 +40,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <random>
@@ -51,6 +52,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/siphash.h"
+#include "transport/tcp_wire.h"
 #include "gtest_helpers.h"
 #include "util.h"
 
@@ -87,6 +89,24 @@ void appendReport(const std::string& line) {
   if (path == nullptr || *path == 0) return;
   std::ofstream f(path, std::ios::app);
   f << line << "\n";
+}
+
+bool readExactly(int fd, void* buf, size_t n, double seconds) {
+  char* p = static_cast<char*>(buf);
+  const double until = monoNow() + seconds;
+  while (n > 0 && monoNow() < until) {
+    pollfd pf{fd, POLLIN, 0};
+    if (poll(&pf, 1, 50) <= 0) continue;
+    const ssize_t k = recv(fd, p, n, 0);
+    if (k <= 0) return false;
+    p += k;
+    n -= size_t(k);
+  }
+  return n == 0;
+}
+
+void sendBytes(int fd, const void* data, size_t n) {
+  ASSERT_EQ(send(fd, data, n, MSG_NOSIGNAL), ssize_t(n));
 }
 
 int freePort() {
@@ -126,6 +146,67 @@ bool listening(int port) {
     }
   }
   return false;
+}
+
+// A TCP socket in state LISTEN owned by one of a job's processes.
+struct OwnedListener {
+  pid_t pid = -1;
+  int port = 0;
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+};
+
+// Every LISTEN socket of /proc/net/tcp{,6} whose inode is among the open files of `pids`.
+std::vector<OwnedListener> listenersOf(const std::vector<pid_t>& pids) {
+  std::map<std::string, pid_t> inodes;  // "12345" -> owner
+  for (pid_t pid : pids) {
+    const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+    DIR* d = opendir(dir.c_str());
+    if (d == nullptr) continue;
+    while (dirent* e = readdir(d)) {
+      char target[128];
+      const ssize_t n = readlink((dir + "/" + e->d_name).c_str(), target, sizeof target - 1);
+      if (n <= 0) continue;
+      target[n] = 0;
+      const std::string t = target;
+      if (t.rfind("socket:[", 0) == 0) inodes[t.substr(8, t.size() - 9)] = pid;
+    }
+    closedir(d);
+  }
+  std::vector<OwnedListener> out;
+  for (const bool v6 : {false, true}) {
+    std::ifstream f(v6 ? "/proc/net/tcp6" : "/proc/net/tcp");
+    std::string line;
+    std::getline(f, line);  // header
+    while (std::getline(f, line)) {
+      std::istringstream is(line);
+      std::string sl, local, remote, state, queues, timer, retr, uid, timeout, inode;
+      is >> sl >> local >> remote >> state >> queues >> timer >> retr >> uid >> timeout >> inode;
+      const size_t colon = local.rfind(':');
+      if (state != "0A" || colon == std::string::npos || !inodes.count(inode)) continue;
+      OwnedListener l;
+      l.pid = inodes.at(inode);
+      l.port = std::stoi(local.substr(colon + 1), nullptr, 16);
+      if (!v6) {
+        auto* a = reinterpret_cast<sockaddr_in*>(&l.addr);
+        a->sin_family = AF_INET;
+        a->sin_port = htons(uint16_t(l.port));
+        a->sin_addr.s_addr = uint32_t(std::stoul(local.substr(0, 8), nullptr, 16));
+        l.len = sizeof(sockaddr_in);
+      } else {
+        auto* a = reinterpret_cast<sockaddr_in6*>(&l.addr);
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons(uint16_t(l.port));
+        for (int w = 0; w < 4; ++w) {
+          const uint32_t word = uint32_t(std::stoul(local.substr(size_t(w) * 8, 8), nullptr, 16));
+          std::memcpy(&a->sin6_addr.s6_addr[w * 4], &word, 4);
+        }
+        l.len = sizeof(sockaddr_in6);
+      }
+      out.push_back(l);
+    }
+  }
+  return out;
 }
 
 // /dev/shm entries named after one of `pids` (segments are /chorus-<pid>-<rank>-<random>).
@@ -238,8 +319,12 @@ Proc spawn(const std::vector<std::string>& argv, const std::vector<std::string>&
 // A job of ranks started here. The destructor kills and reaps whatever is left.
 class Job {
  public:
+  // nodes > 1: the ranks form that many emulated nodes of contiguous blocks (as chorusrun
+  // --nodes does: CHORUS_HOSTID per block), so ranks of different blocks talk TCP.
+  // rankEnv(r), when given, adds variables for rank r only.
   Job(int nranks, const std::vector<std::string>& workerArgs,
-      const std::vector<std::string>& extraEnv, std::mt19937_64& rng)
+      const std::vector<std::string>& extraEnv, std::mt19937_64& rng, int nodes = 1,
+      const std::function<std::vector<std::string>(int)>& rankEnv = {})
       : port_(freePort()) {
     const std::string secret = randomSecret(rng);
     for (int r = 0; r < nranks; ++r) {
@@ -248,9 +333,20 @@ class Job {
       std::vector<std::string> env = {
           "CHORUS_RANK=" + std::to_string(r), "CHORUS_NRANKS=" + std::to_string(nranks),
           "CHORUS_COMM_ID=127.0.0.1:" + std::to_string(port_), "CHORUS_SECRET=" + secret};
+      if (nodes > 1)
+        env.push_back("CHORUS_HOSTID=reliability-node" + std::to_string(nodeOf(r, nranks, nodes)));
       env.insert(env.end(), extraEnv.begin(), extraEnv.end());
+      if (rankEnv) {
+        const auto mine = rankEnv(r);
+        env.insert(env.end(), mine.begin(), mine.end());
+      }
       procs_.push_back(spawn(argv, env));
     }
+  }
+  // Blocks of ceil(nranks / nodes) ranks, as chorusrun --nodes.
+  static int nodeOf(int rank, int nranks, int nodes) {
+    const int per = (nranks + nodes - 1) / nodes;
+    return rank / per;
   }
   ~Job() {
     for (auto& p : procs_) {
@@ -401,6 +497,17 @@ void expectNothingLeft(const Job& job, const std::string& context) {
   for (pid_t p : job.pids()) EXPECT_FALSE(processRuns(p)) << context << ": pid " << p << " runs";
 }
 
+// Once every rank has created its communicator, none listens any more: not the bootstrap root
+// (rank 0's process), not the data listeners. Waits up to a second for the root's thread.
+void expectNoListeners(const Job& job, const std::string& context) {
+  std::vector<OwnedListener> left;
+  const double until = monoNow() + 1.0 * timeoutScale();
+  while (!(left = listenersOf(job.pids())).empty() && monoNow() < until) sleepSeconds(0.01);
+  for (const auto& l : left)
+    ADD_FAILURE() << context << ": pid " << l.pid << " still listens on port " << l.port
+                  << " after the communicator was created";
+}
+
 // ---------------------------------------------------------------------------------------------
 // DeadPeer: kill one rank of four in the middle of a loop of one collective.
 
@@ -411,16 +518,16 @@ const char* opWord(const std::string& coll) {
   return coll == "SendRecv" ? "Send" : coll.c_str();  // "Send/Recv group", "Send", "Recv"
 }
 
-class DeadPeer : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(DeadPeer, SurvivorsFailWithRemoteError) {
-  // "<Collective>" or "<Collective><Variant>": the variant forces an algorithm through the
-  // tuner's environment (Tree: CHORUS_ALGO=tree; Ring2ch: rings on two channels).
-  const std::string name = GetParam();
+// "<Collective>" or "<Collective><Variant>": the variant forces an algorithm through the
+// tuner's environment (Tree: CHORUS_ALGO=tree; Ring2ch: rings on two channels; Hier: the
+// hierarchical AllReduce). nodes = 2: ranks 0,1 and 2,3 are two emulated nodes (TCP between).
+// kills: CHORUS_KILL_ITERS, else defaultKills.
+void deadPeerKills(const std::string& name, int nodes, long defaultKills) {
   std::string coll = name;
   std::vector<std::string> env;
   for (const auto& [suffix, vars] : std::vector<std::pair<std::string, std::vector<std::string>>>{
            {"Tree", {"CHORUS_ALGO=tree"}},
+           {"Hier", {"CHORUS_ALGO=hier"}},
            {"Ring2ch", {"CHORUS_ALGO=ring", "CHORUS_MIN_NCHANNELS=2"}}}) {
     if (name.size() > suffix.size() &&
         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
@@ -428,13 +535,14 @@ TEST_P(DeadPeer, SurvivorsFailWithRemoteError) {
       env = vars;
     }
   }
-  const long iters = std::max(1L, envLong("CHORUS_KILL_ITERS", 2));
-  Watchdog watchdog(60.0 + 45.0 * double(iters), "DeadPeer." + name);
-  std::mt19937_64 rng = makeRng("DeadPeer." + name);
+  const std::string test = (nodes > 1 ? "DeadPeerAcrossNodes." : "DeadPeer.") + name;
+  const long iters = std::max(1L, envLong("CHORUS_KILL_ITERS", defaultKills));
+  Watchdog watchdog(60.0 + 45.0 * double(iters), test);
+  std::mt19937_64 rng = makeRng(test);
   std::vector<double> detect;
-  int kills = 0;
+  int kills = 0, named = 0;
   for (long it = 0; it < iters; ++it) {
-    Job job(kRanks, {"--coll", coll, "--linger", "--watchdog", "90"}, env, rng);
+    Job job(kRanks, {"--coll", coll, "--linger", "--watchdog", "90"}, env, rng, nodes);
     ASSERT_TRUE(job.started()) << "cannot start the ranks";
     const bool ready = job.pumpUntil(monoNow() + 60 * timeoutScale(), [&] {
       for (int r = 0; r < kRanks; ++r)
@@ -442,6 +550,7 @@ TEST_P(DeadPeer, SurvivorsFailWithRemoteError) {
       return true;
     });
     ASSERT_TRUE(ready) << "the ranks did not all start their loop:\n" << job.output();
+    expectNoListeners(job, test + " kill " + std::to_string(it));
     // A random moment of the loop: up to 400 ms in.
     job.pump(double(rng() % 400) / 1000.0);
     const int victim = int(rng() % kRanks);
@@ -473,9 +582,13 @@ TEST_P(DeadPeer, SurvivorsFailWithRemoteError) {
       EXPECT_EQ(f.at("async"), "chorusRemoteError")
           << ctx << ": rank " << r << ": chorusCommGetAsyncError";
       const std::string& msg = f.at("msg");
-      EXPECT_TRUE(std::regex_search(msg, std::regex("rank " + std::to_string(victim) + "\\b")))
-          << ctx << ": rank " << r << "'s message does not name the dead rank " << victim << ": "
-          << msg;
+      const bool namesVictim =
+          std::regex_search(msg, std::regex("rank " + std::to_string(victim) + "\\b"));
+      named += namesVictim ? 1 : 0;
+      std::printf("  %s: rank %d after %.0f ms: %s\n", ctx.c_str(), r, dt * 1e3, msg.c_str());
+      EXPECT_TRUE(namesVictim) << ctx << ": rank " << r
+                               << "'s message does not name the dead rank " << victim << ": "
+                               << msg;
       EXPECT_NE(msg.find(opWord(coll)), std::string::npos)
           << ctx << ": rank " << r << "'s message does not name the operation: " << msg;
     }
@@ -498,14 +611,28 @@ TEST_P(DeadPeer, SurvivorsFailWithRemoteError) {
   if (!detect.empty()) {
     const double med = median(detect), mx = *std::max_element(detect.begin(), detect.end());
     std::printf(
-        "DeadPeer %s: %d kills, %zu survivor reports, detection median %.0f ms, max %.0f ms\n",
-        coll.c_str(), kills, detect.size(), med * 1e3, mx * 1e3);
+        "%s: %d kills, %zu survivor reports, detection median %.0f ms, max %.0f ms, %d name "
+        "the dead rank\n",
+        test.c_str(), kills, detect.size(), med * 1e3, mx * 1e3, named);
     char line[256];
-    std::snprintf(line, sizeof line, "deadpeer %s kills=%d reports=%zu median_ms=%.1f max_ms=%.1f",
-                  name.c_str(), kills, detect.size(), med * 1e3, mx * 1e3);
+    std::snprintf(line, sizeof line,
+                  "deadpeer %s nodes=%d kills=%d reports=%zu median_ms=%.1f max_ms=%.1f named=%d",
+                  name.c_str(), nodes, kills, detect.size(), med * 1e3, mx * 1e3, named);
     appendReport(line);
   }
 }
+
+class DeadPeer : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DeadPeer, SurvivorsFailWithRemoteError) { deadPeerKills(GetParam(), 1, 2); }
+
+// The same across two emulated nodes (2 + 2 ranks): a survivor on the victim's node sees it die
+// through shared memory, one on the other node through its TCP sockets or, when it waits for a
+// survivor of the other node, through that survivor's failure notice. One kill per collective
+// in CI (CHORUS_KILL_ITERS for more).
+class DeadPeerAcrossNodes : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DeadPeerAcrossNodes, SurvivorsFailWithRemoteError) { deadPeerKills(GetParam(), 2, 1); }
 
 // A dead rank that its parent has not reaped yet is a zombie: kill(pid, 0) still succeeds on
 // it. Launchers reap at their own pace (or not at all while they are busy), so the survivors
@@ -545,6 +672,222 @@ INSTANTIATE_TEST_SUITE_P(Processes, DeadPeer,
                                            "SendRecv", "AllReduceTree", "BroadcastTree",
                                            "ReduceTree", "AllReduceRing2ch", "AllGatherRing2ch"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+INSTANTIATE_TEST_SUITE_P(Processes, DeadPeerAcrossNodes,
+                         ::testing::Values("AllReduce", "Broadcast", "Reduce", "AllGather",
+                                           "ReduceScatter", "AlltoAll", "Gather", "Scatter",
+                                           "SendRecv", "AllReduceTree", "AllReduceHier"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+// ---------------------------------------------------------------------------------------------
+// FailureNotice: a rank that fails on its own while staying alive (here: CHORUS_TIMEOUT) tells
+// the peers of the other node at once, through the TCP transport's control connections, not
+// when its sockets close. Two nodes (ranks 0,1 | 2,3); SendRecv (rank r sends to r+1, receives
+// from r-1); rank 2 never calls; only rank 3 has CHORUS_TIMEOUT=1: it times out waiting for
+// rank 2, stays alive (--linger), and rank 0, which receives from rank 3 over TCP and has no
+// timeout of its own, must fail with chorusRemoteError naming rank 3 promptly.
+TEST(FailureNotice, LiveRankTimeoutReachesTheOtherNode) {
+  Watchdog watchdog(90, "FailureNotice.LiveRankTimeoutReachesTheOtherNode");
+  std::mt19937_64 rng = makeRng("FailureNotice.LiveRankTimeoutReachesTheOtherNode");
+  Job job(kRanks, {"--coll", "SendRecv", "--hang-rank", "2", "--linger", "--watchdog", "60"}, {},
+          rng, /*nodes=*/2, [](int r) {
+            return r == 3 ? std::vector<std::string>{"CHORUS_TIMEOUT=1"} : std::vector<std::string>{};
+          });
+  ASSERT_TRUE(job.started());
+  ASSERT_TRUE(job.pumpUntil(monoNow() + 60 * timeoutScale(), [&] {
+    for (int r = 0; r < kRanks; ++r)
+      if (!job.has(r, "READY")) return false;
+    return true;
+  })) << job.output();
+  expectNoListeners(job, "FailureNotice");
+  ASSERT_TRUE(job.pumpUntil(monoNow() + 10 * timeoutScale(), [&] {
+    return job.has(3, "FAILED") && job.has(0, "FAILED");
+  })) << "rank 3 (CHORUS_TIMEOUT=1) or rank 0 (waiting for rank 3 across nodes) did not fail:\n"
+      << job.output();
+  const auto f3 = job.fields(3, "FAILED"), f0 = job.fields(0, "FAILED");
+  EXPECT_EQ(f3.at("name"), "chorusTimeout") << f3.at("msg");
+  EXPECT_EQ(f0.at("name"), "chorusRemoteError") << f0.at("msg");
+  EXPECT_EQ(f0.at("async"), "chorusRemoteError");
+  EXPECT_TRUE(std::regex_search(f0.at("msg"), std::regex("rank 3\\b")))
+      << "rank 0's message does not name rank 3, which failed: " << f0.at("msg");
+  EXPECT_NE(f0.at("msg").find("Send"), std::string::npos)
+      << "rank 0's message does not name the operation: " << f0.at("msg");
+  const double lag = std::stod(f0.at("t")) - std::stod(f3.at("t"));
+  // The waiter looks at the peer every 50 ms; a busy 2-core machine adds its share.
+  EXPECT_LE(lag, 1.0 * timeoutScale()) << "rank 0 learned of rank 3's failure after " << lag << " s";
+  std::printf("FailureNotice: rank 3 failed (%s); rank 0 followed %.0f ms later: %s\n",
+              f3.at("msg").c_str(), lag * 1e3, f0.at("msg").c_str());
+  char line[160];
+  std::snprintf(line, sizeof line, "failurenotice lag_ms=%.1f", lag * 1e3);
+  appendReport(line);
+  // Rank 1 waits for rank 2, which is alive and never fails: it may hang (by design: a hung
+  // peer is not a failure). End the job and check that it left nothing.
+  for (int r = 0; r < kRanks; ++r)
+    if (!job[r].exited) job.killRank(r);
+  expectNothingLeft(job, "FailureNotice");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Strangers at the data listeners. A rank's data listener exists while its communicator is
+// being created (it is closed once the TCP links exist), so strangers are tried in that window:
+// 4 ranks on 2 emulated nodes, one rank held back before init (--hold-rank) so that the other
+// three wait with their listeners open; each of those gets five strangers (junk, a truncated
+// hello, a hello sent a byte per 100 ms, a hello proving another secret, silence). Then the held rank is
+// released, the communicator forms, and an AllReduce loop runs and is right; meanwhile no rank
+// listens and the former listener ports refuse connections. Two rounds: rank 3 held, then
+// rank 0 (which also hosts the bootstrap root), so that every rank's listener is tried.
+
+struct DataStranger {
+  std::string name;
+  int fd = -1;
+  double openedAt = 0, closedAt = 0;
+  size_t bytesIn = 0;
+  uint8_t nonce[16] = {};
+  size_t slowSent = 0;  // bytes of the slow hello sent so far
+};
+
+TEST(DataStrangers, ListenersCloseThemAndTheCollectiveRuns) {
+  Watchdog watchdog(120, "DataStrangers.ListenersCloseThemAndTheCollectiveRuns");
+  std::mt19937_64 rng = makeRng("DataStrangers.ListenersCloseThemAndTheCollectiveRuns");
+  const double deadline = 0.5;  // CHORUS_HANDSHAKE_TIMEOUT_MS=500
+  for (const int held : {3, 0}) {
+    const std::string ctx = "rank " + std::to_string(held) + " held";
+    Job job(kRanks,
+            {"--coll", "AllReduce", "--iters", "30", "--hold-rank", std::to_string(held),
+             "--watchdog", "60"},
+            {"CHORUS_HANDSHAKE_TIMEOUT_MS=500", "CHORUS_DEBUG=WARN"}, rng, /*nodes=*/2);
+    ASSERT_TRUE(job.started());
+    // The listeners of the three ranks that run (rank 0's bootstrap root aside).
+    std::vector<pid_t> running;
+    for (int r = 0; r < kRanks; ++r)
+      if (r != held) running.push_back(job[r].pid);
+    std::vector<OwnedListener> data;
+    const double findUntil = monoNow() + 30 * timeoutScale();
+    while (monoNow() < findUntil) {
+      data.clear();
+      for (const auto& l : listenersOf(running))
+        if (l.port != job.port()) data.push_back(l);
+      if (data.size() == running.size()) break;
+      job.pump(0.01);
+    }
+    ASSERT_EQ(data.size(), running.size())
+        << ctx << ": did not find one data listener per running rank:\n" << job.output();
+
+    std::vector<DataStranger> st;
+    for (const auto& l : data)
+      for (const char* kind : {"junk", "truncated hello", "slow hello", "wrong proof", "silent"}) {
+        DataStranger d;
+        d.name = std::string(kind) + " -> pid " + std::to_string(l.pid) + " port " +
+                 std::to_string(l.port);
+        d.fd = socket(l.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        ASSERT_GE(d.fd, 0);
+        ASSERT_EQ(connect(d.fd, reinterpret_cast<const sockaddr*>(&l.addr), l.len), 0)
+            << d.name << ": " << strerror(errno);
+        d.openedAt = monoNow();
+        st.push_back(d);
+      }
+    // Each first reads the listener's 16-byte nonce, then sends its bytes.
+    for (auto& d : st) {
+      ASSERT_TRUE(readExactly(d.fd, d.nonce, 16, 5 * timeoutScale())) << d.name << ": no nonce";
+      d.bytesIn = 16;
+    }
+    uint8_t wrongSecret[16];
+    for (auto& b : wrongSecret) b = uint8_t(rng());
+    auto helloFor = [&](const DataStranger& d) {  // rank 0, channel 0, another secret
+      return chorus::tcpwire::DataHello{chorus::tcpwire::kDataMagic, 0, 0, 0,
+                                        chorus::tcpwire::dataProof(wrongSecret, d.nonce, 'D')};
+    };
+    for (auto& d : st) {
+      if (d.name.rfind("junk", 0) == 0) {
+        std::vector<uint8_t> junk(300);
+        for (auto& b : junk) b = uint8_t(rng());
+        sendBytes(d.fd, junk.data(), junk.size());
+      } else if (d.name.rfind("truncated", 0) == 0) {
+        const auto h = helloFor(d);
+        sendBytes(d.fd, &h, 12);
+      } else if (d.name.rfind("wrong proof", 0) == 0) {
+        const auto h = helloFor(d);
+        sendBytes(d.fd, &h, sizeof h);
+      }
+    }
+    // Wait until every stranger is closed; the slow one sends a byte of a hello every 100 ms.
+    const chorus::tcpwire::DataHello slow{chorus::tcpwire::kDataMagic, 0, 0, 0, 0};
+    double nextSlow = monoNow();
+    const double waitUntil = monoNow() + 10 * timeoutScale();
+    while (monoNow() < waitUntil) {
+      bool open = false;
+      const bool slowTick = monoNow() >= nextSlow;
+      if (slowTick) nextSlow += 0.1;
+      for (auto& d : st) {
+        if (d.closedAt != 0) continue;
+        if (slowTick && d.name.rfind("slow", 0) == 0 && d.slowSent < sizeof slow &&
+            send(d.fd, reinterpret_cast<const char*>(&slow) + d.slowSent, 1, MSG_NOSIGNAL) == 1)
+          ++d.slowSent;
+        char buf[512];
+        const ssize_t k = recv(d.fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (k > 0)
+          d.bytesIn += size_t(k);
+        else if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+          d.closedAt = monoNow();
+        open = open || d.closedAt == 0;
+      }
+      if (!open) break;
+      job.pump(0.005);
+    }
+    for (auto& d : st) {
+      const double t = d.closedAt - d.openedAt;
+      EXPECT_NE(d.closedAt, 0.0) << ctx << ": " << d.name << ": never closed";
+      EXPECT_LE(t, deadline + 0.5 * timeoutScale()) << ctx << ": " << d.name << ": closed after "
+                                                    << t << " s";
+      EXPECT_EQ(d.bytesIn, 16u) << ctx << ": " << d.name << ": got more than the nonce";
+      std::printf("%s: %-40s closed after %4.0f ms\n", ctx.c_str(), d.name.c_str(), t * 1e3);
+      char line[200];
+      std::snprintf(line, sizeof line, "datastranger held=%d \"%s\" closed_ms=%.0f", held,
+                    d.name.substr(0, d.name.find(" ->")).c_str(), t * 1e3);
+      appendReport(line);
+      close(d.fd);
+    }
+    // Each running rank logged the five it closed.
+    job.pump(0.05);
+    for (int r = 0; r < kRanks; ++r) {
+      if (r == held) continue;
+      size_t logged = 0;
+      for (size_t at = 0; (at = job[r].out.find("data listener: closing", at)) != std::string::npos;
+           ++at)
+        ++logged;
+      EXPECT_GE(logged, 5u) << ctx << ": rank " << r << " logged " << logged
+                            << " closed strangers:\n" << job.output();
+    }
+
+    // Release the held rank: the communicator forms and computes.
+    ASSERT_EQ(write(job[held].inFd, "g", 1), 1);
+    ASSERT_TRUE(job.pumpUntil(monoNow() + 60 * timeoutScale(), [&] {
+      for (int r = 0; r < kRanks; ++r)
+        if (!job.has(r, "READY") && !job[r].exited) return false;
+      return true;
+    })) << ctx << job.output();
+    for (int r = 0; r < kRanks; ++r)
+      EXPECT_TRUE(job.has(r, "READY")) << ctx << ": rank " << r << ":\n" << job.output();
+    // The loop runs: the listeners are gone and their ports refuse strangers.
+    expectNoListeners(job, ctx);
+    for (const auto& l : data) {
+      const int fd = socket(l.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      EXPECT_NE(connect(fd, reinterpret_cast<const sockaddr*>(&l.addr), l.len), 0)
+          << ctx << ": port " << l.port << " of pid " << l.pid
+          << " accepts connections after the communicator was created";
+      close(fd);
+    }
+    ASSERT_TRUE(job.pumpUntil(monoNow() + 60 * timeoutScale(), [&] { return job.allExited(); }))
+        << ctx << job.output();
+    for (int r = 0; r < kRanks; ++r) {
+      EXPECT_TRUE(WIFEXITED(job[r].status) && WEXITSTATUS(job[r].status) == 0)
+          << ctx << ": rank " << r << ":\n" << job.output();
+      EXPECT_TRUE(job.has(r, "DONE")) << ctx << ": rank " << r;
+    }
+    expectNothingLeft(job, ctx);
+    for (const auto& l : data) EXPECT_FALSE(listening(l.port)) << ctx << ": port " << l.port;
+  }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Leftovers
@@ -905,24 +1248,6 @@ int connectTo(const chorus::IdData& id) {
     return -1;
   }
   return fd;
-}
-
-bool readExactly(int fd, void* buf, size_t n, double seconds) {
-  char* p = static_cast<char*>(buf);
-  const double until = monoNow() + seconds;
-  while (n > 0 && monoNow() < until) {
-    pollfd pf{fd, POLLIN, 0};
-    if (poll(&pf, 1, 50) <= 0) continue;
-    const ssize_t k = recv(fd, p, n, 0);
-    if (k <= 0) return false;
-    p += k;
-    n -= size_t(k);
-  }
-  return n == 0;
-}
-
-void sendBytes(int fd, const void* data, size_t n) {
-  ASSERT_EQ(send(fd, data, n, MSG_NOSIGNAL), ssize_t(n));
 }
 
 TEST(Strangers, RootClosesThemAndTheCommunicatorForms) {

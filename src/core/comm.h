@@ -113,7 +113,8 @@ void registerComm(chorusComm* comm);
 void unregisterComm(chorusComm* comm);
 bool isLiveComm(chorusComm* comm);
 
-// Marks the communicator failed with `code` (async error) and tells same-node peers.
+// Marks the communicator failed with `code` (async error) and tells its peers: same-node ones
+// through the segment's failure flag, remote ones through a TCP failure notice.
 void markFailed(chorusComm* comm, chorusResult_t code, const std::string& message,
                 int cause = -1);
 

@@ -75,17 +75,16 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
   c->checkCalls = envInt("CHORUS_CHECK", 0) != 0;
   c->streamThreshold = size_t(envSize("CHORUS_STREAM_THRESHOLD", 16 << 20));
   const IdData idData = decodeId(id);
+  // Every rank opens its data listener first (it authenticates connections from then on); it
+  // is closed once the links exist.
+  SockAddr dataAddr = pickLocalAddress();
+  std::unique_ptr<DataListener> listener;
+  if (c->nranks > 1) {
+    listener = std::make_unique<DataListener>(&dataAddr, idData.secret, c->rank, &c->abortFlag);
+    CHORUS_INFO(c->rank, "data listener on %s", dataAddr.str().c_str());
+  }
   c->bootstrap = std::make_unique<Bootstrap>(id, c->rank, c->nranks, &c->abortFlag);
   Deadline deadline = deadlineIn(bootstrapTimeout());
-
-  // Every rank opens its data listener first; it is closed once the links exist.
-  SockAddr dataAddr = pickLocalAddress();
-  struct ListenGuard {
-    int fd;
-    ~ListenGuard() {
-      if (fd >= 0) ::close(fd);
-    }
-  } listener{c->nranks > 1 ? TcpTransport::openListener(&dataAddr) : -1};
 
   PeerInfo mine{};
   std::string host;
@@ -150,10 +149,9 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
       memcpy(&addrs[size_t(p)].ss, c->peers[size_t(p)].dataAddr, c->peers[size_t(p)].dataAddrLen);
       addrs[size_t(p)].len = c->peers[size_t(p)].dataAddrLen;
     }
-    c->tcp = std::make_unique<TcpTransport>(c, listener.fd, addrs, idData.secret);
+    c->tcp = std::make_unique<TcpTransport>(c, *listener, addrs, idData.secret);
   }
-  ::close(listener.fd);
-  listener.fd = -1;
+  listener.reset();
 
   for (int pr = 0; pr < 2; ++pr) {
     c->sendConns[pr].assign(size_t(c->nchannels), std::vector<SendConn>(size_t(c->nranks)));
@@ -247,6 +245,8 @@ void markFailed(chorusComm* comm, chorusResult_t code, const std::string& messag
     comm->mySegment.header()->failed.compare_exchange_strong(none,
                                                              (cause >= 0 ? cause : comm->rank) + 1);
   }
+  // Peers on other nodes: a notice on the TCP control connections (first cause sticks too).
+  if (comm->tcp) comm->tcp->notifyFailure(cause >= 0 ? cause : comm->rank, message);
   CHORUS_WARN(comm->rank, "communicator failed: %s", message.c_str());
 }
 

@@ -23,6 +23,7 @@ inline void cpuRelax() {
 }
 constexpr auto kYieldPhase = std::chrono::microseconds(500);
 constexpr auto kCheckEvery = std::chrono::milliseconds(50);
+}  // namespace
 
 // A process that is gone, or dead but not yet reaped by its parent (a zombie: kill() still
 // succeeds on it), is not alive.
@@ -39,15 +40,13 @@ bool processAlive(pid_t pid) {
   const char* close = strrchr(buf, ')');  // "pid (comm) S ..."; comm may contain spaces
   return !(close && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X'));
 }
-}  // namespace
 
 void Waiter::pause() {
   ++iter_;
   const uint32_t spinIters = comm_->spinIters;
   if (iter_ < spinIters) {
     cpuRelax();
-    if ((iter_ & 31) == 0 && comm_->abortFlag.load(std::memory_order_relaxed))
-      check(Clock::now());
+    if ((iter_ & 31) == 0 && comm_->abortFlag.load(std::memory_order_relaxed)) check(Clock::now());
     return;
   }
   auto now = Clock::now();
@@ -80,28 +79,31 @@ void Waiter::check(Clock::time_point now) {
   if (c->state.load(std::memory_order_relaxed) == CommState::kFailed)  // another channel failed
     fail(chorusRemoteError, "rank %d: %s: the operation failed on another channel", c->rank, what_);
   if (peer_ >= 0 && peer_ != c->rank && c->isRemote(peer_)) {
+    // The proxy failed this peer: its connection was lost (cause: the peer), or it sent a
+    // failure notice naming the rank that caused it (itself, or a rank that died).
     if (c->tcp && c->tcp->peerFailed(peer_))
       throw Failure{chorusRemoteError,
-                    format("rank %d: %s: connection to rank %d (node %d) failed: %s", c->rank,
-                           what_, peer_, c->nodeOf[size_t(peer_)], c->tcp->failureReason(peer_)),
-                    peer_};
+                    format("rank %d: %s: %s", c->rank, what_, c->tcp->failureReason(peer_)),
+                    c->tcp->failureCause(peer_)};
   } else if (peer_ >= 0 && peer_ != c->rank) {
     const SegmentHeader* h = c->peerHeader(peer_);
     pid_t pid = c->peers[size_t(peer_)].pid;
     if (pid != getpid() && !processAlive(pid))
-      throw Failure{chorusRemoteError,
-                    format("rank %d: %s: peer rank %d (pid %d) died", c->rank, what_, peer_,
-                           int(pid)),
-                    peer_};
+      throw Failure{
+          chorusRemoteError,
+          format("rank %d: %s: peer rank %d (pid %d) died", c->rank, what_, peer_, int(pid)),
+          peer_};
     if (int32_t f = h->failed.load(std::memory_order_relaxed); f != 0) {
       const int cause = f - 1;
       if (cause == peer_)
         throw Failure{chorusRemoteError,
                       format("rank %d: %s: peer rank %d failed or aborted", c->rank, what_, peer_),
                       cause};
-      const bool dead = cause >= 0 && cause < c->nranks && !c->isRemote(cause) &&
-                        c->peers[size_t(cause)].pid != getpid() &&
-                        !processAlive(c->peers[size_t(cause)].pid);
+      const bool valid = cause >= 0 && cause < c->nranks;
+      const bool dead =
+          valid && (c->isRemote(cause) ? c->tcp && c->tcp->seenDead(cause)
+                                       : c->peers[size_t(cause)].pid != getpid() &&
+                                             !processAlive(c->peers[size_t(cause)].pid));
       throw Failure{chorusRemoteError,
                     format("rank %d: %s: rank %d %s (reported by peer rank %d)", c->rank, what_,
                            cause, dead ? "died" : "failed", peer_),

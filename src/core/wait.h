@@ -4,11 +4,16 @@
 // optional CHORUS_TIMEOUT; a problem throws chorus::Failure, which unwinds the algorithm.
 #pragma once
 
+#include <sys/types.h>
+
 #include "bootstrap/socket.h"
 
 struct chorusComm;
 
 namespace chorus {
+
+// False for a process that is gone or dead but not yet reaped (a zombie).
+bool processAlive(pid_t pid);
 
 class Waiter {
  public:

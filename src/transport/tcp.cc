@@ -1,5 +1,6 @@
 #include "transport/tcp.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -13,17 +14,17 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <map>
-#include <mutex>
-#include <tuple>
 
-#include "bootstrap/siphash.h"
 #include "core/comm.h"
 #include "core/debug.h"
 #include "core/error.h"
 #include "core/param.h"
+#include "core/wait.h"
+#include "transport/tcp_wire.h"
 
 namespace chorus {
+
+using namespace tcpwire;
 
 void SendConn::wakeProxy() const {
   uint64_t one = 1;
@@ -32,29 +33,170 @@ void SendConn::wakeProxy() const {
 }
 
 namespace {
-constexpr uint32_t kDataMagic = 0x41544443;  // "CDTA"
 constexpr size_t kCtrlBytes = 4096;
+constexpr size_t kMaxPendingHandshakes = 256;
+constexpr auto kControlEvery = std::chrono::milliseconds(1);
 
-struct DataHello {
-  uint32_t magic;
-  int32_t rank;
-  int32_t channel;
-  int32_t sock;
-  uint64_t proof;
-};
-
-uint64_t proof(const uint8_t secret[16], const uint8_t nonce[16], char role) {
-  uint8_t msg[17];
-  memcpy(msg, nonce, 16);
-  msg[16] = uint8_t(role);
-  return sipHash24(secret, msg, sizeof(msg));
+double handshakeSeconds() {
+  return double(std::max<int64_t>(1, envInt("CHORUS_HANDSHAKE_TIMEOUT_MS", 5000))) / 1000.0;
 }
 
 void setBlocking(int fd, bool blocking) {
   int flags = fcntl(fd, F_GETFL);
   fcntl(fd, F_SETFL, blocking ? flags & ~O_NONBLOCK : flags | O_NONBLOCK);
 }
+
+void wake(int fd) {
+  uint64_t one = 1;
+  ssize_t r = write(fd, &one, sizeof(one));
+  (void)r;
+}
+
+std::string peerName(int fd) {
+  SockAddr a;
+  a.len = sizeof(a.ss);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&a.ss), &a.len) != 0) return "?";
+  return a.str();
+}
 }  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// The data listener
+
+DataListener::DataListener(SockAddr* addr, const uint8_t secret[16], int rank,
+                           const std::atomic<bool>* abortFlag)
+    : rank_(rank), abortFlag_(abortFlag) {
+  memcpy(secret_, secret, 16);
+  fd_ = listenOn(addr);  // non-blocking
+  wakeFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wakeFd_ < 0) {
+    ::close(fd_);
+    fail(chorusSystemError, "eventfd: %s", strerror(errno));
+  }
+  thread_ = std::thread([this] { serve(); });
+}
+
+DataListener::~DataListener() {
+  stop_.store(true);
+  wake(wakeFd_);
+  if (thread_.joinable()) thread_.join();
+  for (auto& kv : ready_) ::close(kv.second);
+  ::close(wakeFd_);
+}
+
+void DataListener::serve() {
+  struct Pending {
+    int fd;
+    std::string from;
+    uint8_t nonce[16];
+    DataHello hello;
+    size_t got = 0;
+    Deadline deadline;
+  };
+  std::vector<Pending> pending;
+  const double hs = handshakeSeconds();
+  auto reject = [&](Pending& p, const char* why) {
+    CHORUS_WARN(
+        rank_, "data listener: closing the connection from %s after %.0f ms: %s", p.from.c_str(),
+        hs * 1e3 - std::chrono::duration<double, std::milli>(p.deadline - Clock::now()).count(),
+        why);
+    ::close(p.fd);
+    p.fd = -1;
+  };
+  while (!stop_.load()) {
+    std::vector<pollfd> pfds;
+    pfds.push_back({wakeFd_, POLLIN, 0});
+    pfds.push_back({fd_, POLLIN, 0});
+    Deadline next = Clock::now() + std::chrono::milliseconds(100);
+    for (const auto& p : pending) {
+      pfds.push_back({p.fd, POLLIN, 0});
+      next = std::min(next, p.deadline);
+    }
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now());
+    poll(pfds.data(), pfds.size(), int(std::clamp<int64_t>(ms.count() + 1, 0, 100)));
+    if (stop_.load()) break;
+    // New connections: send each its nonce at once (a fresh socket has room for 16 bytes).
+    while (true) {
+      const int fd = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) break;
+      Pending p{fd, peerName(fd), {}, {}, 0, deadlineIn(hs)};
+      if (pending.size() >= kMaxPendingHandshakes) {
+        reject(p, "too many handshakes in progress");
+        continue;
+      }
+      fillRandom(p.nonce, sizeof(p.nonce));
+      if (send(fd, p.nonce, sizeof(p.nonce), MSG_NOSIGNAL) != ssize_t(sizeof(p.nonce))) {
+        reject(p, "cannot send the challenge");
+        continue;
+      }
+      pending.push_back(p);
+    }
+    const Clock::time_point now = Clock::now();
+    for (auto& p : pending) {
+      const ssize_t k =
+          recv(p.fd, reinterpret_cast<char*>(&p.hello) + p.got, sizeof(p.hello) - p.got, 0);
+      if (k == 0) {
+        reject(p, "closed by the other side before a complete hello");
+        continue;
+      }
+      if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        reject(p, strerror(errno));
+        continue;
+      }
+      if (k > 0) p.got += size_t(k);
+      const DataHelloCheck c = checkDataHello(&p.hello, p.got, secret_, p.nonce, rank_);
+      if (c.status == DataHelloStatus::kNeedMore) {
+        if (now >= p.deadline) reject(p, "no complete hello within CHORUS_HANDSHAKE_TIMEOUT_MS");
+        continue;
+      }
+      if (c.status != DataHelloStatus::kAccepted) {
+        reject(p, dataHelloStatusName(c.status));
+        continue;
+      }
+      const uint64_t reply = dataProof(secret_, p.nonce, 'E');
+      if (send(p.fd, &reply, sizeof(reply), MSG_NOSIGNAL) != ssize_t(sizeof(reply))) {
+        reject(p, "cannot send the proof");
+        continue;
+      }
+      std::lock_guard<std::mutex> l(mu_);
+      if (!ready_.emplace(Key{c.rank, c.channel, c.sock}, p.fd).second) {
+        reject(p, "duplicate connection");
+        continue;
+      }
+      p.fd = -1;
+      cv_.notify_all();
+    }
+    pending.erase(
+        std::remove_if(pending.begin(), pending.end(), [](const Pending& p) { return p.fd < 0; }),
+        pending.end());
+  }
+  for (auto& p : pending) reject(p, "the listener closes (every peer has connected)");
+  ::close(fd_);
+}
+
+std::map<DataListener::Key, int> DataListener::take(const std::vector<Key>& want,
+                                                    Deadline deadline) {
+  std::unique_lock<std::mutex> l(mu_);
+  while (true) {
+    size_t have = 0;
+    for (const Key& k : want) have += ready_.count(k);
+    if (have == want.size()) break;
+    if (Clock::now() > deadline)
+      fail(chorusTimeout, "data connections: %zu of %zu arrived", have, want.size());
+    if (abortFlag_ && abortFlag_->load())
+      fail(chorusInvalidUsage, "aborted during connection setup");
+    cv_.wait_for(l, std::chrono::milliseconds(100));
+  }
+  std::map<Key, int> out;
+  for (const Key& k : want) {
+    out[k] = ready_.at(k);
+    ready_.erase(k);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The transport
 
 struct TcpTransport::Link {
   int peer = -1, channel = 0;
@@ -62,115 +204,95 @@ struct TcpTransport::Link {
   RecvConn staged;  // the rank's outgoing slots, drained to the sockets
   SendConn local;   // the rank's receive FIFO from the peer, filled from the sockets
   size_t outDone = 0;
-  uint64_t inBytes = 0;
-  size_t inDone = 0;
+  FrameReader in{0};
 };
 
-int TcpTransport::openListener(SockAddr* addr) { return listenOn(addr); }
+struct TcpTransport::Control {
+  int peer = -1;
+  int fd = -1;
+  std::string in;   // bytes received, not yet a whole notice
+  std::string out;  // the notice being sent
+  size_t outDone = 0;
+  bool closed = false;  // end of file (the peer left) or an error
+};
 
-TcpTransport::TcpTransport(chorusComm* comm, int listenFd, const std::vector<SockAddr>& addrs,
-                           const uint8_t secret[16])
+TcpTransport::TcpTransport(chorusComm* comm, DataListener& listener,
+                           const std::vector<SockAddr>& addrs, const uint8_t secret[16])
     : comm_(comm) {
   const int n = comm->nranks, me = comm->rank, nch = comm->nchannels;
-  nsocks_ = int(std::clamp<int64_t>(envInt("CHORUS_NSOCKS_PERTHREAD", 1) *
-                                        envInt("CHORUS_SOCKET_NTHREADS", 1),
-                                    1, 16));
+  nsocks_ = int(std::clamp<int64_t>(
+      envInt("CHORUS_NSOCKS_PERTHREAD", 1) * envInt("CHORUS_SOCKET_NTHREADS", 1), 1, kMaxSocks));
+  if (nch > kMaxChannels)
+    fail(chorusInvalidUsage, "rank %d: %d channels (TCP carries at most %d)", me, nch,
+         kMaxChannels);
   failed_.reset(new std::atomic<int>[size_t(n)]);
-  for (int i = 0; i < n; ++i) failed_[size_t(i)].store(0);
+  dead_.reset(new std::atomic<bool>[size_t(n)]);
+  for (int i = 0; i < n; ++i) failed_[size_t(i)].store(0), dead_[size_t(i)].store(false);
   reasons_.assign(size_t(n), "");
+  causes_.assign(size_t(n), -1);
   wakeFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wakeFd_ < 0) fail(chorusSystemError, "eventfd: %s", strerror(errno));
 
-  // Sockets: key (peer, channel, sock) -> fd.
-  std::map<std::tuple<int, int, int>, int> fds;
-  std::mutex mu;
-  int expected = 0;
-  for (int p = 0; p < me; ++p)
-    if (comm->nodeOf[size_t(p)] != comm->nodeOf[size_t(me)]) expected += nch * nsocks_;
-  const double hs = double(envInt("CHORUS_HANDSHAKE_TIMEOUT_MS", 5000)) / 1000.0;
+  const double hs = handshakeSeconds();
   Deadline deadline = deadlineIn(bootstrapTimeout());
-  std::string acceptError;
-  std::thread acceptor([&] {
-    int got = 0;
-    while (got < expected) {
-      try {
-        pollfd pf{listenFd, POLLIN, 0};
-        poll(&pf, 1, 100);
-        if (Clock::now() > deadline) fail(chorusTimeout, "data connections: %d of %d peers connected", got, expected);
-        if (comm->abortFlag.load()) fail(chorusInvalidUsage, "aborted during connection setup");
-        int fd = accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) continue;
-        try {
-          uint8_t nonce[16];
-          fillRandom(nonce, sizeof(nonce));
-          sendAll(fd, nonce, sizeof(nonce), deadlineIn(hs), nullptr, "data handshake");
-          DataHello h{};
-          recvAll(fd, &h, sizeof(h), deadlineIn(hs), nullptr, "data handshake");
-          if (h.magic != kDataMagic || h.proof != proof(secret, nonce, 'D') || h.rank < 0 ||
-              h.rank >= me || h.channel < 0 || h.channel >= nch || h.sock < 0 || h.sock >= nsocks_)
-            fail(chorusSystemError, "stranger or bad hello");
-          uint64_t reply = proof(secret, nonce, 'E');
-          sendAll(fd, &reply, sizeof(reply), deadlineIn(hs), nullptr, "data handshake");
-          std::lock_guard<std::mutex> l(mu);
-          if (!fds.emplace(std::make_tuple(int(h.rank), int(h.channel), int(h.sock)), fd).second)
-            fail(chorusSystemError, "duplicate connection");
-          ++got;
-        } catch (const Failure& e) {
-          CHORUS_WARN(me, "data listener: closing a connection: %s", e.message.c_str());
-          ::close(fd);
-        }
-      } catch (const Failure& e) {
-        acceptError = e.message;
-        return;
-      }
-    }
-  });
-  std::string connectError;
+  // Outgoing: to every higher remote rank, the control connection then nch x nsocks data ones.
+  // Incoming: the same from every lower remote rank, through the listener (already serving).
+  std::map<DataListener::Key, int> fds;
   try {
     for (int p = me + 1; p < n; ++p) {
-      if (comm->nodeOf[size_t(p)] == comm->nodeOf[size_t(me)]) continue;
-      for (int ch = 0; ch < nch; ++ch)
-        for (int s = 0; s < nsocks_; ++s) {
+      if (!comm->isRemote(p)) continue;
+      for (int ch = kControlChannel; ch < nch; ++ch)
+        for (int s = 0; s < (ch == kControlChannel ? 1 : nsocks_); ++s) {
           int fd = connectTo(addrs[size_t(p)], deadline, &comm->abortFlag);
           try {
             uint8_t nonce[16];
-            recvAll(fd, nonce, sizeof(nonce), deadlineIn(hs * 2), &comm->abortFlag, "data handshake");
-            DataHello h{kDataMagic, me, ch, s, proof(secret, nonce, 'D')};
+            recvAll(fd, nonce, sizeof(nonce), deadlineIn(hs * 2), &comm->abortFlag,
+                    "data handshake");
+            DataHello h{kDataMagic, me, ch, s, dataProof(secret, nonce, 'D')};
             sendAll(fd, &h, sizeof(h), deadline, &comm->abortFlag, "data handshake");
             uint64_t reply = 0;
-            recvAll(fd, &reply, sizeof(reply), deadlineIn(hs * 2), &comm->abortFlag, "data handshake");
-            if (reply != proof(secret, nonce, 'E'))
+            recvAll(fd, &reply, sizeof(reply), deadlineIn(hs * 2), &comm->abortFlag,
+                    "data handshake");
+            if (reply != dataProof(secret, nonce, 'E'))
               fail(chorusSystemError, "rank %d's data listener failed to prove the secret", p);
           } catch (...) {
             ::close(fd);
             throw;
           }
-          std::lock_guard<std::mutex> l(mu);
-          fds[std::make_tuple(p, ch, s)] = fd;
+          fds[DataListener::Key{p, ch, s}] = fd;
         }
     }
+    std::vector<DataListener::Key> want;
+    for (int p = 0; p < me; ++p) {
+      if (!comm->isRemote(p)) continue;
+      want.emplace_back(p, kControlChannel, 0);
+      for (int ch = 0; ch < nch; ++ch)
+        for (int s = 0; s < nsocks_; ++s) want.emplace_back(p, ch, s);
+    }
+    for (auto& kv : listener.take(want, deadline)) fds[kv.first] = kv.second;
   } catch (const Failure& e) {
-    connectError = e.message;
-  }
-  acceptor.join();
-  if (!connectError.empty() || !acceptError.empty()) {
     for (auto& kv : fds) ::close(kv.second);
     ::close(wakeFd_);
-    fail(chorusSystemError, "rank %d: TCP setup failed: %s%s", me, connectError.c_str(),
-         acceptError.c_str());
+    fail(chorusSystemError, "rank %d: TCP setup failed: %s", me, e.message.c_str());
   }
 
   // Links, staging FIFOs, and the rank's receive FIFOs as the proxy's send side.
   const size_t slotBytes = comm->slotBytes[0];
   const size_t stagingBytes = kCtrlBytes + size_t(kNSteps) * slotStride(slotBytes);
   for (int p = 0; p < n; ++p) {
-    if (comm->nodeOf[size_t(p)] == comm->nodeOf[size_t(me)]) continue;
+    if (!comm->isRemote(p)) continue;
+    auto c = std::make_unique<Control>();
+    c->peer = p;
+    c->fd = fds.at(DataListener::Key{p, kControlChannel, 0});
+    setBlocking(c->fd, false);
+    controls_.push_back(std::move(c));
     for (int ch = 0; ch < nch; ++ch) {
       auto l = std::make_unique<Link>();
       l->peer = p;
       l->channel = ch;
+      l->in = FrameReader(slotBytes);
       for (int s = 0; s < nsocks_; ++s) {
-        int fd = fds.at(std::make_tuple(p, ch, s));
+        int fd = fds.at(DataListener::Key{p, ch, s});
         setBlocking(fd, false);
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -190,8 +312,10 @@ TcpTransport::TcpTransport(chorusComm* comm, int listenFd, const std::vector<Soc
       links_.push_back(std::move(l));
     }
   }
-  CHORUS_INFO(me, "TCP transport: %zu links to remote ranks, %d socket(s) each", links_.size(),
-              nsocks_);
+  CHORUS_INFO(me,
+              "TCP transport: %zu links to remote ranks, %d socket(s) each, %zu control "
+              "connection(s)",
+              links_.size(), nsocks_, controls_.size());
   proxy_ = std::thread([this] { proxyLoop(); });
 }
 
@@ -207,7 +331,38 @@ void TcpTransport::bindSendConn(int peer, int channel, SendConn* conn) {
     }
 }
 
-const char* TcpTransport::failureReason(int peer) const { return reasons_[size_t(peer)].c_str(); }
+const char* TcpTransport::failureReason(int peer) const {
+  return reasons_[size_t(peer)].c_str();
+}
+
+// Proxy thread only (the single writer of reasons_ and causes_).
+void TcpTransport::failPeer(int peer, int cause, const std::string& reason) {
+  if (failed_[size_t(peer)].load()) return;
+  reasons_[size_t(peer)] = reason;
+  causes_[size_t(peer)] = cause;
+  failed_[size_t(peer)].store(1);
+  CHORUS_WARN(comm_->rank, "TCP: %s", reason.c_str());
+}
+
+void TcpTransport::notifyFailure(int cause, const std::string& message) {
+  const int me = comm_->rank;
+  if (cause < 0 || cause >= comm_->nranks) cause = me;
+  NoticeKind kind = NoticeKind::kFailed;
+  if (cause != me) {
+    const bool died = comm_->isRemote(cause)
+                          ? dead_[size_t(cause)].load()
+                          : comm_->peers[size_t(cause)].pid != getpid() &&
+                                !processAlive(pid_t(comm_->peers[size_t(cause)].pid));
+    if (died) kind = NoticeKind::kDied;
+  }
+  {
+    std::lock_guard<std::mutex> l(noticeMu_);
+    if (!notice_.empty()) return;  // the first cause sticks
+    notice_ = encodeNotice(kind, cause, message);
+  }
+  noticeQueued_.store(true);
+  wake(wakeFd_);
+}
 
 bool TcpTransport::progressOut(Link& l) {
   bool did = false;
@@ -218,10 +373,12 @@ bool TcpTransport::progressOut(Link& l) {
       iovec iov[2];
       int cnt = 0;
       if (l.outDone < 8) {
-        iov[cnt++] = {reinterpret_cast<char*>(const_cast<uint64_t*>(&bytes)) + l.outDone, 8 - l.outDone};
+        iov[cnt++] = {reinterpret_cast<char*>(const_cast<uint64_t*>(&bytes)) + l.outDone,
+                      8 - l.outDone};
         iov[cnt++] = {const_cast<char*>(l.staged.slot()), bytes};
       } else {
-        iov[cnt++] = {const_cast<char*>(l.staged.slot()) + (l.outDone - 8), bytes - (l.outDone - 8)};
+        iov[cnt++] = {const_cast<char*>(l.staged.slot()) + (l.outDone - 8),
+                      bytes - (l.outDone - 8)};
       }
       msghdr msg{};
       msg.msg_iov = iov;
@@ -245,35 +402,79 @@ bool TcpTransport::progressIn(Link& l) {
   bool did = false;
   while (l.local.slotFree()) {
     const int fd = l.fds[l.local.tail % uint64_t(nsocks_)];
-    if (l.inDone < 8) {
-      ssize_t k = recv(fd, reinterpret_cast<char*>(&l.inBytes) + l.inDone, 8 - l.inDone, 0);
+    const bool header = l.in.inHeader();
+    char* dest = header ? l.in.headerDest() : l.local.slot() + l.in.payloadOffset();
+    const size_t want = header ? l.in.headerWant() : l.in.payloadWant();
+    FrameReader::Status st = FrameReader::Status::kComplete;
+    if (want > 0) {  // (a zero-length frame is complete with its header)
+      ssize_t k = recv(fd, dest, want, 0);
       if (k == 0) fail(chorusRemoteError, "rank %d closed the connection", l.peer);
       if (k < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return did;
         fail(chorusRemoteError, "receive from rank %d: %s", l.peer, strerror(errno));
       }
-      l.inDone += size_t(k);
       did = true;
-      if (l.inDone < 8) return did;
-      if (l.inBytes > l.local.slotBytes)
-        fail(chorusRemoteError, "rank %d sent a %llu-byte slot (larger than %zu): protocol error",
-             l.peer, (unsigned long long)l.inBytes, l.local.slotBytes);
+      st = l.in.advance(size_t(k));
     }
-    while (l.inDone < 8 + l.inBytes) {
-      ssize_t k = recv(fd, l.local.slot() + (l.inDone - 8), 8 + l.inBytes - l.inDone, 0);
-      if (k == 0) fail(chorusRemoteError, "rank %d closed the connection", l.peer);
-      if (k < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return did;
-        fail(chorusRemoteError, "receive from rank %d: %s", l.peer, strerror(errno));
-      }
-      l.inDone += size_t(k);
-      did = true;
-    }
-    l.local.post(l.inBytes);
-    l.inDone = 0;
+    if (st == FrameReader::Status::kBadLength)
+      fail(chorusRemoteError, "rank %d sent a %llu-byte slot (larger than %zu): protocol error",
+           l.peer, (unsigned long long)l.in.length(), l.local.slotBytes);
+    if (st == FrameReader::Status::kMore) continue;
+    l.local.post(size_t(l.in.length()));
+    l.in.next();
     did = true;
   }
   return did;
+}
+
+// Sends the queued notice, reads the peer's. Proxy thread.
+void TcpTransport::progressControl(Control& c) {
+  if (c.closed) return;
+  const int me = comm_->rank;
+  while (c.outDone < c.out.size()) {
+    const ssize_t k = send(c.fd, c.out.data() + c.outDone, c.out.size() - c.outDone, MSG_NOSIGNAL);
+    if (k < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
+      c.out.clear(), c.outDone = 0;  // the peer is gone: nobody to tell
+      break;
+    }
+    c.outDone += size_t(k);
+  }
+  char buf[1024];
+  while (true) {
+    const ssize_t k = recv(c.fd, buf, sizeof(buf), 0);
+    if (k > 0) {
+      c.in.append(buf, size_t(k));
+      continue;
+    }
+    if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) c.closed = true;
+    break;
+  }
+  while (!c.in.empty()) {
+    const NoticeParse np = parseNotice(c.in.data(), c.in.size(), comm_->nranks);
+    if (np.status == NoticeParse::Status::kNeedMore) break;
+    const int node = comm_->nodeOf[size_t(c.peer)];
+    if (np.status == NoticeParse::Status::kBad) {
+      failPeer(c.peer, c.peer,
+               format("rank %d (node %d) sent a malformed failure notice", c.peer, node));
+      c.in.clear();
+      c.closed = true;
+      break;
+    }
+    c.in.erase(0, np.consumed);
+    if (np.kind == NoticeKind::kDied) dead_[size_t(np.cause)].store(true);
+    if (np.cause == c.peer)
+      failPeer(c.peer, np.cause,
+               format("peer rank %d (node %d) failed: %s", c.peer, node,
+                      np.text.empty() ? "(no reason given)" : np.text.c_str()));
+    else if (np.cause == me)
+      failPeer(c.peer, np.cause,
+               format("peer rank %d (node %d) failed because of this rank", c.peer, node));
+    else
+      failPeer(c.peer, np.cause,
+               format("rank %d %s (reported by peer rank %d of node %d)", np.cause,
+                      np.kind == NoticeKind::kDied ? "died" : "failed", c.peer, node));
+  }
 }
 
 void TcpTransport::proxyLoop() {
@@ -289,10 +490,34 @@ void TcpTransport::proxyLoop() {
       e.data.fd = fd;
       epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e);
     }
+  for (auto& c : controls_) {
+    epoll_event e{};
+    e.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+    e.data.fd = c->fd;
+    epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &e);
+  }
   int idle = 0;
+  bool haveNotice = false;
+  Clock::time_point nextControl{};
   epoll_event events[64];
   while (!stop_.load(std::memory_order_relaxed)) {
     bool did = false, fifoFull = false;
+    // Control connections: a queued notice at once, the peers' notices every kControlEvery.
+    const Clock::time_point now = Clock::now();
+    if (noticeQueued_.load(std::memory_order_relaxed) || now >= nextControl) {
+      if (noticeQueued_.exchange(false)) {
+        std::lock_guard<std::mutex> l(noticeMu_);
+        for (auto& c : controls_) c->out = notice_, c->outDone = 0;
+        haveNotice = true;
+      }
+      bool sent = true;
+      for (auto& c : controls_) {
+        progressControl(*c);
+        sent = sent && (c->closed || c->outDone == c->out.size());
+      }
+      if (sent && haveNotice) noticeSent_.store(true);
+      nextControl = now + kControlEvery;
+    }
     for (auto& l : links_) {
       if (failed_[size_t(l->peer)].load()) continue;
       try {
@@ -300,9 +525,10 @@ void TcpTransport::proxyLoop() {
         did = progressIn(*l) || did;
         if (!l->local.slotFree()) fifoFull = true;
       } catch (const Failure& e) {
-        reasons_[size_t(l->peer)] = e.message;
-        failed_[size_t(l->peer)].store(1);
-        CHORUS_WARN(comm_->rank, "TCP: %s", e.message.c_str());
+        dead_[size_t(l->peer)].store(true);  // its sockets closed or reset: it died or left
+        failPeer(l->peer, l->peer,
+                 format("lost the connection to rank %d (node %d): %s", l->peer,
+                        comm_->nodeOf[size_t(l->peer)], e.message.c_str()));
       }
     }
     if (did) {
@@ -328,20 +554,25 @@ void TcpTransport::proxyLoop() {
 }
 
 TcpTransport::~TcpTransport() {
-  // Deliver what the rank already posted (its calls have returned), then stop.
-  Deadline flush = deadlineIn(10);
-  for (auto& l : links_)
-    while (!failed_[size_t(l->peer)].load() && l->staged.dataReady() && Clock::now() < flush)
-      usleep(100);
-  stop_.store(true);
-  if (wakeFd_ >= 0) {
-    uint64_t one = 1;
-    ssize_t r = write(wakeFd_, &one, sizeof(one));
-    (void)r;
+  if (comm_->abortFlag.load() || comm_->state.load() == CommState::kFailed) {
+    // Aborted or failed: nothing more will be delivered. Tell the remote peers (if markFailed
+    // has not already) and give the proxy a moment to send it.
+    notifyFailure(comm_->rank, format("rank %d: communicator aborted", comm_->rank));
+    Deadline until = deadlineIn(0.2);
+    while (proxy_.joinable() && !noticeSent_.load() && Clock::now() < until) usleep(200);
+  } else {
+    // Deliver what the rank already posted (its calls have returned), then stop.
+    Deadline flush = deadlineIn(10);
+    for (auto& l : links_)
+      while (!failed_[size_t(l->peer)].load() && l->staged.dataReady() && Clock::now() < flush)
+        usleep(100);
   }
+  stop_.store(true);
+  if (wakeFd_ >= 0) wake(wakeFd_);
   if (proxy_.joinable()) proxy_.join();
   for (auto& l : links_)
     for (int fd : l->fds) ::close(fd);
+  for (auto& c : controls_) ::close(c->fd);
   for (char* m : staging_) free(m);
   if (wakeFd_ >= 0) ::close(wakeFd_);
 }

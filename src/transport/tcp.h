@@ -5,15 +5,28 @@
 //   incoming: the proxy reads slots from the sockets straight into the rank's own receive FIFO
 //             for that peer, only when a slot is free (TCP flow control does the rest).
 // So primitives and algorithms do not change. Every data connection first answers a
-// challenge with the communicator's secret (SipHash), as the bootstrap does.
+// challenge with the communicator's secret (SipHash), as the bootstrap does
+// (transport/tcp_wire.h has the wire format).
 // Sockets per peer and channel: CHORUS_NSOCKS_PERTHREAD x CHORUS_SOCKET_NTHREADS (default 1 x 1;
 // this implementation drives all of them from one proxy thread per communicator).
+//
+// Failures: besides the data sockets, each pair of ranks on different nodes keeps one control
+// connection. When a communicator is marked failed (markFailed), the proxy sends every remote
+// peer a notice naming the rank that caused the failure (itself, or a rank that died), so that
+// peers on other nodes stop waiting at once instead of when the sockets close; a peer whose data
+// sockets close or reset is failed too. Either way a wait on that peer fails (core/wait.cc) with
+// chorusRemoteError naming the cause.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "bootstrap/socket.h"
@@ -23,34 +36,83 @@ struct chorusComm;
 
 namespace chorus {
 
+// A rank's data listener, open from the start of communicator creation until the TCP links
+// exist. A thread serves it: it accepts every connection and runs the handshakes of all of them
+// at once (a silent or slow connection delays nobody), closes and logs (CHORUS_DEBUG=WARN) every
+// one that does not prove the secret within CHORUS_HANDSHAKE_TIMEOUT_MS (at once for junk or a
+// wrong proof), and keeps the authenticated ones for take().
+class DataListener {
+ public:
+  using Key = std::tuple<int, int, int>;  // (rank, channel or tcpwire::kControlChannel, socket)
+  // Listens on *addr (port 0: ephemeral; the port is filled in) and starts serving.
+  DataListener(SockAddr* addr, const uint8_t secret[16], int rank,
+               const std::atomic<bool>* abortFlag);
+  ~DataListener();  // closes the listener and every connection not taken
+  DataListener(const DataListener&) = delete;
+  DataListener& operator=(const DataListener&) = delete;
+
+  // Waits for an authenticated connection for every key of `want` and hands them over. Throws
+  // chorus::Failure past the deadline or on abort.
+  std::map<Key, int> take(const std::vector<Key>& want, Deadline deadline);
+
+ private:
+  void serve();
+  int fd_ = -1;
+  int wakeFd_ = -1;
+  uint8_t secret_[16];
+  int rank_;
+  const std::atomic<bool>* abortFlag_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<Key, int> ready_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
 class TcpTransport {
  public:
-  // Opens this rank's data listener (before the address exchange).
-  static int openListener(SockAddr* addr);
-  // Connects to every remote peer (lower rank connects, higher accepts), authenticates,
-  // allocates staging FIFOs, starts the proxy. `addrs[r]` is rank r's data listener.
-  TcpTransport(chorusComm* comm, int listenFd, const std::vector<SockAddr>& addrs,
+  // Connects to every remote peer (lower rank connects, higher accepts through `listener`),
+  // authenticates, allocates staging FIFOs, starts the proxy. `addrs[r]` is rank r's listener.
+  TcpTransport(chorusComm* comm, DataListener& listener, const std::vector<SockAddr>& addrs,
                const uint8_t secret[16]);
   ~TcpTransport();
 
   // The FIFO a rank posts into to send to remote `peer` on `channel`.
   void bindSendConn(int peer, int channel, SendConn* conn);
   bool peerFailed(int peer) const { return failed_[size_t(peer)].load() != 0; }
+  // Once peerFailed: why (a phrase naming the rank that caused it) and that rank.
   const char* failureReason(int peer) const;
+  int failureCause(int peer) const { return causes_[size_t(peer)]; }
+  // Whether this rank knows `rank` (on another node) died: its connection was lost, or a peer's
+  // notice said so.
+  bool seenDead(int rank) const { return dead_[size_t(rank)].load(); }
+  // Tells every remote peer that this communicator failed because of rank `cause` (this rank or
+  // a peer); only the first call sends anything. Any thread.
+  void notifyFailure(int cause, const std::string& message);
 
  private:
   struct Link;
+  struct Control;
   void proxyLoop();
   bool progressOut(Link& l);
   bool progressIn(Link& l);
+  void progressControl(Control& c);
+  void failPeer(int peer, int cause, const std::string& reason);
 
   chorusComm* comm_;
   int nsocks_ = 1;
   int wakeFd_ = -1;
-  std::vector<std::unique_ptr<Link>> links_;  // one per (remote peer, channel)
-  std::vector<char*> staging_;                // staging FIFO memory per link
+  std::vector<std::unique_ptr<Link>> links_;        // one per (remote peer, channel)
+  std::vector<std::unique_ptr<Control>> controls_;  // one per remote peer
+  std::vector<char*> staging_;                      // staging FIFO memory per link
   std::unique_ptr<std::atomic<int>[]> failed_;
-  std::vector<std::string> reasons_;
+  std::vector<std::string> reasons_;  // written once, before failed_ is set
+  std::vector<int> causes_;
+  std::unique_ptr<std::atomic<bool>[]> dead_;  // rank seen dead (connection lost, or notice)
+  std::mutex noticeMu_;
+  std::string notice_;  // the one notice to send (empty: none yet)
+  std::atomic<bool> noticeQueued_{false};
+  std::atomic<bool> noticeSent_{false};  // written to every control connection (or given up)
   std::atomic<bool> stop_{false};
   std::thread proxy_;
 };

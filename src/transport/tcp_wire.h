@@ -1,0 +1,106 @@
+// The TCP transport's wire format (src/transport/tcp.cc), as pure functions so that every parser
+// of bytes from the network can be fuzzed on its own (fuzz/fuzz_data_hello.cc,
+// fuzz/fuzz_frames.cc, fuzz/fuzz_notice.cc).
+//
+// A connection to a rank's data listener:
+//   listener -> connector   16-byte nonce
+//   connector -> listener   DataHello {magic, rank, channel, sock, SipHash(secret, nonce || 'D')}
+//   listener -> connector   u64 SipHash(secret, nonce || 'E')
+// then, on a data connection (channel >= 0), frames {u64 payload bytes, payload} of at most one
+// slot; on the control connection (channel kControlChannel, one per pair of ranks), notices
+// {u32 magic, u32 kind, i32 cause, u32 text bytes, text}.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace chorus::tcpwire {
+
+constexpr uint32_t kDataMagic = 0x41544443;    // "CDTA"
+constexpr uint32_t kNoticeMagic = 0x43544e43;  // "CNTC"
+constexpr int32_t kControlChannel = -1;        // the hello of a control connection
+constexpr int32_t kMaxChannels = 64;
+constexpr int32_t kMaxSocks = 16;
+constexpr uint32_t kMaxNoticeText = 512;
+
+struct DataHello {
+  uint32_t magic;
+  int32_t rank;
+  int32_t channel;
+  int32_t sock;
+  uint64_t proof;
+};
+
+// SipHash-2-4(secret, nonce || role): 'D' proves the connecting rank, 'E' the listener.
+uint64_t dataProof(const uint8_t secret[16], const uint8_t nonce[16], char role);
+
+enum class DataHelloStatus {
+  kNeedMore,    // fewer than sizeof(DataHello) bytes
+  kJunk,        // not a data hello
+  kWrongProof,  // does not prove the secret
+  kBadRank,     // not a rank that connects to this one (only lower ranks do)
+  kBadLink,     // channel or socket index out of range
+  kAccepted,
+};
+struct DataHelloCheck {
+  DataHelloStatus status;
+  int32_t rank, channel, sock;
+};
+// The listener's verdict on the first bytes of a connection (only the first sizeof(DataHello)
+// bytes are looked at). Accepted: rank in [0, myRank), and channel in [0, kMaxChannels) with sock
+// in [0, kMaxSocks), or channel kControlChannel with sock 0.
+DataHelloCheck checkDataHello(const void* bytes, size_t len, const uint8_t secret[16],
+                              const uint8_t nonce[16], int myRank);
+const char* dataHelloStatusName(DataHelloStatus s);
+
+// Receive side of a data connection: frames {u64 length, payload}, length <= maxPayload, read
+// in pieces. While inHeader(), recv() up to headerWant() bytes into headerDest(); then up to
+// payloadWant() bytes into the slot at payloadOffset(); advance() by what arrived.
+class FrameReader {
+ public:
+  enum class Status { kMore, kComplete, kBadLength };
+  explicit FrameReader(size_t maxPayload) : max_(maxPayload) {}
+  bool inHeader() const { return got_ < 8; }
+  char* headerDest() { return reinterpret_cast<char*>(&length_) + got_; }
+  size_t headerWant() const { return got_ < 8 ? 8 - got_ : 0; }
+  size_t payloadOffset() const { return got_ < 8 ? 0 : got_ - 8; }
+  size_t payloadWant() const;
+  // kComplete: a whole frame is in (length() bytes of payload); call next() once it is used.
+  // kBadLength: the header announced more than maxPayload (the stream is unusable).
+  Status advance(size_t n);
+  uint64_t length() const { return length_; }
+  void next() { got_ = 0, length_ = 0; }
+
+ private:
+  size_t max_;
+  uint64_t length_ = 0;
+  size_t got_ = 0;
+};
+
+// Control notices.
+enum class NoticeKind : uint32_t {
+  kFailed = 1,  // rank `cause` failed (a timeout, a mismatch, an abort...); text: why
+  kDied = 2,    // rank `cause` died, as the sender saw it
+};
+struct NoticeHeader {
+  uint32_t magic;
+  uint32_t kind;
+  int32_t cause;
+  uint32_t textBytes;
+};
+// The bytes of one notice (text cut to kMaxNoticeText bytes).
+std::string encodeNotice(NoticeKind kind, int32_t cause, const std::string& text);
+
+struct NoticeParse {
+  enum class Status { kNeedMore, kBad, kNotice } status = Status::kNeedMore;
+  size_t consumed = 0;  // bytes of the notice (kNotice)
+  NoticeKind kind = NoticeKind::kFailed;
+  int32_t cause = -1;
+  std::string text;  // printable ASCII only (anything else becomes '?')
+};
+// The first notice in `bytes`. kBad: wrong magic, unknown kind, cause outside [0, nranks) or
+// text longer than kMaxNoticeText.
+NoticeParse parseNotice(const void* bytes, size_t len, int nranks);
+
+}  // namespace chorus::tcpwire
