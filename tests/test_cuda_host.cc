@@ -1,9 +1,9 @@
 // The CUDA backend's host-side logic, run in CI without a GPU: the element functors the kernels
 // use (src/cuda/functors.h) against an independent reference and against the host engine, the
 // staging plan of device communicators, and the error paths when no GPU (or no CUDA) is there.
-#include <gtest/gtest.h>
-
 #include <chorus/chorus.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
 
 #include <bit>
 #include <cmath>
@@ -14,23 +14,31 @@
 #include <thread>
 #include <vector>
 
+#include "core/error.h"
 #include "cuda/backend.h"
 #include "cuda/functors.h"
+#include "cuda/ipc.h"
 #include "cuda/staging.h"
 #include "reduce/reduce.h"
 
 namespace {
 
-constexpr chorusDataType_t kTypes[] = {chorusInt8,    chorusUint8,   chorusInt32,   chorusUint32,
-                                       chorusInt64,   chorusUint64,  chorusFloat16, chorusBfloat16,
+constexpr chorusDataType_t kTypes[] = {chorusInt8,    chorusUint8,  chorusInt32,   chorusUint32,
+                                       chorusInt64,   chorusUint64, chorusFloat16, chorusBfloat16,
                                        chorusFloat32, chorusFloat64};
 constexpr chorusRedOp_t kOps[] = {chorusSum, chorusProd, chorusMax, chorusMin, chorusAvg};
 
 // ---- An independent reference: wide integers, GCC's _Float16, nearest-candidate bfloat16. ----
 
-float f16ToF(uint16_t h) { return static_cast<float>(std::bit_cast<_Float16>(h)); }
-uint16_t fToF16(float f) { return std::bit_cast<uint16_t>(static_cast<_Float16>(f)); }
-float bf16ToF(uint16_t b) { return std::bit_cast<float>(uint32_t(b) << 16); }
+float f16ToF(uint16_t h) {
+  return static_cast<float>(std::bit_cast<_Float16>(h));
+}
+uint16_t fToF16(float f) {
+  return std::bit_cast<uint16_t>(static_cast<_Float16>(f));
+}
+float bf16ToF(uint16_t b) {
+  return std::bit_cast<float>(uint32_t(b) << 16);
+}
 // Round to nearest bfloat16, ties to even, by comparing the two neighbours in double.
 uint16_t fToBf16(float f) {
   if (std::isnan(f)) return 0x7fc0;
@@ -121,7 +129,8 @@ bool reference(chorusDataType_t t, chorusRedOp_t op, int div, const void* a, con
       put(intRef<uint64_t>(op, fromBits<uint64_t>(a), fromBits<uint64_t>(b), div));
       return true;
     case chorusFloat16: {
-      const float r = floatOp(op, f16ToF(fromBits<uint16_t>(a)), f16ToF(fromBits<uint16_t>(b)), div);
+      const float r =
+          floatOp(op, f16ToF(fromBits<uint16_t>(a)), f16ToF(fromBits<uint16_t>(b)), div);
       put(fToF16(r));
       return !std::isnan(r);
     }
@@ -186,24 +195,37 @@ std::vector<unsigned char> inputs(chorusDataType_t t, size_t randomCount, uint64
       break;
     case chorusInt64:
     case chorusUint64:
-      special = {0, 1, 2, 3, 0x7fffffffffffffffull, 0x8000000000000000ull, 0xffffffffffffffffull,
-                 0x100000000ull, 0xfffffffffffffffeull};
+      special = {0,
+                 1,
+                 2,
+                 3,
+                 0x7fffffffffffffffull,
+                 0x8000000000000000ull,
+                 0xffffffffffffffffull,
+                 0x100000000ull,
+                 0xfffffffffffffffeull};
       break;
     case chorusFloat16:  // zeros, subnormals, 1, max, Inf, NaN, values that round on add
-      special = {0x0000, 0x8000, 0x0001, 0x03ff, 0x0400, 0x3c00, 0x3c01, 0xbc00, 0x7bff, 0xfbff,
-                 0x7c00, 0xfc00, 0x7e00, 0x1400, 0x5bff, 0x6800, 0x0200};
+      special = {0x0000, 0x8000, 0x0001, 0x03ff, 0x0400, 0x3c00, 0x3c01, 0xbc00, 0x7bff,
+                 0xfbff, 0x7c00, 0xfc00, 0x7e00, 0x1400, 0x5bff, 0x6800, 0x0200};
       break;
     case chorusBfloat16:
-      special = {0x0000, 0x8000, 0x0001, 0x007f, 0x0080, 0x3f80, 0x3f81, 0xbf80, 0x7f7f, 0xff7f,
-                 0x7f80, 0xff80, 0x7fc0, 0x4b80, 0x3b80, 0x4380};
+      special = {0x0000, 0x8000, 0x0001, 0x007f, 0x0080, 0x3f80, 0x3f81, 0xbf80,
+                 0x7f7f, 0xff7f, 0x7f80, 0xff80, 0x7fc0, 0x4b80, 0x3b80, 0x4380};
       break;
     case chorusFloat32:
       special = {0x00000000, 0x80000000, 0x00000001, 0x007fffff, 0x3f800000, 0x3f800001,
                  0x7f7fffff, 0xff7fffff, 0x7f800000, 0xff800000, 0x7fc00000, 0x4b800000};
       break;
     case chorusFloat64:
-      special = {0, 0x8000000000000000ull, 1, 0x3ff0000000000000ull, 0x3ff0000000000001ull,
-                 0x7fefffffffffffffull, 0x7ff0000000000000ull, 0xfff0000000000000ull,
+      special = {0,
+                 0x8000000000000000ull,
+                 1,
+                 0x3ff0000000000000ull,
+                 0x3ff0000000000001ull,
+                 0x7fefffffffffffffull,
+                 0x7ff0000000000000ull,
+                 0xfff0000000000000ull,
                  0x7ff8000000000000ull};
       break;
     default:
@@ -225,7 +247,9 @@ std::vector<unsigned char> inputs(chorusDataType_t t, size_t randomCount, uint64
   return out;
 }
 
-std::string typeStr(chorusDataType_t t) { return std::to_string(int(t)); }
+std::string typeStr(chorusDataType_t t) {
+  return std::to_string(int(t));
+}
 
 // Every pair of inputs, every op (avg with several divisors): functor == reference.
 TEST(CudaFunctors, MatchIndependentReference) {
@@ -239,7 +263,8 @@ TEST(CudaFunctors, MatchIndependentReference) {
         for (size_t i = 0; i < n; ++i) {
           for (size_t j = 0; j < n; ++j) {
             unsigned char got[8] = {}, want[8] = {};
-            ASSERT_TRUE(chorus::cuda::reduceElementHost(t, op, div, &in[i * esz], &in[j * esz], got));
+            ASSERT_TRUE(
+                chorus::cuda::reduceElementHost(t, op, div, &in[i * esz], &in[j * esz], got));
             const bool finite = reference(t, op, div, &in[i * esz], &in[j * esz], want);
             const bool ok = finite ? std::memcmp(got, want, esz) == 0 : isNanBits(t, got);
             if (!ok && bad++ < 3) {
@@ -281,7 +306,7 @@ TEST(CudaFunctors, HalfTypesExhaustiveAgainstReference) {
   const uint64_t h2048 = 0x6800, h1 = 0x3c00;  // float16 2048 and 1
   uint64_t r = 0;
   chorus::cuda::reduceElementHost(chorusFloat16, chorusSum, 0, &h2048, &h1, &r);
-  EXPECT_EQ(r, 0x6800u);  // 2049 is not a half: ties to even (2048)
+  EXPECT_EQ(r, 0x6800u);                       // 2049 is not a half: ties to even (2048)
   const uint64_t b1 = 0x3f80, bTiny = 0x3b80;  // bfloat16 1 and 2^-8: 1 + 2^-8 ties to 1
   chorus::cuda::reduceElementHost(chorusBfloat16, chorusSum, 0, &b1, &bTiny, &r);
   EXPECT_EQ(r, 0x3f80u);
@@ -472,8 +497,8 @@ TEST(CudaErrors, HostCommunicatorReportsNoDevice) {
   std::vector<float> out[2] = {std::vector<float>(1000), std::vector<float>(1000)};
   for (int i = 0; i < 2; ++i)
     ts.emplace_back([&, i] {
-      rs[i] = chorusAllReduce(in[i].data(), out[i].data(), 1000, chorusFloat32, chorusSum,
-                              comms[i], nullptr);
+      rs[i] = chorusAllReduce(in[i].data(), out[i].data(), 1000, chorusFloat32, chorusSum, comms[i],
+                              nullptr);
     });
   for (auto& t : ts) t.join();
   for (int i = 0; i < 2; ++i) {
@@ -490,6 +515,138 @@ TEST(CudaErrors, HostCommunicatorReportsNoDevice) {
               std::string::npos);
   }
   for (chorusComm_t c : comms) EXPECT_EQ(chorusCommDestroy(c), chorusSuccess);
+}
+
+// ---- CUDA IPC record exchange. ----
+
+chorus::IpcRecord ipcRecord(int rank, uint64_t host, uint8_t gpu) {
+  chorus::IpcRecord r{};
+  r.rank = rank;
+  r.device = 0;
+  r.pid = 1000 + rank;
+  r.hostHash = host;
+  r.uuid[0] = gpu;
+  for (size_t i = 0; i < sizeof r.handle; ++i) r.handle[i] = uint8_t(rank * 31 + i + 1);
+  r.flags = chorus::kIpcHasBuffer | chorus::kIpcHasFlags;
+  r.offset = 256;
+  r.bytes = 1 << 20;
+  r.flagOffset = 256 + (1 << 20) - 64;
+  chorus::sealIpcRecord(&r);
+  return r;
+}
+
+TEST(CudaIpc, ValidRecordsAndUsablePeers) {
+  // Ranks 0-2 on node A (0 and 1 on GPU 1, 2 on GPU 2), rank 3 on node B.
+  std::vector<chorus::IpcRecord> all = {ipcRecord(0, 0xa, 1), ipcRecord(1, 0xa, 1),
+                                        ipcRecord(2, 0xa, 2), ipcRecord(3, 0xb, 1)};
+  chorus::IpcPeers peers;
+  EXPECT_EQ(chorus::validateIpcRecords(all, 1, 4096, &peers), "");
+  EXPECT_EQ(peers.usable, (std::vector<bool>{true, false, true, false}));
+  EXPECT_EQ(peers.sameGpu, (std::vector<bool>{true, true, false, false}));
+}
+
+TEST(CudaIpc, BadRecordsAreNamed) {
+  auto check = [](auto mutate, bool reseal, const std::string& expect) {
+    std::vector<chorus::IpcRecord> all = {ipcRecord(0, 0xa, 1), ipcRecord(1, 0xa, 1),
+                                          ipcRecord(2, 0xa, 1)};
+    mutate(all[2]);
+    if (reseal) all[2].checksum = chorus::ipcChecksum(all[2]);
+    const std::string err = chorus::validateIpcRecords(all, 0, 4096, nullptr);
+    EXPECT_NE(err.find("rank 2"), std::string::npos) << err;
+    EXPECT_NE(err.find(expect), std::string::npos) << err;
+  };
+  check([](chorus::IpcRecord& r) { r.size = 128; }, true, "size 128");
+  check([](chorus::IpcRecord& r) { r.magic = 0; }, true, "magic");
+  check([](chorus::IpcRecord& r) { r.version = 9; }, true, "version 9");
+  check([](chorus::IpcRecord& r) { r.handle[5] ^= 1; }, false, "checksum");
+  check([](chorus::IpcRecord& r) { r.rank = 1; }, true, "claims rank 1");
+  check([](chorus::IpcRecord& r) { r.device = -1; }, true, "device -1");
+  check([](chorus::IpcRecord& r) { r.bytes = 100; }, true, "at least 4096");
+  check([](chorus::IpcRecord& r) { r.offset = UINT64_MAX; }, true, "overflows");
+  check([](chorus::IpcRecord& r) { std::memset(r.handle, 0, sizeof r.handle); }, true,
+        "empty memory handle");
+  check([](chorus::IpcRecord& r) { r.flagOffset = 8; }, true, "ready flags");
+  check([](chorus::IpcRecord& r) { r.flagOffset += 4; }, true, "ready flags");
+  check([](chorus::IpcRecord& r) { r.flags = chorus::kIpcHasFlags; }, true, "without a buffer");
+  check([](chorus::IpcRecord& r) { r.flags = 0x80; }, true, "unknown flags");
+}
+
+// The exchange itself through a real communicator's bootstrap (threads, no GPU needed).
+TEST(CudaIpc, ExchangeThroughBootstrap) {
+  constexpr int n = 4;
+  chorusComm_t comms[n];
+  ASSERT_EQ(chorusCommInitAll(comms, n, nullptr), chorusSuccess);
+  std::vector<std::vector<chorus::IpcRecord>> got(n);
+  std::vector<chorus::IpcPeers> peers(n);
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; ++r)
+    ts.emplace_back([&, r] {
+      try {
+        got[size_t(r)] =
+            chorus::exchangeIpcRecords(comms[r], ipcRecord(r, 0xa, 1), 4096, &peers[size_t(r)]);
+      } catch (const chorus::Failure& f) {
+        errors[size_t(r)] = f.message;
+      }
+    });
+  for (auto& t : ts) t.join();
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(errors[size_t(r)], "");
+    ASSERT_EQ(got[size_t(r)].size(), size_t(n));
+    for (int p = 0; p < n; ++p) {
+      const chorus::IpcRecord want = ipcRecord(p, 0xa, 1);
+      EXPECT_EQ(std::memcmp(&got[size_t(r)][size_t(p)], &want, sizeof want), 0);
+      EXPECT_EQ(peers[size_t(r)].usable[size_t(p)], p != r);
+    }
+  }
+  // A rank publishing a too-small buffer: every rank reports it, naming that rank.
+  ts.clear();
+  for (int r = 0; r < n; ++r)
+    ts.emplace_back([&, r] {
+      chorus::IpcRecord mine = ipcRecord(r, 0xa, 1);
+      if (r == 3) {
+        mine.bytes = 1024;
+        mine.flags = chorus::kIpcHasBuffer;
+        chorus::sealIpcRecord(&mine);
+      }
+      errors[size_t(r)].clear();
+      try {
+        chorus::exchangeIpcRecords(comms[r], mine, 4096, nullptr);
+      } catch (const chorus::Failure& f) {
+        errors[size_t(r)] = f.message;
+      }
+    });
+  for (auto& t : ts) t.join();
+  for (int r = 0; r < n; ++r) {
+    EXPECT_NE(errors[size_t(r)].find("IPC record of rank 3"), std::string::npos)
+        << errors[size_t(r)];
+    EXPECT_NE(errors[size_t(r)].find("rank " + std::to_string(r) + ":"), std::string::npos);
+  }
+  for (chorusComm_t c : comms) EXPECT_EQ(chorusCommDestroy(c), chorusSuccess);
+}
+
+// --device without a GPU (or without CUDA): a clear error and a non-zero exit, for every tool.
+TEST(CudaErrors, BenchDeviceFlagWithoutGpu) {
+  if (gpuPresent()) GTEST_SKIP() << "a GPU is present: --device runs";
+  for (const char* tool :
+       {"all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "broadcast_perf",
+        "reduce_perf", "alltoall_perf", "gather_perf", "scatter_perf", "sendrecv_perf"}) {
+    const std::string cmd =
+        std::string("timeout 60 ") + BENCH_DIR + "/" + tool + " --device -b 8 -e 8 2>&1";
+    FILE* f = popen(cmd.c_str(), "r");
+    ASSERT_NE(f, nullptr);
+    std::string out;
+    char buf[512];
+    while (fgets(buf, sizeof buf, f) != nullptr) out += buf;
+    const int status = pclose(f);
+    ASSERT_TRUE(WIFEXITED(status)) << tool << ": " << out;
+    EXPECT_EQ(WEXITSTATUS(status), 2) << tool << ": " << out;
+    EXPECT_NE(out.find("--device: "), std::string::npos) << tool << ": " << out;
+    EXPECT_NE(out.find(chorus::cudaBuilt() ? "no CUDA device" : "built without CUDA"),
+              std::string::npos)
+        << tool << ": " << out;
+    EXPECT_EQ(out.find("Collective test starting"), std::string::npos) << tool << ": " << out;
+  }
 }
 
 }  // namespace

@@ -24,7 +24,9 @@ namespace chorus {
 
 struct CudaComm {};
 
-bool cudaBuilt() { return false; }
+bool cudaBuilt() {
+  return false;
+}
 
 void cudaCheckDevice(const char* fn, int rank, int device) {
   if (device < 0) return;
@@ -56,7 +58,9 @@ namespace {
 // host communicators also classify their buffers (a host-only program never initialises CUDA).
 std::atomic<bool> gCudaUsed{false};
 
-const char* errName(cudaError_t e) { return cudaGetErrorString(e); }
+const char* errName(cudaError_t e) {
+  return cudaGetErrorString(e);
+}
 
 // The most seconds one wait for CUDA copies may take (they include the user's prior work on a
 // wrapped stream): CHORUS_CUDA_TIMEOUT, default 300.
@@ -90,7 +94,9 @@ struct CudaComm {
   size_t stagingBytes = 0;
 };
 
-bool cudaBuilt() { return true; }
+bool cudaBuilt() {
+  return true;
+}
 
 void cudaCheckDevice(const char* fn, int rank, int device) {
   if (device < 0) return;
@@ -142,7 +148,9 @@ void cudaCommFree(chorusComm* comm) {
   delete cc;
 }
 
-void markCudaUsed() { gCudaUsed.store(true); }
+void markCudaUsed() {
+  gCudaUsed.store(true);
+}
 
 void cudaCheckBuffers(const char* fn, chorusComm* comm, const OpDesc& op, size_t sendElems,
                       size_t recvElems) {
@@ -197,15 +205,16 @@ void check(chorusComm* comm, cudaError_t e, const char* what) {
 // after CHORUS_CUDA_TIMEOUT seconds.
 void waitCopies(chorusComm* comm, cudaStream_t s, const char* what) {
   Waiter w(comm, -1, what);
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration<double>(copyTimeoutSec());
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(copyTimeoutSec());
   while (true) {
     const cudaError_t e = cudaStreamQuery(s);
     if (e == cudaSuccess) return;
     if (e != cudaErrorNotReady) check(comm, e, what);
     if (std::chrono::steady_clock::now() > deadline)
-      fail(chorusTimeout, "rank %d (CUDA device %d): %s: not done after %.0f s (CHORUS_CUDA_TIMEOUT)",
-           comm->rank, comm->cudaDevice, what, copyTimeoutSec());
+      fail(chorusTimeout,
+           "rank %d (CUDA device %d): %s: not done after %.0f s (CHORUS_CUDA_TIMEOUT)", comm->rank,
+           comm->cudaDevice, what, copyTimeoutSec());
     w.pause();
   }
 }
@@ -255,8 +264,9 @@ void cudaRunStaged(chorusComm* comm, const std::vector<const OpDesc*>& ops, Host
       copied = true;
     }
   }
-  waitCopies(comm, cc->stream, copied ? "copying device buffers to host staging"
-                                      : "waiting for prior work on the CUDA stream");
+  waitCopies(comm, cc->stream,
+             copied ? "copying device buffers to host staging"
+                    : "waiting for prior work on the CUDA stream");
   std::vector<const OpDesc*> hostOps;
   for (const OpDesc& v : views) hostOps.push_back(&v);
   runHost(comm, hostOps);

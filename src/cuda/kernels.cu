@@ -22,7 +22,9 @@ union Pack {
   S s[kLanes];
 };
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+bool aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
 
 unsigned blocksFor(size_t units) {
   const size_t b = (units + kThreads - 1) / kThreads;
@@ -125,11 +127,13 @@ int scaleT(size_t count, const void* src, void* dst, int divisor, cudaStream_t s
   const bool vec = aligned16(src) && aligned16(dst);
   const size_t units = vec ? count / Pack<S>::kLanes + count % Pack<S>::kLanes : count;
   scaleKernel<<<blocksFor(units), kThreads, 0, stream>>>(f, count, static_cast<const S*>(src),
-                                                          static_cast<S*>(dst), vec);
+                                                         static_cast<S*>(dst), vec);
   return int(cudaGetLastError());
 }
 
-bool knownType(chorusDataType_t t) { return int(t) >= 0 && int(t) < int(chorusNumTypes); }
+bool knownType(chorusDataType_t t) {
+  return int(t) >= 0 && int(t) < int(chorusNumTypes);
+}
 
 }  // namespace
 
@@ -152,8 +156,7 @@ int launchScale(chorusDataType_t type, size_t count, const void* src, void* dst,
   if (!knownType(type)) return int(cudaErrorInvalidValue);
   if (count == 0) return int(cudaSuccess);
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  return withElem<int>(type,
-                       [&]<class E>() { return scaleT<E>(count, src, dst, divisor, s); });
+  return withElem<int>(type, [&]<class E>() { return scaleT<E>(count, src, dst, divisor, s); });
 }
 
 int launchCopy(void* dst0, void* dst1, const void* src, size_t bytes, void* stream) {
@@ -161,8 +164,8 @@ int launchCopy(void* dst0, void* dst1, const void* src, size_t bytes, void* stre
   const bool vec = aligned16(dst0) && aligned16(dst1) && aligned16(src);
   const size_t units = vec ? bytes / sizeof(uint4) + bytes % sizeof(uint4) : bytes;
   copyKernel<<<blocksFor(units), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      static_cast<uint8_t*>(dst0), static_cast<uint8_t*>(dst1),
-      static_cast<const uint8_t*>(src), bytes, vec);
+      static_cast<uint8_t*>(dst0), static_cast<uint8_t*>(dst1), static_cast<const uint8_t*>(src),
+      bytes, vec);
   return int(cudaGetLastError());
 }
 

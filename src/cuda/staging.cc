@@ -46,7 +46,9 @@ void opBufferElems(const OpDesc& op, int rank, int nranks, size_t* sendElems, si
 }
 
 namespace {
-size_t alignUp(size_t v) { return (v + kStagingAlign - 1) / kStagingAlign * kStagingAlign; }
+size_t alignUp(size_t v) {
+  return (v + kStagingAlign - 1) / kStagingAlign * kStagingAlign;
+}
 }  // namespace
 
 StagingPlan planStaging(const std::vector<const OpDesc*>& ops, int rank, int nranks) {

@@ -13,7 +13,7 @@ namespace chorus_bench {
 
 namespace {
 
-enum LongOnly { kIntraBw = 256, kInterBw, kCalibrate, kCalibrateBytes };
+enum LongOnly { kIntraBw = 256, kInterBw, kCalibrate, kCalibrateBytes, kDevice };
 
 bool parseLong(const char* s, long lo, long hi, long* out) {
   if (s == nullptr || *s == '\0') return false;
@@ -112,6 +112,8 @@ void printUsage(FILE* out, const char* prog) {
                "explicit --intra-bw / --inter-bw wins)\n"
                "\t[--calibrate-bytes <size>] message --calibrate exchanges (default 32M; implies "
                "--calibrate)\n"
+               "\t[--device] buffers in CUDA device memory, rank i on device i mod #devices "
+               "(CUDA builds with a GPU)\n"
                "\t[-h,--help]\n",
                prog);
 }
@@ -144,6 +146,7 @@ ParseStatus parseArgs(int argc, char** argv, Options* o, std::string* error) {
       {"inter-bw", required_argument, nullptr, kInterBw},
       {"calibrate", no_argument, nullptr, kCalibrate},
       {"calibrate-bytes", required_argument, nullptr, kCalibrateBytes},
+      {"device", no_argument, nullptr, kDevice},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0},
   };
@@ -254,6 +257,9 @@ ParseStatus parseArgs(int argc, char** argv, Options* o, std::string* error) {
       case kCalibrateBytes:
         ok = parseSize(arg, &o->calibrateBytes) && o->calibrateBytes > 0;
         o->calibrate = true;
+        break;
+      case kDevice:
+        o->device = true;
         break;
       case 'h':
         return ParseStatus::kHelp;

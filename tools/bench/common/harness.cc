@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "args.h"
+#include "device.h"
 #include "ideal.h"
 #include "json.h"
 
@@ -163,6 +164,7 @@ struct Process {
   int nprocs = 1;
   int nranks = 1;
   int nnodes = 1;
+  int ndevices = 0;  // --device: CUDA devices of this process
   RunInfo run;  // filled by global rank 0
   Watchdog watchdog;
   std::atomic<int> exitCode{0};
@@ -316,6 +318,16 @@ class RankRunner {
   bool printer_;
   chorusComm_t comm_ = nullptr;
   chorusStream_t stream_ = nullptr;
+  // --device: the measured collective runs on devComm_ (bound to device_) with device copies of
+  // sendBuf_ / recvBuf_; comm_ stays a host communicator for the harness's own exchanges.
+  chorusComm_t devComm_ = nullptr;
+  int device_ = -1;
+  void* devSend_ = nullptr;
+  void* devRecv_ = nullptr;
+  chorusComm_t collComm() const { return devComm_ != nullptr ? devComm_ : comm_; }
+  // The device address of a host-mirror address inside sendBuf_ / recvBuf_ (itself without
+  // --device).
+  void* onDevice(const unsigned char* p) const;
   Buffer sendBuf_, recvBuf_, expBuf_;
   size_t capBytes_ = 0;
   unsigned char* send_ = nullptr;
@@ -346,6 +358,24 @@ void RankRunner::init() {
   sendBuf_ = allocate(capBytes_);
   recvBuf_ = allocate(capBytes_ + kGuardBytes);
   if (o_.check > 0) expBuf_ = allocate(capBytes_);
+  if (o_.device) {
+    device_ = rank_ % std::max(1, p_->ndevices);
+    deviceSelect(device_);
+    chorusConfig_t cfg = CHORUS_CONFIG_INITIALIZER;
+    cfg.cudaDevice = device_;
+    check(chorusCommSplit(comm_, 0, rank_, &devComm_, &cfg), "chorusCommSplit (device communicator)");
+    p_->watchdog.add(devComm_);
+    devSend_ = deviceAlloc(capBytes_);
+    devRecv_ = deviceAlloc(capBytes_ + kGuardBytes);
+  }
+}
+
+void* RankRunner::onDevice(const unsigned char* p) const {
+  if (devComm_ == nullptr || p == nullptr) return const_cast<unsigned char*>(p);
+  const unsigned char* s = sendBuf_.get();
+  const unsigned char* r = recvBuf_.get();
+  if (p >= s && p <= s + capBytes_) return static_cast<unsigned char*>(devSend_) + (p - s);
+  return static_cast<unsigned char*>(devRecv_) + (p - r);
 }
 
 void RankRunner::barrier() {
@@ -514,6 +544,11 @@ void RankRunner::printPreamble() {
   if (!idealNote_.empty()) std::printf("%s\n", idealNote_.c_str());
   std::printf("#\n# Using devices\n");
   for (const DeviceInfo& dev : p_->run.devices) {
+    if (o_.device) {
+      std::printf("#  Rank %2d Group %2d Pid %6d on %10s device %2d [cuda]\n", dev.rank, 0,
+                  dev.pid, dev.hostname.c_str(), dev.rank % std::max(1, p_->ndevices));
+      continue;
+    }
     std::printf("#  Rank %2d Group %2d Pid %6d on %10s device %2d [cpu]\n", dev.rank, 0, dev.pid,
                 dev.hostname.c_str(), dev.thread);
   }
@@ -535,6 +570,12 @@ void RankRunner::prepare(const Layout& l, bool inPlace, const DataSpec& spec) {
     recv_ = base;
   }
   fillInput(spec, rank_, 0, l.sendCount, send_);
+  if (devComm_ != nullptr) {  // the device copies get exactly the host mirrors' contents
+    const size_t recvBytes =
+        inPlace ? std::max(l.sendCount, l.recvCount) * ts : l.recvCount * ts + kGuardBytes;
+    deviceCopyToDevice(devRecv_, base, recvBytes);
+    if (!inPlace) deviceCopyToDevice(devSend_, send_, l.sendCount * ts);
+  }
 }
 
 void RankRunner::launchIteration(const CallArgs& a, int nops) {
@@ -553,15 +594,15 @@ PlacementResult RankRunner::runPlacement(const Layout& l, bool inPlace, chorusDa
   spec.nranks = nranks_;
   spec.seed = seed;
   prepare(l, inPlace, spec);
-  CallArgs a{send_,
-             recv_,
+  CallArgs a{onDevice(send_),
+             onDevice(recv_),
              count,
              type,
              static_cast<chorusRedOp_t>(d_.hasOp ? op : chorusSum),
              root < 0 ? 0 : root,
              rank_,
              nranks_,
-             comm_,
+             collComm(),
              stream_};
 
   // Warm-up, then the timed iterations.
@@ -598,10 +639,16 @@ PlacementResult RankRunner::runPlacement(const Layout& l, bool inPlace, chorusDa
     for (int c = 0; c < o_.check; ++c) {
       spec.seed = mixSeed(seed, static_cast<uint64_t>(c) + 1);
       prepare(l, inPlace, spec);
-      a.sendbuff = send_;
-      a.recvbuff = recv_;
+      a.sendbuff = onDevice(send_);
+      a.recvbuff = onDevice(recv_);
       check(d_.launch(a), d_.name);
       check(chorusStreamSynchronize(stream_), "chorusStreamSynchronize");
+      if (devComm_ != nullptr) {  // compare on the host: bring the whole receive side back
+        unsigned char* base = recvBuf_.get();
+        const size_t recvBytes =
+            inPlace ? std::max(l.sendCount, l.recvCount) * ts : l.recvCount * ts + kGuardBytes;
+        deviceCopyToHost(base, devRecv_, recvBytes);
+      }
       ExpectArgs e{spec, count, rank_, nranks_, root < 0 ? 0 : root};
       const size_t n = d_.expected(e, expBuf_.get());
       int64_t w = static_cast<int64_t>(countWrong(spec, recv_, expBuf_.get(), n));
@@ -634,7 +681,7 @@ RowResult RankRunner::runSize(chorusDataType_t type, int op, int root, size_t co
   row.op = d_.hasOp ? op : kNoOp;
   row.root = d_.hasRoot ? root : -1;
   row.ideal = ideal_;
-  if (printer_) row.choice = describeChoice(d_, comm_, count, type);
+  if (printer_) row.choice = describeChoice(d_, collComm(), count, type);
   uint64_t seed = mixSeed(0xc0705u, static_cast<uint64_t>(type));
   seed = mixSeed(seed, static_cast<uint64_t>(op + 1));
   seed = mixSeed(seed, static_cast<uint64_t>(root + 1));
@@ -721,6 +768,11 @@ int RankRunner::run() {
   if (printer_) printFooter();
 
   if (stream_ != nullptr) check(chorusStreamDestroy(stream_), "chorusStreamDestroy");
+  if (devComm_ != nullptr) {
+    check(chorusCommDestroy(devComm_), "chorusCommDestroy (device communicator)");
+    deviceFree(devSend_);
+    deviceFree(devRecv_);
+  }
   check(chorusCommDestroy(comm_), "chorusCommDestroy");
   return wrongTotal_ == 0 ? 0 : 1;
 }
@@ -777,6 +829,13 @@ int benchMain(int argc, char** argv, const CollDesc& desc) {
     return 1;
   }
   p->nranks = p->nprocs * o.nThreads;
+  if (o.device) {
+    std::string why;
+    if (!deviceAvailable(&p->ndevices, &why)) {
+      std::fprintf(stderr, "%s: --device: %s\n", prog, why.c_str());
+      return 2;
+    }
+  }
   if (desc.hasRoot && !o.allRoots && o.root >= p->nranks) {
     if (p->procRank == 0) {
       std::fprintf(stderr, "%s: invalid root %d: there are %d ranks\n", prog, o.root, p->nranks);
