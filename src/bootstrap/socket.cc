@@ -71,9 +71,9 @@ SockAddr parseHostPort(const std::string& hp) {
   return a;
 }
 
-namespace {
-// NCCL's interface syntax: "eth,ib" prefixes; "^docker" excludes; "=eth0" exact names.
-bool ifMatches(const std::string& spec, const char* name) {
+// NCCL's interface syntax: "eth,ib" prefixes; "^docker" excludes; "=eth0" exact names; "^=eth0"
+// excludes exactly eth0.
+bool ifNameMatches(const std::string& spec, const char* name) {
   if (spec.empty()) return true;
   std::string s = spec;
   bool exclude = false, exact = false;
@@ -93,31 +93,41 @@ bool ifMatches(const std::string& spec, const char* name) {
   }
   return exclude ? !any : any;
 }
-}  // namespace
+
+static int socketFamilyFromEnv() {
+  const std::string f = envStr("CHORUS_SOCKET_FAMILY");
+  if (f.empty()) return AF_UNSPEC;
+  if (f == "AF_INET" || f == "4" || f == "ipv4") return AF_INET;
+  if (f == "AF_INET6" || f == "6" || f == "ipv6") return AF_INET6;
+  fail(chorusInvalidArgument, "CHORUS_SOCKET_FAMILY=%s: expected AF_INET or AF_INET6", f.c_str());
+}
 
 SockAddr pickLocalAddress() {
-  std::string spec = envStr("CHORUS_SOCKET_IFNAME");
+  const std::string spec = envStr("CHORUS_SOCKET_IFNAME");
+  const int family = socketFamilyFromEnv();
   ifaddrs* list = nullptr;
   SockAddr chosen;
   if (getifaddrs(&list) == 0) {
+    // Pass 0: IPv4 (unless CHORUS_SOCKET_FAMILY says otherwise) on a matching interface, lo and
+    // docker* excluded when no CHORUS_SOCKET_IFNAME is given. Pass 1: IPv6 too, and lo/docker*.
     for (int pass = 0; pass < 2 && chosen.len == 0; ++pass) {
       for (ifaddrs* i = list; i; i = i->ifa_next) {
         if (!i->ifa_addr || !(i->ifa_flags & IFF_UP)) continue;
-        int fam = i->ifa_addr->sa_family;
+        const int fam = i->ifa_addr->sa_family;
         if (fam != AF_INET && fam != AF_INET6) continue;
+        if (family != AF_UNSPEC && fam != family) continue;
         if (fam == AF_INET6) {
           auto* a6 = reinterpret_cast<sockaddr_in6*>(i->ifa_addr);
           if (IN6_IS_ADDR_LINKLOCAL(&a6->sin6_addr)) continue;
+          if (pass == 0 && family == AF_UNSPEC) continue;
         }
-        bool loopOrDocker = strncmp(i->ifa_name, "lo", 2) == 0 ||
-                            strncmp(i->ifa_name, "docker", 6) == 0;
+        const bool loopOrDocker = strncmp(i->ifa_name, "lo", 2) == 0 ||
+                                  strncmp(i->ifa_name, "docker", 6) == 0;
         if (!spec.empty()) {
-          if (!ifMatches(spec, i->ifa_name)) continue;
+          if (!ifNameMatches(spec, i->ifa_name)) continue;
         } else if (pass == 0 && loopOrDocker) {
           continue;
         }
-        // Prefer IPv4 on the first pass.
-        if (pass == 0 && fam == AF_INET6 && spec.empty()) continue;
         chosen.len = fam == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
         memcpy(&chosen.ss, i->ifa_addr, chosen.len);
         break;
@@ -125,7 +135,12 @@ SockAddr pickLocalAddress() {
     }
     freeifaddrs(list);
   }
-  if (chosen.len == 0) {
+  if (chosen.len == 0 && family == AF_INET6) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&chosen.ss);
+    a->sin6_family = AF_INET6;
+    a->sin6_addr = in6addr_loopback;
+    chosen.len = sizeof(sockaddr_in6);
+  } else if (chosen.len == 0) {
     auto* a = reinterpret_cast<sockaddr_in*>(&chosen.ss);
     a->sin_family = AF_INET;
     a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);

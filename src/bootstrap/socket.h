@@ -29,9 +29,14 @@ struct SockAddr {
 
 // "host:port", "[v6addr]:port" or "v6addr:port"; host may be a name. Throws chorus::Failure.
 SockAddr parseHostPort(const std::string& hostPort);
-// The address a root should advertise: CHORUS_SOCKET_IFNAME rules (prefix list, ^ exclude,
-// = exact), else the first interface that is not lo or docker, else loopback.
+// The address a root and the data listeners advertise: the first address of an interface that
+// matches CHORUS_SOCKET_IFNAME (NCCL's syntax: prefix list, ^ to exclude, = for exact names),
+// else of the first interface that is not lo or docker*, else loopback; IPv4 before IPv6, only
+// one family when CHORUS_SOCKET_FAMILY=AF_INET or AF_INET6. Throws chorus::Failure on a bad
+// CHORUS_SOCKET_FAMILY.
 SockAddr pickLocalAddress();
+// Whether interface `name` matches a CHORUS_SOCKET_IFNAME spec (empty: every interface).
+bool ifNameMatches(const std::string& spec, const char* name);
 
 // Binds and listens on `addr` (port 0 = ephemeral); returns the fd and fills the real port.
 int listenOn(SockAddr* addr);
