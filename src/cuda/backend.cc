@@ -69,6 +69,26 @@ double copyTimeoutSec() {
   return t;
 }
 
+// Selects a device for the scope and restores the calling thread's previous choice, so Chorus
+// calls leave the user's current device alone.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    result_ = cudaSetDevice(device);
+  }
+  ~DeviceScope() {
+    if (previous_ >= 0) (void)cudaSetDevice(previous_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+  cudaError_t result() const { return result_; }
+
+ private:
+  int previous_ = -1;
+  cudaError_t result_ = cudaSuccess;
+};
+
 enum class MemKind { kHost, kDevice, kManaged };
 
 MemKind classify(const void* p, int* device) {
@@ -125,7 +145,8 @@ void cudaCommSetup(chorusComm* comm, int device) {
   cc->device = device;
   comm->cuda = cc;  // freed by cudaCommFree, also on a failure below
   comm->cudaDevice = device;
-  cudaError_t e = cudaSetDevice(device);
+  DeviceScope scope(device);
+  cudaError_t e = scope.result();
   if (e == cudaSuccess) e = cudaStreamCreate(&cc->stream);
   if (e == cudaSuccess) e = cudaEventCreateWithFlags(&cc->userDone, cudaEventDisableTiming);
   if (e != cudaSuccess)
@@ -138,7 +159,8 @@ void cudaCommFree(chorusComm* comm) {
   CudaComm* cc = comm->cuda;
   if (cc == nullptr) return;
   comm->cuda = nullptr;
-  if (cudaSetDevice(cc->device) == cudaSuccess) {
+  DeviceScope scope(cc->device);
+  if (scope.result() == cudaSuccess) {
     if (cc->stream != nullptr) (void)cudaStreamSynchronize(cc->stream);
     if (cc->stream != nullptr) (void)cudaStreamDestroy(cc->stream);
     if (cc->userDone != nullptr) (void)cudaEventDestroy(cc->userDone);
@@ -238,7 +260,8 @@ void ensureStaging(chorusComm* comm, CudaComm* cc, size_t bytes) {
 
 void cudaRunStaged(chorusComm* comm, const std::vector<const OpDesc*>& ops, HostRunner runHost) {
   CudaComm* cc = comm->cuda;
-  check(comm, cudaSetDevice(cc->device), "cudaSetDevice");
+  DeviceScope scope(cc->device);
+  check(comm, scope.result(), "cudaSetDevice");
   // Order after the user's prior work on wrapped streams (the copy stream is a blocking stream,
   // so it is already ordered after the legacy default stream).
   for (const OpDesc* op : ops) {
