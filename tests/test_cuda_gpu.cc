@@ -157,6 +157,35 @@ INSTANTIATE_TEST_SUITE_P(SharedGpu, CudaGpuThreads,
                                   (std::get<1>(info.param) ? "_cudaStream" : "_nullStream");
                          });
 
+class CudaGpuIpc : public ::testing::TestWithParam<int> {};
+
+// CHORUS_CUDA_IPC=1 (AllReduce through IPC buffers and the reduce kernels; the other collectives
+// staged): threads sharing GPU 0, then processes.
+TEST_P(CudaGpuIpc, Matrix) {
+  SKIP_WITHOUT_GPU();
+  const int n = GetParam();
+  ctest::ScopedEnv ipc("CHORUS_CUDA_IPC", "1");
+  {
+    std::vector<chorusComm_t> comms(static_cast<size_t>(n));
+    const std::vector<int> devs(static_cast<size_t>(n), 0);
+    ASSERT_EQ(chorusCommInitAll(comms.data(), n, devs.data()), chorusSuccess)
+        << chorusGetLastError(nullptr);
+    std::vector<std::vector<std::string>> fails(static_cast<size_t>(n));
+    ctest::runThreads(
+        n, [&](int r) { fails[size_t(r)] = ctest::runCudaMatrix(comms[size_t(r)], r, n, false); });
+    for (int r = 0; r < n; ++r) {
+      for (const auto& f : fails[size_t(r)]) ADD_FAILURE() << "threads: " << f;
+      chorusCommDestroy(comms[size_t(r)]);
+    }
+  }
+  const ctest::CommandResult r = ctest::runCommand(
+      {CHORUSRUN_PATH, "--timeout", "500", "-np", std::to_string(n), CUDA_WORKER_PATH}, 530);
+  EXPECT_EQ(r.exitCode, 0) << "processes: " << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(SharedGpu, CudaGpuIpc, ::testing::Values(1, 2, 4),
+                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+
 class CudaGpuProcesses : public ::testing::TestWithParam<int> {};
 
 // 1, 2, 4 ranks sharing GPU 0 as processes (chorusrun).

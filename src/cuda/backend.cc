@@ -3,15 +3,22 @@
 // otherwise every device path reports that the library was built without CUDA.
 #include "cuda/backend.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/comm.h"
 #include "core/error.h"
 #include "core/param.h"
 #include "core/wait.h"
+#include "cuda/ipc.h"
+#include "cuda/kernels.h"
 #include "cuda/staging.h"
 
 #ifdef CHORUS_HAVE_CUDA
@@ -45,6 +52,10 @@ void cudaCommFree(chorusComm*) {}
 void markCudaUsed() {}
 
 void cudaCheckBuffers(const char*, chorusComm*, const OpDesc&, size_t, size_t) {}
+
+bool cudaTryIpcAllReduce(chorusComm*, const OpDesc&, HostRunner) {
+  return false;
+}
 
 void cudaRunStaged(chorusComm* comm, const std::vector<const OpDesc*>&, HostRunner) {
   fail(chorusInternalError, "rank %d: device communicator in a build without CUDA", comm->rank);
@@ -112,6 +123,14 @@ struct CudaComm {
   cudaEvent_t userDone = nullptr;
   unsigned char* staging = nullptr;  // pinned host memory
   size_t stagingBytes = 0;
+  // CHORUS_CUDA_IPC=1: this rank's IPC buffer and every rank's, mapped here (by rank).
+  bool ipcEnabled = false;  // CHORUS_CUDA_IPC, read when the communicator is created
+  bool ipcTried = false;
+  bool ipcReady = false;
+  void* ipcBuf = nullptr;
+  size_t ipcBytes = 0;
+  std::vector<void*> ipcPeers;
+  std::vector<bool> ipcOpened;  // opened with cudaIpcOpenMemHandle (else same process)
 };
 
 bool cudaBuilt() {
@@ -145,6 +164,7 @@ void cudaCommSetup(chorusComm* comm, int device) {
   cc->device = device;
   comm->cuda = cc;  // freed by cudaCommFree, also on a failure below
   comm->cudaDevice = device;
+  cc->ipcEnabled = envInt("CHORUS_CUDA_IPC", 0) != 0;
   DeviceScope scope(device);
   cudaError_t e = scope.result();
   if (e == cudaSuccess) e = cudaStreamCreate(&cc->stream);
@@ -164,6 +184,9 @@ void cudaCommFree(chorusComm* comm) {
     if (cc->stream != nullptr) (void)cudaStreamSynchronize(cc->stream);
     if (cc->stream != nullptr) (void)cudaStreamDestroy(cc->stream);
     if (cc->userDone != nullptr) (void)cudaEventDestroy(cc->userDone);
+    for (size_t p = 0; p < cc->ipcPeers.size(); ++p)
+      if (cc->ipcOpened[p]) (void)cudaIpcCloseMemHandle(cc->ipcPeers[p]);
+    if (cc->ipcBuf != nullptr) (void)cudaFree(cc->ipcBuf);
     if (cc->staging != nullptr) (void)cudaFreeHost(cc->staging);
   }
   (void)cudaGetLastError();
@@ -271,6 +294,7 @@ void cudaRunStaged(chorusComm* comm, const std::vector<const OpDesc*>& ops, Host
           "cudaEventRecord on the user's stream");
     check(comm, cudaStreamWaitEvent(cc->stream, cc->userDone, 0), "cudaStreamWaitEvent");
   }
+  if (ops.size() == 1 && cudaTryIpcAllReduce(comm, *ops[0], runHost)) return;
   const StagingPlan plan = planStaging(ops, comm->rank, comm->nranks);
   ensureStaging(comm, cc, plan.totalBytes);
   std::vector<OpDesc> views;
@@ -304,6 +328,109 @@ void cudaRunStaged(chorusComm* comm, const std::vector<const OpDesc*>& ops, Host
     copied = true;
   }
   if (copied) waitCopies(comm, cc->stream, "copying results from host staging to the device");
+}
+
+// ---- CHORUS_CUDA_IPC=1: AllReduce through CUDA IPC buffers (experimental, never run). ----
+//
+// Each rank owns a device buffer of CHORUS_CUDA_IPC_BUFFSIZE bytes (default 64M) whose handle is
+// exchanged once (src/cuda/ipc.h), at the first eligible AllReduce, which every rank reaches in
+// the same order. Per chunk: copy sendbuff into the own buffer (copy engine), a host barrier (a
+// 4-byte AllReduce of the host engine), every rank reduces all ranks' buffers in rank order into
+// its recvbuff with the reduce kernels (identical results everywhere), a second barrier before
+// the buffers are reused. The decision depends only on values equal on every rank (the variable
+// must be set alike on all ranks; every rank must be a device communicator on one node).
+
+namespace {
+
+void hostBarrier(chorusComm* comm, HostRunner runHost) {
+  int32_t in = 0, out = 0;
+  OpDesc b{OpKind::kAllReduce, &in, &out, 1, chorusInt32, chorusSum, -1, comm, nullptr};
+  runHost(comm, {&b});
+}
+
+void ipcSetup(chorusComm* comm, CudaComm* cc) {
+  cc->ipcTried = true;
+  cc->ipcBytes = size_t(std::max<int64_t>(1 << 20, envSize("CHORUS_CUDA_IPC_BUFFSIZE", 64 << 20)));
+  check(comm, cudaMalloc(&cc->ipcBuf, cc->ipcBytes), "cudaMalloc (IPC buffer)");
+  cudaIpcMemHandle_t h{};
+  check(comm, cudaIpcGetMemHandle(&h, cc->ipcBuf), "cudaIpcGetMemHandle");
+  cudaDeviceProp prop{};
+  check(comm, cudaGetDeviceProperties(&prop, cc->device), "cudaGetDeviceProperties");
+  IpcRecord mine{};
+  static_assert(sizeof(h) == kIpcHandleBytes, "cudaIpcMemHandle_t is 64 bytes");
+  std::memcpy(mine.handle, &h, sizeof h);
+  std::memcpy(mine.uuid, &prop.uuid, sizeof mine.uuid);
+  mine.flags = kIpcHasBuffer;
+  mine.rank = comm->rank;
+  mine.device = cc->device;
+  mine.pid = int32_t(getpid());
+  mine.hostHash = comm->peers[size_t(comm->rank)].hostHash;
+  mine.offset = 0;
+  mine.bytes = cc->ipcBytes;
+  mine.address = reinterpret_cast<uint64_t>(cc->ipcBuf);
+  sealIpcRecord(&mine);
+  IpcPeers peers;
+  const std::vector<IpcRecord> all = exchangeIpcRecords(comm, mine, cc->ipcBytes, &peers);
+  cc->ipcPeers.assign(size_t(comm->nranks), nullptr);
+  cc->ipcOpened.assign(size_t(comm->nranks), false);
+  for (int p = 0; p < comm->nranks; ++p) {
+    const IpcRecord& r = all[size_t(p)];
+    if (p == comm->rank || r.pid == mine.pid) {
+      cc->ipcPeers[size_t(p)] = reinterpret_cast<void*>(r.address);
+      continue;
+    }
+    if (!peers.usable[size_t(p)])
+      fail(chorusInvalidUsage,
+           "rank %d: CHORUS_CUDA_IPC=1 but rank %d cannot be reached by CUDA IPC", comm->rank, p);
+    cudaIpcMemHandle_t ph;
+    std::memcpy(&ph, r.handle, sizeof ph);
+    check(comm, cudaIpcOpenMemHandle(&cc->ipcPeers[size_t(p)], ph, cudaIpcMemLazyEnablePeerAccess),
+          "cudaIpcOpenMemHandle");
+    cc->ipcOpened[size_t(p)] = true;
+  }
+  cc->ipcReady = true;
+}
+
+}  // namespace
+
+bool cudaTryIpcAllReduce(chorusComm* comm, const OpDesc& op, HostRunner runHost) {
+  CudaComm* cc = comm->cuda;
+  if (!cc->ipcEnabled || op.kind != OpKind::kAllReduce || op.count == 0 || comm->nnodes != 1)
+    return false;
+  if (!cc->ipcTried) ipcSetup(comm, cc);
+  if (!cc->ipcReady) return false;
+  const size_t esz = chorusTypeSize(op.type);
+  const size_t chunkElems = cc->ipcBytes / esz;
+  const int n = comm->nranks;
+  const auto* send = static_cast<const unsigned char*>(op.sendbuff);
+  auto* recv = static_cast<unsigned char*>(op.recvbuff);
+  for (size_t first = 0; first < op.count; first += chunkElems) {
+    const size_t cnt = std::min(chunkElems, op.count - first);
+    const size_t off = first * esz;
+    check(comm,
+          cudaMemcpyAsync(cc->ipcBuf, send + off, cnt * esz, cudaMemcpyDeviceToDevice, cc->stream),
+          "cudaMemcpyAsync into the IPC buffer");
+    waitCopies(comm, cc->stream, "copying into the IPC buffer");
+    hostBarrier(comm, runHost);  // every rank's buffer holds its chunk
+    if (n == 1) {
+      check(comm,
+            cudaMemcpyAsync(recv + off, cc->ipcPeers[0], cnt * esz, cudaMemcpyDeviceToDevice,
+                            cc->stream),
+            "cudaMemcpyAsync (one rank)");
+    } else {
+      for (int p = 1; p < n; ++p) {
+        const void* acc = p == 1 ? cc->ipcPeers[0] : recv + off;
+        const int div = op.op == chorusAvg && p == n - 1 ? n : 0;
+        check(comm,
+              cudaError_t(cuda::launchReduce(op.type, op.op, cnt, acc, cc->ipcPeers[size_t(p)],
+                                             recv + off, nullptr, div, cc->stream)),
+              "reduce kernel launch");
+      }
+    }
+    waitCopies(comm, cc->stream, "reducing the IPC buffers");
+    hostBarrier(comm, runHost);  // nobody reads the buffers any more
+  }
+  return true;
 }
 
 #endif  // CHORUS_HAVE_CUDA

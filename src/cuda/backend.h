@@ -40,6 +40,11 @@ void cudaCheckBuffers(const char* fn, chorusComm* comm, const OpDesc& op, size_t
 using HostRunner = void (*)(chorusComm* comm, const std::vector<const OpDesc*>& ops);
 void cudaRunStaged(chorusComm* comm, const std::vector<const OpDesc*>& ops, HostRunner runHost);
 
+// CHORUS_CUDA_IPC=1 (experimental, untested on a GPU): runs `op` (an AllReduce alone in its
+// batch, every rank on one node) through CUDA IPC buffers and device reduce kernels instead of
+// host staging. Returns false when the op is not eligible (the caller stages it then).
+bool cudaTryIpcAllReduce(chorusComm* comm, const OpDesc& op, HostRunner runHost);
+
 // Host communicators classify buffers from now on (a CUDA stream was wrapped).
 void markCudaUsed();
 

@@ -37,9 +37,11 @@ struct IpcRecord {
   uint64_t offset;      // of the buffer inside the allocation the handle names
   uint64_t bytes;       // usable bytes from offset
   uint64_t flagOffset;  // of the ready flags inside the allocation (kIpcHasFlags)
+  uint64_t address;     // the allocation's address in the sender's process (same-process peers
+                        // use it directly: a process cannot open its own IPC handles)
   uint64_t checksum;    // over every byte above
 };
-static_assert(sizeof(IpcRecord) == 144, "IpcRecord layout is part of the wire format");
+static_assert(sizeof(IpcRecord) == 152, "IpcRecord layout is part of the wire format");
 
 uint64_t ipcChecksum(const IpcRecord& r);
 // Fills magic, version, size and checksum (call after the other fields).
