@@ -440,6 +440,25 @@ class Job {
     return true;
   }
 
+  // "rank r: running | exit N | signal N" per rank (an exit 127 without output: the worker
+  // could not be executed, e.g. while a concurrent build relinks it).
+  std::string statuses() const {
+    std::string s;
+    for (size_t r = 0; r < procs_.size(); ++r) {
+      const Proc& p = procs_[r];
+      s += "  rank " + std::to_string(r) + " (pid " + std::to_string(p.pid) + "): ";
+      if (!p.exited)
+        s += "running\n";
+      else if (WIFEXITED(p.status))
+        s += "exit " + std::to_string(WEXITSTATUS(p.status)) + "\n";
+      else if (WIFSIGNALED(p.status))
+        s += "signal " + std::to_string(WTERMSIG(p.status)) + "\n";
+      else
+        s += "status " + std::to_string(p.status) + "\n";
+    }
+    return s;
+  }
+
   std::string output() const {
     std::string s;
     for (size_t r = 0; r < procs_.size(); ++r) {
@@ -549,7 +568,8 @@ void deadPeerKills(const std::string& name, int nodes, long defaultKills) {
         if (!job.has(r, "READY") || job[r].exited) return false;
       return true;
     });
-    ASSERT_TRUE(ready) << "the ranks did not all start their loop:\n" << job.output();
+    ASSERT_TRUE(ready) << "the ranks did not all start their loop:\n"
+                       << job.output() << job.statuses();
     expectNoListeners(job, test + " kill " + std::to_string(it));
     // A random moment of the loop: up to 400 ms in.
     job.pump(double(rng() % 400) / 1000.0);
