@@ -3,6 +3,7 @@
 // through shared memory. Every collective must stay correct with even and uneven nodes.
 #include <chorus/chorus.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -95,11 +96,23 @@ std::string netnsUnavailable() {
   return "";
 }
 
-// Every namespace chorusrun made is gone after the run.
+// Namespaces of a chorusrun that is no longer running (other tests may run their own chorusrun
+// in parallel under ctest -j, so only the dead owners' namespaces count as left behind).
 std::string leftoverNamespaces() {
   const CommandResult r =
       runCommand({"/bin/sh", "-c", "ip netns list 2>/dev/null | grep '^chorus-' || true"}, 20);
-  return r.output;
+  std::string left;
+  size_t pos = 0;
+  while (pos < r.output.size()) {
+    size_t eol = r.output.find('\n', pos);
+    if (eol == std::string::npos) eol = r.output.size();
+    const std::string line = r.output.substr(pos, eol - pos);
+    pos = eol + 1;
+    int pid = 0;
+    if (std::sscanf(line.c_str(), "chorus-%d-", &pid) == 1 && pid > 0 && kill(pid, 0) != 0)
+      left += line + "\n";
+  }
+  return left;
 }
 
 class MultiNodeNetns : public ShmCheckedTestP<std::tuple<int, int>> {};
