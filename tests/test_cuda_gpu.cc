@@ -159,8 +159,8 @@ INSTANTIATE_TEST_SUITE_P(SharedGpu, CudaGpuThreads,
 
 class CudaGpuIpc : public ::testing::TestWithParam<int> {};
 
-// CHORUS_CUDA_IPC=1 (AllReduce through IPC buffers and the reduce kernels; the other collectives
-// staged): threads sharing GPU 0, then processes.
+// CHORUS_CUDA_IPC=1 (AllReduce directly on the IPC-mapped user buffers; the other collectives
+// staged): the whole matrix, threads sharing GPU 0, then processes.
 TEST_P(CudaGpuIpc, Matrix) {
   SKIP_WITHOUT_GPU();
   const int n = GetParam();
@@ -184,6 +184,39 @@ TEST_P(CudaGpuIpc, Matrix) {
 }
 
 INSTANTIATE_TEST_SUITE_P(SharedGpu, CudaGpuIpc, ::testing::Values(1, 2, 4),
+                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+
+class CudaGpuIpcDirect : public ::testing::TestWithParam<int> {};
+
+// The direct IPC AllReduce on user buffers (CHORUS_CUDA_IPC=1): 2 and 4 ranks sharing GPU 0 as
+// threads (buffers used by address), then as processes (buffers mapped with CUDA IPC); in and
+// out of place, aligned and misaligned, odd counts, the registration cache's counters.
+TEST_P(CudaGpuIpcDirect, AllReduce) {
+  SKIP_WITHOUT_GPU();
+  const int n = GetParam();
+  ctest::ScopedEnv ipc("CHORUS_CUDA_IPC", "1");
+  {
+    std::vector<chorusComm_t> comms(static_cast<size_t>(n));
+    const std::vector<int> devs(static_cast<size_t>(n), 0);
+    ASSERT_EQ(chorusCommInitAll(comms.data(), n, devs.data()), chorusSuccess)
+        << chorusGetLastError(nullptr);
+    std::vector<std::vector<std::string>> fails(static_cast<size_t>(n));
+    ctest::runThreads(
+        n, [&](int r) { fails[size_t(r)] = ctest::runCudaIpcAllReduce(comms[size_t(r)], r, n); });
+    for (int r = 0; r < n; ++r) {
+      for (const auto& f : fails[size_t(r)]) ADD_FAILURE() << "threads: " << f;
+      chorusCommDestroy(comms[size_t(r)]);
+    }
+  }
+  const ctest::CommandResult r =
+      ctest::runCommand({CHORUSRUN_PATH, "--timeout", "500", "-np", std::to_string(n),
+                         CUDA_WORKER_PATH, "--ipc-allreduce"},
+                        530);
+  EXPECT_FALSE(r.timedOut) << r.output;
+  EXPECT_EQ(r.exitCode, 0) << "processes: " << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(SharedGpu, CudaGpuIpcDirect, ::testing::Values(2, 4),
                          [](const auto& info) { return std::to_string(info.param) + "ranks"; });
 
 class CudaGpuProcesses : public ::testing::TestWithParam<int> {};

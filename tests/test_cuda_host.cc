@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "cuda/backend.h"
+#include "cuda/direct.h"
 #include "cuda/functors.h"
 #include "cuda/ipc.h"
 #include "cuda/staging.h"
@@ -371,6 +372,352 @@ TEST(CudaFunctors, MatchHostEngine) {
       EXPECT_EQ(bad, 0u) << "scale type " << typeStr(t) << " divisor " << div;
     }
   }
+}
+
+// The direct IPC AllReduce's n-input step (ReduceManyFunctor) against a fold in rank order in
+// an independent reference: integers wrap (128-bit arithmetic), avg truncates the wrapped sum;
+// floats accumulate in float32 / float64 and float16 / bfloat16 are rounded once at the end.
+TEST(CudaFunctors, ReduceManyMatchesRankOrderFold) {
+  std::mt19937_64 rng(11);
+  for (chorusDataType_t t : kTypes) {
+    const size_t esz = chorusTypeSize(t);
+    for (chorusRedOp_t op : kOps) {
+      for (int n = 1; n <= 8; ++n) {
+        for (int trial = 0; trial < 200; ++trial) {
+          unsigned char in[8][8] = {}, got[8] = {}, want[8] = {};
+          const void* ptrs[8];
+          double vals[8];
+          for (int p = 0; p < n; ++p) {
+            ptrs[p] = in[p];
+            const uint64_t bits = rng();
+            vals[p] = double(int(bits % 201) - 100) / 16.0;  // exact in every float format
+            if (t == chorusFloat32) {
+              const float f = float(vals[p]);
+              std::memcpy(in[p], &f, 4);
+            } else if (t == chorusFloat64) {
+              std::memcpy(in[p], &vals[p], 8);
+            } else if (t == chorusFloat16) {
+              const uint16_t h = fToF16(float(vals[p]));
+              std::memcpy(in[p], &h, 2);
+            } else if (t == chorusBfloat16) {
+              const uint16_t h = fToBf16(float(vals[p]));
+              std::memcpy(in[p], &h, 2);
+            } else {
+              std::memcpy(in[p], &bits, esz);  // any bit pattern: wraparound
+            }
+          }
+          ASSERT_TRUE(chorus::cuda::reduceManyElementHost(t, op, n, ptrs, got));
+          auto foldInt = [&]<class T>(T*) {
+            T acc = fromBits<T>(in[0]);
+            for (int p = 1; p < n; ++p)
+              acc = intRef<T>(op == chorusAvg ? chorusSum : op, acc, fromBits<T>(in[p]), 0);
+            if (op == chorusAvg) {
+              using W = std::conditional_t<std::is_signed_v<T>, __int128, unsigned __int128>;
+              acc = static_cast<T>(W(acc) / W(n));
+            }
+            std::memcpy(want, &acc, sizeof acc);
+          };
+          auto foldFloat = [&]<class F>(F first, auto next) {
+            F acc = first;
+            for (int p = 1; p < n; ++p)
+              acc = floatOp<F>(op == chorusAvg ? chorusSum : op, acc, next(p), 0);
+            if (op == chorusAvg) acc = acc / F(n);
+            return acc;
+          };
+          switch (t) {
+            case chorusInt8:
+              foldInt((int8_t*)nullptr);
+              break;
+            case chorusUint8:
+              foldInt((uint8_t*)nullptr);
+              break;
+            case chorusInt32:
+              foldInt((int32_t*)nullptr);
+              break;
+            case chorusUint32:
+              foldInt((uint32_t*)nullptr);
+              break;
+            case chorusInt64:
+              foldInt((int64_t*)nullptr);
+              break;
+            case chorusUint64:
+              foldInt((uint64_t*)nullptr);
+              break;
+            case chorusFloat32: {
+              const float r =
+                  foldFloat(fromBits<float>(in[0]), [&](int p) { return fromBits<float>(in[p]); });
+              std::memcpy(want, &r, 4);
+              break;
+            }
+            case chorusFloat64: {
+              const double r = foldFloat(fromBits<double>(in[0]),
+                                         [&](int p) { return fromBits<double>(in[p]); });
+              std::memcpy(want, &r, 8);
+              break;
+            }
+            case chorusFloat16: {
+              const uint16_t r = fToF16(foldFloat(f16ToF(fromBits<uint16_t>(in[0])), [&](int p) {
+                return f16ToF(fromBits<uint16_t>(in[p]));
+              }));
+              std::memcpy(want, &r, 2);
+              break;
+            }
+            case chorusBfloat16: {
+              const uint16_t r = fToBf16(foldFloat(bf16ToF(fromBits<uint16_t>(in[0])), [&](int p) {
+                return bf16ToF(fromBits<uint16_t>(in[p]));
+              }));
+              std::memcpy(want, &r, 2);
+              break;
+            }
+            default:
+              break;
+          }
+          ASSERT_EQ(std::memcmp(got, want, esz), 0)
+              << "type " << typeStr(t) << " op " << int(op) << " n " << n << " trial " << trial;
+        }
+      }
+    }
+  }
+  // Rejected arguments.
+  const unsigned char x[8] = {};
+  const void* one[1] = {x};
+  unsigned char out[8];
+  EXPECT_FALSE(chorus::cuda::reduceManyElementHost(chorusFloat32, chorusSum, 0, one, out));
+  EXPECT_FALSE(chorus::cuda::reduceManyElementHost(chorusNumTypes, chorusSum, 1, one, out));
+}
+
+// ---- Direct IPC AllReduce: block plan, key table, registration cache. ----
+
+TEST(CudaIpcDirect, BlockPlanCoversAlignsAndBalances) {
+  const size_t counts[] = {0, 1, 2, 3, 5, 7, 15, 16, 17, 31, 33, 1000, 1001, 1048579};
+  for (size_t esz : {size_t{1}, size_t{2}, size_t{4}, size_t{8}}) {
+    const size_t lanes = 16 / esz;
+    for (int n = 1; n <= 8; ++n) {
+      for (size_t count : counts) {
+        const size_t per = chorus::ipcBlockElems(count, esz, n);
+        const size_t ceilDiv = (count + size_t(n) - 1) / size_t(n);
+        EXPECT_EQ(per % lanes, 0u);
+        EXPECT_GE(per, ceilDiv);
+        EXPECT_LT(per, ceilDiv + lanes);
+        size_t next = 0;
+        for (int r = 0; r < n; ++r) {
+          const chorus::IpcBlock b = chorus::ipcBlock(count, esz, n, r);
+          SCOPED_TRACE(testing::Message()
+                       << "esz " << esz << " n " << n << " count " << count << " rank " << r);
+          EXPECT_EQ(b.first, next);  // in rank order, no gap, no overlap
+          EXPECT_LE(b.count, per);
+          if (b.count > 0) {
+            EXPECT_EQ(b.first * esz % chorus::kIpcBlockAlign, 0u);
+          }
+          // Only the last non-empty block may be short.
+          if (b.first + b.count < count) {
+            EXPECT_EQ(b.count, per);
+          }
+          next = b.first + b.count;
+        }
+        EXPECT_EQ(next, count);
+      }
+    }
+  }
+  // Hand-checked cases.
+  EXPECT_EQ(chorus::ipcBlock(0, 4, 4, 0).count, 0u);
+  EXPECT_EQ(chorus::ipcBlock(1, 4, 4, 0).count, 1u);
+  EXPECT_EQ(chorus::ipcBlock(1, 4, 4, 1).count, 0u);
+  EXPECT_EQ(chorus::ipcBlock(1, 4, 4, 3).first, 1u);
+  // float32, 1000 over 4 ranks: 250 rounded up to 252 (16 bytes = 4 floats).
+  EXPECT_EQ(chorus::ipcBlock(1000, 4, 4, 1).first, 252u);
+  EXPECT_EQ(chorus::ipcBlock(1000, 4, 4, 3).count, 1000u - 3 * 252);
+  // 1048579 float32 over 2 ranks: 524290 -> 524292.
+  EXPECT_EQ(chorus::ipcBlock(1048579, 4, 2, 0).count, 524292u);
+  EXPECT_EQ(chorus::ipcBlock(1048579, 4, 2, 1).count, 1048579u - 524292);
+  // Out of range ranks get nothing.
+  EXPECT_EQ(chorus::ipcBlock(100, 4, 4, 4).count, 0u);
+  EXPECT_EQ(chorus::ipcBlock(100, 4, 4, -1).count, 0u);
+}
+
+chorus::IpcCallKey callKey(int rank, int pid, uint64_t base, uint64_t id, uint64_t bytes,
+                           bool inPlace = true) {
+  chorus::IpcCallKey k;
+  k.magic = chorus::kIpcCallMagic;
+  k.rank = rank;
+  k.ok = 1;
+  k.pid = pid;
+  k.device = 0;
+  k.bytes = bytes;
+  k.buf[0] = {base, id, 1 << 20, 256};
+  k.buf[1] = inPlace ? k.buf[0] : chorus::IpcBufKey{base + (2 << 20), id + 1000, 1 << 20, 0};
+  return k;
+}
+
+TEST(CudaIpcDirect, CallKeysAreChecked) {
+  const uint64_t bytes = 4000;
+  std::vector<chorus::IpcCallKey> t = {callKey(0, 10, 1 << 30, 1, bytes),
+                                       callKey(1, 10, 2ull << 30, 2, bytes, false),
+                                       callKey(2, 11, 1 << 30, 3, bytes)};
+  EXPECT_EQ(chorus::checkIpcCallKeys(t, bytes), "");
+  EXPECT_TRUE(chorus::ipcCallAllOk(t));
+  auto expectBad = [&](auto mutate, const std::string& what) {
+    auto u = t;
+    mutate(u[2]);
+    const std::string err = chorus::checkIpcCallKeys(u, bytes);
+    EXPECT_NE(err.find("rank 2"), std::string::npos) << err;
+    EXPECT_NE(err.find(what), std::string::npos) << err;
+  };
+  expectBad([](chorus::IpcCallKey& k) { k.magic = 0; }, "magic");
+  expectBad([](chorus::IpcCallKey& k) { k.rank = 0; }, "claims rank 0");
+  expectBad([](chorus::IpcCallKey& k) { k.bytes = 8; }, "count or type differ");
+  expectBad([](chorus::IpcCallKey& k) { k.buf[0].offset = (1 << 20) - 100; }, "sendbuff at offset");
+  expectBad([](chorus::IpcCallKey& k) { k.buf[1].offset = (1 << 20) + 1; }, "recvbuff at offset");
+  expectBad(
+      [](chorus::IpcCallKey& k) {
+        k.buf[1] = k.buf[0];
+        k.buf[1].offset += 4;  // overlapping, not equal
+      },
+      "overlap");
+  // A rank that cannot take the path: only magic / rank / bytes are checked, all ranks stage.
+  auto u = t;
+  u[1].ok = 0;
+  u[1].buf[0] = {};
+  u[1].buf[1] = {};
+  EXPECT_EQ(chorus::checkIpcCallKeys(u, bytes), "");
+  EXPECT_FALSE(chorus::ipcCallAllOk(u));
+  // Exchange needed only when a missing rank's process is not every rank's process.
+  EXPECT_FALSE(chorus::ipcNeedsExchange(t, {}));
+  EXPECT_TRUE(chorus::ipcNeedsExchange(t, {0}));  // rank 2 lives in another process
+  EXPECT_TRUE(chorus::ipcNeedsExchange(t, {2}));
+  std::vector<chorus::IpcCallKey> threads = {callKey(0, 10, 1 << 30, 1, bytes),
+                                             callKey(1, 10, 2ull << 30, 2, bytes)};
+  EXPECT_FALSE(chorus::ipcNeedsExchange(threads, {0, 1}));
+}
+
+// One call's lookups as the backend makes them: slot 0 (sendbuff) then slot 1 (recvbuff), every
+// rank in order, misses inserted (with `mapped` standing for the mapping). Returns the misses.
+std::vector<std::pair<int, int>> simulateCall(chorus::IpcRegCache& cache,
+                                              const std::vector<chorus::IpcCallKey>& table,
+                                              std::vector<chorus::IpcRegEntry>* removed) {
+  std::vector<std::pair<int, int>> misses;
+  cache.beginCall();
+  for (int s = 0; s < 2; ++s) {
+    std::vector<int> missing;
+    for (int p = 0; p < int(table.size()); ++p) {
+      const auto& k = table[size_t(p)].buf[s];
+      if (cache.find({p, k.base, k.id}) == nullptr) missing.push_back(p);
+    }
+    for (int p : missing) {
+      const auto& k = table[size_t(p)].buf[s];
+      chorus::IpcRegEntry e;
+      e.key = {p, k.base, k.id};
+      e.size = k.size;
+      e.mapped = reinterpret_cast<void*>(uintptr_t(k.base));
+      e.opened = true;
+      for (const auto& r : cache.insert(e)) removed->push_back(r);
+      misses.emplace_back(p, s);
+    }
+  }
+  return misses;
+}
+
+TEST(CudaIpcDirect, RegistrationCacheHitsMissesEvictions) {
+  const int n = 4;
+  const uint64_t bytes = 4096;
+  chorus::IpcRegCache cache(0, n);  // raised to 2n: one call's entries always fit
+  EXPECT_EQ(cache.capacity(), 8u);
+  std::vector<chorus::IpcCallKey> t;
+  for (int r = 0; r < n; ++r) t.push_back(callKey(r, 100 + r, uint64_t(r + 1) << 32, 1, bytes));
+  std::vector<chorus::IpcRegEntry> removed;
+  // First in-place call: every rank's allocation misses once (recvbuff = the same allocation).
+  auto m = simulateCall(cache, t, &removed);
+  EXPECT_EQ(m.size(), size_t(n));
+  for (const auto& [p, s] : m) EXPECT_EQ(s, 0);
+  // The same buffers again, also at another offset inside the allocations: all hits.
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(simulateCall(cache, t, &removed).empty());
+  t[1].buf[0].offset = t[1].buf[1].offset = 4096;
+  EXPECT_TRUE(simulateCall(cache, t, &removed).empty());
+  EXPECT_TRUE(removed.empty());
+  // Out of place on every rank: the recv allocations miss once.
+  for (int r = 0; r < n; ++r)
+    t[size_t(r)] = callKey(r, 100 + r, uint64_t(r + 1) << 32, 1, bytes, false);
+  m = simulateCall(cache, t, &removed);
+  EXPECT_EQ(m.size(), size_t(n));
+  for (const auto& [p, s] : m) EXPECT_EQ(s, 1);
+  EXPECT_EQ(cache.size(), 8u);
+  EXPECT_TRUE(removed.empty());
+  // Rank 2 freed its sendbuff and got a new allocation at the same address (new buffer id): a
+  // miss, and the stale entry is removed at once.
+  t[2].buf[0].id = 77;
+  m = simulateCall(cache, t, &removed);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0], std::make_pair(2, 0));
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_EQ(removed[0].key, (chorus::IpcRegKey{2, uint64_t(3) << 32, 1}));
+  removed.clear();
+  // A new recvbuff on rank 0: the cache is full, the least recently used entry not used by this
+  // call goes. Every entry was used by the previous call, so first make rank 3's recv entry old:
+  // a call where rank 3 runs in place.
+  auto t2 = t;
+  t2[3].buf[1] = t2[3].buf[0];
+  EXPECT_TRUE(simulateCall(cache, t2, &removed).empty());
+  t2[0].buf[1] = {uint64_t(9) << 32, 9, 1 << 20, 0};
+  m = simulateCall(cache, t2, &removed);
+  ASSERT_EQ(m.size(), 1u);
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_EQ(removed[0].key.peer, 3);  // rank 3's recv allocation, unused for the longest
+  EXPECT_EQ(removed[0].key.base, t[3].buf[1].base);
+  EXPECT_TRUE(removed[0].opened);
+  EXPECT_EQ(cache.size(), 8u);
+  // Entries of the current call are never evicted, even when a call needs every slot.
+  removed.clear();
+  std::vector<chorus::IpcCallKey> fresh;
+  for (int r = 0; r < n; ++r)
+    fresh.push_back(callKey(r, 100 + r, uint64_t(r + 20) << 32, 5, bytes, false));
+  m = simulateCall(cache, fresh, &removed);
+  EXPECT_EQ(m.size(), size_t(2 * n));
+  EXPECT_EQ(removed.size(), 8u);
+  for (int p = 0; p < n; ++p)
+    for (int s = 0; s < 2; ++s) {
+      const auto& k = fresh[size_t(p)].buf[s];
+      EXPECT_NE(cache.find({p, k.base, k.id}), nullptr);
+    }
+  // clear() hands everything back for unmapping.
+  EXPECT_EQ(cache.clear().size(), 8u);
+  EXPECT_EQ(cache.size(), 0u);
+}
+
+// Every rank runs the same lookups on the same gathered table, so all caches hold the same keys
+// and all ranks see the same misses (the exchange decision needs no extra round), whatever the
+// sequence of buffers.
+TEST(CudaIpcDirect, CachesOfAllRanksAgree) {
+  const int n = 4;
+  std::mt19937_64 rng(3);
+  std::vector<chorus::IpcRegCache> caches;
+  for (int r = 0; r < n; ++r) caches.emplace_back(10, n);
+  uint64_t nextId = 1;
+  std::vector<uint64_t> ids(16, 0);
+  for (auto& id : ids) id = nextId++;
+  size_t totalMisses = 0;
+  for (int call = 0; call < 500; ++call) {
+    if (rng() % 8 == 0) ids[rng() % ids.size()] = nextId++;  // a free + malloc at the same base
+    std::vector<chorus::IpcCallKey> t;
+    for (int r = 0; r < n; ++r) {
+      const size_t a = rng() % 4, b = rng() % 4;  // four allocations per rank
+      auto k = callKey(r, 100 + r % 2, 0, 0, 64);
+      k.buf[0] = {uint64_t(r * 4 + a + 1) << 32, ids[size_t(r) * 4 + a], 1 << 20, 0};
+      k.buf[1] = {uint64_t(r * 4 + b + 1) << 32, ids[size_t(r) * 4 + b], 1 << 20,
+                  a == b ? 0u : 4096u};
+      t.push_back(k);
+    }
+    std::vector<std::vector<std::pair<int, int>>> misses(n);
+    for (int r = 0; r < n; ++r) {
+      std::vector<chorus::IpcRegEntry> removed;
+      misses[size_t(r)] = simulateCall(caches[size_t(r)], t, &removed);
+      EXPECT_LE(caches[size_t(r)].size(), caches[size_t(r)].capacity());
+    }
+    for (int r = 1; r < n; ++r) ASSERT_EQ(misses[size_t(r)], misses[0]) << "call " << call;
+    totalMisses += misses[0].size();
+  }
+  // 16 allocations in a 10-entry cache: misses happen, but far fewer than lookups.
+  EXPECT_GT(totalMisses, 0u);
+  EXPECT_LT(totalMisses, 500u * 2 * n);
 }
 
 // ---- Staging plan. ----

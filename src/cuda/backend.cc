@@ -17,11 +17,13 @@
 #include "core/error.h"
 #include "core/param.h"
 #include "core/wait.h"
+#include "cuda/direct.h"
 #include "cuda/ipc.h"
 #include "cuda/kernels.h"
 #include "cuda/staging.h"
 
 #ifdef CHORUS_HAVE_CUDA
+#include <cuda.h>  // driver types only: driver calls go through cudaGetDriverEntryPointByVersion
 #include <cuda_runtime_api.h>
 #endif
 
@@ -55,6 +57,10 @@ void cudaCheckBuffers(const char*, chorusComm*, const OpDesc&, size_t, size_t) {
 
 bool cudaTryIpcAllReduce(chorusComm*, const OpDesc&, HostRunner) {
   return false;
+}
+
+CudaIpcStats cudaIpcStats(const chorusComm*) {
+  return {};
 }
 
 void cudaRunStaged(chorusComm* comm, const std::vector<const OpDesc*>&, HostRunner) {
@@ -123,14 +129,13 @@ struct CudaComm {
   cudaEvent_t userDone = nullptr;
   unsigned char* staging = nullptr;  // pinned host memory
   size_t stagingBytes = 0;
-  // CHORUS_CUDA_IPC=1: this rank's IPC buffer and every rank's, mapped here (by rank).
-  bool ipcEnabled = false;  // CHORUS_CUDA_IPC, read when the communicator is created
-  bool ipcTried = false;
-  bool ipcReady = false;
-  void* ipcBuf = nullptr;
-  size_t ipcBytes = 0;
-  std::vector<void*> ipcPeers;
-  std::vector<bool> ipcOpened;  // opened with cudaIpcOpenMemHandle (else same process)
+  // CHORUS_CUDA_IPC=1: the direct AllReduce on user buffers (src/cuda/direct.h).
+  bool ipcEnabled = false;          // CHORUS_CUDA_IPC, read when the communicator is created
+  size_t ipcCacheCapacity = 64;     // CHORUS_CUDA_IPC_CACHE (0: unmap after every call)
+  IpcRegCache* ipcCache = nullptr;  // created at the first direct call
+  bool haveUuid = false;
+  uint8_t uuid[16] = {};
+  CudaIpcStats ipcStats;
 };
 
 bool cudaBuilt() {
@@ -165,6 +170,7 @@ void cudaCommSetup(chorusComm* comm, int device) {
   comm->cuda = cc;  // freed by cudaCommFree, also on a failure below
   comm->cudaDevice = device;
   cc->ipcEnabled = envInt("CHORUS_CUDA_IPC", 0) != 0;
+  cc->ipcCacheCapacity = size_t(std::max<int64_t>(0, envInt("CHORUS_CUDA_IPC_CACHE", 64)));
   DeviceScope scope(device);
   cudaError_t e = scope.result();
   if (e == cudaSuccess) e = cudaStreamCreate(&cc->stream);
@@ -184,12 +190,13 @@ void cudaCommFree(chorusComm* comm) {
     if (cc->stream != nullptr) (void)cudaStreamSynchronize(cc->stream);
     if (cc->stream != nullptr) (void)cudaStreamDestroy(cc->stream);
     if (cc->userDone != nullptr) (void)cudaEventDestroy(cc->userDone);
-    for (size_t p = 0; p < cc->ipcPeers.size(); ++p)
-      if (cc->ipcOpened[p]) (void)cudaIpcCloseMemHandle(cc->ipcPeers[p]);
-    if (cc->ipcBuf != nullptr) (void)cudaFree(cc->ipcBuf);
+    if (cc->ipcCache != nullptr)
+      for (const IpcRegEntry& e : cc->ipcCache->clear())
+        if (e.opened && e.mapped != nullptr) (void)cudaIpcCloseMemHandle(e.mapped);
     if (cc->staging != nullptr) (void)cudaFreeHost(cc->staging);
   }
   (void)cudaGetLastError();
+  delete cc->ipcCache;
   delete cc;
 }
 
@@ -330,106 +337,281 @@ void cudaRunStaged(chorusComm* comm, const std::vector<const OpDesc*>& ops, Host
   if (copied) waitCopies(comm, cc->stream, "copying results from host staging to the device");
 }
 
-// ---- CHORUS_CUDA_IPC=1: AllReduce through CUDA IPC buffers (experimental, never run). ----
+// ---- CHORUS_CUDA_IPC=1: the direct AllReduce on user buffers (experimental, never run). ----
 //
-// Each rank owns a device buffer of CHORUS_CUDA_IPC_BUFFSIZE bytes (default 64M) whose handle is
-// exchanged once (src/cuda/ipc.h), at the first eligible AllReduce, which every rank reaches in
-// the same order. Per chunk: copy sendbuff into the own buffer (copy engine), a host barrier (a
-// 4-byte AllReduce of the host engine), every rank reduces all ranks' buffers in rank order into
-// its recvbuff with the reduce kernels (identical results everywhere), a second barrier before
-// the buffers are reused. The decision depends only on values equal on every rank (the variable
-// must be set alike on all ranks; every rank must be a device communicator on one node).
+// Per call (docs/cuda.md, src/cuda/direct.h):
+//  1. wait for the user's prior work (the copy stream waits for it): this rank's sendbuff is
+//     final and nothing of its own still uses recvbuff;
+//  2. describe sendbuff and recvbuff (allocation base, buffer id, offset: one driver call) and
+//     gather every rank's description through the host engine: this AllGather is barrier 1;
+//  3. map every rank's two allocations through the registration cache; on a miss, the records
+//     (src/cuda/ipc.h) are exchanged and validated and other processes' handles opened, ranks of
+//     this process used by address. Every rank makes the same lookups in the same order, so all
+//     agree on whether to exchange;
+//  4. one kernel: block r of every rank's sendbuff reduced, written to block r of every rank's
+//     recvbuff;
+//  5. barrier 2 (a host AllReduce of failure flags): nobody returns, frees or overwrites its
+//     buffers while another rank's kernel may still read or write them, and a failure on one
+//     rank fails the call on every rank.
+// The decision to take this path depends only on values equal on every rank (the variable must
+// be set alike everywhere), and the fallback to staging (a rank's buffer is not IPC-capable) is
+// taken by all ranks together after barrier 1.
 
 namespace {
 
-void hostBarrier(chorusComm* comm, HostRunner runHost) {
-  int32_t in = 0, out = 0;
-  OpDesc b{OpKind::kAllReduce, &in, &out, 1, chorusInt32, chorusSum, -1, comm, nullptr};
-  runHost(comm, {&b});
+using PointerGetAttributesFn = CUresult (*)(unsigned, CUpointer_attribute*, void**, CUdeviceptr);
+
+// cuPointerGetAttributes through the runtime (no link against libcuda); nullptr if unavailable.
+PointerGetAttributesFn pointerGetAttributes() {
+  static const PointerGetAttributesFn fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &f, 12000,
+                                                           cudaEnableDefault, &q);
+    if (e != cudaSuccess || q != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return PointerGetAttributesFn(nullptr);
+    }
+    return reinterpret_cast<PointerGetAttributesFn>(f);
+  }();
+  return fn;
 }
 
-void ipcSetup(chorusComm* comm, CudaComm* cc) {
-  cc->ipcTried = true;
-  cc->ipcBytes = size_t(std::max<int64_t>(1 << 20, envSize("CHORUS_CUDA_IPC_BUFFSIZE", 64 << 20)));
-  check(comm, cudaMalloc(&cc->ipcBuf, cc->ipcBytes), "cudaMalloc (IPC buffer)");
-  cudaIpcMemHandle_t h{};
-  check(comm, cudaIpcGetMemHandle(&h, cc->ipcBuf), "cudaIpcGetMemHandle");
-  cudaDeviceProp prop{};
-  check(comm, cudaGetDeviceProperties(&prop, cc->device), "cudaGetDeviceProperties");
-  IpcRecord mine{};
-  static_assert(sizeof(h) == kIpcHandleBytes, "cudaIpcMemHandle_t is 64 bytes");
-  std::memcpy(mine.handle, &h, sizeof h);
-  std::memcpy(mine.uuid, &prop.uuid, sizeof mine.uuid);
-  mine.flags = kIpcHasBuffer;
-  mine.rank = comm->rank;
-  mine.device = cc->device;
-  mine.pid = int32_t(getpid());
-  mine.hostHash = comm->peers[size_t(comm->rank)].hostHash;
-  mine.offset = 0;
-  mine.bytes = cc->ipcBytes;
-  mine.address = reinterpret_cast<uint64_t>(cc->ipcBuf);
-  sealIpcRecord(&mine);
-  IpcPeers peers;
-  const std::vector<IpcRecord> all = exchangeIpcRecords(comm, mine, cc->ipcBytes, &peers);
-  cc->ipcPeers.assign(size_t(comm->nranks), nullptr);
-  cc->ipcOpened.assign(size_t(comm->nranks), false);
-  for (int p = 0; p < comm->nranks; ++p) {
-    const IpcRecord& r = all[size_t(p)];
-    if (p == comm->rank || r.pid == mine.pid) {
-      cc->ipcPeers[size_t(p)] = reinterpret_cast<void*>(r.address);
-      continue;
-    }
-    if (!peers.usable[size_t(p)])
-      fail(chorusInvalidUsage,
-           "rank %d: CHORUS_CUDA_IPC=1 but rank %d cannot be reached by CUDA IPC", comm->rank, p);
-    cudaIpcMemHandle_t ph;
-    std::memcpy(&ph, r.handle, sizeof ph);
-    check(comm, cudaIpcOpenMemHandle(&cc->ipcPeers[size_t(p)], ph, cudaIpcMemLazyEnablePeerAccess),
-          "cudaIpcOpenMemHandle");
-    cc->ipcOpened[size_t(p)] = true;
+// The allocation holding `p` (base, size, buffer id, offset of p). False when the driver cannot
+// say or the allocation cannot be exported with cudaIpcGetMemHandle (cudaMallocAsync pools,
+// managed memory, ...): the call is then staged on every rank.
+bool describeBuffer(const void* p, IpcBufKey* k) {
+  const PointerGetAttributesFn fn = pointerGetAttributes();
+  if (fn == nullptr) return false;
+  const CUdeviceptr ptr = CUdeviceptr(reinterpret_cast<uintptr_t>(p));
+  CUpointer_attribute attrs[3] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                  CU_POINTER_ATTRIBUTE_RANGE_SIZE, CU_POINTER_ATTRIBUTE_BUFFER_ID};
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  unsigned long long id = 0;
+  void* data[3] = {&base, &size, &id};
+  if (fn(3, attrs, data, ptr) != CUDA_SUCCESS || base == 0 || size == 0 || id == 0 || ptr < base ||
+      ptr - base >= size)
+    return false;
+  // A newer attribute: an older driver that does not know it answers an error, taken as "yes"
+  // (cudaIpcGetMemHandle then decides).
+  int capable = 1;
+  CUpointer_attribute capAttr = CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE;
+  void* capData = &capable;
+  if (fn(1, &capAttr, &capData, ptr) == CUDA_SUCCESS && capable == 0) return false;
+  k->base = uint64_t(base);
+  k->size = uint64_t(size);
+  k->id = uint64_t(id);
+  k->offset = uint64_t(ptr - base);
+  return true;
+}
+
+void unmap(CudaComm* cc, const std::vector<IpcRegEntry>& removed) {
+  for (const IpcRegEntry& e : removed) {
+    if (e.opened && e.mapped != nullptr) (void)cudaIpcCloseMemHandle(e.mapped);
+    ++cc->ipcStats.evictions;
   }
-  cc->ipcReady = true;
+  (void)cudaGetLastError();
+}
+
+// Barrier 2: every rank's failure flag summed by the host engine.
+int32_t hostSum(chorusComm* comm, HostRunner runHost, int32_t mine) {
+  int32_t out = 0;
+  OpDesc b{OpKind::kAllReduce, &mine, &out, 1, chorusInt32, chorusSum, -1, comm, nullptr};
+  runHost(comm, {&b});
+  return out;
+}
+
+// This rank's record for slot s (0 sendbuff, 1 recvbuff); with a handle when `publish`.
+IpcRecord slotRecord(chorusComm* comm, CudaComm* cc, const IpcBufKey& k, bool publish) {
+  if (!cc->haveUuid) {
+    cudaDeviceProp prop{};
+    check(comm, cudaGetDeviceProperties(&prop, cc->device), "cudaGetDeviceProperties");
+    std::memcpy(cc->uuid, &prop.uuid, sizeof cc->uuid);
+    cc->haveUuid = true;
+  }
+  IpcRecord r{};
+  r.rank = comm->rank;
+  r.device = cc->device;
+  r.pid = int32_t(getpid());
+  r.hostHash = comm->peers[size_t(comm->rank)].hostHash;
+  std::memcpy(r.uuid, cc->uuid, sizeof r.uuid);
+  if (publish) {
+    cudaIpcMemHandle_t h{};
+    static_assert(sizeof(h) == kIpcHandleBytes, "cudaIpcMemHandle_t is 64 bytes");
+    // On failure the record goes out without a buffer and the peers report this rank.
+    if (cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(k.base)) == cudaSuccess) {
+      std::memcpy(r.handle, &h, sizeof h);
+      r.flags = kIpcHasBuffer;
+      r.offset = 0;  // the whole allocation; per-call offsets travel in the key table
+      r.bytes = k.size;
+      r.address = k.base;
+    }
+    (void)cudaGetLastError();
+  }
+  sealIpcRecord(&r);
+  return r;
+}
+
+// Maps the slot-s allocation of every rank in `missing` (the same list on every rank) and
+// inserts it into the cache; a local failure goes to *err (reported at barrier 2).
+void mapMissing(chorusComm* comm, CudaComm* cc, const std::vector<IpcCallKey>& table, int s,
+                const std::vector<int>& missing, std::string* err) {
+  const int me = comm->rank;
+  std::vector<IpcRecord> recs;
+  IpcPeers peers;
+  if (ipcNeedsExchange(table, missing)) {
+    const bool publish = std::find(missing.begin(), missing.end(), me) != missing.end();
+    recs = exchangeIpcRecords(comm, slotRecord(comm, cc, table[size_t(me)].buf[s], publish),
+                              table[size_t(me)].bytes, &peers);
+    ++cc->ipcStats.exchanges;
+  }
+  for (int p : missing) {
+    const IpcBufKey& k = table[size_t(p)].buf[s];
+    IpcRegEntry e;
+    e.key = IpcRegKey{p, k.base, k.id};
+    e.size = k.size;
+    if (table[size_t(p)].pid == table[size_t(me)].pid) {
+      // A process cannot open its own handles: the address is valid here as it is.
+      e.mapped = reinterpret_cast<void*>(k.base);
+      if (table[size_t(p)].device != cc->device && err->empty()) {
+        const cudaError_t pe = cudaDeviceEnablePeerAccess(table[size_t(p)].device, 0);
+        if (pe != cudaSuccess && pe != cudaErrorPeerAccessAlreadyEnabled)
+          *err = format("cudaDeviceEnablePeerAccess(%d) for rank %d: %s", table[size_t(p)].device,
+                        p, errName(pe));
+        (void)cudaGetLastError();
+      }
+    } else if (err->empty()) {
+      const IpcRecord* r = recs.empty() ? nullptr : &recs[size_t(p)];
+      if (r == nullptr || !peers.usable[size_t(p)] || r->address != k.base || r->bytes != k.size) {
+        *err = format("rank %d published no usable IPC handle for its %s allocation", p,
+                      s == 0 ? "sendbuff" : "recvbuff");
+      } else {
+        cudaIpcMemHandle_t h;
+        std::memcpy(&h, r->handle, sizeof h);
+        const cudaError_t oe = cudaIpcOpenMemHandle(&e.mapped, h, cudaIpcMemLazyEnablePeerAccess);
+        if (oe == cudaSuccess) {
+          e.opened = true;
+          ++cc->ipcStats.opens;
+        } else {
+          e.mapped = nullptr;
+          *err = format("cudaIpcOpenMemHandle of rank %d's %s allocation: %s", p,
+                        s == 0 ? "sendbuff" : "recvbuff", errName(oe));
+          (void)cudaGetLastError();
+        }
+      }
+    }
+    // Inserted even when mapping failed, so that every rank's cache keeps the same keys (the
+    // failed call then clears every cache).
+    unmap(cc, cc->ipcCache->insert(e));
+  }
 }
 
 }  // namespace
 
+CudaIpcStats cudaIpcStats(const chorusComm* comm) {
+  return comm->cuda != nullptr ? comm->cuda->ipcStats : CudaIpcStats{};
+}
+
 bool cudaTryIpcAllReduce(chorusComm* comm, const OpDesc& op, HostRunner runHost) {
   CudaComm* cc = comm->cuda;
-  if (!cc->ipcEnabled || op.kind != OpKind::kAllReduce || op.count == 0 || comm->nnodes != 1)
-    return false;
-  if (!cc->ipcTried) ipcSetup(comm, cc);
-  if (!cc->ipcReady) return false;
-  const size_t esz = chorusTypeSize(op.type);
-  const size_t chunkElems = cc->ipcBytes / esz;
   const int n = comm->nranks;
-  const auto* send = static_cast<const unsigned char*>(op.sendbuff);
-  auto* recv = static_cast<unsigned char*>(op.recvbuff);
-  for (size_t first = 0; first < op.count; first += chunkElems) {
-    const size_t cnt = std::min(chunkElems, op.count - first);
-    const size_t off = first * esz;
-    check(comm,
-          cudaMemcpyAsync(cc->ipcBuf, send + off, cnt * esz, cudaMemcpyDeviceToDevice, cc->stream),
-          "cudaMemcpyAsync into the IPC buffer");
-    waitCopies(comm, cc->stream, "copying into the IPC buffer");
-    hostBarrier(comm, runHost);  // every rank's buffer holds its chunk
-    if (n == 1) {
-      check(comm,
-            cudaMemcpyAsync(recv + off, cc->ipcPeers[0], cnt * esz, cudaMemcpyDeviceToDevice,
-                            cc->stream),
-            "cudaMemcpyAsync (one rank)");
-    } else {
-      for (int p = 1; p < n; ++p) {
-        const void* acc = p == 1 ? cc->ipcPeers[0] : recv + off;
-        const int div = op.op == chorusAvg && p == n - 1 ? n : 0;
-        check(comm,
-              cudaError_t(cuda::launchReduce(op.type, op.op, cnt, acc, cc->ipcPeers[size_t(p)],
-                                             recv + off, nullptr, div, cc->stream)),
-              "reduce kernel launch");
+  const int me = comm->rank;
+  if (!cc->ipcEnabled || op.kind != OpKind::kAllReduce || op.count == 0 || comm->nnodes != 1 ||
+      n > cuda::kMaxReduceMany)
+    return false;
+  const size_t esz = chorusTypeSize(op.type);
+  const uint64_t bytes = uint64_t(op.count) * esz;
+  // 1. This rank's inputs are final and its own prior work is done with recvbuff.
+  waitCopies(comm, cc->stream, "waiting for prior work before the IPC AllReduce");
+  // 2. Describe the buffers; gather every rank's description (barrier 1).
+  IpcCallKey mine;
+  mine.magic = kIpcCallMagic;
+  mine.rank = me;
+  mine.pid = int32_t(getpid());
+  mine.device = cc->device;
+  mine.bytes = bytes;
+  mine.ok = describeBuffer(op.sendbuff, &mine.buf[0]) && describeBuffer(op.recvbuff, &mine.buf[1]);
+  std::vector<IpcCallKey> table(static_cast<size_t>(n));
+  OpDesc gather{OpKind::kAllGather,
+                &mine,
+                table.data(),
+                sizeof(IpcCallKey),
+                chorusUint8,
+                chorusSum,
+                -1,
+                comm,
+                nullptr};
+  runHost(comm, {&gather});
+  const std::string bad = checkIpcCallKeys(table, bytes);
+  if (!bad.empty())
+    fail(chorusInvalidUsage, "rank %d: CHORUS_CUDA_IPC AllReduce: %s", me, bad.c_str());
+  if (!ipcCallAllOk(table)) {  // the same answer on every rank: all stage this call
+    ++cc->ipcStats.fallbacks;
+    return false;
+  }
+  // 3. Every rank's allocations mapped here (the cache, the record exchange on misses).
+  if (cc->ipcCache == nullptr) cc->ipcCache = new IpcRegCache(cc->ipcCacheCapacity, n);
+  IpcRegCache& cache = *cc->ipcCache;
+  cache.beginCall();
+  std::string err;
+  for (int s = 0; s < 2; ++s) {
+    std::vector<int> missing;
+    for (int p = 0; p < n; ++p) {
+      const IpcBufKey& k = table[size_t(p)].buf[s];
+      if (cache.find(IpcRegKey{p, k.base, k.id}) != nullptr) {
+        ++cc->ipcStats.hits;
+      } else {
+        ++cc->ipcStats.misses;
+        missing.push_back(p);
       }
     }
-    waitCopies(comm, cc->stream, "reducing the IPC buffers");
-    hostBarrier(comm, runHost);  // nobody reads the buffers any more
+    if (!missing.empty()) mapMissing(comm, cc, table, s, missing, &err);
   }
+  // 4. Block `me` of every rank's sendbuff reduced into block `me` of every recvbuff. In place
+  // (a rank's sendbuff == recvbuff) is safe: only this rank touches block `me` of any buffer, and
+  // in the kernel each element is read (from all n inputs) by the thread that then writes it.
+  const IpcBlock blk = ipcBlock(op.count, esz, n, me);
+  if (err.empty() && blk.count > 0) {
+    std::vector<const void*> in(static_cast<size_t>(n));
+    std::vector<void*> out(static_cast<size_t>(n));
+    for (int p = 0; p < n && err.empty(); ++p) {
+      for (int s = 0; s < 2; ++s) {
+        const IpcBufKey& k = table[size_t(p)].buf[s];
+        const IpcRegEntry* e = cache.find(IpcRegKey{p, k.base, k.id});
+        if (e == nullptr || e->mapped == nullptr) {
+          err = format("rank %d's %s is not mapped", p, s == 0 ? "sendbuff" : "recvbuff");
+          break;
+        }
+        unsigned char* at = static_cast<unsigned char*>(e->mapped) + k.offset + blk.first * esz;
+        if (s == 0)
+          in[size_t(p)] = at;
+        else
+          out[size_t(p)] = at;
+      }
+    }
+    if (err.empty()) {
+      try {
+        check(comm,
+              cudaError_t(cuda::launchReduceMany(op.type, op.op, blk.count, n, in.data(),
+                                                 out.data(), cc->stream)),
+              "IPC AllReduce kernel launch");
+        waitCopies(comm, cc->stream, "the IPC AllReduce kernel");
+      } catch (const Failure& f) {
+        err = f.message;
+      }
+    }
+  }
+  // 5. Barrier 2, carrying the failures.
+  const int32_t failed = hostSum(comm, runHost, err.empty() ? 0 : 1);
+  if (failed != 0 || cc->ipcCacheCapacity == 0) unmap(cc, cache.clear());
+  if (!err.empty())
+    fail(chorusUnhandledCudaError, "rank %d (CUDA device %d): CHORUS_CUDA_IPC AllReduce: %s", me,
+         cc->device, err.c_str());
+  if (failed != 0)
+    fail(chorusRemoteError, "rank %d: CHORUS_CUDA_IPC AllReduce failed on %d other rank(s)", me,
+         failed);
+  ++cc->ipcStats.directCalls;
   return true;
 }
 

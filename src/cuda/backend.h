@@ -41,9 +41,26 @@ using HostRunner = void (*)(chorusComm* comm, const std::vector<const OpDesc*>& 
 void cudaRunStaged(chorusComm* comm, const std::vector<const OpDesc*>& ops, HostRunner runHost);
 
 // CHORUS_CUDA_IPC=1 (experimental, untested on a GPU): runs `op` (an AllReduce alone in its
-// batch, every rank on one node) through CUDA IPC buffers and device reduce kernels instead of
-// host staging. Returns false when the op is not eligible (the caller stages it then).
+// batch, every rank on one node, at most cuda::kMaxReduceMany ranks) directly on the ranks'
+// buffers mapped through CUDA IPC: rank r reduces block r of every sendbuff into block r of every
+// recvbuff (src/cuda/direct.h). Returns false when the op is not eligible (the caller stages it
+// then; every rank decides alike).
 bool cudaTryIpcAllReduce(chorusComm* comm, const OpDesc& op, HostRunner runHost);
+
+// Counters of the direct IPC AllReduce of one communicator (zeros for a host communicator or
+// without CUDA), for tests and diagnostics. hits / misses count (rank, buffer) lookups in the
+// registration cache, exchanges the record exchanges, opens the cudaIpcOpenMemHandle calls,
+// evictions the mappings dropped from the cache.
+struct CudaIpcStats {
+  uint64_t directCalls = 0;
+  uint64_t fallbacks = 0;  // eligible calls staged because some rank's buffer is not IPC-capable
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  uint64_t exchanges = 0;
+  uint64_t opens = 0;
+  uint64_t evictions = 0;
+};
+CudaIpcStats cudaIpcStats(const chorusComm* comm);
 
 // Host communicators classify buffers from now on (a CUDA stream was wrapped).
 void markCudaUsed();

@@ -152,6 +152,27 @@ struct ScaleFunctor {
   }
 };
 
+// dst = x0 OP x1 OP ... OP x(n-1) in rank order, accumulated in the compute type and stored once
+// (float16 / bfloat16: summed in float32, rounded once at the end); avg: the sum divided by n at
+// the end (integers: the wrapped sum, truncated toward zero). The direct IPC AllReduce's kernel.
+template <class E, RedKind K>
+struct ReduceManyFunctor {
+  using S = typename E::Storage;
+  using C = typename E::Compute;
+  static constexpr RedKind kStep = K == RedKind::kAvg ? RedKind::kSum : K;
+  RedOp<C, kStep> step;
+  DivisorOf<C> n;  // kAvg: the divisor (the number of ranks)
+  CHORUS_HD C first(S x) const { return E::load(x); }
+  CHORUS_HD C next(C acc, S x) const { return step(acc, E::load(x)); }
+  CHORUS_HD S finish(C acc) const {
+    if constexpr (K == RedKind::kAvg) {
+      return E::store(n > DivisorOf<C>(1) ? static_cast<C>(acc / n) : acc);
+    } else {
+      return E::store(acc);
+    }
+  }
+};
+
 // ---- Host-side dispatch from the API's enums (the kernels' launcher and the tests use it). ----
 
 // Calls fn.template operator()<E>() with the storage format of `type`; R{} for an unknown type.
@@ -232,6 +253,30 @@ inline bool scaleElementHost(chorusDataType_t type, int divisor, const void* src
     const S r = f(x);
     __builtin_memcpy(out, &r, sizeof(S));
     return true;
+  });
+}
+
+// *out = in[0] OP ... OP in[n-1] through ReduceManyFunctor on the host (the tests' entry point);
+// avg divides by n. Returns false for an unknown type or op or n < 1.
+inline bool reduceManyElementHost(chorusDataType_t type, chorusRedOp_t op, int n,
+                                  const void* const* in, void* out) {
+  if (n < 1) return false;
+  return withElem<bool>(type, [&]<class E>() {
+    return withKind<bool>(op, n, [&]<RedKind K>() {
+      using S = typename E::Storage;
+      using C = typename E::Compute;
+      const ReduceManyFunctor<E, K> f{{}, static_cast<DivisorOf<C>>(n)};
+      S x;
+      __builtin_memcpy(&x, in[0], sizeof(S));
+      C acc = f.first(x);
+      for (int p = 1; p < n; ++p) {
+        __builtin_memcpy(&x, in[p], sizeof(S));
+        acc = f.next(acc, x);
+      }
+      const S r = f.finish(acc);
+      __builtin_memcpy(out, &r, sizeof(S));
+      return true;
+    });
   });
 }
 

@@ -61,6 +61,47 @@ __global__ void reduceKernel(F f, size_t n, const S* a, const S* b, S* d0, S* d1
   }
 }
 
+// n inputs and n outputs, passed by value (kernel parameters, indexed at run time).
+struct ManyPtrs {
+  const void* in[kMaxReduceMany];
+  void* out[kMaxReduceMany];
+};
+
+template <class F, class S>
+__global__ void reduceManyKernel(F f, size_t n, int nptr, ManyPtrs p, bool vec) {
+  using C = typename F::C;
+  const size_t tid = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const size_t stride = size_t(gridDim.x) * blockDim.x;
+  size_t done = 0;
+  if (vec) {
+    constexpr int L = Pack<S>::kLanes;
+    const size_t nv = n / L;
+    for (size_t i = tid; i < nv; i += stride) {
+      Pack<S> x;
+      x.v = static_cast<const uint4*>(p.in[0])[i];
+      C acc[L];
+#pragma unroll
+      for (int l = 0; l < L; ++l) acc[l] = f.first(x.s[l]);
+      for (int q = 1; q < nptr; ++q) {
+        x.v = static_cast<const uint4*>(p.in[q])[i];
+#pragma unroll
+        for (int l = 0; l < L; ++l) acc[l] = f.next(acc[l], x.s[l]);
+      }
+      Pack<S> r;
+#pragma unroll
+      for (int l = 0; l < L; ++l) r.s[l] = f.finish(acc[l]);
+      for (int q = 0; q < nptr; ++q) static_cast<uint4*>(p.out[q])[i] = r.v;
+    }
+    done = nv * L;
+  }
+  for (size_t i = done + tid; i < n; i += stride) {
+    C acc = f.first(static_cast<const S*>(p.in[0])[i]);
+    for (int q = 1; q < nptr; ++q) acc = f.next(acc, static_cast<const S*>(p.in[q])[i]);
+    const S r = f.finish(acc);
+    for (int q = 0; q < nptr; ++q) static_cast<S*>(p.out[q])[i] = r;
+  }
+}
+
 template <class F, class S>
 __global__ void scaleKernel(F f, size_t n, const S* src, S* dst, bool vec) {
   const size_t tid = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -131,6 +172,24 @@ int scaleT(size_t count, const void* src, void* dst, int divisor, cudaStream_t s
   return int(cudaGetLastError());
 }
 
+template <class E, RedKind K>
+int reduceManyT(size_t count, int n, const void* const* in, void* const* out, cudaStream_t stream) {
+  using S = typename E::Storage;
+  using C = typename E::Compute;
+  const ReduceManyFunctor<E, K> f{{}, static_cast<DivisorOf<C>>(n)};
+  ManyPtrs p{};
+  bool vec = true;
+  for (int q = 0; q < n; ++q) {
+    p.in[q] = in[q];
+    p.out[q] = out[q];
+    vec = vec && aligned16(in[q]) && aligned16(out[q]);
+  }
+  const size_t units = vec ? count / Pack<S>::kLanes + count % Pack<S>::kLanes : count;
+  reduceManyKernel<ReduceManyFunctor<E, K>, S>
+      <<<blocksFor(units), kThreads, 0, stream>>>(f, count, n, p, vec);
+  return int(cudaGetLastError());
+}
+
 bool knownType(chorusDataType_t t) {
   return int(t) >= 0 && int(t) < int(chorusNumTypes);
 }
@@ -148,6 +207,21 @@ int launchReduce(chorusDataType_t type, chorusRedOp_t op, size_t count, const vo
     return withKind<int>(op, avgDivisor, [&]<RedKind K>() {
       return reduceT<E, K>(count, a, b, dst0, dst1, avgDivisor, s);
     });
+  });
+}
+
+int launchReduceMany(chorusDataType_t type, chorusRedOp_t op, size_t count, int n,
+                     const void* const* in, void* const* out, void* stream) {
+  if (!knownType(type) || int(op) < 0 || int(op) >= int(chorusNumOps) || n < 1 ||
+      n > kMaxReduceMany) {
+    return int(cudaErrorInvalidValue);
+  }
+  if (count == 0) return int(cudaSuccess);
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  // withKind with divisor n: avg selects the kAvg functor, which divides by n at the end.
+  return withElem<int>(type, [&]<class E>() {
+    return withKind<int>(op, n,
+                         [&]<RedKind K>() { return reduceManyT<E, K>(count, n, in, out, s); });
   });
 }
 

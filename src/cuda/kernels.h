@@ -18,6 +18,16 @@ namespace chorus::cuda {
 // final (a + b) / avgDivisor. Destinations may alias an input exactly.
 int launchReduce(chorusDataType_t type, chorusRedOp_t op, size_t count, const void* a,
                  const void* b, void* dst0, void* dst1, int avgDivisor, void* stream);
+// The most inputs / outputs of launchReduceMany (ranks of the direct IPC AllReduce).
+constexpr int kMaxReduceMany = 16;
+
+// The direct IPC AllReduce's fused step: r = in[0][i] OP ... OP in[n-1][i] in rank order,
+// accumulated in the compute type (avg: divided by n at the end), stored to out[0..n-1][i],
+// i < count. 1 <= n <= kMaxReduceMany. An output may be the same pointer as an input (each
+// element is read by the thread that later writes it, and by no other); partial overlaps are
+// not allowed. Vectorised when every pointer is 16-byte aligned.
+int launchReduceMany(chorusDataType_t type, chorusRedOp_t op, size_t count, int n,
+                     const void* const* in, void* const* out, void* stream);
 // dst[i] = src[i] / divisor (divisor <= 1: a copy).
 int launchScale(chorusDataType_t type, size_t count, const void* src, void* dst, int divisor,
                 void* stream);

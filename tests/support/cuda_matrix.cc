@@ -4,11 +4,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 
 #include "reduce/half.h"
 
 #ifdef CHORUS_HAVE_CUDA
 #include <cuda_runtime_api.h>
+
+#include "cuda/backend.h"
 #endif
 
 namespace ctest {
@@ -21,6 +24,10 @@ bool cudaDeviceUsable(std::string* why) {
 }
 
 std::vector<std::string> runCudaMatrix(chorusComm_t, int, int, bool) {
+  return {"built without CUDA"};
+}
+
+std::vector<std::string> runCudaIpcAllReduce(chorusComm_t, int, int) {
   return {"built without CUDA"};
 }
 
@@ -315,6 +322,89 @@ std::vector<std::string> runCudaMatrix(chorusComm_t comm, int rank, int n, bool 
   }
   if (stream) chorusStreamDestroy(stream);
   if (cs) cudaStreamDestroy(cs);
+  return fails;
+}
+
+std::vector<std::string> runCudaIpcAllReduce(chorusComm_t comm, int rank, int n) {
+  std::vector<std::string> fails;
+  int dev = -1;
+  chorusCommCuDevice(comm, &dev);
+  if (dev < 0) return {"not a device communicator"};
+  cudaSetDevice(dev);
+  const size_t maxBytes = 1048579 * 8 + 64;
+  auto pool = std::make_unique<Dev>(2 * maxBytes + 256);
+  size_t calls = 0;
+  // One AllReduce on buffers inside `pool`; checks values and the guard after recvbuff.
+  auto one = [&](chorusDataType_t t, chorusRedOp_t op, size_t count, bool inPlace, size_t shift) {
+    const size_t esz = chorusTypeSize(t);
+    unsigned char* send = pool->b() + shift;
+    unsigned char* recv = inPlace ? send : pool->b() + maxBytes + 128 + shift;
+    std::vector<unsigned char> host(count * esz), want(count * esz), got(count * esz + 64);
+    std::vector<unsigned char> guard(count * esz + 64, 0xcd);
+    if (!inPlace) cudaMemcpy(recv, guard.data(), guard.size(), cudaMemcpyHostToDevice);
+    for (size_t j = 0; j < count; ++j) store(t, input(rank, j, op), &host[j * esz]);
+    cudaMemcpy(send, host.data(), host.size(), cudaMemcpyHostToDevice);
+    char what[160];
+    std::snprintf(what, sizeof what, "[rank %d] IPC AllReduce type %d op %d count %zu %s shift %zu",
+                  rank, int(t), int(op), count, inPlace ? "in-place" : "out-of-place", shift);
+    ++calls;
+    const chorusResult_t r = chorusAllReduce(send, recv, count, t, op, comm, nullptr);
+    if (r != chorusSuccess) {
+      fails.push_back(std::string(what) + ": " + chorusGetErrorString(r) + " " +
+                      chorusGetLastError(comm));
+      return;
+    }
+    for (size_t j = 0; j < count; ++j) reduced(t, op, n, j, &want[j * esz]);
+    cudaMemcpy(got.data(), recv, inPlace ? count * esz : got.size(), cudaMemcpyDeviceToHost);
+    if (std::memcmp(got.data(), want.data(), want.size()) != 0) {
+      size_t j = 0;
+      while (std::memcmp(&got[j * esz], &want[j * esz], esz) == 0) ++j;
+      fails.push_back(std::string(what) + ": wrong values from element " + std::to_string(j));
+    } else if (!inPlace) {
+      for (size_t g = count * esz; g < got.size(); ++g)
+        if (got[g] != 0xcd) {
+          fails.push_back(std::string(what) + ": wrote past the receive buffer");
+          break;
+        }
+    }
+  };
+  const chorusDataType_t types[] = {chorusFloat32, chorusBfloat16, chorusFloat16,
+                                    chorusInt32,   chorusInt8,     chorusFloat64};
+  const chorusRedOp_t ops[] = {chorusSum, chorusAvg, chorusMax, chorusMin, chorusProd};
+  for (chorusDataType_t t : types)
+    for (chorusRedOp_t op : ops)
+      for (size_t count : {size_t{1}, size_t{3}, size_t{1000}, size_t{1048579}}) {
+        if (count > 1000 &&
+            ((t != chorusFloat32 && t != chorusBfloat16) || (op != chorusSum && op != chorusAvg)))
+          continue;
+        for (int inPlace = 0; inPlace < 2; ++inPlace)
+          for (size_t shift : {size_t{0}, chorusTypeSize(t)}) {
+            one(t, op, count, inPlace != 0, shift);
+            if (fails.size() > 20) return fails;
+          }
+      }
+  // Ranks differ: even ranks in place, odd ranks out of place.
+  one(chorusFloat32, chorusSum, 1000, rank % 2 == 0, 0);
+  const chorus::CudaIpcStats s1 = chorus::cudaIpcStats(comm);
+  auto stat = [&](const char* name, uint64_t v, uint64_t want) {
+    if (v != want)
+      fails.push_back("[rank " + std::to_string(rank) + "] " + name + " = " + std::to_string(v) +
+                      ", expected " + std::to_string(want));
+  };
+  stat("directCalls", s1.directCalls, calls);
+  stat("fallbacks", s1.fallbacks, 0);
+  stat("misses (one allocation per rank, mapped once)", s1.misses, uint64_t(n));
+  stat("evictions", s1.evictions, 0);
+  // A new allocation: mapped again (the old one may or may not come back at the same address).
+  pool.reset();
+  pool = std::make_unique<Dev>(2 * maxBytes + 256);
+  one(chorusFloat32, chorusSum, 1000, false, 0);
+  const chorus::CudaIpcStats s2 = chorus::cudaIpcStats(comm);
+  stat("directCalls after reallocation", s2.directCalls, calls);
+  stat("misses after reallocation", s2.misses - s1.misses, uint64_t(n));
+  if (s2.exchanges > 2)
+    fails.push_back("[rank " + std::to_string(rank) + "] " + std::to_string(s2.exchanges) +
+                    " record exchanges, at most 2 expected");
   return fails;
 }
 
