@@ -61,26 +61,36 @@ INSTANTIATE_TEST_SUITE_P(Emulated, MultiNode,
 // The hierarchical AllReduce (even nodes only), the ring and the tree forced across nodes; 2500007
 // floats (10 MB) cut the hierarchical AllReduce into 8 pipelined slices with uneven blocks.
 TEST(MultiNodeAlgorithms, ForcedHierAndRingAllReduce) {
-  for (const char* algo : {"hier", "ring", "tree"})
+  // hier: the first three calls of 10 MB and more time the phases and all ranks agree whether to
+  // pipeline;
+  // hier8: always 8 pipelined slices; hier1: never.
+  const std::vector<std::pair<std::string, std::vector<std::string>>> configs = {
+      {"hier", {"-x", "CHORUS_ALGO=hier", "-x", "CHORUS_DEBUG=INFO"}},
+      {"hier8", {"-x", "CHORUS_ALGO=hier", "-x", "CHORUS_HIER_SLICES=8"}},
+      {"hier1", {"-x", "CHORUS_ALGO=hier", "-x", "CHORUS_HIER_SLICES=1"}},
+      {"ring", {"-x", "CHORUS_ALGO=ring"}},
+      {"tree", {"-x", "CHORUS_ALGO=tree"}}};
+  for (const auto& [name, env] : configs)
     for (auto [nodes, np] : {std::make_pair(2, 4), std::make_pair(3, 6), std::make_pair(2, 2)}) {
-      std::vector<std::string> argv = {CHORUSRUN_PATH,
-                                       "--timeout",
-                                       "120",
-                                       "-x",
-                                       std::string("CHORUS_ALGO=") + algo,
-                                       "--nodes",
-                                       std::to_string(nodes),
-                                       "-np",
-                                       std::to_string(np),
-                                       MP_WORKER_PATH,
-                                       "--colls",
-                                       "AllReduce",
-                                       "--counts",
-                                       "0,1,7,1000,100003,2500007",
-                                       "--big",
-                                       "minimal"};
+      std::vector<std::string> argv = {CHORUSRUN_PATH, "--timeout", "120"};
+      argv.insert(argv.end(), env.begin(), env.end());
+      for (const std::string& a :
+           {std::string("--nodes"), std::to_string(nodes), std::string("-np"), std::to_string(np),
+            std::string(MP_WORKER_PATH), std::string("--colls"), std::string("AllReduce"),
+            std::string("--counts"), std::string("0,1,7,1000,100003,2500007,3000001"),
+            std::string("--big"), std::string("minimal")})
+        argv.push_back(a);
       const CommandResult r = runCommand(argv, 150);
-      EXPECT_EQ(r.exitCode, 0) << algo << " " << nodes << "x" << np << "\n" << tail(r.output);
+      EXPECT_EQ(r.exitCode, 0) << name << " " << nodes << "x" << np << "\n" << tail(r.output);
+      EXPECT_EQ(r.output.find(" 0 cases,"), std::string::npos) << name;
+      // With 2 ranks per node, the adaptive run decided once and said so on every rank.
+      if (name == "hier" && np / nodes == 2) {
+        size_t decisions = 0;
+        for (size_t p = r.output.find("hier AllReduce: network phase"); p != std::string::npos;
+             p = r.output.find("hier AllReduce: network phase", p + 1))
+          ++decisions;
+        EXPECT_EQ(decisions, size_t(np)) << tail(r.output);
+      }
     }
 }
 

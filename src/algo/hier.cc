@@ -14,8 +14,11 @@
 // Simple: LL does not cross nodes; the LL scratch of channel 0 is then A's alone). A phase waits
 // for the one before it on the same slice through a counter; a failing phase marks the
 // communicator failed, which stops the other two.
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <exception>
 #include <thread>
@@ -23,6 +26,7 @@
 
 #include "algo/algo.h"
 #include "core/comm.h"
+#include "core/debug.h"
 #include "core/error.h"
 #include "core/param.h"
 #include "core/wait.h"
@@ -38,6 +42,48 @@ int hierSlices(size_t bytes, int ranksPerNode) {
 }
 
 namespace {
+
+// Whether to pipeline, decided once per communicator from its first kHierSamples calls that
+// could: they run the phases one after the other and time them (the fastest of them per byte,
+// so that the page faults of fresh buffers do not count); at the last one a small ring
+// AllReduce (max) gives every rank the same times and the fewest cores of any rank, so all
+// decide alike. Pipelining
+// pays when the network phase is the long one and the CPUs can run the three phases at once;
+// where the ranks (three threads each, plus the proxy) outnumber the cores, the phases steal
+// each other's CPU unless the link is much slower than shared memory (docs/performance.md:
+// 1 Gbit/s links gain 92% -> 98% of the ideal, unshaped 10 Gbit/s veth on 2 cores lose
+// 64% -> 49%).
+constexpr double kPipelineRatioOversubscribed = 8.0;
+constexpr double kPipelineRatio = 1.5;
+
+constexpr int kHierSamples = 3;
+
+void samplePipeline(chorusComm* comm, double netSec, double shmSec, size_t bytes,
+                    int ranksPerNode) {
+  const double net = netSec / double(bytes), shm = shmSec / double(bytes);
+  const bool first = comm->hierSamples++ == 0;
+  comm->hierNetPerByte = first ? net : std::min(comm->hierNetPerByte, net);
+  comm->hierShmPerByte = first ? shm : std::min(comm->hierShmPerByte, shm);
+  if (comm->hierSamples < kHierSamples) return;
+  double v[3] = {comm->hierNetPerByte, comm->hierShmPerByte,
+                 -double(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)))};
+  OpDesc op{OpKind::kAllReduce, v, v, 3, chorusFloat64, chorusMax, -1, comm, nullptr};
+  ringAllReduce(comm, op, Work{0, Proto::kSimple, 0, 3});
+  const double cores = -v[2];
+  const bool oversubscribed = 3.0 * ranksPerNode > cores;
+  const double ratio = v[1] > 0 ? v[0] / v[1] : 1e9;
+  comm->hierPipeline = ratio >= (oversubscribed ? kPipelineRatioOversubscribed : kPipelineRatio);
+  comm->shape.hierPipelined = comm->hierPipeline == 1;
+  CHORUS_INFO(comm->rank,
+              "hier AllReduce: network phase %.3f ms/MiB, node phases %.3f ms/MiB (fastest of %d "
+              "calls, slowest rank), %g cores for %d ranks per node: %s",
+              v[0] * 1e3 * 1048576, v[1] * 1e3 * 1048576, kHierSamples, cores, ranksPerNode,
+              comm->hierPipeline ? "pipelining" : "phases one after the other");
+}
+
+double secondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
 
 struct HierPlan {
   std::vector<int> local;  // this node's ranks in ring order
@@ -66,8 +112,12 @@ HierPlan plan(chorusComm* comm) {
 class Slice {
  public:
   Slice(const OpDesc& op, int P, size_t first, size_t count)
-      : P_(P), first_(first), count_(count), b_((count + size_t(P) - 1) / size_t(P)),
-        esz_(chorusTypeSize(op.type)), send_(static_cast<const char*>(op.sendbuff)),
+      : P_(P),
+        first_(first),
+        count_(count),
+        b_((count + size_t(P) - 1) / size_t(P)),
+        esz_(chorusTypeSize(op.type)),
+        send_(static_cast<const char*>(op.sendbuff)),
         recv_(static_cast<char*>(op.recvbuff)) {}
   size_t blockElems(int k) const {
     const size_t o = size_t(mod(k, P_)) * b_;
@@ -96,7 +146,8 @@ void reduceScatterSlice(Prims& prims, const HierPlan& h, const Slice& s) {
   const size_t chunk = prims.chunkElems();
   for (size_t off = 0; off < s.blockSize(); off += chunk) {
     prims.send(s.in(i - 1, off), s.pieceElems(i - 1, off, chunk));
-    for (int j = 2; j < P; ++j) prims.recvReduceSend(s.in(i - j, off), s.pieceElems(i - j, off, chunk));
+    for (int j = 2; j < P; ++j)
+      prims.recvReduceSend(s.in(i - j, off), s.pieceElems(i - j, off, chunk));
     prims.recvReduceCopy(s.in(i, off), s.out(i, off), s.pieceElems(i, off, chunk), /*final=*/false);
   }
 }
@@ -116,7 +167,8 @@ void allGatherSlice(Prims& prims, const HierPlan& h, const Slice& s) {
   for (size_t off = 0; off < s.blockSize(); off += chunk) {
     char* mine = s.out(i, off);
     prims.copySend(mine, mine, s.pieceElems(i, off, chunk));
-    for (int j = 1; j < P - 1; ++j) prims.recvCopySend(s.out(i - j, off), s.pieceElems(i - j, off, chunk));
+    for (int j = 1; j < P - 1; ++j)
+      prims.recvCopySend(s.out(i - j, off), s.pieceElems(i - j, off, chunk));
     prims.recv(s.out(i + 1, off), s.pieceElems(i + 1, off, chunk));
   }
 }
@@ -135,20 +187,30 @@ void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto) {
   }
   const int prev = h.local[size_t(mod(h.i - 1, P))], next = h.local[size_t(mod(h.i + 1, P))];
   // Slices of a multiple of P elements, so that only the last slice has uneven blocks.
-  const int nslices = hierSlices(count * esz, P);
-  const size_t sliceElems = ((count + size_t(nslices) - 1) / size_t(nslices) + size_t(P) - 1) /
-                            size_t(P) * size_t(P);
+  int nslices = hierSlices(count * esz, P);
+  static const bool slicesForced = !envStr("CHORUS_HIER_SLICES").empty();
+  const bool measure = nslices > 1 && !slicesForced && comm->hierPipeline < 0;
+  if (measure || (!slicesForced && comm->hierPipeline == 0)) nslices = 1;
+  const size_t sliceElems =
+      ((count + size_t(nslices) - 1) / size_t(nslices) + size_t(P) - 1) / size_t(P) * size_t(P);
   auto slice = [&](int s) {
     const size_t first = std::min(count, size_t(s) * sliceElems);
     return Slice(op, P, first, std::min(sliceElems, count - first));
   };
 
   if (nslices == 1) {
-    Prims rs(comm, 0, proto, prev, next, op.type, partial, "AllReduce(hier, intra-node reduce-scatter)");
+    const auto t0 = std::chrono::steady_clock::now();
+    Prims rs(comm, 0, proto, prev, next, op.type, partial,
+             "AllReduce(hier, intra-node reduce-scatter)");
     reduceScatterSlice(rs, h, slice(0));
+    const double tA = secondsSince(t0);
+    const auto t1 = std::chrono::steady_clock::now();
     crossSlice(comm, op, h, slice(0));
+    const double tB = secondsSince(t1);
+    const auto t2 = std::chrono::steady_clock::now();
     Prims ag(comm, 1, proto, prev, next, op.type, op.op, "AllReduce(hier, intra-node allgather)");
     allGatherSlice(ag, h, slice(0));
+    if (measure) samplePipeline(comm, tB, tA + secondsSince(t2), count * esz, P);
     return;
   }
 
@@ -189,7 +251,8 @@ void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto) {
     });
   });
   guarded(0, [&] {
-    Prims rs(comm, 0, proto, prev, next, op.type, partial, "AllReduce(hier, intra-node reduce-scatter)");
+    Prims rs(comm, 0, proto, prev, next, op.type, partial,
+             "AllReduce(hier, intra-node reduce-scatter)");
     for (int s = 0; s < nslices; ++s) {
       reduceScatterSlice(rs, h, slice(s));
       doneA.store(s + 1, std::memory_order_release);

@@ -40,12 +40,20 @@ uint64_t hostHash(std::string* hostnameOut) {
   return sipHash24(key, id.data(), id.size());
 }
 
+// CHORUS_BUFFSIZE as a slot size, or 0 when it is not set (the default then depends on the
+// topology, known only after the exchange).
 size_t slotBytesFromEnv() {
+  if (envStr("CHORUS_BUFFSIZE").empty()) return 0;
   int64_t buff = envSize("CHORUS_BUFFSIZE", 1 << 20);
   int64_t slot = buff / kNSteps;
   slot = std::max<int64_t>(4096, slot & ~int64_t(4095));
   return size_t(slot);
 }
+
+// Default FIFO size: 1 MiB inside a node (8 slots of 128 KiB stay in the caches), 4 MiB when the
+// communicator spans nodes (NCCL's default: each 512 KiB slot costs the proxy one wake-up and one
+// send, and across nodes fewer, larger hand-offs win: docs/performance.md).
+size_t defaultSlotBytes(int nnodes) { return size_t(nnodes > 1 ? 4 << 20 : 1 << 20) / kNSteps; }
 
 // Ranks are grouped into nodes by host identity; the ring visits the ranks of each node
 // together, so it crosses each node boundary once.
@@ -105,9 +113,9 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
 
   // Rank 0's proposal wins so that every rank slices data identically.
   c->nchannels = std::max(2, c->peers[0].nchannels);  // the double binary tree needs two
-  c->slotBytes[0] = c->peers[0].slotBytes;
-  c->slotBytes[1] = c->peers[0].llSlotBytes;
   buildTopology(c);
+  c->slotBytes[0] = c->peers[0].slotBytes ? c->peers[0].slotBytes : defaultSlotBytes(c->nnodes);
+  c->slotBytes[1] = c->peers[0].llSlotBytes;
   c->shape = shapeOf(c);
   bool otherProcess = false;
   for (const auto& p : c->peers)

@@ -183,7 +183,7 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
       // phase for each further slice (the two shared-memory phases counted together, as they
       // share the node's memory bandwidth).
       const double shmT = S * 2 * (P - 1) / P / shmBw, netT = S * 2 * (Q - 1) / Q / netBw;
-      const int K = hierSlices(bytes, int(P));
+      const int K = shape.hierPipelined ? hierSlices(bytes, int(P)) : 1;
       const double dataT = (shmT + netT) / K + (K - 1.0) / K * std::max(shmT, netT);
       return m.baseUs[pi] + (K > 1 ? 2 * m.channelSpawnUs : 0.0) + 2 * (P - 1) * m.hopUs[pi] +
              2 * (Q - 1) * m.netHopUs + dataT;
