@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds Chorus with AddressSanitizer + UndefinedBehaviorSanitizer (CMake preset "asan",
 # build-asan/) and runs the tests that exercise every layer (errors, communicators, groups,
-# streams, splits, timeouts, strangers, leftovers, emulated nodes, launchers) under it.
+# streams, splits, timeouts, strangers on the bootstrap and data listeners, leftovers, dead peers
+# across nodes, failure notices, emulated nodes and namespaces, the pipelined hierarchical
+# AllReduce, sockets, launchers, the CUDA host tests) under it.
 # The full correctness matrices run in the normal build (scripts/test.sh).
 #   scripts/sanitize.sh [ctest regex]
 set -euo pipefail
@@ -9,7 +11,7 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh build >/dev/null  # installs the build dependencies if missing
 cmake --preset asan >/dev/null
 cmake --build build-asan -j"$(nproc)"
-regex=${1:-'Errors|Comm|Semantics|SingleThread|Threads/Split|Threads/Stream|Threads/CallCheck|Threads/Timeout|Strangers|Leftovers|Emulated/MultiNode|Env/Launchers|DoubleBinaryTree|NodeTree|Support|ReduceKernel|Half|Bf16'}
+regex=${1:-'Errors|Comm|Semantics|DataStrangers|FailureNotice|DeadPeerAcrossNodes|MultiNodeAlgorithms|Socket|CudaIpc|CudaFunctors|CudaHost|MultiNodeNetns|SingleThread|Threads/Split|Threads/Stream|Threads/CallCheck|Threads/Timeout|Strangers|Leftovers|Emulated/MultiNode|Env/Launchers|DoubleBinaryTree|NodeTree|Support|ReduceKernel|Half|Bf16'}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 ctest --test-dir build-asan --output-on-failure -j1 --timeout 900 -R "$regex"
