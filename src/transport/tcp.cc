@@ -201,7 +201,8 @@ std::map<DataListener::Key, int> DataListener::take(const std::vector<Key>& want
 struct TcpTransport::Link {
   int peer = -1, channel = 0;
   std::vector<int> fds;
-  RecvConn staged;  // the rank's outgoing slots, drained to the sockets
+  RecvConn staged;  // the rank's outgoing slots, drained to the sockets (proxy thread only)
+  const SendConn* sender = nullptr;  // the rank's side of `staged` (rank thread only)
   SendConn local;   // the rank's receive FIFO from the peer, filled from the sockets
   size_t outDone = 0;
   FrameReader in{0};
@@ -327,6 +328,7 @@ void TcpTransport::bindSendConn(int peer, int channel, SendConn* conn) {
       conn->slotBytes = l->staged.slotBytes;
       conn->peer = peer;
       conn->wakeFd = wakeFd_;
+      l->sender = conn;
       return;
     }
 }
@@ -563,8 +565,12 @@ TcpTransport::~TcpTransport() {
   } else {
     // Deliver what the rank already posted (its calls have returned), then stop.
     Deadline flush = deadlineIn(10);
+    // Compare what the rank posted (its own tail) with what the proxy released (the atomic
+    // head); the proxy's `staged` cursor is its own and is not read here.
     for (auto& l : links_)
-      while (!failed_[size_t(l->peer)].load() && l->staged.dataReady() && Clock::now() < flush)
+      while (l->sender && !failed_[size_t(l->peer)].load() &&
+             l->staged.ctrl->head.load(std::memory_order_acquire) < l->sender->tail &&
+             Clock::now() < flush)
         usleep(100);
   }
   stop_.store(true);
