@@ -72,13 +72,13 @@ void samplePipeline(chorusComm* comm, double netSec, double shmSec, size_t bytes
   const double cores = -v[2];
   const bool oversubscribed = 3.0 * ranksPerNode > cores;
   const double ratio = v[1] > 0 ? v[0] / v[1] : 1e9;
-  comm->hierPipeline = ratio >= (oversubscribed ? kPipelineRatioOversubscribed : kPipelineRatio);
-  comm->shape.hierPipelined = comm->hierPipeline == 1;
+  comm->shape.hierPipelined =
+      ratio >= (oversubscribed ? kPipelineRatioOversubscribed : kPipelineRatio);
   CHORUS_INFO(comm->rank,
               "hier AllReduce: network phase %.3f ms/MiB, node phases %.3f ms/MiB (fastest of %d "
               "calls, slowest rank), %g cores for %d ranks per node: %s",
               v[0] * 1e3 * 1048576, v[1] * 1e3 * 1048576, kHierSamples, cores, ranksPerNode,
-              comm->hierPipeline ? "pipelining" : "phases one after the other");
+              comm->shape.hierPipelined ? "pipelining" : "phases one after the other");
 }
 
 double secondsSince(std::chrono::steady_clock::time_point t) {
@@ -189,8 +189,8 @@ void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto) {
   // Slices of a multiple of P elements, so that only the last slice has uneven blocks.
   int nslices = hierSlices(count * esz, P);
   static const bool slicesForced = !envStr("CHORUS_HIER_SLICES").empty();
-  const bool measure = nslices > 1 && !slicesForced && comm->hierPipeline < 0;
-  if (measure || (!slicesForced && comm->hierPipeline == 0)) nslices = 1;
+  const bool measure = nslices > 1 && !slicesForced && comm->hierSamples < kHierSamples;
+  if (measure || (!slicesForced && !comm->shape.hierPipelined)) nslices = 1;
   const size_t sliceElems =
       ((count + size_t(nslices) - 1) / size_t(nslices) + size_t(P) - 1) / size_t(P) * size_t(P);
   auto slice = [&](int s) {

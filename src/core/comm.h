@@ -63,9 +63,8 @@ struct chorusComm {
   int nnodes = 1;
   std::vector<int> ring, ringPos;
   chorus::Shape shape{1, 1, true, 0};  // the tuner's view, computed once
-  // Hierarchical AllReduce: -1 until its first call large enough to pipeline has measured its
-  // phases (every rank then agrees on 0: run them one after the other, or 1: pipeline).
-  int hierPipeline = -1;
+  // Hierarchical AllReduce: its first kHierSamples large calls run the phases in turn and keep
+  // the fastest time per byte of each; then every rank agrees on shape.hierPipelined (hier.cc).
   int hierSamples = 0;                        // calls measured so far
   double hierNetPerByte = 0, hierShmPerByte = 0;  // fastest seen (s/B), this rank
   chorus::Segment mySegment;

@@ -53,7 +53,8 @@ struct Shape {
   int nnodes;
   bool evenNodes;  // every node holds nranks / nnodes ranks
   int treeDepth = -1;  // deepest of the two trees (edges); -1: compute
-  // The hierarchical AllReduce pipelines its phases (decided at its first large call: hier.cc).
+  // The hierarchical AllReduce pipelines its phases (assumed until its first large calls have
+  // decided: hier.cc).
   bool hierPipelined = true;
 };
 // Hand-offs on the critical path and the share of the bytes a rank moves, per algorithm.
