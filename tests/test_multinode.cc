@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gtest_helpers.h"
+#include "launch.h"
 #include "util.h"
 
 namespace {
@@ -20,22 +21,7 @@ using namespace ctest;
 
 CommandResult launchNodes(int nodes, int np, const std::vector<std::string>& workerArgs,
                           double timeout) {
-  std::vector<std::string> argv = {CHORUSRUN_PATH,
-                                   "--timeout",
-                                   std::to_string(static_cast<int>(timeout * timeoutScale())),
-                                   "--nodes",
-                                   std::to_string(nodes),
-                                   "-np",
-                                   std::to_string(np),
-                                   MP_WORKER_PATH};
-  argv.insert(argv.end(), workerArgs.begin(), workerArgs.end());
-  argv.push_back("--timeout");
-  argv.push_back(std::to_string(static_cast<int>(timeout - 10)));
-  return runCommand(argv, timeout + 30);
-}
-
-std::string tail(const std::string& s, size_t n = 6000) {
-  return s.size() <= n ? s : "..." + s.substr(s.size() - n);
+  return launchWorkers({"--nodes", std::to_string(nodes)}, np, workerArgs, timeout);
 }
 
 class MultiNode : public ShmCheckedTestP<std::tuple<int, int>> {};
@@ -44,8 +30,8 @@ TEST_P(MultiNode, EveryCollectiveCorrect) {
   const auto [nodes, np] = GetParam();
   const CommandResult r =
       launchNodes(nodes, np, {"--counts", "0,1,7,1000", "--big", "minimal"}, 400);
-  EXPECT_FALSE(r.timedOut) << tail(r.output);
-  EXPECT_EQ(r.exitCode, 0) << tail(r.output);
+  EXPECT_FALSE(r.timedOut) << outputTail(r.output);
+  EXPECT_EQ(r.exitCode, 0) << outputTail(r.output);
   std::printf("%d nodes, %d ranks: %.1f s\n", nodes, np, r.seconds);
 }
 
@@ -72,16 +58,14 @@ TEST(MultiNodeAlgorithms, ForcedHierAndRingAllReduce) {
       {"tree", {"-x", "CHORUS_ALGO=tree"}}};
   for (const auto& [name, env] : configs)
     for (auto [nodes, np] : {std::make_pair(2, 4), std::make_pair(3, 6), std::make_pair(2, 2)}) {
-      std::vector<std::string> argv = {CHORUSRUN_PATH, "--timeout", "120"};
-      argv.insert(argv.end(), env.begin(), env.end());
-      for (const std::string& a :
-           {std::string("--nodes"), std::to_string(nodes), std::string("-np"), std::to_string(np),
-            std::string(MP_WORKER_PATH), std::string("--colls"), std::string("AllReduce"),
-            std::string("--counts"), std::string("0,1,7,1000,100003,2500007,3000001"),
-            std::string("--big"), std::string("minimal")})
-        argv.push_back(a);
-      const CommandResult r = runCommand(argv, 150);
-      EXPECT_EQ(r.exitCode, 0) << name << " " << nodes << "x" << np << "\n" << tail(r.output);
+      std::vector<std::string> launcher = env;
+      launcher.insert(launcher.end(), {"--nodes", std::to_string(nodes)});
+      const CommandResult r =
+          launchWorkers(launcher, np,
+                        {"--colls", "AllReduce", "--counts", "0,1,7,1000,100003,2500007,3000001",
+                         "--big", "minimal"},
+                        120);
+      EXPECT_EQ(r.exitCode, 0) << name << " " << nodes << "x" << np << "\n" << outputTail(r.output);
       EXPECT_EQ(r.output.find(" 0 cases,"), std::string::npos) << name;
       // With 2 ranks per node, the adaptive run decided once and said so on every rank.
       if (name == "hier" && np / nodes == 2) {
@@ -89,7 +73,7 @@ TEST(MultiNodeAlgorithms, ForcedHierAndRingAllReduce) {
         for (size_t p = r.output.find("hier AllReduce: network phase"); p != std::string::npos;
              p = r.output.find("hier AllReduce: network phase", p + 1))
           ++decisions;
-        EXPECT_EQ(decisions, size_t(np)) << tail(r.output);
+        EXPECT_EQ(decisions, size_t(np)) << outputTail(r.output);
       }
     }
 }
@@ -130,15 +114,10 @@ class MultiNodeNetns : public ShmCheckedTestP<std::tuple<int, int>> {};
 TEST_P(MultiNodeNetns, EveryCollectiveCorrect) {
   if (const std::string why = netnsUnavailable(); !why.empty()) GTEST_SKIP() << why;
   const auto [nodes, np] = GetParam();
-  std::vector<std::string> argv = {
-      CHORUSRUN_PATH, "--timeout",        std::to_string(static_cast<int>(300 * timeoutScale())),
-      "--netns",      "--nodes",          std::to_string(nodes),
-      "-np",          std::to_string(np), MP_WORKER_PATH,
-      "--counts",     "0,1,7,1000",       "--big",
-      "none",         "--timeout",        "290"};
-  const CommandResult r = runCommand(argv, 330 * timeoutScale());
-  EXPECT_FALSE(r.timedOut) << tail(r.output);
-  EXPECT_EQ(r.exitCode, 0) << tail(r.output);
+  const CommandResult r = launchWorkers({"--netns", "--nodes", std::to_string(nodes)}, np,
+                                        {"--counts", "0,1,7,1000", "--big", "none"}, 300);
+  EXPECT_FALSE(r.timedOut) << outputTail(r.output);
+  EXPECT_EQ(r.exitCode, 0) << outputTail(r.output);
   EXPECT_EQ(r.output.find(" 0 cases,"), std::string::npos) << "a rank ran nothing";
   EXPECT_EQ(leftoverNamespaces(), "");
   std::printf("netns, %d nodes, %d ranks: %.1f s\n", nodes, np, r.seconds);
@@ -156,34 +135,13 @@ INSTANTIATE_TEST_SUITE_P(Namespaces, MultiNodeNetns,
 // nothing left behind.
 TEST(MultiNodeNetnsShaped, HierAllReduceOverShapedLinks) {
   if (const std::string why = netnsUnavailable(); !why.empty()) GTEST_SKIP() << why;
-  std::vector<std::string> argv = {CHORUSRUN_PATH,
-                                   "--timeout",
-                                   std::to_string(static_cast<int>(200 * timeoutScale())),
-                                   "--netns",
-                                   "--link-rate",
-                                   "1gbit",
-                                   "--nodes",
-                                   "2",
-                                   "-np",
-                                   "4",
-                                   "-x",
-                                   "CHORUS_ALGO=hier",
-                                   MP_WORKER_PATH,
-                                   "--colls",
-                                   "AllReduce",
-                                   "--types",
-                                   "float32,int64",
-                                   "--ops",
-                                   "sum,avg",
-                                   "--counts",
-                                   "1,1000,2500007",
-                                   "--big",
-                                   "minimal",
-                                   "--timeout",
-                                   "190"};
-  const CommandResult r = runCommand(argv, 230 * timeoutScale());
-  EXPECT_FALSE(r.timedOut) << tail(r.output);
-  EXPECT_EQ(r.exitCode, 0) << tail(r.output);
+  const CommandResult r = launchWorkers(
+      {"--netns", "--link-rate", "1gbit", "--nodes", "2", "-x", "CHORUS_ALGO=hier"}, 4,
+      {"--colls", "AllReduce", "--types", "float32,int64", "--ops", "sum,avg", "--counts",
+       "1,1000,2500007", "--big", "minimal"},
+      200);
+  EXPECT_FALSE(r.timedOut) << outputTail(r.output);
+  EXPECT_EQ(r.exitCode, 0) << outputTail(r.output);
   EXPECT_EQ(r.output.find(" 0 cases,"), std::string::npos) << "a rank ran nothing";
   EXPECT_EQ(leftoverNamespaces(), "");
   std::printf("shaped netns: %.1f s\n", r.seconds);
@@ -192,8 +150,8 @@ TEST(MultiNodeNetnsShaped, HierAllReduceOverShapedLinks) {
 // A rank of another node dies right after init: the job ends (no hang) with a failure status.
 TEST(MultiNodeFailure, DeadRemoteRankEndsTheJob) {
   const CommandResult r = launchNodes(2, 4, {"--crash-rank", "3", "--counts", "1000"}, 120);
-  EXPECT_FALSE(r.timedOut) << tail(r.output);
-  EXPECT_NE(r.exitCode, 0) << tail(r.output);
+  EXPECT_FALSE(r.timedOut) << outputTail(r.output);
+  EXPECT_NE(r.exitCode, 0) << outputTail(r.output);
 }
 
 }  // namespace

@@ -12,28 +12,15 @@
 #include <vector>
 
 #include "gtest_helpers.h"
+#include "launch.h"
 #include "util.h"
 
 namespace {
 
 using namespace ctest;
 
-// Runs the launcher; returns its result (output kept for the failure message).
 CommandResult launch(int np, const std::vector<std::string>& workerArgs, double timeout) {
-  std::vector<std::string> argv = {CHORUSRUN_PATH,
-                                   "--timeout",
-                                   std::to_string(static_cast<int>(timeout * timeoutScale())),
-                                   "-np",
-                                   std::to_string(np),
-                                   MP_WORKER_PATH};
-  argv.insert(argv.end(), workerArgs.begin(), workerArgs.end());
-  argv.push_back("--timeout");
-  argv.push_back(std::to_string(static_cast<int>(timeout - 10)));
-  return runCommand(argv, timeout + 30);
-}
-
-std::string tail(const std::string& s, size_t n = 6000) {
-  return s.size() <= n ? s : "..." + s.substr(s.size() - n);
+  return launchWorkers({}, np, workerArgs, timeout);
 }
 
 class MultiProcess : public ShmCheckedTestP<int> {};
@@ -41,8 +28,8 @@ class MultiProcess : public ShmCheckedTestP<int> {};
 TEST_P(MultiProcess, Matrix) {
   const int np = GetParam();
   const CommandResult r = launch(np, {"--big", "minimal"}, 500);
-  EXPECT_FALSE(r.timedOut) << tail(r.output);
-  EXPECT_EQ(r.exitCode, 0) << tail(r.output);
+  EXPECT_FALSE(r.timedOut) << outputTail(r.output);
+  EXPECT_EQ(r.exitCode, 0) << outputTail(r.output);
   std::printf("%d ranks: %.1f s\n", np, r.seconds);
 }
 
@@ -60,8 +47,8 @@ TEST_F(MultiProcessMisc, StreamsAndSplit) {
                                    {"--stream", "--split", "--big", "none", "--types",
                                     "int8,float16,float64,uint32", "--seed", "31"},
                                    300);
-    EXPECT_FALSE(r.timedOut) << tail(r.output);
-    EXPECT_EQ(r.exitCode, 0) << np << " ranks:\n" << tail(r.output);
+    EXPECT_FALSE(r.timedOut) << outputTail(r.output);
+    EXPECT_EQ(r.exitCode, 0) << np << " ranks:\n" << outputTail(r.output);
   }
 }
 
@@ -69,8 +56,8 @@ TEST_F(MultiProcessMisc, StreamsAndSplit) {
 TEST_F(MultiProcessMisc, FailingRankFailsTheJob) {
   const CommandResult r = launch(
       3, {"--fail-rank", "1", "--colls", "AllReduce", "--counts", "7", "--big", "none"}, 120);
-  EXPECT_FALSE(r.timedOut) << tail(r.output);
-  EXPECT_EQ(r.exitCode, 3) << tail(r.output);
+  EXPECT_FALSE(r.timedOut) << outputTail(r.output);
+  EXPECT_EQ(r.exitCode, 3) << outputTail(r.output);
 }
 
 // A rank killed right after init (its peers then wait for it in their first collective): the
@@ -78,8 +65,8 @@ TEST_F(MultiProcessMisc, FailingRankFailsTheJob) {
 TEST_F(MultiProcessMisc, KilledRankEndsTheJobCleanly) {
   const CommandResult r =
       launch(4, {"--crash-rank", "2", "--colls", "AllReduce", "--big", "none"}, 120);
-  EXPECT_FALSE(r.timedOut) << tail(r.output);
-  EXPECT_EQ(r.exitCode, 128 + 9) << tail(r.output);
+  EXPECT_FALSE(r.timedOut) << outputTail(r.output);
+  EXPECT_EQ(r.exitCode, 128 + 9) << outputTail(r.output);
 }
 
 }  // namespace

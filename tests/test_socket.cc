@@ -18,20 +18,6 @@ namespace {
 
 using namespace ctest;
 
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = getenv(name)) had_ = true, old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() { had_ ? setenv(name_, old_.c_str(), 1) : unsetenv(name_); }
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
-
 TEST(SocketIfName, NcclSyntax) {
   using chorus::ifNameMatches;
   EXPECT_TRUE(ifNameMatches("", "eth0"));
