@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include "chorus/chorus.h"
+#include "reduce/type_dispatch.h"
 
 #if defined(__CUDACC__)
 #include <cuda_bf16.h>
@@ -178,30 +179,7 @@ struct ReduceManyFunctor {
 // Calls fn.template operator()<E>() with the storage format of `type`; R{} for an unknown type.
 template <class R, class Fn>
 R withElem(chorusDataType_t type, Fn&& fn) {
-  switch (type) {
-    case chorusInt8:
-      return fn.template operator()<PlainElem<int8_t>>();
-    case chorusUint8:
-      return fn.template operator()<PlainElem<uint8_t>>();
-    case chorusInt32:
-      return fn.template operator()<PlainElem<int32_t>>();
-    case chorusUint32:
-      return fn.template operator()<PlainElem<uint32_t>>();
-    case chorusInt64:
-      return fn.template operator()<PlainElem<int64_t>>();
-    case chorusUint64:
-      return fn.template operator()<PlainElem<uint64_t>>();
-    case chorusFloat16:
-      return fn.template operator()<HalfElem>();
-    case chorusFloat32:
-      return fn.template operator()<PlainElem<float>>();
-    case chorusFloat64:
-      return fn.template operator()<PlainElem<double>>();
-    case chorusBfloat16:
-      return fn.template operator()<Bf16Elem>();
-    default:
-      return R{};
-  }
+  return dispatchType<PlainElem, HalfElem, Bf16Elem, R>(type, std::forward<Fn>(fn));
 }
 
 // Calls fn.template operator()<K>() for `op` (avg with divisor <= 0 is a sum); R{} if unknown.

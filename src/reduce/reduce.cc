@@ -23,6 +23,7 @@
 #include <type_traits>
 
 #include "reduce/half.h"
+#include "reduce/type_dispatch.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
@@ -388,30 +389,7 @@ ScaleFn scaleEntry() {
 // for an unknown type.
 template <class R, class Fn>
 R withFormat(chorusDataType_t type, Fn&& fn) {
-  switch (type) {
-    case chorusInt8:
-      return fn.template operator()<Plain<int8_t>>();
-    case chorusUint8:
-      return fn.template operator()<Plain<uint8_t>>();
-    case chorusInt32:
-      return fn.template operator()<Plain<int32_t>>();
-    case chorusUint32:
-      return fn.template operator()<Plain<uint32_t>>();
-    case chorusInt64:
-      return fn.template operator()<Plain<int64_t>>();
-    case chorusUint64:
-      return fn.template operator()<Plain<uint64_t>>();
-    case chorusFloat16:
-      return fn.template operator()<Half>();
-    case chorusFloat32:
-      return fn.template operator()<Plain<float>>();
-    case chorusFloat64:
-      return fn.template operator()<Plain<double>>();
-    case chorusBfloat16:
-      return fn.template operator()<Bf16>();
-    default:
-      return R{};
-  }
+  return dispatchType<Plain, Half, Bf16, R>(type, std::forward<Fn>(fn));
 }
 
 template <KernelIsa Isa>
