@@ -79,7 +79,8 @@ void buildTopology(chorusComm* c) {
 
 void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg) {
   cudaCommSetup(c, cfg ? cfg->cudaDevice : -1);  // a device communicator: CUDA state first
-  c->timeoutSec = double(envInt("CHORUS_TIMEOUT", 0));
+  c->timeoutSec = cfg && cfg->timeoutMs >= 0 ? double(cfg->timeoutMs) / 1000.0
+                                             : double(envInt("CHORUS_TIMEOUT", 0));
   c->checkCalls = envInt("CHORUS_CHECK", 0) != 0;
   c->streamThreshold = size_t(envSize("CHORUS_STREAM_THRESHOLD", 16 << 20));
   const IdData idData = decodeId(id);
@@ -431,8 +432,9 @@ chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key, chorusComm
   }
   if (newRank < 0) return chorusSuccess;  // CHORUS_SPLIT_NOCOLOR
   chorusConfig_t inherited = CHORUS_CONFIG_INITIALIZER;
-  if (config == nullptr && comm->cudaDevice >= 0) {  // as NCCL: the parent's device by default
+  if (config == nullptr) {  // as NCCL: the parent's device (and here its timeout) by default
     inherited.cudaDevice = comm->cudaDevice;
+    inherited.timeoutMs = int(std::min(comm->timeoutSec * 1000.0, 2e9));
     config = &inherited;
   }
   return chorusCommInitRankConfig(newcomm, newSize, id, newRank, config);

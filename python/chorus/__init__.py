@@ -1,0 +1,312 @@
+"""Chorus for Python: collectives on numpy arrays over the Chorus library.
+
+    import numpy as np, chorus
+    with chorus.Comm.from_env() as comm:          # chorusrun, mpirun, srun or torchrun variables
+        x = np.arange(4, dtype=np.float32)
+        comm.all_reduce(x)                         # in place; out=... for out of place
+
+Ranks may be processes (``Comm.from_env()`` or ``Comm(nranks, unique_id, rank)``) or threads
+of one interpreter (``Comm.init_all(n)``, or ``Comm(n, uid, r)`` called from n threads); the
+GIL is released while a collective runs. Errors raise a subclass of :class:`chorus.Error` that
+carries the library's result code and message (which names the rank).
+
+``import chorus.torch`` registers the torch.distributed backend "chorus".
+"""
+
+import builtins
+import contextlib
+
+import numpy as np
+
+from . import _chorus
+
+__all__ = [
+    "Comm", "Error", "InvalidArgumentError", "InvalidUsageError", "RemoteError",
+    "TimeoutError", "SystemCallError", "InternalError", "CudaError", "get_unique_id",
+    "unique_id_from_env", "group", "version", "SUM", "PROD", "MAX", "MIN", "AVG",
+]
+
+SUM, PROD, MAX, MIN, AVG = 0, 1, 2, 3, 4
+_OPS = {"sum": SUM, "prod": PROD, "product": PROD, "max": MAX, "min": MIN, "avg": AVG,
+        "mean": AVG}
+_BYTES = 0  # chorusInt8: copy-only collectives move bytes, so every numpy dtype works
+
+
+class Error(RuntimeError):
+    """A Chorus call failed. ``code`` is the chorusResult_t, ``message`` the library's text."""
+
+    def __init__(self, code, message):
+        super().__init__(f"{_chorus.error_string(code)} ({code}): {message}")
+        self.code = code
+        self.message = message
+
+
+class CudaError(Error):
+    pass
+
+
+class SystemCallError(Error):
+    pass
+
+
+class InternalError(Error):
+    pass
+
+
+class InvalidArgumentError(Error, ValueError):
+    pass
+
+
+class InvalidUsageError(Error):
+    pass
+
+
+class RemoteError(Error):
+    """A peer failed (died, aborted, timed out); the message names it."""
+
+
+class TimeoutError(Error, builtins.TimeoutError):  # noqa: A001 (also a builtins.TimeoutError)
+    pass
+
+
+_BY_CODE = {1: CudaError, 2: SystemCallError, 3: InternalError, 4: InvalidArgumentError,
+            5: InvalidUsageError, 6: RemoteError, 8: TimeoutError}
+
+
+def _make_error(code, message):
+    return _BY_CODE.get(code, Error)(code, message)
+
+
+_chorus._set_error_factory(_make_error)
+
+
+def version():
+    """The library version as (major, minor, patch)."""
+    v = _chorus.version()
+    return (v // 10000, v // 100 % 100, v % 100)
+
+
+def get_unique_id():
+    """A fresh unique id (bytes): rank 0 creates it and shares it with the others."""
+    return _chorus.get_unique_id()
+
+
+def unique_id_from_env():
+    """(unique_id, process_index, process_count) from launcher variables, for programs that run
+    several ranks per process as threads (rank = process_index * threads + thread)."""
+    return _chorus.unique_id_from_env()
+
+
+@contextlib.contextmanager
+def group():
+    """Operations issued inside run together at the end (chorusGroupStart/End), e.g. a send
+    and a recv that would otherwise wait for each other."""
+    _chorus.group_start()
+    try:
+        yield
+    finally:
+        _chorus.group_end()
+
+
+def _op(op):
+    if isinstance(op, str):
+        try:
+            return _OPS[op.lower()]
+        except KeyError:
+            raise InvalidArgumentError(4, f"chorus: unknown op {op!r} (sum, prod, max, min, avg)")
+    if op not in (SUM, PROD, MAX, MIN, AVG):
+        raise InvalidArgumentError(4, f"chorus: unknown op {op!r}")
+    return int(op)
+
+
+def _array(x, what):
+    if not isinstance(x, np.ndarray):
+        raise InvalidArgumentError(4, f"chorus: {what} must be a numpy array, got {type(x).__name__}")
+    if not x.flags.c_contiguous:
+        raise InvalidArgumentError(4, f"chorus: {what} must be C-contiguous "
+                                      "(np.ascontiguousarray makes a copy)")
+    return x
+
+
+def _out(out, shape, dtype, what):
+    if out is None:
+        return np.empty(shape, dtype=dtype)
+    out = _array(out, what)
+    if out.dtype != dtype:
+        raise InvalidArgumentError(4, f"chorus: {what} has dtype {out.dtype}, expected {dtype}")
+    if out.size != int(np.prod(shape)):
+        raise InvalidArgumentError(4, f"chorus: {what} holds {out.size} elements, expected "
+                                      f"{int(np.prod(shape))}")
+    return out
+
+
+class Comm:
+    """A communicator: ``Comm(nranks, unique_id, rank, timeout=None)``, ``Comm.from_env()`` or
+    ``Comm.init_all(n)``. ``timeout`` (seconds) bounds every wait without progress; None takes
+    CHORUS_TIMEOUT, 0 waits without bound."""
+
+    def __init__(self, nranks, unique_id, rank, timeout=None):
+        ms = -1 if timeout is None else int(round(float(timeout) * 1000))
+        self._h = _chorus.init_rank(int(nranks), bytes(unique_id), int(rank), ms)
+        self._setup()
+
+    @classmethod
+    def _wrap(cls, handle):
+        c = cls.__new__(cls)
+        c._h = handle
+        c._setup()
+        return c
+
+    def _setup(self):
+        self.rank = self._h.rank
+        self.size = self._h.size
+        self._token = np.zeros(1, dtype=np.int8)
+
+    @classmethod
+    def from_env(cls):
+        """Rank, size and root address from chorusrun, Open MPI, MPICH, Slurm or torchrun
+        variables (the rules of chorusCommInitFromEnv); one rank without any."""
+        return cls._wrap(_chorus.init_from_env())
+
+    @classmethod
+    def init_all(cls, n):
+        """n communicators of one process (ranks 0..n-1), each then driven by its own thread."""
+        return [cls._wrap(h) for h in _chorus.init_all(int(n))]
+
+    # -- lifetime --------------------------------------------------------------------------
+    @property
+    def closed(self):
+        return self._h.closed
+
+    def finalize(self):
+        """Collective: waits until every rank has finished its operations on this communicator."""
+        self._h.finalize()
+
+    def close(self):
+        """Frees this rank's resources (local; finalize() first for a collective shutdown)."""
+        self._h.destroy()
+
+    def abort(self):
+        """Stops every operation on this communicator at once (also from another thread); peers
+        see this rank's failure."""
+        self._h.abort()
+
+    def async_error(self):
+        return self._h.async_error()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if self.closed:
+            return False
+        if exc_type is None:
+            try:
+                self.finalize()
+            finally:
+                self.close()
+        else:
+            self.abort()
+        return False
+
+    def __repr__(self):
+        state = "closed" if self.closed else f"rank {self.rank} of {self.size}"
+        return f"<chorus.Comm {state}>"
+
+    def split(self, color, key=None):
+        """Collective: ranks of the same color form a new communicator ordered by key (default:
+        this rank); color None leaves this rank out (returns None)."""
+        h = _chorus.split(self._h, -1 if color is None else int(color),
+                          self.rank if key is None else int(key))
+        return None if h is None else Comm._wrap(h)
+
+    # -- collectives -----------------------------------------------------------------------
+    def all_reduce(self, x, out=None, op=SUM):
+        """Reduces x over all ranks into out (x itself when out is None); returns it."""
+        x = _array(x, "all_reduce: x")
+        out = x if out is None else _out(out, x.shape, x.dtype, "all_reduce: out")
+        _chorus.all_reduce(self._h, x, out, _op(op), -1)
+        return out
+
+    def broadcast(self, x, root=0, out=None):
+        """Root's x reaches every rank's out (x itself when out is None)."""
+        x = _array(x, "broadcast: x")
+        out = x if out is None else _out(out, x.shape, x.dtype, "broadcast: out")
+        _chorus.broadcast(self._h, x, out, out.nbytes, int(root), _BYTES)
+        return out
+
+    def reduce(self, x, out=None, op=SUM, root=0):
+        """Reduces x over all ranks into root's out (x itself when out is None)."""
+        x = _array(x, "reduce: x")
+        out = x if out is None else _out(out, x.shape, x.dtype, "reduce: out")
+        _chorus.reduce(self._h, x, out, x.size, _op(op), int(root), -1)
+        return out
+
+    def all_gather(self, x, out=None):
+        """Returns out of shape (size, *x.shape): block r is rank r's x."""
+        x = _array(x, "all_gather: x")
+        out = _out(out, (self.size,) + x.shape, x.dtype, "all_gather: out")
+        _chorus.all_gather(self._h, x, out, x.nbytes, _BYTES)
+        return out
+
+    def reduce_scatter(self, x, out=None, op=SUM):
+        """x holds size blocks; rank r gets the reduction of block r (shape x.shape[1:] when
+        x.shape[0] == size, else a flat block)."""
+        x = _array(x, "reduce_scatter: x")
+        if x.size % self.size:
+            raise InvalidArgumentError(4, f"chorus: reduce_scatter (rank {self.rank}): x holds "
+                                          f"{x.size} elements, not a multiple of {self.size}")
+        shape = x.shape[1:] if x.ndim and x.shape[0] == self.size else (x.size // self.size,)
+        out = _out(out, shape, x.dtype, "reduce_scatter: out")
+        _chorus.reduce_scatter(self._h, x, out, out.size, _op(op), -1)
+        return out
+
+    def all_to_all(self, x, out=None):
+        """x holds size equal blocks; block p goes to rank p, whose out block r is ours."""
+        x = _array(x, "all_to_all: x")
+        if x.nbytes % self.size:
+            raise InvalidArgumentError(4, f"chorus: all_to_all (rank {self.rank}): x is not "
+                                          f"{self.size} equal blocks")
+        out = _out(out, x.shape, x.dtype, "all_to_all: out")
+        _chorus.all_to_all(self._h, x, out, x.nbytes // self.size, _BYTES)
+        return out
+
+    def gather(self, x, out=None, root=0):
+        """Root returns out of shape (size, *x.shape); other ranks return None."""
+        x = _array(x, "gather: x")
+        if self.rank == root:
+            out = _out(out, (self.size,) + x.shape, x.dtype, "gather: out")
+        else:
+            out = None
+        _chorus.gather(self._h, x, out, x.nbytes, int(root), _BYTES)
+        return out
+
+    def scatter(self, x=None, out=None, root=0):
+        """Root's x holds size blocks; rank r's out (needed on every rank but root, where it is
+        made from x's shape) receives block r."""
+        if self.rank == root:
+            x = _array(x, "scatter: x")
+            if x.nbytes % self.size:
+                raise InvalidArgumentError(4, f"chorus: scatter (rank {self.rank}): x is not "
+                                              f"{self.size} equal blocks")
+            shape = x.shape[1:] if x.ndim and x.shape[0] == self.size else (x.size // self.size,)
+            out = _out(out, shape, x.dtype, "scatter: out")
+        elif out is None:
+            raise InvalidArgumentError(4, f"chorus: scatter (rank {self.rank}): out is required "
+                                          "on ranks other than the root")
+        else:
+            out = _array(out, "scatter: out")
+        _chorus.scatter(self._h, x, out, out.nbytes, int(root), _BYTES)
+        return out
+
+    def send(self, x, peer):
+        _chorus.send(self._h, _array(x, "send: x"), int(peer), _BYTES)
+
+    def recv(self, x, peer):
+        """Receives into x (its size must match the sender's); returns x."""
+        _chorus.recv(self._h, _array(x, "recv: x"), int(peer), _BYTES)
+        return x
+
+    def barrier(self):
+        """Returns when every rank has called it."""
+        _chorus.all_reduce(self._h, self._token, self._token, SUM, -1)

@@ -1,0 +1,345 @@
+// chorus._chorus: the C API on Python buffers (numpy arrays), with the GIL released during every
+// call that may wait. The friendly layer (chorus.Comm, dtype and shape rules, exceptions) is
+// python/chorus/__init__.py; this file only checks buffers and calls the library.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <string>
+
+#include "chorus/chorus.h"
+
+namespace py = pybind11;
+
+namespace {
+
+// A failed call: the result code and the library's message (which names the rank).
+struct CallError {
+  int code;
+  std::string message;
+};
+
+py::object gErrorFactory;  // chorus._make_error(code, message) -> exception instance
+
+void check(chorusResult_t r, chorusComm_t comm) {
+  if (r == chorusSuccess || r == chorusInProgress) return;
+  throw CallError{int(r), chorusGetLastError(comm)};
+}
+
+// A communicator handle owned by Python. Destroyed when closed or collected.
+struct Comm {
+  chorusComm_t c = nullptr;
+  Comm() = default;
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+  ~Comm() {
+    if (c != nullptr) chorusCommDestroy(c);  // collected without close(): local cleanup only
+  }
+  chorusComm_t get() const {
+    if (c == nullptr) throw CallError{chorusInvalidUsage, "chorus: the communicator is closed"};
+    return c;
+  }
+};
+
+// A contiguous buffer seen through the buffer protocol, with its element type.
+struct Buf {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  size_t count = 0;
+  chorusDataType_t type = chorusInt8;
+};
+
+chorusDataType_t typeOfFormat(const std::string& fmt, size_t itemsize, const char* what) {
+  // numpy's struct-style format characters; '<' / '=' / '@' native prefixes are stripped.
+  std::string f = fmt;
+  while (!f.empty() && (f[0] == '<' || f[0] == '=' || f[0] == '@')) f.erase(0, 1);
+  if (f.size() == 1) {
+    const char k = f[0];
+    const bool isSigned = k == 'b' || k == 'h' || k == 'i' || k == 'l' || k == 'q';
+    const bool isUnsigned = k == 'B' || k == 'H' || k == 'I' || k == 'L' || k == 'Q';
+    if (k == 'e') return chorusFloat16;
+    if (k == 'f') return chorusFloat32;
+    if (k == 'd') return chorusFloat64;
+    if (isSigned || isUnsigned) {
+      switch (itemsize) {
+        case 1: return isSigned ? chorusInt8 : chorusUint8;
+        case 4: return isSigned ? chorusInt32 : chorusUint32;
+        case 8: return isSigned ? chorusInt64 : chorusUint64;
+        default: break;
+      }
+    }
+  }
+  throw CallError{chorusInvalidArgument,
+                  std::string("chorus: ") + what + ": unsupported element type '" + fmt +
+                      "' (int8, uint8, int32, uint32, int64, uint64, float16, float32, float64; "
+                      "bfloat16 through chorus.torch)"};
+}
+
+// Reads a buffer; `writable` for outputs. `typeOverride` >= 0 reinterprets the element type
+// (bytes of copy-only collectives, bfloat16 held in uint16 arrays).
+Buf bufferOf(const py::handle& obj, bool writable, const char* what, int typeOverride) {
+  Buf b;
+  if (obj.is_none()) return b;
+  Py_buffer view;
+  const int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+  if (PyObject_GetBuffer(obj.ptr(), &view, flags) != 0) {
+    PyErr_Clear();
+    throw CallError{chorusInvalidArgument,
+                    std::string("chorus: ") + what + " must be a C-contiguous" +
+                        (writable ? ", writable" : "") + " buffer (a numpy array)"};
+  }
+  b.ptr = view.buf;
+  b.bytes = size_t(view.len);
+  const std::string fmt = view.format ? view.format : "B";
+  const size_t itemsize = size_t(view.itemsize);
+  PyBuffer_Release(&view);  // the caller keeps the object (and so the memory) alive
+  if (typeOverride >= 0) {
+    b.type = chorusDataType_t(typeOverride);
+    const size_t sz = chorusTypeSize(b.type);
+    if (sz == 0 || b.bytes % sz != 0)
+      throw CallError{chorusInvalidArgument, std::string("chorus: ") + what + ": " +
+                                                 std::to_string(b.bytes) +
+                                                 " bytes is not a whole number of elements"};
+    b.count = b.bytes / sz;
+  } else {
+    b.type = typeOfFormat(fmt, itemsize, what);
+    b.count = b.bytes / itemsize;
+  }
+  return b;
+}
+
+py::bytes idBytes(const chorusUniqueId& id) {
+  return py::bytes(id.internal, sizeof(id.internal));
+}
+
+chorusUniqueId idFromBytes(const py::bytes& b) {
+  std::string s = b;
+  if (s.size() != CHORUS_UNIQUE_ID_BYTES)
+    throw CallError{chorusInvalidArgument, "chorus: unique id must be " +
+                                               std::to_string(CHORUS_UNIQUE_ID_BYTES) + " bytes"};
+  chorusUniqueId id;
+  memcpy(id.internal, s.data(), sizeof(id.internal));
+  return id;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_chorus, m) {
+  m.doc() = "Chorus C API on Python buffers (use the chorus package, not this module)";
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const CallError& e) {
+      if (!gErrorFactory) {
+        PyErr_SetString(PyExc_RuntimeError, e.message.c_str());
+        return;
+      }
+      py::object exc = gErrorFactory(e.code, e.message);
+      PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+    }
+  });
+  m.def("_set_error_factory", [](py::object f) { gErrorFactory = std::move(f); });
+  m.add_object("_cleanup", py::capsule([]() { gErrorFactory = py::object(); }));
+
+  m.def("version", []() {
+    int v = 0;
+    chorusGetVersion(&v);
+    return v;
+  });
+  m.def("error_string", [](int r) { return std::string(chorusGetErrorString(chorusResult_t(r))); });
+  m.def("type_size", [](int t) { return chorusTypeSize(chorusDataType_t(t)); });
+
+  m.def("get_unique_id", []() {
+    chorusUniqueId id;
+    check(chorusGetUniqueId(&id), nullptr);
+    return idBytes(id);
+  });
+  m.def("unique_id_from_env", []() {
+    chorusUniqueId id;
+    int procRank = 0, nprocs = 1;
+    {
+      py::gil_scoped_release nogil;
+      check(chorusUniqueIdFromEnv(&id, &procRank, &nprocs), nullptr);
+    }
+    return py::make_tuple(idBytes(id), procRank, nprocs);
+  });
+
+  py::class_<Comm>(m, "CommHandle")
+      .def_property_readonly("rank",
+                             [](const Comm& c) {
+                               int r = -1;
+                               check(chorusCommUserRank(c.get(), &r), c.c);
+                               return r;
+                             })
+      .def_property_readonly("size",
+                             [](const Comm& c) {
+                               int n = 0;
+                               check(chorusCommCount(c.get(), &n), c.c);
+                               return n;
+                             })
+      .def_property_readonly("closed", [](const Comm& c) { return c.c == nullptr; })
+      .def("finalize",
+           [](Comm& c) {
+             chorusComm_t h = c.get();
+             py::gil_scoped_release nogil;
+             check(chorusCommFinalize(h), h);
+           })
+      .def("destroy",
+           [](Comm& c) {
+             chorusComm_t h = c.c;
+             c.c = nullptr;
+             py::gil_scoped_release nogil;
+             check(chorusCommDestroy(h), nullptr);
+           })
+      .def("abort",
+           [](Comm& c) {
+             chorusComm_t h = c.c;
+             c.c = nullptr;
+             py::gil_scoped_release nogil;
+             check(chorusCommAbort(h), nullptr);
+           })
+      .def("async_error", [](const Comm& c) {
+        chorusResult_t r = chorusSuccess;
+        check(chorusCommGetAsyncError(c.get(), &r), c.c);
+        return int(r);
+      });
+
+  m.def(
+      "init_rank",
+      [](int nranks, const py::bytes& id, int rank, int timeoutMs) {
+        chorusUniqueId uid = idFromBytes(id);
+        auto* comm = new Comm;
+        chorusResult_t r;
+        {
+          py::gil_scoped_release nogil;
+          chorusConfig_t cfg = CHORUS_CONFIG_INITIALIZER;
+          cfg.timeoutMs = timeoutMs;
+          r = chorusCommInitRankConfig(&comm->c, nranks, uid, rank, &cfg);
+        }
+        if (r != chorusSuccess) {
+          delete comm;
+          check(r, nullptr);
+        }
+        return comm;
+      },
+      py::arg("nranks"), py::arg("id"), py::arg("rank"), py::arg("timeout_ms") = -1);
+  m.def("init_from_env", []() {
+    auto* comm = new Comm;
+    chorusResult_t r;
+    {
+      py::gil_scoped_release nogil;
+      r = chorusCommInitFromEnv(&comm->c);
+    }
+    if (r != chorusSuccess) {
+      delete comm;
+      check(r, nullptr);
+    }
+    return comm;
+  });
+  m.def("init_all", [](int n) {
+    if (n <= 0) throw CallError{chorusInvalidArgument, "chorus: init_all: n must be positive"};
+    std::vector<chorusComm_t> hs(size_t(n), nullptr);
+    {
+      py::gil_scoped_release nogil;
+      check(chorusCommInitAll(hs.data(), n, nullptr), nullptr);
+    }
+    py::list out;
+    for (auto h : hs) {
+      auto* c = new Comm;
+      c->c = h;
+      out.append(py::cast(c, py::return_value_policy::take_ownership));
+    }
+    return out;
+  });
+  m.def("split", [](Comm& parent, int color, int key) -> py::object {
+    chorusComm_t h = parent.get(), out = nullptr;
+    {
+      py::gil_scoped_release nogil;
+      check(chorusCommSplit(h, color, key, &out, nullptr), h);
+    }
+    if (out == nullptr) return py::none();
+    auto* c = new Comm;
+    c->c = out;
+    return py::cast(c, py::return_value_policy::take_ownership);
+  });
+
+  // Collectives. Buffers are Python objects (None where a rank passes none); `t` >= 0 forces
+  // the element type. Counts follow the C API.
+  m.def("all_reduce", [](Comm& c, py::handle send, py::handle recv, int op, int t) {
+    Buf s = bufferOf(send, false, "all_reduce: send buffer", t);
+    Buf r = bufferOf(recv, true, "all_reduce: output", t);
+    chorusComm_t h = c.get();
+    py::gil_scoped_release nogil;
+    check(chorusAllReduce(s.ptr, r.ptr, s.count, s.type, chorusRedOp_t(op), h, nullptr), h);
+  });
+  m.def("broadcast", [](Comm& c, py::handle send, py::handle recv, size_t count, int root, int t) {
+    Buf s = bufferOf(send, false, "broadcast: send buffer", t);
+    Buf r = bufferOf(recv, true, "broadcast: output", t);
+    chorusComm_t h = c.get();
+    py::gil_scoped_release nogil;
+    check(chorusBroadcast(s.ptr, r.ptr, count, r.type, root, h, nullptr), h);
+  });
+  m.def("reduce",
+        [](Comm& c, py::handle send, py::handle recv, size_t count, int op, int root, int t) {
+          Buf s = bufferOf(send, false, "reduce: send buffer", t);
+          Buf r = bufferOf(recv, true, "reduce: output", t);
+          chorusComm_t h = c.get();
+          py::gil_scoped_release nogil;
+          check(chorusReduce(s.ptr, r.ptr, count, s.type, chorusRedOp_t(op), root, h, nullptr),
+                h);
+        });
+  m.def("all_gather", [](Comm& c, py::handle send, py::handle recv, size_t count, int t) {
+    Buf s = bufferOf(send, false, "all_gather: send buffer", t);
+    Buf r = bufferOf(recv, true, "all_gather: output", t);
+    chorusComm_t h = c.get();
+    py::gil_scoped_release nogil;
+    check(chorusAllGather(s.ptr, r.ptr, count, r.type, h, nullptr), h);
+  });
+  m.def("reduce_scatter",
+        [](Comm& c, py::handle send, py::handle recv, size_t count, int op, int t) {
+          Buf s = bufferOf(send, false, "reduce_scatter: send buffer", t);
+          Buf r = bufferOf(recv, true, "reduce_scatter: output", t);
+          chorusComm_t h = c.get();
+          py::gil_scoped_release nogil;
+          check(chorusReduceScatter(s.ptr, r.ptr, count, s.type, chorusRedOp_t(op), h, nullptr),
+                h);
+        });
+  m.def("all_to_all", [](Comm& c, py::handle send, py::handle recv, size_t count, int t) {
+    Buf s = bufferOf(send, false, "all_to_all: send buffer", t);
+    Buf r = bufferOf(recv, true, "all_to_all: output", t);
+    chorusComm_t h = c.get();
+    py::gil_scoped_release nogil;
+    check(chorusAlltoAll(s.ptr, r.ptr, count, s.type, h, nullptr), h);
+  });
+  m.def("gather", [](Comm& c, py::handle send, py::handle recv, size_t count, int root, int t) {
+    Buf s = bufferOf(send, false, "gather: send buffer", t);
+    Buf r = bufferOf(recv, true, "gather: output", t);
+    chorusComm_t h = c.get();
+    py::gil_scoped_release nogil;
+    check(chorusGather(s.ptr, r.ptr, count, s.type, root, h, nullptr), h);
+  });
+  m.def("scatter", [](Comm& c, py::handle send, py::handle recv, size_t count, int root, int t) {
+    Buf s = bufferOf(send, false, "scatter: send buffer", t);
+    Buf r = bufferOf(recv, true, "scatter: output", t);
+    chorusComm_t h = c.get();
+    py::gil_scoped_release nogil;
+    check(chorusScatter(s.ptr, r.ptr, count, r.type, root, h, nullptr), h);
+  });
+  m.def("send", [](Comm& c, py::handle buf, int peer, int t) {
+    Buf b = bufferOf(buf, false, "send: buffer", t);
+    chorusComm_t h = c.get();
+    py::gil_scoped_release nogil;
+    check(chorusSend(b.ptr, b.count, b.type, peer, h, nullptr), h);
+  });
+  m.def("recv", [](Comm& c, py::handle buf, int peer, int t) {
+    Buf b = bufferOf(buf, true, "recv: buffer", t);
+    chorusComm_t h = c.get();
+    py::gil_scoped_release nogil;
+    check(chorusRecv(b.ptr, b.count, b.type, peer, h, nullptr), h);
+  });
+  m.def("group_start", []() { check(chorusGroupStart(), nullptr); });
+  m.def("group_end", []() {
+    py::gil_scoped_release nogil;
+    check(chorusGroupEnd(), nullptr);
+  });
+}

@@ -1,0 +1,31 @@
+// chorus._chorus_torch: the factory torch.distributed calls for backend "chorus", and a few
+// introspection helpers. Registered by python/chorus/torch.py.
+#include <torch/csrc/utils/pybind.h>
+
+#include <pybind11/chrono.h>
+
+#include "process_group.h"
+
+namespace py = pybind11;
+
+PYBIND11_MODULE(_chorus_torch, m) {
+  m.doc() = "Chorus process group for torch.distributed (use chorus.torch)";
+  m.def(
+      "create_process_group",
+      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+         std::chrono::milliseconds timeout) -> c10::intrusive_ptr<c10d::ProcessGroup> {
+        return c10::make_intrusive<chorus_torch::ProcessGroupChorus>(store, rank, size, timeout);
+      },
+      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+      py::call_guard<py::gil_scoped_release>());
+  m.def("is_async", [](const c10::intrusive_ptr<c10d::ProcessGroup>& pg) {
+    auto* p = dynamic_cast<chorus_torch::ProcessGroupChorus*>(pg.get());
+    TORCH_CHECK(p != nullptr, "not a chorus process group");
+    return p->async();
+  });
+  m.def("abort", [](const c10::intrusive_ptr<c10d::ProcessGroup>& pg) {
+    auto* p = dynamic_cast<chorus_torch::ProcessGroupChorus*>(pg.get());
+    TORCH_CHECK(p != nullptr, "not a chorus process group");
+    chorusCommAbort(p->comm());
+  });
+}
