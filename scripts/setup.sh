@@ -7,7 +7,10 @@ build=${1:-build}
 shift || true
 
 need=()
-for pkg in cmake g++ make libgtest-dev; do
+# The Python package (python/) needs Debian's python3-dev, pybind11-dev, numpy and pytest; its
+# torch.distributed backend python3-torch and libtorch-dev.
+for pkg in cmake g++ make libgtest-dev python3-dev pybind11-dev python3-numpy python3-pytest \
+           python3-torch libtorch-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -18,5 +21,8 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
 
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+# The Python package and its torch backend are required here (AUTO elsewhere): the suite must
+# not skip them silently.
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHORUS_PYTHON=ON -DCHORUS_TORCH=ON \
+  "$@" >/dev/null
 cmake --build "$build" -j"$(nproc)"

@@ -88,12 +88,19 @@ void Waiter::check(Clock::time_point now) {
   } else if (peer_ >= 0 && peer_ != c->rank) {
     const SegmentHeader* h = c->peerHeader(peer_);
     pid_t pid = c->peers[size_t(peer_)].pid;
-    if (pid != getpid() && !processAlive(pid))
-      throw Failure{
-          chorusRemoteError,
-          format("rank %d: %s: peer rank %d (pid %d) died", c->rank, what_, peer_, int(pid)),
-          peer_};
-    if (int32_t f = h->failed.load(std::memory_order_relaxed); f != 0) {
+    // A peer that failed because of another rank records that cause before it exits: read it
+    // first (and again once the peer is found dead), so that a survivor which exits at once
+    // is not blamed for the failure it only reported.
+    int32_t f = h->failed.load(std::memory_order_acquire);
+    if (f == 0 && pid != getpid() && !processAlive(pid)) {
+      f = h->failed.load(std::memory_order_acquire);
+      if (f == 0)
+        throw Failure{
+            chorusRemoteError,
+            format("rank %d: %s: peer rank %d (pid %d) died", c->rank, what_, peer_, int(pid)),
+            peer_};
+    }
+    if (f != 0) {
       const int cause = f - 1;
       if (cause == peer_)
         throw Failure{chorusRemoteError,

@@ -1,0 +1,71 @@
+"""Starts the ranks of a test job the way users do: by hand with torchrun-style variables
+(RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), or under chorusrun."""
+
+import os
+import socket
+import subprocess
+import sys
+
+PYTHON = "/usr/bin/python3"  # Debian's interpreter, with python3-torch and python3-numpy
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def build_dir():
+    d = os.environ.get("CHORUS_BUILD_DIR")
+    if d:
+        return d
+    return os.path.join(HERE, "..", "..", "build")
+
+
+def launch(world, args, timeout=240, env=None):
+    """Runs `python args...` as `world` ranks with torchrun-style variables; returns
+    [(exit status, output)] by rank. Ranks still running after `timeout` are killed (and the
+    test fails on their status)."""
+    port = free_port()
+    procs = []
+    for r in range(world):
+        e = dict(os.environ)
+        e.update(RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r),
+                 LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        e.update(env or {})
+        procs.append(subprocess.Popen([PYTHON] + args, env=e, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
+    return collect(procs, timeout)
+
+
+def chorusrun(world, args, timeout=240, env=None):
+    """Runs `python args...` under chorusrun -np world; returns (exit status, output)."""
+    run = os.path.join(build_dir(), "chorusrun")
+    e = dict(os.environ)
+    e.update(env or {})
+    p = subprocess.Popen([run, "-np", str(world), "--timeout", str(timeout), PYTHON] + args,
+                         env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return collect([p], timeout + 30)[0]
+
+
+def collect(procs, timeout):
+    out = []
+    for p in procs:
+        try:
+            text, _ = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            text, _ = p.communicate()
+            text += "\n[launch.py: killed after the timeout]"
+        out.append((p.returncode, text))
+    return out
+
+
+def report(results):
+    return "\n".join(f"--- rank {r} (exit {rc}) ---\n{text[-6000:]}"
+                     for r, (rc, text) in enumerate(results))
+
+
+sys.path.insert(0, HERE)

@@ -1,0 +1,115 @@
+"""chorus.Comm on numpy arrays: ranks as threads of this interpreter and as processes (under
+chorusrun and by hand with torchrun-style variables), every collective x dtype against
+references computed independently; errors, closed communicators, abort."""
+
+import os
+import threading
+
+import numpy as np
+import pytest
+
+import chorus
+import numpy_worker
+from launch import HERE, chorusrun, launch, report
+
+WORKER = os.path.join(HERE, "numpy_worker.py")
+
+
+def run_threads(n, fn):
+    errors = []
+    comms = chorus.Comm.init_all(n)
+
+    def body(c):
+        try:
+            fn(c)
+        except Exception as e:  # noqa: BLE001  (reported below)
+            errors.append(e)
+
+    ts = [threading.Thread(target=body, args=(c,)) for c in comms]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(120)
+    for c in comms:
+        c.close()
+    assert not errors, errors
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_threads(n):
+    numpy_worker.FAIL.clear()
+    run_threads(n, numpy_worker.run)
+    assert not numpy_worker.FAIL, numpy_worker.FAIL
+
+
+def test_threads_from_unique_id():
+    uid = chorus.get_unique_id()
+    out = {}
+
+    def body(r):
+        with chorus.Comm(3, uid, r, timeout=30) as c:
+            out[r] = c.all_reduce(np.full(5, r + 1.0))
+
+    ts = [threading.Thread(target=body, args=(r,)) for r in range(3)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(60)
+    for r in range(3):
+        np.testing.assert_array_equal(out[r], np.full(5, 6.0))
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_processes_chorusrun(n):
+    rc, text = chorusrun(n, [WORKER])
+    assert rc == 0, text
+
+
+def test_processes_by_hand():
+    results = launch(4, [WORKER])
+    assert all(rc == 0 for rc, _ in results), report(results)
+
+
+def test_single_rank_without_launcher():
+    with chorus.Comm.from_env() as c:
+        assert (c.rank, c.size) == (0, 1)
+        np.testing.assert_array_equal(c.all_gather(np.arange(3)), [[0, 1, 2]])
+
+
+def test_errors_and_closed():
+    c = chorus.Comm(1, chorus.get_unique_id(), 0)
+    with pytest.raises(chorus.InvalidArgumentError, match="C-contiguous"):
+        c.all_reduce(np.zeros((4, 4))[:, 1])
+    with pytest.raises(chorus.InvalidArgumentError, match="numpy array"):
+        c.all_reduce([1, 2, 3])
+    with pytest.raises(chorus.InvalidArgumentError, match="unknown op"):
+        c.all_reduce(np.zeros(3), op="xor")
+    with pytest.raises(chorus.InvalidArgumentError, match="expected 3"):
+        c.all_reduce(np.zeros(3), out=np.zeros(4))
+    with pytest.raises(ValueError):  # InvalidArgumentError is a ValueError too
+        c.all_reduce(np.zeros(3, dtype=bool))
+    c.close()
+    with pytest.raises(chorus.InvalidUsageError, match="closed"):
+        c.all_reduce(np.zeros(3))
+    with pytest.raises(chorus.InvalidArgumentError):
+        chorus.Comm(2, b"short", 0)
+
+
+def test_abort_unblocks_a_waiting_thread():
+    comms = chorus.Comm.init_all(2)
+    err = []
+
+    def waiter():
+        try:
+            comms[0].all_reduce(np.zeros(10))  # rank 1 never joins
+        except chorus.Error as e:
+            err.append(e)
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    t.join(0.5)
+    assert t.is_alive()  # really waiting, and the GIL is free: this thread runs
+    comms[0].abort()
+    t.join(30)
+    assert not t.is_alive() and err and "abort" in str(err[0]).lower(), err
+    comms[1].close()

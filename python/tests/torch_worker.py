@@ -1,0 +1,329 @@
+"""One rank of a torch.distributed job on backend "chorus", started by test_torch.py with
+torchrun-style variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) as a user would.
+
+Usage: torch_worker.py SCENARIO [args]. Every check compares with a reference computed here from
+every rank's inputs (each rank can regenerate them: they are seeded by rank), in float64/int64
+arithmetic, never with the backend under test. Exit status 0 when every check passed; failures
+are printed as 'FAIL ...' lines.
+"""
+
+import datetime
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+import chorus.torch  # noqa: F401  (registers "chorus")
+
+FAILURES = []
+FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
+INTS = [torch.int8, torch.uint8, torch.int32, torch.int64]
+OPS = {"sum": dist.ReduceOp.SUM, "product": dist.ReduceOp.PRODUCT, "min": dist.ReduceOp.MIN,
+       "max": dist.ReduceOp.MAX, "avg": dist.ReduceOp.AVG}
+
+
+def expect(cond, what):
+    if not cond:
+        FAILURES.append(what)
+        print(f"FAIL rank {dist.get_rank()}: {what}", flush=True)
+
+
+def same(got, want, what, exact=True):
+    if got.dtype != want.dtype or got.shape != want.shape:
+        expect(False, f"{what}: got {got.dtype}{tuple(got.shape)}, want {want.dtype}{tuple(want.shape)}")
+        return
+    if exact or not got.is_floating_point():
+        ok = torch.equal(got, want)
+    else:
+        tol = 1e-2 if got.dtype in (torch.float16, torch.bfloat16) else 1e-6
+        ok = torch.allclose(got.double(), want.double(), rtol=tol, atol=tol)
+    if not ok:
+        expect(False, f"{what}: got {got.flatten()[:8].tolist()} want {want.flatten()[:8].tolist()}")
+
+
+def data(rank, n, dtype, salt, op="sum"):
+    """Small integers (exact in every dtype, also when summed or multiplied over 4 ranks)."""
+    g = torch.Generator().manual_seed(1000003 * rank + 7919 * salt + 17)
+    lo, hi = (1, 3) if op == "product" else (0, 8)
+    return torch.randint(lo, hi, (n,), generator=g, dtype=torch.int64).to(dtype)
+
+
+def reduce_ref(inputs, op, dtype):
+    stack = torch.stack([t.to(torch.float64 if dtype.is_floating_point else torch.int64)
+                         for t in inputs])
+    if op == "sum":
+        r = stack.sum(0)
+    elif op == "product":
+        r = stack.prod(0)
+    elif op == "min":
+        r = stack.min(0).values
+    elif op == "max":
+        r = stack.max(0).values
+    else:  # avg: floats divide; integers: the wrapped sum divided, truncated toward zero
+        s = stack.sum(0)
+        r = s / len(inputs) if dtype.is_floating_point else torch.div(s, len(inputs),
+                                                                       rounding_mode="trunc")
+    return r.to(dtype)
+
+
+def matrix(world, rank, group=None, tag=""):
+    """Every op x dtype x count of the backend, in place and out of place where torch has both."""
+    grank = dist.get_rank(group) if group is not None else rank
+    n = world
+    salt = 0
+    for dtype in FLOATS + INTS:
+        for op in OPS:
+            for count in (0, 1, 7, 1000):
+                salt += 1
+                x = data(grank, count, dtype, salt, op)
+                want = reduce_ref([data(r, count, dtype, salt, op) for r in range(n)], op, dtype)
+                dist.all_reduce(x, op=OPS[op], group=group)
+                same(x, want, f"{tag}all_reduce {op} {dtype} n={count}", exact=op != "avg")
+    # A large one: the pipelined ring/tree paths.
+    x = data(grank, 300001, torch.float32, 999)
+    dist.all_reduce(x, group=group)
+    same(x, reduce_ref([data(r, 300001, torch.float32, 999) for r in range(n)], "sum",
+                       torch.float32), f"{tag}all_reduce large")
+    # Non-contiguous (a transposed view): reduced in place like a contiguous one.
+    base = data(grank, 12, torch.float32, 5).reshape(3, 4)
+    view = base.t()
+    dist.all_reduce(view, group=group)
+    want = reduce_ref([data(r, 12, torch.float32, 5) for r in range(n)], "sum",
+                      torch.float32).reshape(3, 4)
+    same(base, want, f"{tag}all_reduce non-contiguous")
+
+    for dtype in (torch.float32, torch.bfloat16, torch.int64, torch.bool, torch.complex64):
+        for count in (0, 1, 33):
+            salt += 1
+            gl = lambda r: data(r, count, torch.int64, salt).to(dtype)  # noqa: E731
+            mine = gl(grank)
+            for root in range(n):
+                t = mine.clone()
+                dist.broadcast(t, src=_global(root, group), group=group)
+                same(t, gl(root), f"{tag}broadcast {dtype} n={count} root={root}")
+            outs = [torch.empty(count, dtype=dtype) for _ in range(n)]
+            dist.all_gather(outs, mine, group=group)
+            for r in range(n):
+                same(outs[r], gl(r), f"{tag}all_gather {dtype} n={count} block {r}")
+            flat = torch.empty(n * count, dtype=dtype)
+            dist.all_gather_into_tensor(flat, mine, group=group)
+            same(flat, torch.cat([gl(r) for r in range(n)]), f"{tag}all_gather_into_tensor {dtype}")
+            root = n - 1
+            glist = [torch.empty(count, dtype=dtype) for _ in range(n)] if grank == root else None
+            dist.gather(mine, glist, dst=_global(root, group), group=group)
+            if grank == root:
+                for r in range(n):
+                    same(glist[r], gl(r), f"{tag}gather {dtype} block {r}")
+            out = torch.empty(count, dtype=dtype)
+            slist = [gl(100 + r) for r in range(n)] if grank == 0 else None
+            dist.scatter(out, slist, src=_global(0, group), group=group)
+            same(out, gl(100 + grank), f"{tag}scatter {dtype} n={count}")
+
+    for dtype in FLOATS + INTS:
+        for op in ("sum", "max", "min", "product", "avg"):
+            for count in (0, 1, 5):
+                salt += 1
+                ins = [data(grank, n * count, dtype, salt, op)]
+                want = reduce_ref([data(r, n * count, dtype, salt, op) for r in range(n)], op, dtype)
+                mine = want[grank * count:(grank + 1) * count]
+                out = torch.empty(count, dtype=dtype)
+                dist.reduce_scatter_tensor(out, ins[0], op=OPS[op], group=group)
+                same(out, mine, f"{tag}reduce_scatter_tensor {op} {dtype} n={count}",
+                     exact=op != "avg")
+                out = torch.empty(count, dtype=dtype)
+                dist.reduce_scatter(out, list(ins[0].chunk(n)) if count else
+                                    [torch.empty(0, dtype=dtype) for _ in range(n)],
+                                    op=OPS[op], group=group)
+                same(out, mine, f"{tag}reduce_scatter {op} {dtype} n={count}", exact=op != "avg")
+                root = (salt % n)
+                t = data(grank, count, dtype, salt, op)
+                dist.reduce(t, dst=_global(root, group), op=OPS[op], group=group)
+                if grank == root:
+                    same(t, reduce_ref([data(r, count, dtype, salt, op) for r in range(n)], op,
+                                       dtype), f"{tag}reduce {op} {dtype} root={root}",
+                         exact=op != "avg")
+
+    # all_to_all_single, even and uneven (rank r sends r+p+1 rows of 3 to rank p).
+    salt += 1
+    rows = 2
+    x = data(grank, n * rows * 3, torch.float32, salt).reshape(n * rows, 3)
+    y = torch.empty_like(x)
+    dist.all_to_all_single(y, x, group=group)
+    want = torch.cat([data(r, n * rows * 3, torch.float32, salt).reshape(n * rows, 3)
+                      [grank * rows:(grank + 1) * rows] for r in range(n)])
+    same(y, want, f"{tag}all_to_all_single even")
+    split = lambda src, dst: src + dst + 1  # noqa: E731
+    ins = [split(grank, p) for p in range(n)]
+    outs = [split(p, grank) for p in range(n)]
+    x = torch.cat([torch.full((ins[p], 3), float(100 * grank + p)) for p in range(n)])
+    y = torch.empty(sum(outs), 3)
+    dist.all_to_all_single(y, x, output_split_sizes=outs, input_split_sizes=ins, group=group)
+    want = torch.cat([torch.full((outs[p], 3), float(100 * p + grank)) for p in range(n)])
+    same(y, want, f"{tag}all_to_all_single uneven")
+    xs = [torch.full((split(grank, p),), float(10 * grank + p)) for p in range(n)]
+    ys = [torch.empty(split(p, grank)) for p in range(n)]
+    dist.all_to_all(ys, xs, group=group)
+    for p in range(n):
+        same(ys[p], torch.full((split(p, grank),), float(10 * p + grank)), f"{tag}all_to_all from {p}")
+
+    # Point to point: a ring exchange with isend/irecv (both posted before either waits), and
+    # the same through batch_isend_irecv.
+    if n > 1:
+        right, left = (grank + 1) % n, (grank - 1) % n
+        for count in (1, 100000):
+            s = torch.full((count,), float(grank))
+            r = torch.empty(count)
+            reqs = [dist.isend(s, _global(right, group), group=group),
+                    dist.irecv(r, _global(left, group), group=group)]
+            for q in reqs:
+                q.wait()
+            same(r, torch.full((count,), float(left)), f"{tag}isend/irecv ring n={count}")
+            r2 = torch.empty(count)
+            ops = [dist.P2POp(dist.isend, s, _global(right, group), group),
+                   dist.P2POp(dist.irecv, r2, _global(left, group), group)]
+            for q in dist.batch_isend_irecv(ops):
+                q.wait()
+            same(r2, torch.full((count,), float(left)), f"{tag}batch_isend_irecv n={count}")
+        if grank == 0:
+            dist.send(torch.arange(5.0), _global(n - 1, group), group=group)
+        elif grank == n - 1:
+            t = torch.empty(5)
+            dist.recv(t, _global(0, group), group=group)
+            same(t, torch.arange(5.0), f"{tag}send/recv")
+
+    # Async work and futures (as DDP communication hooks use them).
+    works = []
+    for i in range(4):
+        t = torch.full((10,), float(grank + i))
+        works.append((t, dist.all_reduce(t, async_op=True, group=group), i))
+    for t, w, i in works:
+        fut = w.get_future().then(lambda f: f.value()[0] * 2)
+        w.wait()
+        expect(w.is_completed() and w.is_success(), f"{tag}async work completed")
+        want = torch.full((10,), float(sum(r + i for r in range(n))))
+        same(t, want, f"{tag}async all_reduce {i}")
+        same(fut.wait(), want * 2, f"{tag}future.then {i}")
+    dist.barrier(group=group)
+
+
+def _global(grank, group):
+    return grank if group is None else dist.distributed_c10d._get_global_rank(group, grank)
+
+
+def init(method="env"):
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    timeout = datetime.timedelta(seconds=float(os.environ.get("WORKER_TIMEOUT", "60")))
+    if method == "env":
+        dist.init_process_group("chorus", init_method="env://", timeout=timeout)
+    elif method == "tcp":
+        addr = f"tcp://{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
+        dist.init_process_group("chorus", init_method=addr, rank=rank, world_size=world,
+                                timeout=timeout)
+    elif method == "file":
+        store = dist.FileStore(os.environ["STORE_FILE"], world)
+        dist.init_process_group("chorus", store=store, rank=rank, world_size=world,
+                                timeout=timeout)
+    return rank, world
+
+
+def scenario_matrix(method="env"):
+    rank, world = init(method)
+    expect(dist.get_backend() == "chorus", "backend name")
+    matrix(world, rank)
+    # Subgroups: the even ranks, and every rank but 0 (if there are such groups).
+    evens = list(range(0, world, 2))
+    g = dist.new_group(evens)
+    if rank in evens:
+        matrix(len(evens), rank, group=g, tag="evens: ")
+    if world > 2:
+        rest = list(range(1, world))
+        g2 = dist.new_group(rest)
+        if rank in rest:
+            t = torch.ones(3)
+            dist.all_reduce(t, group=g2)
+            same(t, torch.full((3,), float(world - 1)), "subgroup 1..n-1")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def scenario_errors():
+    rank, world = init()
+    try:
+        dist.all_reduce(torch.zeros(3, dtype=torch.bool))
+        expect(False, "bool all_reduce raised nothing")
+    except RuntimeError as e:
+        expect("rank" in str(e) and "dtype" in str(e), f"bool all_reduce message: {e}")
+    try:
+        dist.all_reduce(torch.zeros(3, dtype=torch.int32), op=dist.ReduceOp.BAND)
+        expect(False, "BAND raised nothing")
+    except RuntimeError as e:
+        expect("ReduceOp" in str(e), f"BAND message: {e}")
+    try:
+        dist.all_gather_into_tensor(torch.zeros(5), torch.zeros(2))
+        expect(False, "all_gather_into_tensor size mismatch raised nothing")
+    except RuntimeError as e:
+        expect("output holds 5" in str(e), f"size mismatch message: {e}")
+    try:
+        dist.all_reduce(torch.zeros(3).to_sparse())
+        expect(False, "sparse raised nothing")
+    except RuntimeError as e:
+        expect("sparse" in str(e), f"sparse message: {e}")
+    dist.barrier()
+    pg = dist.distributed_c10d._get_default_group()
+    dist.destroy_process_group()
+    try:
+        dist.all_reduce(torch.zeros(3))
+        expect(False, "all_reduce after destroy raised nothing")
+    except (RuntimeError, ValueError) as e:
+        print(f"after destroy: {type(e).__name__}: {e}")
+    del pg
+
+
+def scenario_kill(victim):
+    """All ranks loop on all_reduce; the victim exits abruptly after a few iterations. Every
+    survivor must raise a RuntimeError naming the victim, well within the group timeout."""
+    rank, world = init()
+    victim = int(victim)
+    t = torch.ones(1000)
+    start = None
+    try:
+        for i in range(1000000):
+            if i == 50:
+                start = time.monotonic()
+                if rank == victim:
+                    os._exit(9)  # as a crash: no cleanup, no goodbye
+            dist.all_reduce(t)
+        expect(False, "the loop ended without an error")
+    except RuntimeError as e:
+        took = time.monotonic() - (start or time.monotonic())
+        msg = str(e)
+        print(f"rank {rank} error after {took:.3f}s: {msg}", flush=True)
+        expect(f"rank {victim}" in msg, f"error names rank {victim}: {msg}")
+        expect(took < 30, f"detected in {took:.1f}s")
+    os._exit(1 if FAILURES else 0)  # the group cannot be shut down collectively
+
+
+def scenario_hang():
+    """Rank 1 stops calling; rank 0's all_reduce must fail when the group timeout expires."""
+    rank, world = init()
+    if rank == 1:
+        time.sleep(float(os.environ["WORKER_TIMEOUT"]) * 4)
+        os._exit(0)
+    start = time.monotonic()
+    try:
+        dist.all_reduce(torch.ones(4))
+        expect(False, "all_reduce returned while a peer never called it")
+    except RuntimeError as e:
+        took = time.monotonic() - start
+        print(f"rank {rank} timed out after {took:.2f}s: {e}", flush=True)
+        expect("timeout" in str(e).lower() or "timed out" in str(e).lower(), f"timeout message: {e}")
+        expect(took < float(os.environ["WORKER_TIMEOUT"]) * 3, f"bounded by the timeout ({took:.1f}s)")
+    os._exit(1 if FAILURES else 0)
+
+
+if __name__ == "__main__":
+    globals()["scenario_" + sys.argv[1]](*sys.argv[2:])
+    sys.stdout.flush()
+    os._exit(1 if FAILURES else 0)
