@@ -56,3 +56,12 @@ def test_hung_peer_hits_group_timeout():
 def test_ddp_matches_gloo(mode):
     env = {"CHORUS_TORCH_ASYNC": "1" if mode == "async" else "0"}
     ok(launch(2, [os.path.join(HERE, "ddp_worker.py")], env=env))
+
+
+@pytest.mark.parametrize("example", ["ddp_train.py", "sharded_train.py"])
+def test_examples_run(example):
+    import subprocess
+    path = os.path.join(HERE, "..", "..", "examples", "python", example)
+    r = subprocess.run(["/usr/bin/python3", path, "-np", "2", "--steps", "20"], text=True,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+    assert r.returncode == 0 and "step  10" in r.stdout, r.stdout
