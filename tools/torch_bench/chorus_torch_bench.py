@@ -104,7 +104,7 @@ def main():
         t1 = timed(fn, 3)
         return int(max(3, min(20000, args.budget / max(t1, 1e-7))))
 
-    def measure(name, nbytes, makers):
+    def measure(name, nbytes, makers, columns=None):
         """makers: backend -> (callable or None). Alternating rounds; best/median per backend."""
         fns = {b: m for b, m in makers.items() if m is not None}
         iters = {b: calibrate(f) for b, f in fns.items()}
@@ -120,7 +120,7 @@ def main():
                                          "iters": iters[b]}
         out["results"].append(row)
         if rank == 0:
-            print_row(row, list(makers))
+            print_row(row, columns or list(makers))
 
     def header(name, backends):
         if rank == 0:
@@ -181,15 +181,16 @@ def main():
             measure("all_gather", nb, makers)
     if "ddp" in ops:
         from torch.nn.parallel import DistributedDataParallel as DDP
-        header("DDP training step: MLP 256-1024-1024-10 (2.3M parameters, 9 MB of gradients), "
-               "batch 32", backends)
+        header("DDP training step: MLP 256-1024-1024-10 (1.3M parameters, 5 MB of gradients), "
+               "batch 32; compute: the same step without DDP", backends + ["compute"])
         steps = {}
-        for b, g in groups.items():
+        # "compute": the same step without DDP (no communication), the floor both approach.
+        for b, g in list(groups.items()) + [("compute", "none")]:
             torch.manual_seed(0)
             model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(),
                                         torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
                                         torch.nn.Linear(1024, 10))
-            ddp = DDP(model, process_group=g)
+            ddp = model if g == "none" else DDP(model, process_group=g)
             opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
             x, y = torch.randn(32, 256), torch.randint(0, 10, (32,))
 
@@ -198,7 +199,7 @@ def main():
                 torch.nn.functional.cross_entropy(ddp(x), y).backward()
                 opt.step()
             steps[b] = step
-        measure("ddp_step", "step", steps)
+        measure("ddp_step", "step", steps, backends + ["compute"])
     if args.json and rank == 0:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
