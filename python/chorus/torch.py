@@ -9,14 +9,46 @@ int32/int64 reductions (SUM, PRODUCT, MIN, MAX, AVG). The unique id travels thro
 torch gives the backend; the group's timeout bounds every wait. See docs/python.md.
 """
 
+import os
+
 import torch  # noqa: F401  (loads libtorch before the extension)
 import torch.distributed as dist
 
 from . import _chorus_torch
 
-__all__ = ["BACKEND", "is_async"]
+__all__ = ["BACKEND", "is_async", "env_from_launcher"]
 
 BACKEND = "chorus"
+
+
+_LAUNCHERS = (("CHORUS_RANK", "CHORUS_NRANKS", "CHORUS_LOCAL_RANK"),
+              ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
+              ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"),
+              ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"))
+
+
+def env_from_launcher(env=None):
+    """torch's env:// reads RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT. Under chorusrun,
+    mpirun (Open MPI, MPICH) or srun, fills the missing ones from that launcher's variables:
+    rank, size and local rank always; the address only under chorusrun (its CHORUS_COMM_ID
+    host, port + 1). Variables already set are kept. Called when chorus.torch is imported."""
+    env = os.environ if env is None else env
+    if "RANK" not in env or "WORLD_SIZE" not in env:
+        for rank, size, local in _LAUNCHERS:
+            if rank in env and size in env:
+                env.setdefault("RANK", env[rank])
+                env.setdefault("WORLD_SIZE", env[size])
+                if local in env:
+                    env.setdefault("LOCAL_RANK", env[local])
+                break
+    if "MASTER_ADDR" not in env and "CHORUS_COMM_ID" in env:
+        host, _, port = env["CHORUS_COMM_ID"].rpartition(":")
+        env["MASTER_ADDR"] = host.strip("[]")
+        env.setdefault("MASTER_PORT", str(int(port) + 1))
+    return env
+
+
+env_from_launcher()
 
 
 def _create(store, rank, size, timeout):

@@ -64,4 +64,25 @@ def test_examples_run(example):
     path = os.path.join(HERE, "..", "..", "examples", "python", example)
     r = subprocess.run(["/usr/bin/python3", path, "-np", "2", "--steps", "20"], text=True,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
-    assert r.returncode == 0 and "step  10" in r.stdout, r.stdout
+    assert r.returncode == 0 and "step   0" in r.stdout, r.stdout
+
+
+def test_under_chorusrun():
+    """init_process_group("chorus") with env:// under chorusrun: chorus.torch fills RANK,
+    WORLD_SIZE, MASTER_ADDR and MASTER_PORT from chorusrun's variables."""
+    from launch import chorusrun
+    rc, text = chorusrun(3, [os.path.join(HERE, "..", "..", "examples", "python", "ddp_train.py"),
+                             "--steps", "15"])
+    assert rc == 0 and "chorus: 3 ranks" in text, text
+
+
+def test_env_from_launcher():
+    import chorus.torch as ct
+    env = ct.env_from_launcher({"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "8",
+                                "OMPI_COMM_WORLD_LOCAL_RANK": "1"})
+    assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"]) == ("3", "8", "1")
+    assert "MASTER_ADDR" not in env
+    env = ct.env_from_launcher({"CHORUS_RANK": "0", "CHORUS_NRANKS": "2", "RANK": "5",
+                                "CHORUS_COMM_ID": "10.0.0.7:4000"})
+    assert (env["RANK"], env["WORLD_SIZE"]) == ("5", "2")  # RANK kept, WORLD_SIZE filled
+    assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == ("10.0.0.7", "4001")
