@@ -16,7 +16,7 @@ import torch.distributed as dist
 
 from . import _chorus_torch
 
-__all__ = ["BACKEND", "is_async", "env_from_launcher"]
+__all__ = ["BACKEND", "abort", "is_async", "env_from_launcher"]
 
 BACKEND = "chorus"
 
@@ -63,3 +63,10 @@ def is_async(group=None):
     """Whether the group runs its collectives on a worker thread (CHORUS_TORCH_ASYNC=1)."""
     pg = group if group is not None else dist.distributed_c10d._get_default_group()
     return _chorus_torch.is_async(pg)
+
+
+def abort(group=None):
+    """Aborts the group's communicator now (also from another thread while a call waits): that
+    call and every later one raise, and the peers see this rank's failure."""
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    _chorus_torch.abort(pg)

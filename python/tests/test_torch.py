@@ -47,6 +47,10 @@ def test_killed_peer(victim):
             assert f"rank {victim}" in text, report(results)
 
 
+def test_abort_from_another_thread():
+    ok(launch(2, [WORKER, "abort"], timeout=120))
+
+
 def test_hung_peer_hits_group_timeout():
     results = launch(2, [WORKER, "hang"], env={"WORKER_TIMEOUT": "3"}, timeout=60)
     assert results[0][0] == 0, report(results)

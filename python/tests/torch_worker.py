@@ -323,6 +323,29 @@ def scenario_hang():
     os._exit(1 if FAILURES else 0)
 
 
+def scenario_abort():
+    """Rank 0 waits in an all_reduce that rank 1 never joins; another thread aborts the group:
+    the call raises on rank 0, and rank 1's next call fails naming rank 0."""
+    import threading
+    rank, world = init()
+    if rank == 0:
+        threading.Timer(0.5, chorus.torch.abort).start()
+        try:
+            dist.all_reduce(torch.ones(4))
+            expect(False, "all_reduce returned after abort")
+        except RuntimeError as e:
+            expect("abort" in str(e).lower(), f"abort message: {e}")
+        time.sleep(1.0)  # let rank 1 see the failure before this process goes
+    else:
+        time.sleep(1.0)
+        try:
+            dist.all_reduce(torch.ones(4))
+            expect(False, "all_reduce with an aborted peer returned")
+        except RuntimeError as e:
+            expect("rank 0" in str(e), f"peer's message names rank 0: {e}")
+    os._exit(1 if FAILURES else 0)
+
+
 if __name__ == "__main__":
     globals()["scenario_" + sys.argv[1]](*sys.argv[2:])
     sys.stdout.flush()
