@@ -23,6 +23,6 @@ fi
 
 # The Python package and its torch backend are required here (AUTO elsewhere): the suite must
 # not skip them silently.
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHORUS_PYTHON=ON -DCHORUS_TORCH=ON \
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHORUS_WERROR=ON -DCHORUS_PYTHON=ON -DCHORUS_TORCH=ON \
   "$@" >/dev/null
 cmake --build "$build" -j"$(nproc)"

@@ -13,10 +13,7 @@
 extern "C" {
 #endif
 
-#define CHORUS_MAJOR 0
-#define CHORUS_MINOR 1
-#define CHORUS_PATCH 0
-#define CHORUS_VERSION_CODE (CHORUS_MAJOR * 10000 + CHORUS_MINOR * 100 + CHORUS_PATCH)
+#include "chorus/version.h" /* CHORUS_MAJOR/MINOR/PATCH, CHORUS_VERSION_CODE, CHORUS_API */
 
 #define CHORUS_UNIQUE_ID_BYTES 128
 typedef struct {
@@ -67,7 +64,8 @@ typedef enum {
   chorusNumOps = 5
 } chorusRedOp_t;
 
-/* Communicator configuration (chorusCommInitRankConfig). Initialise with CHORUS_CONFIG_INITIALIZER. */
+/* Communicator configuration (chorusCommInitRankConfig). Initialise with CHORUS_CONFIG_INITIALIZER.
+ */
 typedef struct {
   size_t size;          /* sizeof(chorusConfig_t), set by the initializer */
   unsigned int magic;   /* set by the initializer */
@@ -82,49 +80,52 @@ typedef struct {
 
 #define CHORUS_CONFIG_MAGIC 0xc40c05u
 #define CHORUS_CONFIG_INITIALIZER \
-  {sizeof(chorusConfig_t), CHORUS_CONFIG_MAGIC, CHORUS_VERSION_CODE, 1, -1, -1, -1, -1}
+  { sizeof(chorusConfig_t), CHORUS_CONFIG_MAGIC, CHORUS_VERSION_CODE, 1, -1, -1, -1, -1 }
 
 /* Version, errors */
-chorusResult_t chorusGetVersion(int* version);
-const char* chorusGetErrorString(chorusResult_t result);
+CHORUS_API chorusResult_t chorusGetVersion(int* version);
+CHORUS_API const char* chorusGetErrorString(chorusResult_t result);
 /* The last error message of this thread (comm may be NULL) or of the communicator. Never NULL. */
-const char* chorusGetLastError(chorusComm_t comm);
+CHORUS_API const char* chorusGetLastError(chorusComm_t comm);
 
 /* Communicator creation */
-chorusResult_t chorusGetUniqueId(chorusUniqueId* uniqueId);
-chorusResult_t chorusCommInitRank(chorusComm_t* comm, int nranks, chorusUniqueId commId, int rank);
-chorusResult_t chorusCommInitRankConfig(chorusComm_t* comm, int nranks, chorusUniqueId commId,
-                                        int rank, chorusConfig_t* config);
+CHORUS_API chorusResult_t chorusGetUniqueId(chorusUniqueId* uniqueId);
+CHORUS_API chorusResult_t chorusCommInitRank(chorusComm_t* comm, int nranks, chorusUniqueId commId,
+                                             int rank);
+CHORUS_API chorusResult_t chorusCommInitRankConfig(chorusComm_t* comm, int nranks,
+                                                   chorusUniqueId commId, int rank,
+                                                   chorusConfig_t* config);
 /* One process, ndev ranks: creates ndev communicators (ranks 0..ndev-1). Each is then driven
  * by its own thread, or all from one thread inside chorusGroupStart/End. devlist may be NULL. */
-chorusResult_t chorusCommInitAll(chorusComm_t* comms, int ndev, const int* devlist);
+CHORUS_API chorusResult_t chorusCommInitAll(chorusComm_t* comms, int ndev, const int* devlist);
 /* Launcher form: rank, size and the root's address from CHORUS_*, Open MPI, MPICH/Hydra (PMI_*),
  * Slurm or torchrun variables; see README "Launching". */
-chorusResult_t chorusCommInitFromEnv(chorusComm_t* comm);
+CHORUS_API chorusResult_t chorusCommInitFromEnv(chorusComm_t* comm);
 /* The launcher's view for programs that run several ranks per process (threads): fills the id
  * from the environment (CHORUS_COMM_ID or MASTER_ADDR/MASTER_PORT, CHORUS_SECRET), and this
  * process's index and the process count. Process 0 also starts the bootstrap root there. Without
  * launcher variables: *procRank = 0, *nprocs = 1 and a fresh id (as chorusGetUniqueId). Process p
  * running T threads then calls chorusCommInitRank(&c, nprocs*T, id, p*T + t). */
-chorusResult_t chorusUniqueIdFromEnv(chorusUniqueId* uniqueId, int* procRank, int* nprocs);
+CHORUS_API chorusResult_t chorusUniqueIdFromEnv(chorusUniqueId* uniqueId, int* procRank,
+                                                int* nprocs);
 
 #define CHORUS_SPLIT_NOCOLOR (-1)
-chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key, chorusComm_t* newcomm,
-                               chorusConfig_t* config);
-chorusResult_t chorusCommFinalize(chorusComm_t comm);
-chorusResult_t chorusCommDestroy(chorusComm_t comm);
-chorusResult_t chorusCommAbort(chorusComm_t comm);
-chorusResult_t chorusCommGetAsyncError(chorusComm_t comm, chorusResult_t* asyncError);
-chorusResult_t chorusCommCount(const chorusComm_t comm, int* count);
-chorusResult_t chorusCommUserRank(const chorusComm_t comm, int* rank);
+CHORUS_API chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key,
+                                          chorusComm_t* newcomm, chorusConfig_t* config);
+CHORUS_API chorusResult_t chorusCommFinalize(chorusComm_t comm);
+CHORUS_API chorusResult_t chorusCommDestroy(chorusComm_t comm);
+CHORUS_API chorusResult_t chorusCommAbort(chorusComm_t comm);
+CHORUS_API chorusResult_t chorusCommGetAsyncError(chorusComm_t comm, chorusResult_t* asyncError);
+CHORUS_API chorusResult_t chorusCommCount(const chorusComm_t comm, int* count);
+CHORUS_API chorusResult_t chorusCommUserRank(const chorusComm_t comm, int* rank);
 
 /* Streams: ordered queues of operations run by a worker thread. */
-chorusResult_t chorusStreamCreate(chorusStream_t* stream);
-chorusResult_t chorusStreamSynchronize(chorusStream_t stream);
+CHORUS_API chorusResult_t chorusStreamCreate(chorusStream_t* stream);
+CHORUS_API chorusResult_t chorusStreamSynchronize(chorusStream_t stream);
 /* chorusSuccess when every operation enqueued so far is complete, chorusInProgress otherwise,
  * or the error of a failed operation. */
-chorusResult_t chorusStreamQuery(chorusStream_t stream);
-chorusResult_t chorusStreamDestroy(chorusStream_t stream);
+CHORUS_API chorusResult_t chorusStreamQuery(chorusStream_t stream);
+CHORUS_API chorusResult_t chorusStreamDestroy(chorusStream_t stream);
 
 /* CUDA backend (Chorus extension; docs/cuda.md). A communicator is bound to a device with
  * config.cudaDevice >= 0 (several ranks may share one GPU); its collectives then take device
@@ -132,50 +133,51 @@ chorusResult_t chorusStreamDestroy(chorusStream_t stream);
  * void*; NULL is the legacy default stream): operations on it start after the work already
  * queued on that CUDA stream and are complete when the call returns. Without CUDA built in:
  * chorusInvalidUsage. Destroy the wrapper with chorusStreamDestroy (the CUDA stream stays). */
-chorusResult_t chorusStreamCreateFromCuda(chorusStream_t* stream, void* cudaStream);
-chorusResult_t chorusStreamGetCuda(chorusStream_t stream, void** cudaStream);
+CHORUS_API chorusResult_t chorusStreamCreateFromCuda(chorusStream_t* stream, void* cudaStream);
+CHORUS_API chorusResult_t chorusStreamGetCuda(chorusStream_t stream, void** cudaStream);
 /* The device a communicator is bound to (as ncclCommCuDevice); -1 for a host communicator. */
-chorusResult_t chorusCommCuDevice(const chorusComm_t comm, int* device);
+CHORUS_API chorusResult_t chorusCommCuDevice(const chorusComm_t comm, int* device);
 
 /* Collectives */
-chorusResult_t chorusAllReduce(const void* sendbuff, void* recvbuff, size_t count,
-                               chorusDataType_t datatype, chorusRedOp_t op, chorusComm_t comm,
-                               chorusStream_t stream);
-chorusResult_t chorusBroadcast(const void* sendbuff, void* recvbuff, size_t count,
-                               chorusDataType_t datatype, int root, chorusComm_t comm,
-                               chorusStream_t stream);
-chorusResult_t chorusReduce(const void* sendbuff, void* recvbuff, size_t count,
-                            chorusDataType_t datatype, chorusRedOp_t op, int root,
-                            chorusComm_t comm, chorusStream_t stream);
+CHORUS_API chorusResult_t chorusAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                          chorusDataType_t datatype, chorusRedOp_t op,
+                                          chorusComm_t comm, chorusStream_t stream);
+CHORUS_API chorusResult_t chorusBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                          chorusDataType_t datatype, int root, chorusComm_t comm,
+                                          chorusStream_t stream);
+CHORUS_API chorusResult_t chorusReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                       chorusDataType_t datatype, chorusRedOp_t op, int root,
+                                       chorusComm_t comm, chorusStream_t stream);
 /* sendcount elements per rank; recvbuff holds nranks*sendcount. In place: sendbuff ==
  * recvbuff + rank*sendcount. */
-chorusResult_t chorusAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
-                               chorusDataType_t datatype, chorusComm_t comm,
-                               chorusStream_t stream);
+CHORUS_API chorusResult_t chorusAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                          chorusDataType_t datatype, chorusComm_t comm,
+                                          chorusStream_t stream);
 /* sendbuff holds nranks*recvcount. In place: recvbuff == sendbuff + rank*recvcount. */
-chorusResult_t chorusReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                                   chorusDataType_t datatype, chorusRedOp_t op,
-                                   chorusComm_t comm, chorusStream_t stream);
+CHORUS_API chorusResult_t chorusReduceScatter(const void* sendbuff, void* recvbuff,
+                                              size_t recvcount, chorusDataType_t datatype,
+                                              chorusRedOp_t op, chorusComm_t comm,
+                                              chorusStream_t stream);
 /* count elements to and from each peer; buffers hold nranks*count. */
-chorusResult_t chorusAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
-                              chorusDataType_t datatype, chorusComm_t comm,
-                              chorusStream_t stream);
+CHORUS_API chorusResult_t chorusAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                                         chorusDataType_t datatype, chorusComm_t comm,
+                                         chorusStream_t stream);
 /* count elements from each rank; recvbuff (root only) holds nranks*count. */
-chorusResult_t chorusGather(const void* sendbuff, void* recvbuff, size_t count,
-                            chorusDataType_t datatype, int root, chorusComm_t comm,
-                            chorusStream_t stream);
+CHORUS_API chorusResult_t chorusGather(const void* sendbuff, void* recvbuff, size_t count,
+                                       chorusDataType_t datatype, int root, chorusComm_t comm,
+                                       chorusStream_t stream);
 /* count elements to each rank; sendbuff (root only) holds nranks*count. */
-chorusResult_t chorusScatter(const void* sendbuff, void* recvbuff, size_t count,
-                             chorusDataType_t datatype, int root, chorusComm_t comm,
-                             chorusStream_t stream);
-chorusResult_t chorusSend(const void* sendbuff, size_t count, chorusDataType_t datatype, int peer,
-                          chorusComm_t comm, chorusStream_t stream);
-chorusResult_t chorusRecv(void* recvbuff, size_t count, chorusDataType_t datatype, int peer,
-                          chorusComm_t comm, chorusStream_t stream);
+CHORUS_API chorusResult_t chorusScatter(const void* sendbuff, void* recvbuff, size_t count,
+                                        chorusDataType_t datatype, int root, chorusComm_t comm,
+                                        chorusStream_t stream);
+CHORUS_API chorusResult_t chorusSend(const void* sendbuff, size_t count, chorusDataType_t datatype,
+                                     int peer, chorusComm_t comm, chorusStream_t stream);
+CHORUS_API chorusResult_t chorusRecv(void* recvbuff, size_t count, chorusDataType_t datatype,
+                                     int peer, chorusComm_t comm, chorusStream_t stream);
 
 /* Groups: operations issued between Start and End run together at End. */
-chorusResult_t chorusGroupStart(void);
-chorusResult_t chorusGroupEnd(void);
+CHORUS_API chorusResult_t chorusGroupStart(void);
+CHORUS_API chorusResult_t chorusGroupEnd(void);
 
 /* Chorus extension: what the tuner picks for a collective ("allreduce", "broadcast", "reduce",
  * "allgather", "reducescatter", "alltoall", "gather", "scatter") of `count` elements (per rank,
@@ -186,11 +188,11 @@ typedef struct {
   int nchannels;
   double predictedUs; /* the model's time */
 } chorusChoice_t;
-chorusResult_t chorusTunerChoice(chorusComm_t comm, const char* collective, size_t count,
-                                 chorusDataType_t datatype, chorusChoice_t* choice);
+CHORUS_API chorusResult_t chorusTunerChoice(chorusComm_t comm, const char* collective, size_t count,
+                                            chorusDataType_t datatype, chorusChoice_t* choice);
 
 /* Size in bytes of one element (0 for an unknown type). */
-size_t chorusTypeSize(chorusDataType_t datatype);
+CHORUS_API size_t chorusTypeSize(chorusDataType_t datatype);
 
 #ifdef __cplusplus
 }

@@ -62,10 +62,14 @@ chorusDataType_t typeOfFormat(const std::string& fmt, size_t itemsize, const cha
     if (k == 'd') return chorusFloat64;
     if (isSigned || isUnsigned) {
       switch (itemsize) {
-        case 1: return isSigned ? chorusInt8 : chorusUint8;
-        case 4: return isSigned ? chorusInt32 : chorusUint32;
-        case 8: return isSigned ? chorusInt64 : chorusUint64;
-        default: break;
+        case 1:
+          return isSigned ? chorusInt8 : chorusUint8;
+        case 4:
+          return isSigned ? chorusInt32 : chorusUint32;
+        case 8:
+          return isSigned ? chorusInt64 : chorusUint64;
+        default:
+          break;
       }
     }
   }
@@ -285,8 +289,7 @@ PYBIND11_MODULE(_chorus, m) {
           Buf r = bufferOf(recv, true, "reduce: output", t);
           chorusComm_t h = c.get();
           py::gil_scoped_release nogil;
-          check(chorusReduce(s.ptr, r.ptr, count, s.type, chorusRedOp_t(op), root, h, nullptr),
-                h);
+          check(chorusReduce(s.ptr, r.ptr, count, s.type, chorusRedOp_t(op), root, h, nullptr), h);
         });
   m.def("all_gather", [](Comm& c, py::handle send, py::handle recv, size_t count, int t) {
     Buf s = bufferOf(send, false, "all_gather: send buffer", t);
@@ -301,8 +304,7 @@ PYBIND11_MODULE(_chorus, m) {
           Buf r = bufferOf(recv, true, "reduce_scatter: output", t);
           chorusComm_t h = c.get();
           py::gil_scoped_release nogil;
-          check(chorusReduceScatter(s.ptr, r.ptr, count, s.type, chorusRedOp_t(op), h, nullptr),
-                h);
+          check(chorusReduceScatter(s.ptr, r.ptr, count, s.type, chorusRedOp_t(op), h, nullptr), h);
         });
   m.def("all_to_all", [](Comm& c, py::handle send, py::handle recv, size_t count, int t) {
     Buf s = bufferOf(send, false, "all_to_all: send buffer", t);

@@ -28,30 +28,45 @@ void check(chorusResult_t r, chorusComm_t comm, const char* what) {
 
 chorusDataType_t reduceType(int rank, const char* op, const at::Tensor& t) {
   switch (t.scalar_type()) {
-    case at::kFloat: return chorusFloat32;
-    case at::kDouble: return chorusFloat64;
-    case at::kHalf: return chorusFloat16;
-    case at::kBFloat16: return chorusBfloat16;
-    case at::kChar: return chorusInt8;
-    case at::kByte: return chorusUint8;
-    case at::kInt: return chorusInt32;
-    case at::kLong: return chorusInt64;
+    case at::kFloat:
+      return chorusFloat32;
+    case at::kDouble:
+      return chorusFloat64;
+    case at::kHalf:
+      return chorusFloat16;
+    case at::kBFloat16:
+      return chorusBfloat16;
+    case at::kChar:
+      return chorusInt8;
+    case at::kByte:
+      return chorusUint8;
+    case at::kInt:
+      return chorusInt32;
+    case at::kLong:
+      return chorusInt64;
     default:
-      refuse(rank, op, std::string("no reduction for dtype ") + c10::toString(t.scalar_type()) +
-                           " (float32, float64, float16, bfloat16, int8, uint8, int32, int64)");
+      refuse(rank, op,
+             std::string("no reduction for dtype ") + c10::toString(t.scalar_type()) +
+                 " (float32, float64, float16, bfloat16, int8, uint8, int32, int64)");
   }
 }
 
 chorusRedOp_t redOp(int rank, const char* op, const c10d::ReduceOp& r) {
   switch (r.op_) {
-    case c10d::ReduceOp::SUM: return chorusSum;
-    case c10d::ReduceOp::PRODUCT: return chorusProd;
-    case c10d::ReduceOp::MIN: return chorusMin;
-    case c10d::ReduceOp::MAX: return chorusMax;
-    case c10d::ReduceOp::AVG: return chorusAvg;
+    case c10d::ReduceOp::SUM:
+      return chorusSum;
+    case c10d::ReduceOp::PRODUCT:
+      return chorusProd;
+    case c10d::ReduceOp::MIN:
+      return chorusMin;
+    case c10d::ReduceOp::MAX:
+      return chorusMax;
+    case c10d::ReduceOp::AVG:
+      return chorusAvg;
     default:
-      refuse(rank, op, "unsupported ReduceOp (SUM, PRODUCT, MIN, MAX, AVG; not BAND, BOR, BXOR, "
-                       "PREMUL_SUM)");
+      refuse(rank, op,
+             "unsupported ReduceOp (SUM, PRODUCT, MIN, MAX, AVG; not BAND, BOR, BXOR, "
+             "PREMUL_SUM)");
   }
 }
 
@@ -59,8 +74,10 @@ chorusRedOp_t redOp(int rank, const char* op, const c10d::ReduceOp& r) {
 void checkTensor(int rank, const char* op, const at::Tensor& t) {
   if (!t.defined()) refuse(rank, op, "undefined tensor");
   if (!t.device().is_cpu())
-    refuse(rank, op, "only CPU tensors (device " + t.device().str() + "); use the nccl backend "
-                     "for CUDA tensors");
+    refuse(rank, op,
+           "only CPU tensors (device " + t.device().str() +
+               "); use the nccl backend "
+               "for CUDA tensors");
   if (t.layout() != at::kStrided)
     refuse(rank, op, "sparse tensors are not supported (call .to_dense() first)");
 }
@@ -80,16 +97,21 @@ struct Dense {
   }
 };
 
-size_t nbytes(const at::Tensor& t) { return size_t(t.numel()) * t.element_size(); }
+size_t nbytes(const at::Tensor& t) {
+  return size_t(t.numel()) * t.element_size();
+}
 
-char* bytesOf(const at::Tensor& t) { return static_cast<char*>(t.data_ptr()); }
+char* bytesOf(const at::Tensor& t) {
+  return static_cast<char*>(t.data_ptr());
+}
 
 // All tensors of a list share dtype and element count with `like`.
 void checkList(int rank, const char* op, const std::vector<at::Tensor>& ts, const at::Tensor& like,
                size_t expected) {
   if (ts.size() != expected)
-    refuse(rank, op, "expects a list of " + std::to_string(expected) + " tensors, got " +
-                         std::to_string(ts.size()));
+    refuse(rank, op,
+           "expects a list of " + std::to_string(expected) + " tensors, got " +
+               std::to_string(ts.size()));
   for (const auto& t : ts) {
     checkTensor(rank, op, t);
     if (t.scalar_type() != like.scalar_type() || t.numel() != like.numel())
@@ -104,7 +126,9 @@ void checkList(int rank, const char* op, const std::vector<at::Tensor>& ts, cons
 
 ChorusWork::ChorusWork(int rank, c10d::OpType type, std::vector<at::Tensor> outputs,
                        std::shared_ptr<Engine> engine, bool deferred)
-    : c10d::Work(rank, type), outputs_(std::move(outputs)), engine_(std::move(engine)),
+    : c10d::Work(rank, type),
+      outputs_(std::move(outputs)),
+      engine_(std::move(engine)),
       deferred_(deferred) {}
 
 bool ChorusWork::isCompleted() {
@@ -124,7 +148,8 @@ c10::intrusive_ptr<c10::ivalue::Future> ChorusWork::getFuture() {
   {
     std::lock_guard<std::mutex> lock(futureMutex_);
     if (future_) return future_;
-    future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+    future_ =
+        c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
     fut = future_;
     doneNow = done_;
     err = error_;
@@ -164,7 +189,9 @@ Engine::Engine(chorusComm_t comm, bool async) : comm_(comm), async_(async) {
   if (async_) worker_ = std::thread([this] { workerLoop(); });
 }
 
-Engine::~Engine() { stop(); }
+Engine::~Engine() {
+  stop();
+}
 
 void Engine::stop() {
   {
@@ -321,8 +348,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::broadcast(std::vector<at::Ten
   chorusComm_t comm = engine_->comm();
   const int root = int(opts.rootRank);
   return collective(c10d::OpType::BROADCAST, tensors, [d, comm, root] {
-    check(chorusBroadcast(d->work.data_ptr(), d->work.data_ptr(), nbytes(d->work), chorusInt8,
-                          root, comm, nullptr),
+    check(chorusBroadcast(d->work.data_ptr(), d->work.data_ptr(), nbytes(d->work), chorusInt8, root,
+                          comm, nullptr),
           comm, "broadcast");
     d->copyBack();
   });
@@ -337,15 +364,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce(std::vector<at::Ten
   if (tensors[0].is_contiguous()) {  // the common case: no copies, one shared_ptr less
     at::Tensor t = tensors[0];
     return collective(c10d::OpType::ALLREDUCE, tensors, [t, comm, type, op] {
-      check(chorusAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()), type, op, comm,
-                            nullptr),
+      check(chorusAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()), type, op, comm, nullptr),
             comm, "all_reduce");
     });
   }
   auto d = std::make_shared<Dense>(tensors[0]);
   return collective(c10d::OpType::ALLREDUCE, tensors, [d, comm, type, op] {
-    check(chorusAllReduce(d->work.data_ptr(), d->work.data_ptr(), size_t(d->work.numel()), type,
-                          op, comm, nullptr),
+    check(chorusAllReduce(d->work.data_ptr(), d->work.data_ptr(), size_t(d->work.numel()), type, op,
+                          comm, nullptr),
           comm, "all_reduce");
     d->copyBack();
   });
@@ -409,9 +435,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_allgather_base(
   auto out = std::make_shared<Dense>(output);
   chorusComm_t comm = engine_->comm();
   return collective(c10d::OpType::_ALLGATHER_BASE, {output}, [in, out, comm] {
-    check(chorusAllGather(in.data_ptr(), out->work.data_ptr(), nbytes(in), chorusInt8, comm,
-                          nullptr),
-          comm, "all_gather_into_tensor");
+    check(
+        chorusAllGather(in.data_ptr(), out->work.data_ptr(), nbytes(in), chorusInt8, comm, nullptr),
+        comm, "all_gather_into_tensor");
     out->copyBack();
   });
 }
@@ -431,7 +457,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather(
     check(chorusAllGather(in.data_ptr(), flat.data_ptr(), nbytes(in), chorusInt8, comm, nullptr),
           comm, "all_gather");
     for (int r = 0; r < n; ++r)
-      outs[size_t(r)].copy_(flat.narrow(0, r * in.numel(), in.numel()).view(outs[size_t(r)].sizes()));
+      outs[size_t(r)].copy_(
+          flat.narrow(0, r * in.numel(), in.numel()).view(outs[size_t(r)].sizes()));
   });
 }
 
@@ -565,15 +592,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall_base(
   static constexpr const char* op = "all_to_all_single";
   checkTensor(rank_, op, output);
   checkTensor(rank_, op, input);
-  if (output.scalar_type() != input.scalar_type()) refuse(rank_, op, "output and input dtypes differ");
+  if (output.scalar_type() != input.scalar_type())
+    refuse(rank_, op, "output and input dtypes differ");
   at::Tensor in = input.contiguous();
   auto out = std::make_shared<Dense>(output);
   chorusComm_t comm = engine_->comm();
   const int n = size_, me = rank_;
   if (outputSplits.empty() && inputSplits.empty()) {
     if (in.numel() != output.numel() || in.numel() % n != 0)
-      refuse(rank_, op, "input and output must hold the same number of elements, a multiple of "
-                        "the world size");
+      refuse(rank_, op,
+             "input and output must hold the same number of elements, a multiple of "
+             "the world size");
     return collective(c10d::OpType::ALLTOALL_BASE, {output}, [in, out, comm, n] {
       check(chorusAlltoAll(in.data_ptr(), out->work.data_ptr(), nbytes(in) / size_t(n), chorusInt8,
                            comm, nullptr),
@@ -596,44 +625,49 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall_base(
       sum += s;
     }
     if (sum != rows)
-      refuse(me, op, std::string(which) + " split sizes add up to " + std::to_string(sum) +
-                         ", the tensor has " + std::to_string(rows) + " rows");
+      refuse(me, op,
+             std::string(which) + " split sizes add up to " + std::to_string(sum) +
+                 ", the tensor has " + std::to_string(rows) + " rows");
     const size_t rowBytes = rows ? nbytes(t) / size_t(rows) : 0;
     std::vector<size_t> off(size_t(n) + 1, 0);
-    for (int p = 0; p < n; ++p) off[size_t(p) + 1] = off[size_t(p)] + size_t(splits[size_t(p)]) * rowBytes;
+    for (int p = 0; p < n; ++p)
+      off[size_t(p) + 1] = off[size_t(p)] + size_t(splits[size_t(p)]) * rowBytes;
     return off;
   };
   if (in.dim() > 1 && output.dim() > 1 &&
-      in.numel() / std::max<int64_t>(1, in.size(0)) != output.numel() / std::max<int64_t>(1, output.size(0)))
+      in.numel() / std::max<int64_t>(1, in.size(0)) !=
+          output.numel() / std::max<int64_t>(1, output.size(0)))
     refuse(rank_, op, "input and output rows differ in size");
   const std::vector<size_t> sendOff = offsets(inputSplits, in, "input");
   const std::vector<size_t> recvOff = offsets(outputSplits, output, "output");
-  return collective(c10d::OpType::ALLTOALL_BASE, {output}, [in, out, comm, n, me, sendOff, recvOff] {
-    char* src = bytesOf(in);
-    char* dst = bytesOf(out->work);
-    check(chorusGroupStart(), comm, op);
-    chorusResult_t first = chorusSuccess;
-    for (int p = 0; p < n; ++p) {
-      const size_t sb = sendOff[size_t(p) + 1] - sendOff[size_t(p)];
-      const size_t rb = recvOff[size_t(p) + 1] - recvOff[size_t(p)];
-      if (p == me) {
-        if (sb != rb && first == chorusSuccess) first = chorusInvalidArgument;
-        if (sb == rb && sb) memcpy(dst + recvOff[size_t(p)], src + sendOff[size_t(p)], sb);
-        continue;
-      }
-      chorusResult_t r = chorusSuccess;
-      if (sb) r = chorusSend(src + sendOff[size_t(p)], sb, chorusInt8, p, comm, nullptr);
-      if (r == chorusSuccess && rb)
-        r = chorusRecv(dst + recvOff[size_t(p)], rb, chorusInt8, p, comm, nullptr);
-      if (first == chorusSuccess) first = r;
-    }
-    chorusResult_t end = chorusGroupEnd();
-    if (first == chorusInvalidArgument && end == chorusSuccess)
-      TORCH_CHECK(false, "chorus all_to_all_single (rank ", me, "): the split sizes for itself "
-                         "differ between input and output");
-    check(first != chorusSuccess ? first : end, comm, op);
-    out->copyBack();
-  });
+  return collective(
+      c10d::OpType::ALLTOALL_BASE, {output}, [in, out, comm, n, me, sendOff, recvOff] {
+        char* src = bytesOf(in);
+        char* dst = bytesOf(out->work);
+        check(chorusGroupStart(), comm, op);
+        chorusResult_t first = chorusSuccess;
+        for (int p = 0; p < n; ++p) {
+          const size_t sb = sendOff[size_t(p) + 1] - sendOff[size_t(p)];
+          const size_t rb = recvOff[size_t(p) + 1] - recvOff[size_t(p)];
+          if (p == me) {
+            if (sb != rb && first == chorusSuccess) first = chorusInvalidArgument;
+            if (sb == rb && sb) memcpy(dst + recvOff[size_t(p)], src + sendOff[size_t(p)], sb);
+            continue;
+          }
+          chorusResult_t r = chorusSuccess;
+          if (sb) r = chorusSend(src + sendOff[size_t(p)], sb, chorusInt8, p, comm, nullptr);
+          if (r == chorusSuccess && rb)
+            r = chorusRecv(dst + recvOff[size_t(p)], rb, chorusInt8, p, comm, nullptr);
+          if (first == chorusSuccess) first = r;
+        }
+        chorusResult_t end = chorusGroupEnd();
+        if (first == chorusInvalidArgument && end == chorusSuccess)
+          TORCH_CHECK(false, "chorus all_to_all_single (rank ", me,
+                      "): the split sizes for itself "
+                      "differ between input and output");
+        check(first != chorusSuccess ? first : end, comm, op);
+        out->copyBack();
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall(std::vector<at::Tensor>& outputs,
@@ -708,8 +742,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recv(std::vector<at::Tensor>&
       work,
       [d, comm, srcRank] {
         if (nbytes(d->work))
-          check(chorusRecv(d->work.data_ptr(), nbytes(d->work), chorusInt8, srcRank, comm,
-                           nullptr),
+          check(chorusRecv(d->work.data_ptr(), nbytes(d->work), chorusInt8, srcRank, comm, nullptr),
                 comm, "recv");
       },
       std::move(post));

@@ -1,8 +1,7 @@
 // chorus._chorus_torch: the factory torch.distributed calls for backend "chorus", and a few
 // introspection helpers. Registered by python/chorus/torch.py.
-#include <torch/csrc/utils/pybind.h>
-
 #include <pybind11/chrono.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include "process_group.h"
 

@@ -9,12 +9,9 @@
 #include <sstream>
 #include <thread>
 
+#include "chorus/chorus.h"  // CHORUS_VERSION_STRING (chorus/version.h)
 #include "core/debug.h"
 #include "core/param.h"
-
-#ifndef CHORUS_VERSION_STRING
-#define CHORUS_VERSION_STRING "0"
-#endif
 
 namespace chorus {
 

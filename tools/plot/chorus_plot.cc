@@ -34,16 +34,13 @@ struct Json {
   double number = 0.0;
   std::string string;
   std::vector<Json> items;                            // kArray
-  std::vector<std::pair<std::string, Json>> members;  // kObject, in document order
+  // kObject, in document order: keys[i] names values[i] (two vectors, not pairs: a pair needs
+  // Json complete, a vector does not).
+  std::vector<std::string> keys;
+  std::vector<Json> values;
 
   // The member named `key` of an object, or nullptr.
-  const Json* get(const std::string& key) const {
-    if (kind != kObject) return nullptr;
-    for (const auto& [k, v] : members) {
-      if (k == key) return &v;
-    }
-    return nullptr;
-  }
+  const Json* get(const std::string& key) const;
   const Json* getNumber(const std::string& key) const {
     const Json* v = get(key);
     return v != nullptr && v->kind == kNumber ? v : nullptr;
@@ -53,6 +50,14 @@ struct Json {
     return v != nullptr && v->kind == kString ? v->string : std::string();
   }
 };
+
+const Json* Json::get(const std::string& key) const {
+  if (kind != kObject) return nullptr;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (keys[i] == key) return &values[i];
+  }
+  return nullptr;
+}
 
 class JsonReader {
  public:
@@ -203,8 +208,9 @@ class JsonReader {
         std::string key;
         if (!string(&key)) return false;
         if (!eat(':')) return fail("expected ':'");
-        v->members.emplace_back(std::move(key), Json{});
-        if (!value(&v->members.back().second, depth + 1)) return false;
+        v->keys.push_back(std::move(key));
+        v->values.emplace_back();
+        if (!value(&v->values.back(), depth + 1)) return false;
       } while (eat(','));
       return eat('}') || fail("expected ',' or '}'");
     }

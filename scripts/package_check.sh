@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Checks that Chorus builds the standard ways and can be installed and consumed (CI runs it):
+#  1. a g++ Release build (warnings as errors) installed into a temporary prefix; the consumer
+#     project (examples/consumer) built against it with CMake (find_package) and with
+#     pkg-config, and run on 2 ranks with the installed chorusrun; the installed Python
+#     package imported;
+#  2. the .deb built by CPack, installed with apt (dependencies resolved), and
+#     `chorusrun -np 2 all_reduce_perf` and `import chorus.torch` run from it; then removed;
+#  3. a clang Release build (warnings as errors).
+# Usage: scripts/package_check.sh [work-dir (default: a temporary one)]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+src=$PWD
+work=${1:-$(mktemp -d /tmp/chorus-package.XXXXXX)}
+mkdir -p "$work"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo=sudo
+need=()
+for pkg in clang pkgconf dpkg-dev; do dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg"); done
+if [ ${#need[@]} -gt 0 ]; then
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+t0=$(date +%s)
+step() { echo "### package_check: $* ($(($(date +%s) - t0)) s)"; }
+
+step "g++ Release build"
+cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DCHORUS_WERROR=ON \
+  -DCHORUS_BUILD_TESTS=OFF -DCHORUS_CUDA=OFF -DCMAKE_INSTALL_PREFIX="$work/prefix" >/dev/null
+cmake --build "$work/build" -j"$(nproc)" >/dev/null
+step "install into $work/prefix"
+cmake --install "$work/build" >/dev/null
+prefix=$work/prefix
+libdir=$(ls -d "$prefix"/lib* | head -n 1)
+ls "$libdir"/libchorus.so.* >/dev/null
+readelf -d "$libdir"/libchorus.so | grep -q 'SONAME.*libchorus.so.0'
+# Only the API is exported: no chorus:: internals in the dynamic symbol table.
+if nm -D --defined-only "$libdir"/libchorus.so | grep -q '_ZN6chorus'; then
+  echo "package_check: internal symbols exported"; exit 1
+fi
+
+step "consumer with CMake find_package(Chorus)"
+cmake -S "$src/examples/consumer" -B "$work/consumer-cmake" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$work/consumer-cmake" >/dev/null
+LD_LIBRARY_PATH=$libdir "$prefix/bin/chorusrun" -np 2 "$work/consumer-cmake/consumer" | tee "$work/out1"
+[ "$(grep -c OK "$work/out1")" -eq 2 ]
+
+step "consumer with pkg-config"
+PKG_CONFIG_PATH=$libdir/pkgconfig cc "$src/examples/consumer/consumer.c" \
+  $(PKG_CONFIG_PATH=$libdir/pkgconfig pkg-config --cflags --libs chorus) -o "$work/consumer-pc"
+LD_LIBRARY_PATH=$libdir "$prefix/bin/chorusrun" -np 3 "$work/consumer-pc" | tee "$work/out2"
+[ "$(grep -c OK "$work/out2")" -eq 3 ]
+
+step "installed Python package"
+PYTHONPATH=$(ls -d "$prefix"/lib/python3*/dist-packages) /usr/bin/python3 -c \
+  "import chorus, numpy as np; c = chorus.Comm.from_env(); print('chorus', chorus.version(), c.all_reduce(np.ones(2)))"
+
+step ".deb (cpack) installed with apt"
+(cd "$work/build" && cpack -G DEB >/dev/null)
+deb=$(ls "$work"/build/chorus_*.deb)
+dpkg-deb -f "$deb" Package Version Depends
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$deb" >/dev/null
+/usr/bin/chorusrun -np 2 /usr/bin/all_reduce_perf -b 8 -e 1M -f 16 | tail -n 4
+(cd / && /usr/bin/python3 -c "import chorus.torch, chorus; print('installed:', chorus.__file__)")
+DEBIAN_FRONTEND=noninteractive $sudo apt-get remove -y -qq chorus >/dev/null
+
+step "clang Release build"
+CC=clang CXX=clang++ cmake -S "$src" -B "$work/build-clang" -DCMAKE_BUILD_TYPE=Release \
+  -DCHORUS_WERROR=ON -DCHORUS_BUILD_TESTS=OFF -DCHORUS_CUDA=OFF -DCHORUS_PYTHON=OFF >/dev/null
+cmake --build "$work/build-clang" -j"$(nproc)" >/dev/null
+step "done"
+[ -n "${1:-}" ] || rm -rf "$work"
