@@ -30,7 +30,7 @@ void runP2P(chorusComm* comm, const std::vector<P2PTransfer>& transfers, const c
     (t.isSend ? sends : recvs)[size_t(t.peer)].push_back({t.buf, t.bytes, 0});
     ++left;
   }
-  Waiter waiter(comm, -1, what);
+  Waiter waiter(comm, -1, what, /*fifoWait=*/true);
   while (left > 0) {
     bool progressed = false;
     int waitingOn = -1;

@@ -172,7 +172,7 @@ struct TreeRun {
 };
 
 void runAll(chorusComm* comm, TreeRun* runs, int nruns, bool rootSend) {
-  Waiter waiter(comm, -1, opKindName(runs[0].op->kind));
+  Waiter waiter(comm, -1, opKindName(runs[0].op->kind), /*fifoWait=*/true);
   uint32_t spin = 0;
   while (true) {
     bool all = true, progressed = false;

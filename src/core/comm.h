@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -32,7 +33,7 @@ struct PeerInfo {
   int32_t pad;
   uint64_t slotBytes;    // proposal; rank 0's wins
   uint64_t llSlotBytes;  // proposal; rank 0's wins
-  uint64_t segAddr;    // address of the segment in its owner's process
+  uint64_t segAddr;      // address of the segment in its owner's process
   char hostname[64];
   char segName[96];
   uint64_t commNonce;    // rank 0's wins: names this communicator's shm segments
@@ -65,15 +66,15 @@ struct chorusComm {
   chorus::Shape shape{1, 1, true, 0};  // the tuner's view, computed once
   // Hierarchical AllReduce: its first kHierSamples large calls run the phases in turn and keep
   // the fastest time per byte of each; then every rank agrees on shape.hierPipelined (hier.cc).
-  int hierSamples = 0;                        // calls measured so far
+  int hierSamples = 0;                            // calls measured so far
   double hierNetPerByte = 0, hierShmPerByte = 0;  // fastest seen (s/B), this rank
   chorus::Segment mySegment;
-  std::vector<chorus::Segment> peerSegments;            // by rank; [rank] is unused
+  std::vector<chorus::Segment> peerSegments;  // by rank; [rank] is unused
   // [proto][channel][peer]
   std::vector<std::vector<chorus::SendConn>> sendConns[2];
   std::vector<std::vector<chorus::RecvConn>> recvConns[2];
   std::unique_ptr<chorus::TcpTransport> tcp;  // links to ranks on other nodes, if any
-  std::vector<std::vector<char>> scratch;  // [channel]: 4 Simple slots of scratch for LL / trees
+  std::vector<std::vector<char>> scratch;     // [channel]: 4 Simple slots of scratch for LL / trees
   chorus::SendConn& sendConn(int proto, int channel, int peer) {
     return sendConns[proto][size_t(channel)][size_t(peer)];
   }
@@ -87,12 +88,20 @@ struct chorusComm {
   std::atomic<int> executing{0};
   std::atomic<int> pending{0};  // operations queued on streams, not yet finished
   uint64_t opCount = 0;
-  double timeoutSec = 0;     // CHORUS_TIMEOUT
+  double timeoutSec = 0;  // CHORUS_TIMEOUT
   bool checkCalls = false;
   // Busy-poll iterations before yielding: none when this node has more ranks than cores (the
   // peer we wait for needs our core), a few hundred otherwise (CHORUS_SPIN overrides).
   uint32_t spinIters = 256;
-  size_t streamThreshold = 0;  // CHORUS_STREAM_THRESHOLD: outputs this large use streaming stores  // CHORUS_CHECK: agree on every collective's arguments first
+  // FIFO waits (core/wait.h) poll this long after the spin (yielding when this node has more
+  // ranks than cores), then sleep on the rank's doorbell. CHORUS_POLL_US overrides.
+  std::chrono::nanoseconds pollPhase{std::chrono::microseconds(50)};
+  bool oversubscribed = false;
+  // Until this time (Clock ticks), FIFO waits skip the poll phase: a recent wait was long
+  // (core/wait.cc).
+  std::atomic<int64_t> sleepFirstUntil{0};
+  size_t streamThreshold = 0;  // CHORUS_STREAM_THRESHOLD: outputs this large use streaming stores
+                               // // CHORUS_CHECK: agree on every collective's arguments first
 
   std::thread initThread;  // non-blocking init
   // CUDA backend (src/cuda/backend.h): the device this communicator is bound to (-1: host
@@ -119,8 +128,7 @@ bool isLiveComm(chorusComm* comm);
 
 // Marks the communicator failed with `code` (async error) and tells its peers: same-node ones
 // through the segment's failure flag, remote ones through a TCP failure notice.
-void markFailed(chorusComm* comm, chorusResult_t code, const std::string& message,
-                int cause = -1);
+void markFailed(chorusComm* comm, chorusResult_t code, const std::string& message, int cause = -1);
 
 }  // namespace chorus
 

@@ -183,6 +183,8 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
         s.ctrl = peerSeg.fifoCtrl(pr, ch, c->rank);
         s.slots = peerSeg.fifoData(pr, ch, c->rank);
         s.slotBytes = c->slotBytes[pr];
+        // Posts wake p if it sleeps waiting for data; releases wake p waiting for a free slot.
+        s.wakee = r.wakee = &peerSeg.header()->bell;
       }
   }
   c->scratch.assign(size_t(c->nchannels), std::vector<char>(4 * c->slotBytes[0] + 64));
@@ -193,6 +195,8 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
     int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
                                                              : int(sysconf(_SC_NPROCESSORS_ONLN));
     c->spinIters = uint32_t(std::max<int64_t>(1, envInt("CHORUS_SPIN", local > cores ? 1 : 256)));
+    c->oversubscribed = local > cores;
+    c->pollPhase = std::chrono::microseconds(std::max<int64_t>(0, envInt("CHORUS_POLL_US", 50)));
   }
   CHORUS_INFO(c->rank, "init done: nranks %d on %d node(s), %s, %d channel(s), slot %zu bytes x %d steps",
               c->nranks, c->nnodes, otherProcess ? "shared memory between processes" : "in-process memory",

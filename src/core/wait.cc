@@ -10,6 +10,7 @@
 
 #include "core/comm.h"
 #include "core/error.h"
+#include "transport/doorbell.h"
 
 namespace chorus {
 
@@ -22,6 +23,12 @@ inline void cpuRelax() {
 #endif
 }
 constexpr auto kYieldPhase = std::chrono::microseconds(500);
+// A sleep on a doorbell lasts at most this (an abort is noticed within it; peer health and the
+// timeout are checked every kCheckEvery as before).
+constexpr long kBellSleepNs = 10'000'000;
+constexpr auto kLongWait = std::chrono::milliseconds(1);
+constexpr auto kLongWaitOversubscribed = std::chrono::milliseconds(20);
+constexpr auto kSleepFirstFor = std::chrono::milliseconds(200);
 constexpr auto kCheckEvery = std::chrono::milliseconds(50);
 }  // namespace
 
@@ -61,6 +68,30 @@ void Waiter::pause() {
     check(now);
     nextCheck_ = now + kCheckEvery;
   }
+  if (bell_ != nullptr && now - start_ < comm_->pollPhase &&
+      now.time_since_epoch().count() >= comm_->sleepFirstUntil.load(std::memory_order_relaxed)) {
+    // Keep polling a while before sleeping: waking a sleeper costs the waker a system call and
+    // the sleeper tens of microseconds on a VM (an idle vCPU must be woken), and a wait that
+    // sleeps makes the peer's next wait longer, so a too-early sleep feeds on itself. With more
+    // ranks than cores the peer needs this core: yield it instead of spinning.
+    if (comm_->oversubscribed)
+      sched_yield();
+    else
+      cpuRelax();
+    return;
+  }
+  if (bell_ != nullptr) {
+    if (!armed_) {
+      // Announce the sleep and read the bell, then return: the caller re-checks its condition
+      // before the next pause sleeps, so a post that came first is never slept through.
+      armDoorbell(bell_, &bellValue_, !everArmed_);
+      armed_ = everArmed_ = true;
+      return;
+    }
+    sleepOnDoorbell(bell_, bellValue_, kBellSleepNs);
+    armed_ = false;
+    return;
+  }
   if (now - start_ < kYieldPhase) {
     sched_yield();
   } else {
@@ -70,6 +101,29 @@ void Waiter::pause() {
     timespec ts{0, us * 1000};
     nanosleep(&ts, nullptr);
   }
+}
+
+Waiter::Waiter(chorusComm* comm, int peer, const char* what, bool fifoWait)
+    : comm_(comm),
+      peer_(peer),
+      what_(what),
+      bell_(fifoWait && comm->mySegment.base() != nullptr ? &comm->mySegment.header()->bell
+                                                          : nullptr) {}
+
+Waiter::~Waiter() {
+  if (bell_ == nullptr || iter_ < comm_->spinIters) return;  // a short wait: nothing to learn
+  if (everArmed_) disarmDoorbell(bell_);
+  // A wait this long means a rank was descheduled (a busy process shares its core): polling
+  // then only burns the scheduler credit that lets a sleeper preempt the busy process when its
+  // bell rings, and costs a whole time slice when that credit runs out. So sleep right after
+  // the spin for a while; then poll again (one slow wait per period if the load stays).
+  // With more ranks than cores, siblings preempt each other for whole slices without any
+  // outside load, and sleeping there costs every hand-off a wake-up: only a much longer wait
+  // counts.
+  const auto now = Clock::now();
+  if (now - start_ > (comm_->oversubscribed ? kLongWaitOversubscribed : kLongWait))
+    comm_->sleepFirstUntil.store((now + kSleepFirstFor).time_since_epoch().count(),
+                                 std::memory_order_relaxed);
 }
 
 void Waiter::check(Clock::time_point now) {

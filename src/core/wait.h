@@ -15,9 +15,20 @@ namespace chorus {
 // False for a process that is gone or dead but not yet reaped (a zombie).
 bool processAlive(pid_t pid);
 
+struct Doorbell;  // transport/fifo.h
+
+// Usage: `Waiter w(...); while (!condition()) w.pause();`. A wait for FIFO events (fifoWait:
+// data from peers, free slots; what same-node peers and the TCP proxy ring this rank's doorbell
+// for) that outlasts the spin phase sleeps on the rank's doorbell until a post or release rings
+// it: a waiting rank gives its core to the computation, or to the peer it waits for, instead of
+// polling or yielding (a yield hands the core to a busy process for a whole time slice). Other
+// waits spin, yield, then nap briefly.
 class Waiter {
  public:
-  Waiter(chorusComm* comm, int peer, const char* what) : comm_(comm), peer_(peer), what_(what) {}
+  Waiter(chorusComm* comm, int peer, const char* what, bool fifoWait = false);
+  ~Waiter();
+  Waiter(const Waiter&) = delete;
+  Waiter& operator=(const Waiter&) = delete;
   void pause();
   void setPeer(int peer) { peer_ = peer; }
 
@@ -26,6 +37,10 @@ class Waiter {
   chorusComm* comm_;
   int peer_;
   const char* what_;
+  Doorbell* bell_;
+  bool armed_ = false;  // the bell was read since the last sleep: the next pause sleeps
+  bool everArmed_ = false;
+  uint32_t bellValue_ = 0;
   uint32_t iter_ = 0;
   Clock::time_point start_{};
   Clock::time_point nextCheck_{};

@@ -24,7 +24,7 @@ Prims::Prims(chorusComm* comm, int channel, Proto proto, int recvPeer, int sendP
 
 char* Prims::waitSend() {
   if (!send_->slotFree()) {
-    Waiter w(comm_, send_->peer, opName_);
+    Waiter w(comm_, send_->peer, opName_, /*fifoWait=*/true);
     while (!send_->slotFree()) w.pause();
   }
   return io_.sendBuffer(*send_, io_.sendScratch);
@@ -32,7 +32,7 @@ char* Prims::waitSend() {
 
 const char* Prims::waitRecv(size_t bytes) {
   if (!io_.recvReady(*recv_, bytes)) {
-    Waiter w(comm_, recv_->peer, opName_);
+    Waiter w(comm_, recv_->peer, opName_, /*fifoWait=*/true);
     while (!io_.recvReady(*recv_, bytes)) w.pause();
   }
   size_t got = io_.recvBytes(*recv_, bytes);

@@ -99,6 +99,7 @@ struct ProtoIO {
     if (proto == Proto::kSimple) return s.post(bytes);
     ll::pack(s.slot(), buffer, bytes, ll::flagOf(s.tail + 1));
     ++s.tail;
+    s.notify();
   }
 };
 

@@ -18,18 +18,41 @@ namespace chorus {
 
 constexpr int kNSteps = 8;
 constexpr size_t kSlotHeaderBytes = 16;  // data starts here within a slot
-constexpr size_t kSlotPad = 64;          // slot stride = slotBytes + kSlotPad (keeps 64 B alignment)
+constexpr size_t kSlotPad = 64;  // slot stride = slotBytes + kSlotPad (keeps 64 B alignment)
 
 struct SlotHeader {
   std::atomic<uint64_t> seq;
   std::atomic<uint64_t> bytes;
 };
 
+// A rank that has stopped polling sleeps on its doorbell (a futex word in its segment header)
+// after counting itself in `sleeping`; whoever publishes something it may wait for (data into
+// one of its FIFOs, a free slot in a FIFO it sends to) rings the bell when `sleeping` is not 0.
+// One doorbell per rank serves every FIFO and channel, so a wait for any of several events
+// (a tree's children and parent) can sleep too.
+struct Doorbell {
+  alignas(64) std::atomic<uint32_t> sleeping;  // armed waiters of this rank
+  std::atomic<uint32_t> bell;
+};
+
+// Wakes the doorbell's sleepers, if any. The fence orders the caller's publication (a seq or
+// head store) before the load of `sleeping`; a sleeper orders its `sleeping` increment before it
+// reads the bell and re-checks its condition (transport/doorbell.cc), so either it sees the
+// publication or this sees it armed.
+void ringDoorbell(Doorbell* d);
+inline void notifySleeper(Doorbell* d) {
+  if (d == nullptr) return;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (d->sleeping.load(std::memory_order_relaxed) != 0) ringDoorbell(d);
+}
+
 struct FifoCtrl {
   alignas(64) std::atomic<uint64_t> head;
 };
 
-inline size_t slotStride(size_t slotBytes) { return slotBytes + kSlotPad; }
+inline size_t slotStride(size_t slotBytes) {
+  return slotBytes + kSlotPad;
+}
 
 // The sender's view of a peer's FIFO.
 struct SendConn {
@@ -39,7 +62,8 @@ struct SendConn {
   uint64_t tail = 0;        // steps posted so far
   uint64_t cachedHead = 0;  // last value read from ctrl->head
   int peer = -1;
-  int wakeFd = -1;  // eventfd of a proxy that drains this FIFO (TCP), else -1
+  int wakeFd = -1;            // eventfd of a proxy that drains this FIFO (TCP), else -1
+  Doorbell* wakee = nullptr;  // the receiving rank's doorbell (same node), else nullptr
 
   bool slotFree() {
     if (tail - cachedHead < uint64_t(kNSteps)) return true;
@@ -54,6 +78,11 @@ struct SendConn {
     SlotHeader* h = header();
     h->bytes.store(bytes, std::memory_order_relaxed);
     h->seq.store(++tail, std::memory_order_release);
+    notify();
+  }
+  // After a post: wakes a receiver asleep on this FIFO, or the proxy that drains it.
+  void notify() {
+    notifySleeper(wakee);
     if (wakeFd >= 0) wakeProxy();
   }
   void wakeProxy() const;
@@ -66,6 +95,7 @@ struct RecvConn {
   size_t slotBytes = 0;
   uint64_t head = 0;  // steps consumed so far
   int peer = -1;
+  Doorbell* wakee = nullptr;  // the sending rank's doorbell (same node), else nullptr
 
   SlotHeader* header() const {
     return reinterpret_cast<SlotHeader*>(slots + (head % kNSteps) * slotStride(slotBytes));
@@ -76,6 +106,7 @@ struct RecvConn {
   void release() {
     ++head;
     ctrl->head.store(head, std::memory_order_release);
+    notifySleeper(wakee);
   }
 };
 

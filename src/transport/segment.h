@@ -27,6 +27,7 @@ struct SegmentHeader {
   int32_t nchannels;
   uint64_t slotBytes[2];
   uint64_t totalBytes;
+  Doorbell bell;  // the owner sleeps here in long waits for its FIFOs (fifo.h)
 };
 
 // Two sets of FIFOs, one per protocol (index 0: Simple, 1: LL), each nchannels x nranks, so

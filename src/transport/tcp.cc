@@ -306,6 +306,9 @@ TcpTransport::TcpTransport(chorusComm* comm, DataListener& listener,
       l->staged.slots = mem + kCtrlBytes;
       l->staged.slotBytes = slotBytes;
       l->staged.peer = p;
+      // The proxy's posts into this rank's FIFO, and its releases of the staged FIFO this rank
+      // sends through, wake this rank if it sleeps.
+      l->local.wakee = l->staged.wakee = &comm->mySegment.header()->bell;
       l->local.ctrl = comm->mySegment.fifoCtrl(0, ch, p);
       l->local.slots = comm->mySegment.fifoData(0, ch, p);
       l->local.slotBytes = slotBytes;

@@ -1,0 +1,37 @@
+// Doorbells (fifo.h): futex wake and wait on a word of a FIFO's control block. The word may live
+// in shared memory mapped by several processes, so the futexes are not process-private.
+#include "transport/doorbell.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <climits>
+
+namespace chorus {
+
+void ringDoorbell(Doorbell* d) {
+  d->bell.fetch_add(1, std::memory_order_acq_rel);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&d->bell), FUTEX_WAKE, INT_MAX, nullptr, nullptr,
+          0);
+}
+
+void armDoorbell(Doorbell* d, uint32_t* bellValue, bool first) {
+  if (first) d->sleeping.fetch_add(1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  *bellValue = d->bell.load(std::memory_order_acquire);
+}
+
+void sleepOnDoorbell(Doorbell* d, uint32_t bellValue, long timeoutNs) {
+  timespec ts{timeoutNs / 1000000000L, timeoutNs % 1000000000L};
+  // Returns at once when the bell has rung since it was read (EAGAIN), on a wake, a signal or
+  // the timeout; the caller re-checks its condition in every case.
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&d->bell), FUTEX_WAIT, bellValue, &ts, nullptr, 0);
+}
+
+void disarmDoorbell(Doorbell* d) {
+  d->sleeping.fetch_sub(1, std::memory_order_relaxed);
+}
+
+}  // namespace chorus
