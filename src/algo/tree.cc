@@ -9,6 +9,8 @@
 // reduce-up of later chunks overlaps the broadcast-down of earlier ones, and neither tree waits
 // for the other. Chunks shrink for small messages so that the pipeline holds about two chunks
 // per tree level (seed 002's chunk-size shrinking by depth).
+#include "topo/tree.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -17,7 +19,6 @@
 #include "core/error.h"
 #include "core/wait.h"
 #include "reduce/reduce.h"
-#include "topo/tree.h"
 
 namespace chorus {
 
@@ -173,7 +174,6 @@ struct TreeRun {
 
 void runAll(chorusComm* comm, TreeRun* runs, int nruns, bool rootSend) {
   Waiter waiter(comm, -1, opKindName(runs[0].op->kind), /*fifoWait=*/true);
-  uint32_t spin = 0;
   while (true) {
     bool all = true, progressed = false;
     for (int t = 0; t < nruns; ++t) {
@@ -188,8 +188,10 @@ void runAll(chorusComm* comm, TreeRun* runs, int nruns, bool rootSend) {
     }
     if (all) return;
     if (!progressed) {
-      waiter.setPeer(runs[spin % uint32_t(nruns)].someNeighbor(spin / uint32_t(nruns)));
-      ++spin;
+      // Each health check looks at the next neighbour of the next run (all are checked in
+      // turn, whatever the pauses in between).
+      const uint32_t k = waiter.checks();
+      waiter.setPeer(runs[k % uint32_t(nruns)].someNeighbor(k / uint32_t(nruns)));
       waiter.pause();
     }
   }
@@ -223,8 +225,7 @@ void treeAllReduce(chorusComm* comm, const OpDesc& op, Proto proto) {
     TreeNode node = nodes ? nodeTreeNode(comm->nodeOf, comm->nnodes, comm->ring, comm->rank, t)
                           : treeNode(n, comm->rank, t);
     int depth = nodes ? nodeTreeDepth(comm->nodeOf, comm->nnodes, comm->ring, t) : treeDepth(n, t);
-    runs[t].setup(comm, op, proto, t, node, t == 0 ? 0 : half, t == 0 ? half : op.count,
-                  depth + 1);
+    runs[t].setup(comm, op, proto, t, node, t == 0 ? 0 : half, t == 0 ? half : op.count, depth + 1);
   }
   runAll(comm, runs, ntrees, false);
 }

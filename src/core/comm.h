@@ -97,6 +97,7 @@ struct chorusComm {
   // ranks than cores), then sleep on the rank's doorbell. CHORUS_POLL_US overrides.
   std::chrono::nanoseconds pollPhase{std::chrono::microseconds(50)};
   bool oversubscribed = false;
+  bool pinned = false;  // this rank's thread may run on one core only (chorusrun --bind-to core)
   // Until this time (Clock ticks), FIFO waits skip the poll phase: a recent wait was long
   // (core/wait.cc).
   std::atomic<int64_t> sleepFirstUntil{0};

@@ -53,7 +53,9 @@ size_t slotBytesFromEnv() {
 // Default FIFO size: 1 MiB inside a node (8 slots of 128 KiB stay in the caches), 4 MiB when the
 // communicator spans nodes (NCCL's default: each 512 KiB slot costs the proxy one wake-up and one
 // send, and across nodes fewer, larger hand-offs win: docs/performance.md).
-size_t defaultSlotBytes(int nnodes) { return size_t(nnodes > 1 ? 4 << 20 : 1 << 20) / kNSteps; }
+size_t defaultSlotBytes(int nnodes) {
+  return size_t(nnodes > 1 ? 4 << 20 : 1 << 20) / kNSteps;
+}
 
 // Ranks are grouped into nodes by host identity; the ring visits the ranks of each node
 // together, so it crosses each node boundary once.
@@ -101,11 +103,12 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
   mine.pid = int32_t(getpid());
   mine.hostHash = hostHash(&host);
   snprintf(mine.hostname, sizeof(mine.hostname), "%s", host.c_str());
-  int maxCh = cfg && cfg->maxChannels > 0 ? cfg->maxChannels
-                                          : int(envInt("CHORUS_MAX_NCHANNELS", 2));
+  int maxCh =
+      cfg && cfg->maxChannels > 0 ? cfg->maxChannels : int(envInt("CHORUS_MAX_NCHANNELS", 2));
   mine.nchannels = std::clamp(maxCh, 1, 64);
   mine.slotBytes = slotBytesFromEnv();
-  mine.llSlotBytes = size_t(std::max<int64_t>(4096, envSize("CHORUS_LL_BUFFSIZE", 256 << 10) / kNSteps) & ~int64_t(63));
+  mine.llSlotBytes = size_t(
+      std::max<int64_t>(4096, envSize("CHORUS_LL_BUFFSIZE", 256 << 10) / kNSteps) & ~int64_t(63));
   fillRandom(&mine.commNonce, sizeof(mine.commNonce));
   memcpy(mine.dataAddr, &dataAddr.ss, dataAddr.len);
   mine.dataAddrLen = dataAddr.len;
@@ -122,8 +125,10 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
   for (const auto& p : c->peers)
     if (!c->isRemote(p.rank)) otherProcess = otherProcess || p.pid != mine.pid;
   if (otherProcess && envInt("CHORUS_SHM_DISABLE", 0) != 0)
-    fail(chorusInvalidUsage, "rank %d: CHORUS_SHM_DISABLE=1 but ranks of this node are in other "
-         "processes and no other transport is available", c->rank);
+    fail(chorusInvalidUsage,
+         "rank %d: CHORUS_SHM_DISABLE=1 but ranks of this node are in other "
+         "processes and no other transport is available",
+         c->rank);
 
   SegmentLayout layout{c->nranks, c->nchannels, {c->slotBytes[0], c->slotBytes[1]}};
   const uint64_t nonce = c->peers[0].commNonce;
@@ -196,11 +201,13 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
                                                              : int(sysconf(_SC_NPROCESSORS_ONLN));
     c->spinIters = uint32_t(std::max<int64_t>(1, envInt("CHORUS_SPIN", local > cores ? 1 : 256)));
     c->oversubscribed = local > cores;
+    c->pinned = cores == 1;
     c->pollPhase = std::chrono::microseconds(std::max<int64_t>(0, envInt("CHORUS_POLL_US", 50)));
   }
-  CHORUS_INFO(c->rank, "init done: nranks %d on %d node(s), %s, %d channel(s), slot %zu bytes x %d steps",
-              c->nranks, c->nnodes, otherProcess ? "shared memory between processes" : "in-process memory",
-              c->nchannels, c->slotBytes[0], kNSteps);
+  CHORUS_INFO(
+      c->rank, "init done: nranks %d on %d node(s), %s, %d channel(s), slot %zu bytes x %d steps",
+      c->nranks, c->nnodes, otherProcess ? "shared memory between processes" : "in-process memory",
+      c->nchannels, c->slotBytes[0], kNSteps);
   c->state.store(CommState::kReady);
 }
 
@@ -276,7 +283,8 @@ void setLastError(chorusComm_t comm, const std::string& message) {
 ApiGuard::ApiGuard(chorusComm_t comm, const char* fn) : comm_(nullptr) {
   if (comm == nullptr) fail(chorusInvalidArgument, "%s: comm is NULL", fn);
   if (!isLiveComm(comm))
-    fail(chorusInvalidArgument, "%s: comm is not a live communicator (destroyed or never created)", fn);
+    fail(chorusInvalidArgument, "%s: comm is not a live communicator (destroyed or never created)",
+         fn);
   uint64_t me = threadToken(), expected = 0;
   if (!comm->apiOwner.compare_exchange_strong(expected, me) && expected != me)
     fail(chorusInvalidUsage,
@@ -310,15 +318,18 @@ chorusResult_t chorusGetUniqueId(chorusUniqueId* uniqueId) {
 chorusResult_t chorusCommInitRankConfig(chorusComm_t* comm, int nranks, chorusUniqueId commId,
                                         int rank, chorusConfig_t* config) {
   try {
-    if (comm == nullptr) fail(chorusInvalidArgument, "chorusCommInitRank (rank %d): comm is NULL", rank);
+    if (comm == nullptr)
+      fail(chorusInvalidArgument, "chorusCommInitRank (rank %d): comm is NULL", rank);
     *comm = nullptr;
     if (nranks < 1)
-      fail(chorusInvalidArgument, "chorusCommInitRank (rank %d): nranks %d must be >= 1", rank, nranks);
+      fail(chorusInvalidArgument, "chorusCommInitRank (rank %d): nranks %d must be >= 1", rank,
+           nranks);
     if (rank < 0 || rank >= nranks)
       fail(chorusInvalidArgument, "chorusCommInitRank: rank %d out of range [0, %d)", rank, nranks);
     if (config && (config->magic != CHORUS_CONFIG_MAGIC || config->size != sizeof(chorusConfig_t)))
       fail(chorusInvalidArgument,
-           "chorusCommInitRankConfig (rank %d): config not initialised with CHORUS_CONFIG_INITIALIZER",
+           "chorusCommInitRankConfig (rank %d): config not initialised with "
+           "CHORUS_CONFIG_INITIALIZER",
            rank);
     if (config) cudaCheckDevice("chorusCommInitRankConfig", rank, config->cudaDevice);
     decodeId(commId);
@@ -398,11 +409,13 @@ chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key, chorusComm
   int newRank = -1, newSize = 0;
   try {
     ApiGuard g(comm, "chorusCommSplit");
-    if (newcomm == nullptr) fail(chorusInvalidArgument, "chorusCommSplit (rank %d): newcomm is NULL", comm->rank);
+    if (newcomm == nullptr)
+      fail(chorusInvalidArgument, "chorusCommSplit (rank %d): newcomm is NULL", comm->rank);
     *newcomm = nullptr;
     if (color < 0 && color != CHORUS_SPLIT_NOCOLOR)
-      fail(chorusInvalidArgument, "chorusCommSplit (rank %d): color %d must be >= 0 or CHORUS_SPLIT_NOCOLOR",
-           comm->rank, color);
+      fail(chorusInvalidArgument,
+           "chorusCommSplit (rank %d): color %d must be >= 0 or CHORUS_SPLIT_NOCOLOR", comm->rank,
+           color);
     if (comm->state.load() != CommState::kReady)
       fail(chorusInvalidUsage, "chorusCommSplit (rank %d): communicator not ready", comm->rank);
     drainQueued(comm);

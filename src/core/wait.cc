@@ -120,13 +120,16 @@ Waiter::~Waiter() {
   // With more ranks than cores, siblings preempt each other for whole slices without any
   // outside load, and sleeping there costs every hand-off a wake-up: only a much longer wait
   // counts.
+  // Only a rank pinned to one core cannot escape a busy process there by migrating: elsewhere
+  // the poll phase stays (sleeping first would make every hand-off wait for wake-ups).
   const auto now = Clock::now();
-  if (now - start_ > (comm_->oversubscribed ? kLongWaitOversubscribed : kLongWait))
+  if (comm_->pinned && now - start_ > (comm_->oversubscribed ? kLongWaitOversubscribed : kLongWait))
     comm_->sleepFirstUntil.store((now + kSleepFirstFor).time_since_epoch().count(),
                                  std::memory_order_relaxed);
 }
 
 void Waiter::check(Clock::time_point now) {
+  ++checks_;
   chorusComm* c = comm_;
   if (c->abortFlag.load(std::memory_order_relaxed))
     fail(chorusInvalidUsage, "rank %d: %s: communicator aborted (chorusCommAbort)", c->rank, what_);

@@ -31,6 +31,9 @@ class Waiter {
   Waiter& operator=(const Waiter&) = delete;
   void pause();
   void setPeer(int peer) { peer_ = peer; }
+  // Health checks done so far: a wait for several peers moves to the next one per check, so
+  // that every peer is looked at whatever the cadence of pauses (sleeps, yields, spins).
+  uint32_t checks() const { return checks_; }
 
  private:
   void check(Clock::time_point now);
@@ -42,6 +45,7 @@ class Waiter {
   bool everArmed_ = false;
   uint32_t bellValue_ = 0;
   uint32_t iter_ = 0;
+  uint32_t checks_ = 0;
   Clock::time_point start_{};
   Clock::time_point nextCheck_{};
 };
