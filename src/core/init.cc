@@ -196,12 +196,15 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
   {
     int local = 0;
     for (int p = 0; p < c->nranks; ++p) local += c->isRemote(p) ? 0 : 1;
+    // The cores this rank may use; a rank pinned to one core (chorusrun --bind-to core) is
+    // taken to have its own, so the node's ranks share the online cores.
     cpu_set_t set;
-    int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
-                                                             : int(sysconf(_SC_NPROCESSORS_ONLN));
+    const int online = int(sysconf(_SC_NPROCESSORS_ONLN));
+    const int mine = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : online;
+    const int cores = mine == 1 ? std::max(1, online) : mine;
     c->spinIters = uint32_t(std::max<int64_t>(1, envInt("CHORUS_SPIN", local > cores ? 1 : 256)));
     c->oversubscribed = local > cores;
-    c->pinned = cores == 1;
+    c->pinned = mine == 1;
     c->pollPhase = std::chrono::microseconds(std::max<int64_t>(0, envInt("CHORUS_POLL_US", 50)));
   }
   CHORUS_INFO(

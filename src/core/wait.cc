@@ -74,7 +74,7 @@ void Waiter::pause() {
     // the sleeper tens of microseconds on a VM (an idle vCPU must be woken), and a wait that
     // sleeps makes the peer's next wait longer, so a too-early sleep feeds on itself. With more
     // ranks than cores the peer needs this core: yield it instead of spinning.
-    if (comm_->oversubscribed)
+    if (comm_->oversubscribed || !comm_->pinned)
       sched_yield();
     else
       cpuRelax();
