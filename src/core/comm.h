@@ -63,6 +63,8 @@ struct chorusComm {
   int nnodes = 1;
   std::vector<int> ring, ringPos;
   chorus::Shape shape{1, 1, true, 0};  // the tuner's view, computed once
+  chorus::TunerEnv tunerEnv{};          // CHORUS_ALGO, CHORUS_PROTO, channel limits, read at init
+  chorus::PlanCache plans;              // the tuner's choices per collective and size class
   // Hierarchical AllReduce: its first kHierSamples large calls run the phases in turn and keep
   // the fastest time per byte of each; then every rank agrees on shape.hierPipelined (hier.cc).
   int hierSamples = 0;                        // calls measured so far
