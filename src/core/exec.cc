@@ -46,7 +46,8 @@ void checkUsable(chorusComm* comm) {
 using OpSpan = std::span<const OpDesc* const>;
 
 void runCommOpsHost(chorusComm* comm, OpSpan ops) {
-  std::vector<P2PTransfer> p2p;  // allocates only when the batch has sends or receives
+  std::vector<P2PTransfer>& p2p = comm->p2p.ops;  // reused: no allocation in steady state
+  p2p.clear();
   for (const OpDesc* op : ops) {
     if (isP2P(op->kind)) {
       char* buf = op->kind == OpKind::kSend
