@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -104,6 +105,10 @@ struct chorusComm {
   // Busy-poll iterations before yielding: none when this node has more ranks than cores (the
   // peer we wait for needs our core), a few hundred otherwise (CHORUS_SPIN overrides).
   uint32_t spinIters = 256;
+  // After the spin, waits keep polling (no system call; the clock read every 64 polls) this
+  // long before they yield: 0 when this node has more ranks than cores, else CHORUS_POLL_US
+  // (default 50 us).
+  std::chrono::nanoseconds pollPhase{0};
   size_t streamThreshold = 0;  // CHORUS_STREAM_THRESHOLD: outputs this large use streaming stores  // CHORUS_CHECK: agree on every collective's arguments first
 
   std::thread initThread;  // non-blocking init

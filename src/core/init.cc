@@ -194,6 +194,9 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
     int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
                                                              : int(sysconf(_SC_NPROCESSORS_ONLN));
     c->spinIters = uint32_t(std::max<int64_t>(1, envInt("CHORUS_SPIN", local > cores ? 1 : 256)));
+    c->pollPhase = local > cores ? std::chrono::nanoseconds(0)
+                                 : std::chrono::microseconds(
+                                       std::max<int64_t>(0, envInt("CHORUS_POLL_US", 50)));
   }
   CHORUS_INFO(c->rank, "init done: nranks %d on %d node(s), %s, %d channel(s), slot %zu bytes x %d steps",
               c->nranks, c->nnodes, otherProcess ? "shared memory between processes" : "in-process memory",

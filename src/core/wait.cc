@@ -22,6 +22,7 @@ inline void cpuRelax() {
 #endif
 }
 constexpr auto kYieldPhase = std::chrono::microseconds(500);
+constexpr uint32_t kPollClockEvery = 64;  // polls between two clock reads (a power of two)
 constexpr auto kCheckEvery = std::chrono::milliseconds(50);
 }  // namespace
 
@@ -49,17 +50,35 @@ void Waiter::pause() {
     if ((iter_ & 31) == 0 && comm_->abortFlag.load(std::memory_order_relaxed)) check(Clock::now());
     return;
   }
+  if (polling_ && (iter_ & (kPollClockEvery - 1)) != 0) {
+    // The poll phase between two clock reads: no system call, no clock, only the abort flag.
+    cpuRelax();
+    if (comm_->abortFlag.load(std::memory_order_relaxed)) check(Clock::now());
+    return;
+  }
   auto now = Clock::now();
   if (iter_ == spinIters) {
     // Peer liveness (a /proc read) and timeouts are looked at every kCheckEvery only: most
     // waits end long before, and an abort is noticed through the cheap flag test below.
     start_ = now;
     nextCheck_ = now + kCheckEvery;
+    polling_ = comm_->pollPhase.count() > 0;
   }
   if (comm_->abortFlag.load(std::memory_order_relaxed)) check(now);
   if (now >= nextCheck_) {
     check(now);
     nextCheck_ = now + kCheckEvery;
+  }
+  if (polling_) {
+    // While the peer runs on another core it answers within microseconds: keep polling (a
+    // sched_yield costs a system call per poll, and gives the core away for a whole time slice
+    // when another process is runnable here). With more ranks than cores there is no poll
+    // phase (pollPhase 0): the peer needs this core.
+    if (now - start_ < comm_->pollPhase) {
+      cpuRelax();
+      return;
+    }
+    polling_ = false;
   }
   if (now - start_ < kYieldPhase) {
     sched_yield();

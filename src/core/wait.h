@@ -1,4 +1,5 @@
-// Waiting: spin briefly, then yield, then sleep, so that more ranks than cores still make
+// Waiting: spin briefly, then poll without system calls for a while (not when the node has more
+// ranks than cores), then yield, then sleep, so that more ranks than cores still make
 // progress and an idle rank burns no core. Every wait watches the abort flag, the peer's health
 // (its segment's failure flag and, for another process, whether its pid still exists) and the
 // optional CHORUS_TIMEOUT; a problem throws chorus::Failure, which unwinds the algorithm.
@@ -27,6 +28,7 @@ class Waiter {
   int peer_;
   const char* what_;
   uint32_t iter_ = 0;
+  bool polling_ = false;  // in the poll phase after the spin (comm->pollPhase)
   Clock::time_point start_{};
   Clock::time_point nextCheck_{};
 };
