@@ -151,6 +151,20 @@ chorusResult_t executeNow(const OpDesc& op) {
   return executeOne(op);
 }
 
+chorusResult_t executeGroupNow(const std::vector<OpDesc>& ops) {
+  chorusComm* comm = ops[0].comm;
+  try {
+    waitQueued(comm);
+  } catch (const Failure& e) {
+    setLastError(comm, e.message);
+    return e.code;
+  }
+  static thread_local std::vector<const OpDesc*> ptrs;  // keeps its capacity
+  ptrs.clear();
+  for (const OpDesc& op : ops) ptrs.push_back(&op);
+  return runCommOpsCaught(comm, OpSpan(ptrs));
+}
+
 chorusResult_t submit(std::vector<OpDesc> ops) {
   if (ops.empty()) return chorusSuccess;
   // Split by stream, keeping order.

@@ -17,6 +17,8 @@ chorusResult_t submit(std::vector<OpDesc> ops);
 // submit() of one operation on the null stream outside a group, without allocating: waits for
 // the communicator's queued stream work, then runs the operation in the calling thread.
 chorusResult_t executeNow(const OpDesc& op);
+// The same for a group's operations, all on one communicator and the null stream.
+chorusResult_t executeGroupNow(const std::vector<OpDesc>& ops);
 
 // Stream internals used by submit.
 void streamEnqueue(chorusStream_t stream, std::vector<OpDesc> ops);
