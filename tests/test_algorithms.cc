@@ -23,8 +23,12 @@
 //    benchmark tools) prints each operation's choice, and the choice printed is the forced one.
 //
 // The environment is changed only while no rank thread runs (the rank threads start after the
-// variables are set and are joined before they are restored); the tuner reads CHORUS_ALGO,
-// CHORUS_PROTO and CHORUS_MIN/MAX_NCHANNELS at every call.
+// variables are set and are joined before they are restored). A communicator reads CHORUS_ALGO,
+// CHORUS_PROTO and CHORUS_MIN/MAX_NCHANNELS when it is created (so the forced matrix creates its
+// communicators under each setting); chorusTunerChoice reads them at every call.
+//  * AlgorithmsTuner.PlansEqualTheModel: the choice a call looks up in the communicator's plans
+//    (decided once per size class) is exactly the model's choice for its size, at every power
+//    of two, on both sides of it, and at every boundary between two choices.
 #include <chorus/chorus.h>
 #include <gtest/gtest.h>
 
@@ -38,6 +42,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "core/comm.h"
+#include "tune/tuner.h"
 
 #include "checker.h"
 #include "gtest_helpers.h"
@@ -145,6 +152,13 @@ Setting noOverride() {
 // fails the operations instead of the whole test program.
 std::unique_ptr<CommSet> makeComms(int n) {
   ScopedEnv maxCh("CHORUS_MAX_NCHANNELS", nullptr), minCh("CHORUS_MIN_NCHANNELS", nullptr);
+  ScopedEnv timeout("CHORUS_TIMEOUT", kOpTimeoutSeconds);
+  return std::make_unique<CommSet>(n);
+}
+
+// n communicators made under a forced setting (a ForcedEnv in scope): a communicator reads the
+// tuner variables when it is created, and its operations run what they said then.
+std::unique_ptr<CommSet> makeForcedComms(int n) {
   ScopedEnv timeout("CHORUS_TIMEOUT", kOpTimeoutSeconds);
   return std::make_unique<CommSet>(n);
 }
@@ -503,8 +517,6 @@ TEST_P(ForcedMatrix, EqualsReference) {
   const auto [coll, n] = GetParam();
   Watchdog watchdog(
       240, std::string("ForcedMatrix ") + collName(coll) + " " + std::to_string(n) + " ranks");
-  auto comms = makeComms(n);
-  ASSERT_EQ(comms->initResult(), chorusSuccess) << chorusGetLastError(nullptr);
   const std::vector<Spec> specs = specsFor(coll, n);
   const std::vector<Bytes> expected = expectedAll(specs, n);
   size_t settingsRun = 0;
@@ -512,6 +524,8 @@ TEST_P(ForcedMatrix, EqualsReference) {
     if (n < s.minRanks) continue;
     SCOPED_TRACE("forced " + s.name());
     ForcedEnv env(s);
+    auto comms = makeForcedComms(n);  // the setting applies to communicators created under it
+    ASSERT_EQ(comms->initResult(), chorusSuccess) << chorusGetLastError(nullptr);
     const auto choiceProblems = forcedChoiceProblems(*comms, coll, s, specs);
     EXPECT_TRUE(choiceProblems.empty()) << choiceProblems.front();
     const double start = nowSeconds();
@@ -521,11 +535,6 @@ TEST_P(ForcedMatrix, EqualsReference) {
     EXPECT_EQ(out.failures, 0u) << summary(out);
     std::printf("[ timing   ] %s %d ranks forced %s: %zu rank-cases in %.2f s\n", collName(coll), n,
                 s.name().c_str(), out.cases, nowSeconds() - start);
-    if (out.callFailed) {
-      comms->destroyAll();
-      comms = makeComms(n);  // a failed communicator can only be destroyed
-      ASSERT_EQ(comms->initResult(), chorusSuccess) << chorusGetLastError(nullptr);
-    }
   }
   EXPECT_GT(settingsRun, 0u);
 }
@@ -813,6 +822,92 @@ TEST_F(AlgorithmsTuner, DefaultIsRingOrTreeAndDeterministic) {
       << "the sweep should cross the ring/tree crossover";
 }
 
+// The plans a communicator looks up (tune/tuner.h: one class per power of two, split where the
+// choice changes) give exactly the model's choice: at every size near a power of two, at sizes
+// in between, and on both sides of every boundary where the model's choice changes, for every
+// collective the tuner decides, on every rank count, with and without overrides.
+TEST_F(AlgorithmsTuner, PlansEqualTheModel) {
+  const chorus::OpKind kinds[] = {chorus::OpKind::kAllReduce, chorus::OpKind::kBroadcast,
+                                  chorus::OpKind::kReduce, chorus::OpKind::kAllGather,
+                                  chorus::OpKind::kReduceScatter};
+  auto check = [&](const CommSet& set, Problems* problems, size_t* boundaries) {
+    for (int r = 0; r < set.size(); ++r) {
+      chorusComm* comm = set[r];
+      const chorus::TunerEnv env = chorus::readTunerEnv();
+      ASSERT_TRUE(env == comm->tunerEnv) << "the environment changed since init";
+      for (chorus::OpKind kind : kinds) {
+        std::vector<size_t> sizes;
+        for (int b = 0; b < 40; ++b) {
+          const size_t p = size_t{1} << b;
+          for (size_t s : {p - 1, p, p + 1, p + p / 3, p + p / 2 + 7}) sizes.push_back(s);
+        }
+        auto model = [&](size_t bytes) {
+          return chorus::chooseFor(comm, kind, bytes, env);
+        };
+        // Boundaries of the model's choice between consecutive sizes of the sweep, found by
+        // bisection here (independently of the plans).
+        std::vector<size_t> extra;
+        for (size_t i = 1; i < sizes.size(); ++i) {
+          size_t lo = sizes[i - 1], hi = sizes[i];
+          if (hi <= lo) continue;
+          auto same = [&](size_t a, size_t b) {
+            const chorus::Choice x = model(a), y = model(b);
+            return x.algo == y.algo && x.proto == y.proto && x.nchannels == y.nchannels;
+          };
+          if (same(lo, hi)) continue;
+          while (hi - lo > 1) {
+            const size_t mid = lo + (hi - lo) / 2;
+            (same(lo, mid) ? lo : hi) = mid;
+          }
+          extra.push_back(lo);
+          extra.push_back(hi);
+          ++*boundaries;
+        }
+        sizes.insert(sizes.end(), extra.begin(), extra.end());
+        for (size_t bytes : sizes) {
+          // The collective's count for `bytes` (AllGather / ReduceScatter: bytes / n per rank).
+          const bool perRank =
+              kind == chorus::OpKind::kAllGather || kind == chorus::OpKind::kReduceScatter;
+          if (perRank && bytes % size_t(set.size()) != 0) continue;
+          const size_t count = perRank ? bytes / size_t(set.size()) : bytes;
+          const chorus::OpDesc op{kind, nullptr, nullptr, count, chorusUint8, chorusSum, 0, comm,
+                                  nullptr};
+          const chorus::Choice got = chorus::choose(comm, op);
+          const chorus::Choice want = model(bytes);
+          if (got.algo != want.algo || got.proto != want.proto ||
+              got.nchannels != want.nchannels) {
+            problems->add(std::string(chorus::collectiveKey(kind)) + " on " +
+                          std::to_string(set.size()) + " ranks, " + std::to_string(bytes) +
+                          " bytes: plan " + chorus::algoName(got.algo) + "/" +
+                          chorus::protoName(got.proto) + "/" + std::to_string(got.nchannels) +
+                          ", model " + chorus::algoName(want.algo) + "/" +
+                          chorus::protoName(want.proto) + "/" + std::to_string(want.nchannels));
+          }
+        }
+      }
+    }
+  };
+  Problems problems;
+  size_t boundaries = 0;
+  {
+    ForcedEnv env(noOverride());
+    for (int n : kRankCounts) {
+      auto comms = makeForcedComms(n);
+      ASSERT_EQ(comms->initResult(), chorusSuccess) << chorusGetLastError(nullptr);
+      check(*comms, &problems, &boundaries);
+    }
+  }
+  EXPECT_GT(boundaries, 0u) << "the sweep should cross a boundary between two choices";
+  // Overrides that leave several candidates (ring with both protocols and 1 or 2 channels).
+  {
+    ForcedEnv env(Setting{"ring", nullptr, false, 1});
+    auto forced = makeForcedComms(3);
+    ASSERT_EQ(forced->initResult(), chorusSuccess) << chorusGetLastError(nullptr);
+    check(*forced, &problems, &boundaries);
+  }
+  EXPECT_TRUE(problems.empty()) << problems.str();
+}
+
 // An algorithm the collective does not have: the tuner falls back to the default (ring), and the
 // collective still computes the right result.
 TEST_F(AlgorithmsTuner, ImpossibleRequestFallsBack) {
@@ -826,7 +921,6 @@ TEST_F(AlgorithmsTuner, ImpossibleRequestFallsBack) {
     EXPECT_TRUE(problems.empty()) << problems.str();
   }
   for (int n : {2, 3, 5}) {
-    const CommSet& set = setFor(n);
     for (Coll coll : {Coll::AllGather, Coll::ReduceScatter}) {
       std::vector<Spec> specs;
       for (Spec sp : specsFor(coll, n)) {
@@ -836,7 +930,9 @@ TEST_F(AlgorithmsTuner, ImpossibleRequestFallsBack) {
       }
       const std::vector<Bytes> expected = expectedAll(specs, n);
       ForcedEnv env(treeOnly);
-      const Outcome out = runSpecs(set, specs, expected);
+      auto forced = makeForcedComms(n);
+      ASSERT_EQ(forced->initResult(), chorusSuccess) << chorusGetLastError(nullptr);
+      const Outcome out = runSpecs(*forced, specs, expected);
       EXPECT_GT(out.cases, 0u);
       EXPECT_EQ(out.failures, 0u) << "CHORUS_ALGO=tree, " << collName(coll) << ": " << summary(out);
       ASSERT_FALSE(out.callFailed);

@@ -15,7 +15,8 @@ void directCollective(chorusComm* comm, const OpDesc& op) {
   if (block == 0) return;
   const char* src = static_cast<const char*>(op.sendbuff);
   char* dst = static_cast<char*>(op.recvbuff);
-  std::vector<P2PTransfer> t;
+  std::vector<P2PTransfer>& t = comm->p2p.batch;  // reused from call to call
+  t.clear();
   auto localCopy = [](char* d, const char* s, size_t bytes) {
     if (d != s) memmove(d, s, bytes);
   };

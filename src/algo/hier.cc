@@ -74,6 +74,7 @@ void samplePipeline(chorusComm* comm, double netSec, double shmSec, size_t bytes
   const double ratio = v[1] > 0 ? v[0] / v[1] : 1e9;
   comm->shape.hierPipelined =
       ratio >= (oversubscribed ? kPipelineRatioOversubscribed : kPipelineRatio);
+  comm->plans.clear();  // the model of the hierarchical AllReduce changed
   CHORUS_INFO(comm->rank,
               "hier AllReduce: network phase %.3f ms/MiB, node phases %.3f ms/MiB (fastest of %d "
               "calls, slowest rank), %g cores for %d ranks per node: %s",

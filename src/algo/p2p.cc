@@ -2,7 +2,6 @@
 // blocks on a single transfer, so any call order completes. Per peer and direction, transfers
 // keep their issue order (the FIFO carries them one after the other).
 #include <algorithm>
-#include <deque>
 
 #include "algo/algo.h"
 #include "core/comm.h"
@@ -12,22 +11,26 @@
 
 namespace chorus {
 
-namespace {
-struct Pending {
-  char* buf;
-  size_t bytes;
-  size_t done;
-};
-}  // namespace
-
 void runP2P(chorusComm* comm, const std::vector<P2PTransfer>& transfers, const char* what) {
   const int n = comm->nranks;
   const int channel = 0;
-  std::vector<std::deque<Pending>> sends(static_cast<size_t>(n)), recvs(static_cast<size_t>(n));
+  // Per peer and direction, a list of the pending transfers in issue order (indices into
+  // `transfers`), in the communicator's reused scratch: no allocation once it is large enough.
+  auto& sc = comm->p2p;
+  for (int d = 0; d < 2; ++d) {
+    sc.head[d].assign(size_t(n), -1);
+    sc.tail[d].assign(size_t(n), -1);
+  }
+  sc.next.assign(transfers.size(), -1);
+  sc.done.assign(transfers.size(), 0);
   size_t left = 0;
-  for (const auto& t : transfers) {
+  for (size_t i = 0; i < transfers.size(); ++i) {
+    const P2PTransfer& t = transfers[i];
     if (t.bytes == 0) continue;
-    (t.isSend ? sends : recvs)[size_t(t.peer)].push_back({t.buf, t.bytes, 0});
+    const int d = t.isSend ? 0 : 1;
+    int32_t& tail = sc.tail[d][size_t(t.peer)];
+    (tail < 0 ? sc.head[d][size_t(t.peer)] : sc.next[size_t(tail)]) = int32_t(i);
+    tail = int32_t(i);
     ++left;
   }
   Waiter waiter(comm, -1, what, /*fifoWait=*/true);
@@ -35,44 +38,46 @@ void runP2P(chorusComm* comm, const std::vector<P2PTransfer>& transfers, const c
     bool progressed = false;
     int waitingOn = -1;
     for (int p = 0; p < n; ++p) {
-      auto& sq = sends[size_t(p)];
-      if (!sq.empty()) {
+      int32_t& sq = sc.head[0][size_t(p)];
+      if (sq >= 0) {
         SendConn& s = comm->sendConn(0, channel, p);
-        while (!sq.empty() && s.slotFree()) {
-          Pending& t = sq.front();
-          size_t k = std::min(s.slotBytes, t.bytes - t.done);
-          copyKernel(s.slot(), nullptr, t.buf + t.done, k);
+        while (sq >= 0 && s.slotFree()) {
+          const P2PTransfer& t = transfers[size_t(sq)];
+          size_t& done = sc.done[size_t(sq)];
+          size_t k = std::min(s.slotBytes, t.bytes - done);
+          copyKernel(s.slot(), nullptr, t.buf + done, k);
           s.post(k);
-          t.done += k;
+          done += k;
           progressed = true;
-          if (t.done == t.bytes) {
-            sq.pop_front();
+          if (done == t.bytes) {
+            sq = sc.next[size_t(sq)];
             --left;
           }
         }
-        if (!sq.empty()) waitingOn = p;
+        if (sq >= 0) waitingOn = p;
       }
-      auto& rq = recvs[size_t(p)];
-      if (!rq.empty()) {
+      int32_t& rq = sc.head[1][size_t(p)];
+      if (rq >= 0) {
         RecvConn& rc = comm->recvConn(0, channel, p);
-        while (!rq.empty() && rc.dataReady()) {
-          Pending& t = rq.front();
+        while (rq >= 0 && rc.dataReady()) {
+          const P2PTransfer& t = transfers[size_t(rq)];
+          size_t& done = sc.done[size_t(rq)];
           size_t k = rc.slotSize();
-          if (k > t.bytes - t.done || k == 0)
+          if (k > t.bytes - done || k == 0)
             fail(chorusInvalidUsage,
                  "rank %d: %s: rank %d sent more data than this rank receives (%zu bytes "
                  "expected); do the counts of chorusSend and chorusRecv match?",
                  comm->rank, what, p, t.bytes);
-          copyKernel(t.buf + t.done, nullptr, rc.slot(), k);
+          copyKernel(t.buf + done, nullptr, rc.slot(), k);
           rc.release();
-          t.done += k;
+          done += k;
           progressed = true;
-          if (t.done == t.bytes) {
-            rq.pop_front();
+          if (done == t.bytes) {
+            rq = sc.next[size_t(rq)];
             --left;
           }
         }
-        if (!rq.empty()) waitingOn = p;
+        if (rq >= 0) waitingOn = p;
       }
     }
     if (!progressed && left > 0) {

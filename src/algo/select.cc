@@ -112,7 +112,7 @@ void runCollective(const OpDesc& op) {
               "nchannels %d (predicted %.1f us)",
               opKindName(op.kind), (unsigned long long)comm->opCount, op.count, int(op.type),
               int(op.op), op.root, algoName(c.algo), protoName(c.proto), c.nchannels,
-              c.predictedUs);
+              predictChoice(comm, op, c));
   if (op.kind == OpKind::kAlltoAll || op.kind == OpKind::kGather || op.kind == OpKind::kScatter) {
     directCollective(comm, op);
   } else if (op.kind == OpKind::kAllReduce && c.algo == Algo::kTree) {
@@ -126,6 +126,11 @@ void runCollective(const OpDesc& op) {
     const int nch = c.nchannels;
     const size_t align = std::max<size_t>(1, 64 / chorusTypeSize(op.type));
     const size_t share = ((op.count + size_t(nch) - 1) / size_t(nch) + align - 1) / align * align;
+    if (nch == 1) {  // no thread to start, nothing to allocate
+      runChannel(comm, op, c, Work{0, c.proto, 0, op.count});
+      ++comm->opCount;
+      return;
+    }
     std::vector<std::thread> threads;
     std::vector<std::exception_ptr> errors(static_cast<size_t>(nch));
     std::atomic<int> firstFailed{-1};  // report the cause, not a sibling's "failed on another channel"

@@ -61,6 +61,8 @@ chorusResult_t issue(const char* fn, OpDesc op, size_t sendElems, size_t recvEle
       groupAdd(op);
       return chorusSuccess;
     }
+    // The null stream outside a group (the latency-bound case): run now, allocating nothing.
+    if (op.stream == nullptr) return executeNow(op);
     return submit({op});
   } catch (const Failure& e) {
     setLastError(comm && isLiveComm(comm) ? comm : nullptr, e.message);

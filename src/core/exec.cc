@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <span>
 #include <thread>
 
 #include "algo/algo.h"
@@ -42,8 +43,11 @@ void checkUsable(chorusComm* comm) {
          comm->rank);
 }
 
-void runCommOpsHost(chorusComm* comm, const std::vector<const OpDesc*>& ops) {
-  std::vector<P2PTransfer> p2p;
+using OpSpan = std::span<const OpDesc* const>;
+
+void runCommOpsHost(chorusComm* comm, OpSpan ops) {
+  std::vector<P2PTransfer>& p2p = comm->p2p.ops;  // reused: no allocation in steady state
+  p2p.clear();
   for (const OpDesc* op : ops) {
     if (isP2P(op->kind)) {
       char* buf = op->kind == OpKind::kSend
@@ -61,16 +65,20 @@ void runCommOpsHost(chorusComm* comm, const std::vector<const OpDesc*>& ops) {
   }
 }
 
+void runCommOpsHostVector(chorusComm* comm, const std::vector<const OpDesc*>& ops) {
+  runCommOpsHost(comm, OpSpan(ops));
+}
+
 // A device communicator runs the same operations on pinned host copies of its buffers.
-void runCommOps(chorusComm* comm, const std::vector<const OpDesc*>& ops) {
+void runCommOps(chorusComm* comm, OpSpan ops) {
   if (comm->cuda != nullptr) {
-    cudaRunStaged(comm, ops, &runCommOpsHost);
+    cudaRunStaged(comm, std::vector<const OpDesc*>(ops.begin(), ops.end()), &runCommOpsHostVector);
   } else {
     runCommOpsHost(comm, ops);
   }
 }
 
-chorusResult_t runCommOpsCaught(chorusComm* comm, const std::vector<const OpDesc*>& ops) {
+chorusResult_t runCommOpsCaught(chorusComm* comm, OpSpan ops) {
   std::optional<ExecGuard> guard;
   try {
     checkUsable(comm);
@@ -94,8 +102,8 @@ chorusResult_t runCommOpsCaught(chorusComm* comm, const std::vector<const OpDesc
 }  // namespace
 
 chorusResult_t executeOne(const OpDesc& op) {
-  std::vector<const OpDesc*> v{&op};
-  return runCommOpsCaught(op.comm, v);
+  const OpDesc* one = &op;
+  return runCommOpsCaught(op.comm, OpSpan(&one, 1));
 }
 
 chorusResult_t executeBatch(const std::vector<OpDesc>& ops) {
@@ -132,6 +140,30 @@ void waitQueued(chorusComm* comm) {
   while (comm->pending.load() != 0) w.pause();
 }
 }  // namespace
+
+chorusResult_t executeNow(const OpDesc& op) {
+  try {
+    waitQueued(op.comm);
+  } catch (const Failure& e) {
+    setLastError(op.comm, e.message);
+    return e.code;
+  }
+  return executeOne(op);
+}
+
+chorusResult_t executeGroupNow(const std::vector<OpDesc>& ops) {
+  chorusComm* comm = ops[0].comm;
+  try {
+    waitQueued(comm);
+  } catch (const Failure& e) {
+    setLastError(comm, e.message);
+    return e.code;
+  }
+  static thread_local std::vector<const OpDesc*> ptrs;  // keeps its capacity
+  ptrs.clear();
+  for (const OpDesc& op : ops) ptrs.push_back(&op);
+  return runCommOpsCaught(comm, OpSpan(ptrs));
+}
 
 chorusResult_t submit(std::vector<OpDesc> ops) {
   if (ops.empty()) return chorusSuccess;

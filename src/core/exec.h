@@ -14,6 +14,11 @@ chorusResult_t executeOne(const OpDesc& op);
 chorusResult_t executeBatch(const std::vector<OpDesc>& ops);
 // Queues on op.stream, or executes now in the calling thread for the null stream.
 chorusResult_t submit(std::vector<OpDesc> ops);
+// submit() of one operation on the null stream outside a group, without allocating: waits for
+// the communicator's queued stream work, then runs the operation in the calling thread.
+chorusResult_t executeNow(const OpDesc& op);
+// The same for a group's operations, all on one communicator and the null stream.
+chorusResult_t executeGroupNow(const std::vector<OpDesc>& ops);
 
 // Stream internals used by submit.
 void streamEnqueue(chorusStream_t stream, std::vector<OpDesc> ops);

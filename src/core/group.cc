@@ -33,11 +33,20 @@ chorusResult_t chorusGroupEnd(void) {
     return chorusInvalidUsage;
   }
   if (--tDepth > 0) return chorusSuccess;
-  std::vector<OpDesc> ops;
-  ops.swap(tOps);
+  // The operations run from tOps itself, which is emptied afterwards but keeps its capacity:
+  // a group no larger than an earlier one allocates nothing.
+  struct Clear {
+    ~Clear() { tOps.clear(); }
+  } clear;
   chorusResult_t err = tGroupError;
   tGroupError = chorusSuccess;
   // As in NCCL, a call that failed inside the group fails the whole group: nothing is run.
   if (err != chorusSuccess) return err;
-  return submit(std::move(ops));
+  if (tOps.empty()) return chorusSuccess;
+  // The common case: every operation on one communicator and the null stream.
+  bool oneCommNullStream = true;
+  for (const OpDesc& op : tOps)
+    oneCommNullStream = oneCommNullStream && op.comm == tOps[0].comm && op.stream == nullptr;
+  if (oneCommNullStream) return executeGroupNow(tOps);
+  return submit(tOps);
 }

@@ -121,6 +121,7 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
   c->slotBytes[0] = c->peers[0].slotBytes ? c->peers[0].slotBytes : defaultSlotBytes(c->nnodes);
   c->slotBytes[1] = c->peers[0].llSlotBytes;
   c->shape = shapeOf(c);
+  c->tunerEnv = readTunerEnv();
   bool otherProcess = false;
   for (const auto& p : c->peers)
     if (!c->isRemote(p.rank)) otherProcess = otherProcess || p.pid != mine.pid;
@@ -245,6 +246,16 @@ uint64_t threadToken() {
 
 }  // namespace
 
+// The registry changes rarely (init, destroy); every call checks its handle. A thread remembers
+// the last handle it found live and the registry's generation then; unregistering bumps the
+// generation, so the remembered answer holds exactly while nothing was unregistered, and the
+// common check (the same communicator again) takes no lock.
+namespace {
+std::atomic<uint64_t> gCommsGeneration{1};
+thread_local chorusComm* tLiveComm = nullptr;
+thread_local uint64_t tLiveGeneration = 0;
+}  // namespace
+
 void registerComm(chorusComm* comm) {
   std::lock_guard<std::mutex> l(gCommsMu);
   gComms.insert(comm);
@@ -252,10 +263,16 @@ void registerComm(chorusComm* comm) {
 void unregisterComm(chorusComm* comm) {
   std::lock_guard<std::mutex> l(gCommsMu);
   gComms.erase(comm);
+  gCommsGeneration.fetch_add(1, std::memory_order_acq_rel);
 }
 bool isLiveComm(chorusComm* comm) {
+  if (comm == tLiveComm && tLiveGeneration == gCommsGeneration.load(std::memory_order_acquire))
+    return true;
   std::lock_guard<std::mutex> l(gCommsMu);
-  return gComms.count(comm) != 0;
+  if (gComms.count(comm) == 0) return false;
+  tLiveComm = comm;
+  tLiveGeneration = gCommsGeneration.load(std::memory_order_relaxed);  // stable under the lock
+  return true;
 }
 
 void markFailed(chorusComm* comm, chorusResult_t code, const std::string& message, int cause) {

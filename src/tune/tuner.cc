@@ -1,9 +1,12 @@
 #include "tune/tuner.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -47,33 +50,24 @@ const char* collectiveKey(OpKind kind) {
 }
 
 namespace {
+// The model is loaded on first use and replaced only by setMachineModel (chorus-tune): readers
+// take the published pointer without a lock; replaced models stay allocated (they are few and
+// a caller may still hold a reference).
 std::mutex gModelMu;
-MachineModel gModel;
-bool gModelLoaded = false;
+std::atomic<const MachineModel*> gModel{nullptr};
+std::atomic<uint64_t> gModelGeneration{1};
+std::vector<std::unique_ptr<MachineModel>>& modelStore() {
+  static std::vector<std::unique_ptr<MachineModel>> store;
+  return store;
+}
 
 std::string lower(std::string s) {
   for (auto& c : s) c = char(tolower(c));
   return s;
 }
-}  // namespace
 
-const MachineModel& machineModel() {
-  std::lock_guard<std::mutex> l(gModelMu);
-  if (!gModelLoaded) {
-    gModel = loadOrDefaultModel();
-    gModelLoaded = true;
-  }
-  return gModel;
-}
-
-void setMachineModel(const MachineModel& m) {
-  std::lock_guard<std::mutex> l(gModelMu);
-  gModel = m;
-  gModelLoaded = true;
-}
-
-bool envAllows(const char* var, const char* collective, const char* name) {
-  const char* v = getenv(var);
+// Whether the CHORUS_ALGO / CHORUS_PROTO value `v` allows `name` for `collective`.
+bool allowsIn(const char* v, const char* collective, const char* name) {
   if (v == nullptr || *v == 0) return true;
   // Pick the clause for this collective: "coll:list;coll:list" or a plain list for all.
   std::string spec = lower(v), list;
@@ -105,6 +99,53 @@ bool envAllows(const char* var, const char* collective, const char* name) {
     start = comma + 1;
   }
   return exclude ? !listed : listed;
+}
+}  // namespace
+
+const MachineModel& machineModel() {
+  const MachineModel* m = gModel.load(std::memory_order_acquire);
+  if (m != nullptr) return *m;
+  std::lock_guard<std::mutex> l(gModelMu);
+  m = gModel.load(std::memory_order_acquire);
+  if (m == nullptr) {
+    modelStore().push_back(std::make_unique<MachineModel>(loadOrDefaultModel()));
+    m = modelStore().back().get();
+    gModel.store(m, std::memory_order_release);
+  }
+  return *m;
+}
+
+void setMachineModel(const MachineModel& m) {
+  std::lock_guard<std::mutex> l(gModelMu);
+  modelStore().push_back(std::make_unique<MachineModel>(m));
+  gModel.store(modelStore().back().get(), std::memory_order_release);
+  gModelGeneration.fetch_add(1, std::memory_order_release);
+}
+
+uint64_t machineModelGeneration() { return gModelGeneration.load(std::memory_order_acquire); }
+
+bool envAllows(const char* var, const char* collective, const char* name) {
+  return allowsIn(getenv(var), collective, name);
+}
+
+TunerEnv readTunerEnv() {
+  TunerEnv e{};
+  const char* algo = getenv("CHORUS_ALGO");
+  const char* proto = getenv("CHORUS_PROTO");
+  for (int k = 0; k < kNumOpKinds; ++k) {
+    const char* coll = collectiveKey(OpKind(k));
+    for (int a = 0; a < kNumAlgos; ++a)
+      if (allowsIn(algo, coll, algoName(Algo(a)))) e.algoAllowed[k] |= uint8_t(1u << a);
+    for (int p = 0; p < kNumProtos; ++p)
+      if (allowsIn(proto, coll, protoName(Proto(p)))) e.protoAllowed[k] |= uint8_t(1u << p);
+    // The naive ring exists to be compared against: only when asked for by name.
+    e.naiveNamed[k] = algo != nullptr && allowsIn(algo, coll, "naive") &&
+                      !allowsIn(algo, coll, "__none__");
+  }
+  e.minChannels = envInt("CHORUS_MIN_NCHANNELS", 1);
+  e.maxChannelsSet = !envStr("CHORUS_MAX_NCHANNELS").empty();
+  e.maxChannels = envInt("CHORUS_MAX_NCHANNELS", 0);
+  return e;
 }
 
 bool algoSupports(Algo a, OpKind kind, const Shape& shape) {
@@ -215,35 +256,35 @@ Shape shapeOf(const chorusComm* comm) {
   return s;
 }
 
-Choice choose(chorusComm* comm, const OpDesc& op) {
-  const int n = comm->nranks;
+size_t modelBytes(OpKind kind, size_t count, chorusDataType_t type, int nranks) {
+  size_t bytes = count * chorusTypeSize(type);
+  if (kind == OpKind::kAllGather || kind == OpKind::kReduceScatter || kind == OpKind::kAlltoAll ||
+      kind == OpKind::kGather || kind == OpKind::kScatter)
+    bytes *= size_t(nranks);
+  return bytes;
+}
+
+Choice chooseFor(const chorusComm* comm, OpKind kind, size_t bytes, const TunerEnv& env) {
   const Shape& shape = comm->shape;  // computed once at init
-  const char* coll = collectiveKey(op.kind);
-  size_t bytes = op.count * chorusTypeSize(op.type);
-  if (op.kind == OpKind::kAllGather || op.kind == OpKind::kReduceScatter ||
-      op.kind == OpKind::kAlltoAll || op.kind == OpKind::kGather || op.kind == OpKind::kScatter)
-    bytes *= size_t(n);
-  const int minCh = int(std::clamp<int64_t>(envInt("CHORUS_MIN_NCHANNELS", 1), 1, comm->nchannels));
-  const int maxCh = int(std::clamp<int64_t>(envInt("CHORUS_MAX_NCHANNELS", comm->nchannels), minCh,
-                                            comm->nchannels));
+  const int k = int(kind);
+  const int minCh = int(std::clamp<int64_t>(env.minChannels, 1, comm->nchannels));
+  const int maxCh = int(std::clamp<int64_t>(env.maxChannelsSet ? env.maxChannels : comm->nchannels,
+                                            minCh, comm->nchannels));
   Choice best{Algo::kRing, Proto::kSimple, 1, 1e300};
   bool any = false;
   for (int ai = 0; ai < kNumAlgos; ++ai) {
     Algo a = Algo(ai);
-    if (!algoSupports(a, op.kind, shape)) continue;
-    // The naive ring exists to be compared against: only when asked for by name.
-    if (a == Algo::kNaive && !(getenv("CHORUS_ALGO") && envAllows("CHORUS_ALGO", coll, "naive") &&
-                               !envAllows("CHORUS_ALGO", coll, "__none__")))
-      continue;
-    if (!envAllows("CHORUS_ALGO", coll, algoName(a))) continue;
+    if (!algoSupports(a, kind, shape)) continue;
+    if (a == Algo::kNaive && !env.naiveNamed[k]) continue;
+    if (!(env.algoAllowed[k] & (1u << ai))) continue;
     for (int pi = 0; pi < kNumProtos; ++pi) {
       Proto p = Proto(pi);
-      if (!protoSupports(a, p) || !envAllows("CHORUS_PROTO", coll, protoName(p))) continue;
+      if (!protoSupports(a, p) || !(env.protoAllowed[k] & (1u << pi))) continue;
       if (p == Proto::kLL && comm->nnodes > 1) continue;  // LL does not cross the TCP proxy
       // Channels split rings and chains; trees use one channel per tree.
       bool multi = a == Algo::kRing || a == Algo::kChain;
       for (int ch = multi ? minCh : 1; ch <= (multi ? maxCh : 1); ++ch) {
-        double t = predictUs(op.kind, a, p, ch, shape, bytes);
+        double t = predictUs(kind, a, p, ch, shape, bytes);
         if (t < best.predictedUs) best = {a, p, ch, t};
         any = true;
       }
@@ -251,14 +292,118 @@ Choice choose(chorusComm* comm, const OpDesc& op) {
   }
   if (!any) {
     // Overrides excluded everything that can run this collective: fall back to its default.
-    Algo a = op.kind == OpKind::kAllReduce || op.kind == OpKind::kAllGather ||
-                     op.kind == OpKind::kReduceScatter
+    Algo a = kind == OpKind::kAllReduce || kind == OpKind::kAllGather ||
+                     kind == OpKind::kReduceScatter
                  ? Algo::kRing
-             : op.kind == OpKind::kBroadcast || op.kind == OpKind::kReduce ? Algo::kChain
-                                                                           : Algo::kDirect;
-    best = {a, Proto::kSimple, 1, predictUs(op.kind, a, Proto::kSimple, 1, shape, bytes)};
+             : kind == OpKind::kBroadcast || kind == OpKind::kReduce ? Algo::kChain
+                                                                     : Algo::kDirect;
+    best = {a, Proto::kSimple, 1, predictUs(kind, a, Proto::kSimple, 1, shape, bytes)};
   }
   return best;
+}
+
+void PlanCache::clear() {
+  for (auto& perKind : classes)
+    for (auto& c : perKind) c.state = 0;
+}
+
+namespace {
+
+// Builds the segments of one size class: [lo, hi] is cut into pieces on which every candidate's
+// predicted time is affine in the bytes (the hierarchical AllReduce's slice count changes at
+// multiples of kHierMinSliceBytes); on such a piece the sizes where one candidate wins form an
+// interval, so a piece whose two ends pick the same candidate picks it throughout, and a piece
+// whose ends differ is bisected until the boundaries are exact.
+class PlanBuilder {
+ public:
+  PlanBuilder(const chorusComm* comm, OpKind kind) : comm_(comm), kind_(kind) {}
+
+  void build(int cls, PlanClass* out) {
+    out_ = out;
+    out_->nsegments = 0;
+    overflow_ = false;
+    const uint64_t lo = cls == 0 ? 0 : uint64_t(1) << (cls - 1);
+    const uint64_t hi = cls == 0 ? 0 : cls == 64 ? UINT64_MAX : (uint64_t(1) << cls) - 1;
+    uint64_t a = lo;
+    const bool hier = kind_ == OpKind::kAllReduce && algoSupports(Algo::kHier, kind_, comm_->shape);
+    if (hier) {
+      for (uint64_t k = 2; k <= 64; ++k) {
+        const uint64_t cut = k * kHierMinSliceBytes;  // a new slice count starts here
+        if (cut <= a || cut > hi) continue;
+        piece(a, cut - 1);
+        a = cut;
+      }
+    }
+    piece(a, hi);
+    out_->state = overflow_ ? 2 : 1;
+  }
+
+ private:
+  uint32_t key(uint64_t bytes) {
+    const Choice c = chooseFor(comm_, kind_, size_t(bytes), comm_->tunerEnv);
+    return uint32_t(c.algo) | uint32_t(c.proto) << 8 | uint32_t(c.nchannels) << 16;
+  }
+  void piece(uint64_t lo, uint64_t hi) {
+    const uint32_t klo = key(lo);
+    solve(lo, hi, klo, hi == lo ? klo : key(hi));
+  }
+  void solve(uint64_t lo, uint64_t hi, uint32_t klo, uint32_t khi) {
+    if (klo == khi) return append(lo, klo);
+    if (hi - lo <= 1) {
+      append(lo, klo);
+      return append(hi, khi);
+    }
+    const uint64_t mid = lo + (hi - lo) / 2;
+    const uint32_t kmid = key(mid);
+    solve(lo, mid, klo, kmid);
+    solve(mid, hi, kmid, khi);
+  }
+  void append(uint64_t first, uint32_t k) {
+    PlanClass& c = *out_;
+    if (c.nsegments > 0) {
+      const PlanSegment& last = c.segments[c.nsegments - 1];
+      if ((uint32_t(last.algo) | uint32_t(last.proto) << 8 | uint32_t(last.nchannels) << 16) == k)
+        return;
+    }
+    if (c.nsegments == kPlanSegments) {
+      overflow_ = true;
+      return;
+    }
+    c.segments[c.nsegments++] = {first, uint8_t(k & 0xff), uint8_t((k >> 8) & 0xff),
+                                 uint16_t(k >> 16)};
+  }
+
+  const chorusComm* comm_;
+  OpKind kind_;
+  PlanClass* out_ = nullptr;
+  bool overflow_ = false;
+};
+
+}  // namespace
+
+Choice choose(chorusComm* comm, const OpDesc& op) {
+  const size_t bytes = modelBytes(op.kind, op.count, op.type, comm->nranks);
+  PlanCache& plans = comm->plans;
+  const uint64_t gen = machineModelGeneration();
+  if (plans.modelGeneration != gen) {
+    plans.clear();
+    plans.modelGeneration = gen;
+  }
+  PlanClass& pc = plans.classes[int(op.kind)][planClassOf(bytes)];
+  if (pc.state == 0) PlanBuilder(comm, op.kind).build(planClassOf(bytes), &pc);
+  if (pc.state == 1) {
+    int i = pc.nsegments - 1;
+    while (i > 0 && pc.segments[i].firstBytes > bytes) --i;
+    const PlanSegment& s = pc.segments[i];
+    return {Algo(s.algo), Proto(s.proto), int(s.nchannels),
+            std::numeric_limits<double>::quiet_NaN()};
+  }
+  return chooseFor(comm, op.kind, bytes, comm->tunerEnv);  // more boundaries than segments
+}
+
+double predictChoice(const chorusComm* comm, const OpDesc& op, const Choice& c) {
+  return predictUs(op.kind, c.algo, c.proto, c.nchannels, comm->shape,
+                   modelBytes(op.kind, op.count, op.type, comm->nranks));
 }
 
 }  // namespace chorus
@@ -284,8 +429,9 @@ chorusResult_t chorusTunerChoice(chorusComm_t comm, const char* collective, size
         choice->predictedUs = machineModel().baseUs[0];
         return chorusSuccess;
       }
-      OpDesc op{k, nullptr, nullptr, count, datatype, chorusSum, 0, comm, nullptr};
-      Choice c = choose(comm, op);
+      // The environment as it is now (a communicator's calls use it as it was at init; the
+      // two agree unless the environment changed since).
+      Choice c = chooseFor(comm, k, modelBytes(k, count, datatype, comm->nranks), readTunerEnv());
       snprintf(choice->algorithm, sizeof(choice->algorithm), "%s", algoName(c.algo));
       snprintf(choice->protocol, sizeof(choice->protocol), "%s", protoName(c.proto));
       choice->nchannels = c.nchannels;

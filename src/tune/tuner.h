@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "core/op.h"
@@ -70,8 +71,60 @@ bool protoSupports(Algo a, Proto p);
 // Predicted microseconds for `bytes` (the nccl-tests size of the operation).
 double predictUs(OpKind kind, Algo a, Proto p, int nchannels, const Shape& shape, size_t bytes);
 Shape shapeOf(const chorusComm* comm);
-// The choice for this call, honouring CHORUS_ALGO / CHORUS_PROTO and channel limits.
+// The tuner's environment (CHORUS_ALGO, CHORUS_PROTO, CHORUS_MIN/MAX_NCHANNELS), parsed once:
+// per collective, which algorithms and protocols the overrides allow.
+constexpr int kNumOpKinds = 10;  // OpKind's values
+struct TunerEnv {
+  uint8_t algoAllowed[kNumOpKinds];   // bit a: CHORUS_ALGO allows algorithm a
+  uint8_t protoAllowed[kNumOpKinds];  // bit p: CHORUS_PROTO allows protocol p
+  bool naiveNamed[kNumOpKinds];       // CHORUS_ALGO names the naive ring for this collective
+  int64_t minChannels;                // CHORUS_MIN_NCHANNELS, 1 when unset
+  bool maxChannelsSet;                // CHORUS_MAX_NCHANNELS is set (else: every channel)
+  int64_t maxChannels;
+  bool operator==(const TunerEnv&) const = default;
+};
+TunerEnv readTunerEnv();  // reads the environment now
+
+// The model's choice for `bytes` (the size predictUs takes) under the overrides `env`.
+Choice chooseFor(const chorusComm* comm, OpKind kind, size_t bytes, const TunerEnv& env);
+// The size the model sees for `count` elements of `type` (AllGather, ReduceScatter and the
+// direct collectives count every rank's block).
+size_t modelBytes(OpKind kind, size_t count, chorusDataType_t type, int nranks);
+
+// A communicator's plans: the tuner's choice per collective and size class (log2 of the bytes),
+// decided on the first call of a class and looked up afterwards, so that a call evaluates no
+// model and parses no environment. A class keeps every boundary at which the model's choice
+// changes inside it (found by bisection: each candidate's predicted time is affine in the
+// bytes, so the sizes where one candidate wins form an interval), so a lookup gives exactly the
+// choice chooseFor would make. Used by the executing thread only (one at a time: ExecGuard).
+constexpr int kPlanClasses = 65;  // 0 bytes, then [2^(c-1), 2^c) for c = 1..64
+constexpr int kPlanSegments = 6;
+struct PlanSegment {
+  uint64_t firstBytes;  // the segment runs from here to the next segment's first byte
+  uint8_t algo, proto;
+  uint16_t nchannels;
+};
+struct PlanClass {
+  uint8_t state;  // 0: not decided yet; 1: segments; 2: too many boundaries: evaluate per call
+  uint8_t nsegments;
+  PlanSegment segments[kPlanSegments];
+};
+struct PlanCache {
+  uint64_t modelGeneration = 0;  // the machine model the plans were made with
+  PlanClass classes[kNumOpKinds][kPlanClasses] = {};
+  void clear();
+};
+inline int planClassOf(size_t bytes) {
+  return bytes == 0 ? 0 : 64 - __builtin_clzll(static_cast<unsigned long long>(bytes));
+}
+// Bumped by setMachineModel: plans made with an older model are dropped.
+uint64_t machineModelGeneration();
+
+// The choice for this call, honouring CHORUS_ALGO / CHORUS_PROTO and channel limits as they
+// were when the communicator was created (comm->tunerEnv), from the communicator's plans.
+// predictedUs is not filled (NaN): predictChoice gives it.
 Choice choose(chorusComm* comm, const OpDesc& op);
+double predictChoice(const chorusComm* comm, const OpDesc& op, const Choice& c);
 // CHORUS_ALGO / CHORUS_PROTO as NCCL parses them: "ring,tree", "^ll", "allreduce:tree;broadcast:chain".
 bool envAllows(const char* var, const char* collective, const char* name);
 const char* collectiveKey(OpKind kind);  // "allreduce", "broadcast", ...

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Interleaved A/B latency comparison of all_reduce_perf builds (or environments), round by round:
+#   scripts/latency_ab.sh ROUNDS "label=ENV... DIR" "label=ENV... DIR" ... -- all_reduce_perf args
+# Each variant is "label=VAR=value,VAR=value:BUILD_DIR" (the env part may be empty: "new=:build").
+# Prints, per size, the best and the median out-of-place and in-place time (us) of each variant.
+set -euo pipefail
+rounds=$1
+shift
+variants=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do variants+=("$1"); shift; done
+shift
+args=("$@")
+out=$(mktemp -d)
+for ((r = 0; r < rounds; ++r)); do
+  for v in "${variants[@]}"; do
+    label=${v%%=*}; rest=${v#*=}; envs=${rest%%:*}; dir=${rest#*:}
+    env ${envs//,/ } "$dir/chorusrun" -np 2 "$dir/all_reduce_perf" "${args[@]}" 2>&1 |
+      awk -v l="$label" '$1 == "[0]" && $2 ~ /^[0-9]+$/ { print l, $2, $7, $11 }' >>"$out/all"
+  done
+done
+python3 - "$out/all" <<'PY'
+import sys, statistics, collections
+d = collections.defaultdict(lambda: ([], []))
+labels, sizes = [], []
+for line in open(sys.argv[1]):
+    l, s, a, b = line.split()
+    s = int(s)
+    if l not in labels: labels.append(l)
+    if s not in sizes: sizes.append(s)
+    d[(l, s)][0].append(float(a)); d[(l, s)][1].append(float(b))
+print("%8s" % "bytes" + "".join(" | %-28s" % (l + " oop best/med, ip best/med") for l in labels))
+for s in sizes:
+    row = "%8d" % s
+    for l in labels:
+        o, i = d[(l, s)]
+        row += " | %6.2f %6.2f  %6.2f %6.2f   " % (min(o), statistics.median(o), min(i), statistics.median(i))
+    print(row)
+print("(%d rounds; times in us)" % min(len(v[0]) for v in d.values()))
+PY
+rm -rf "$out"
