@@ -21,6 +21,9 @@ class Waiter {
   Waiter(chorusComm* comm, int peer, const char* what) : comm_(comm), peer_(peer), what_(what) {}
   void pause();
   void setPeer(int peer) { peer_ = peer; }
+  // The checks a long wait makes (abort, failed communicator, the peer's failure or death), now:
+  // throws if one fails.
+  void checkNow() { check(Clock::now()); }
 
  private:
   void check(Clock::time_point now);
