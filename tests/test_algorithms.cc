@@ -3,8 +3,9 @@
 //
 //  * Algorithms/ForcedMatrix.EqualsReference/<Collective>_<n>ranks: for every (algorithm,
 //    protocol) that applies to the collective, forced with CHORUS_ALGO / CHORUS_PROTO (AllReduce:
-//    ring, tree with simple and ll, naive with simple; Broadcast, Reduce: chain and tree (n > 2)
-//    with simple and ll; AllGather, ReduceScatter: ring with simple and ll), on n = 2, 3, 4, 5, 8
+//    ring, tree with simple and ll, naive and oneshot with simple (oneshot up to 4 KiB: larger
+//    counts must fall back to ring); Broadcast, Reduce: chain and tree (n > 2) with simple and
+//    ll; AllGather, ReduceScatter: ring with simple and ll), on n = 2, 3, 4, 5, 8
 //    ranks (threads of one process, chorusCommInitAll): every type x every op (where the
 //    collective reduces) x counts 0, 1, 7, 1000, 70001 (70001: four types only, see kLargeTypes)
 //    x in place / out of place x roots 0, n-1 and n/2 (rooted collectives). Each result is
@@ -98,6 +99,9 @@ struct Setting {
   const char* proto;  // CHORUS_PROTO (nullptr: unset)
   bool twoChannels;   // CHORUS_MIN_NCHANNELS=CHORUS_MAX_NCHANNELS=2 (otherwise both unset)
   int minRanks;       // tree Broadcast / Reduce needs more than 2 ranks
+  size_t maxBytes = 0;  // the algorithm's size limit (one-shot); larger sizes fall back to ring
+  // What the tuner must report for an operation of `bytes` under this setting.
+  const char* algoFor(size_t bytes) const { return maxBytes && bytes > maxBytes ? "ring" : algo; }
   std::string name() const {
     std::string s = std::string(algo ? algo : "-") + "/" + (proto ? proto : "-");
     return twoChannels ? s + "/2ch" : s;
@@ -110,7 +114,7 @@ std::vector<Setting> settingsFor(Coll c) {
       return {{"ring", "simple", false, 2},  {"ring", "ll", false, 2},
               {"tree", "simple", false, 2},  {"tree", "ll", false, 2},
               {"naive", "simple", false, 2}, {"ring", "simple", true, 2},
-              {"ring", "ll", true, 2}};
+              {"ring", "ll", true, 2},       {"oneshot", "simple", false, 2, 4096}};
     case Coll::Broadcast:
       return {{"chain", "simple", false, 2}, {"chain", "ll", false, 2},
               {"tree", "simple", false, 3},  {"tree", "ll", false, 3},
@@ -494,7 +498,8 @@ std::vector<std::string> forcedChoiceProblems(const CommSet& comms, Coll coll, c
     if (!seen.insert({sp.count, sp.type}).second) continue;
     for (int r = 0; r < comms.size(); ++r) {
       const chorusChoice_t c = choiceOf(comms[r], collKey(coll), sp.count, sp.type);
-      const bool ok = std::string(c.algorithm) == s.algo && std::string(c.protocol) == s.proto &&
+      const bool ok = std::string(c.algorithm) == s.algoFor(sp.count * typeSize(sp.type)) &&
+                      std::string(c.protocol) == s.proto &&
                       (!s.twoChannels || c.nchannels == 2);
       if (!ok && problems.size() < kMaxMessages) {
         problems.push_back(std::string(collKey(coll)) + " count " + std::to_string(sp.count) + " " +
@@ -646,7 +651,7 @@ TEST_F(AlgorithmsTuner, ForcedSettingsAreReported) {
       for (const Seen& seen : sweep({collKey(coll)})) {
         if (seen.n < s.minRanks) continue;
         ++checked;
-        const bool ok = seen.c.algorithm == std::string(s.algo) &&
+        const bool ok = seen.c.algorithm == std::string(s.algoFor(seen.count * 4)) &&
                         seen.c.protocol == std::string(s.proto) &&
                         (s.twoChannels ? seen.c.nchannels == 2
                                        : seen.c.nchannels >= 1 && seen.c.nchannels <= 2);
@@ -659,12 +664,15 @@ TEST_F(AlgorithmsTuner, ForcedSettingsAreReported) {
 }
 
 // CHORUS_ALGO=^tree: never tree; CHORUS_PROTO=^ll: never ll. Without the exclusion both are
-// chosen somewhere in the sweep, so the exclusion is what removes them.
+// chosen somewhere in the sweep, so the exclusion is what removes them. The one-shot AllReduce
+// (which the default model prefers to ring/LL at small sizes) is excluded throughout, so that
+// LL has sizes to win.
 TEST_F(AlgorithmsTuner, ExclusionSyntax) {
   const std::vector<std::string> colls(std::begin(kTunedColls), std::end(kTunedColls));
   size_t treeBefore = 0, llBefore = 0;
   {
     ForcedEnv env(noOverride());
+    ScopedEnv noOneShot("CHORUS_ALGO", "^oneshot");
     for (const Seen& s : sweep(colls)) {
       treeBefore += s.c.algorithm == std::string("tree");
       llBefore += s.c.protocol == std::string("ll");
@@ -673,7 +681,7 @@ TEST_F(AlgorithmsTuner, ExclusionSyntax) {
   ASSERT_GT(treeBefore, 0u) << "the default model never picks tree: the exclusion test is moot";
   ASSERT_GT(llBefore, 0u) << "the default model never picks ll: the exclusion test is moot";
   {
-    ScopedEnv algo("CHORUS_ALGO", "^tree"), proto("CHORUS_PROTO", nullptr);
+    ScopedEnv algo("CHORUS_ALGO", "^tree,oneshot"), proto("CHORUS_PROTO", nullptr);
     Problems problems;
     size_t ll = 0;
     for (const Seen& s : sweep(colls)) {
@@ -685,7 +693,7 @@ TEST_F(AlgorithmsTuner, ExclusionSyntax) {
     EXPECT_GT(ll, 0u) << "CHORUS_ALGO=^tree must not restrict the protocol";
   }
   {
-    ScopedEnv algo("CHORUS_ALGO", nullptr), proto("CHORUS_PROTO", "^ll");
+    ScopedEnv algo("CHORUS_ALGO", "^oneshot"), proto("CHORUS_PROTO", "^ll");
     Problems problems;
     size_t tree = 0;
     for (const Seen& s : sweep(colls)) {
@@ -780,7 +788,7 @@ TEST_F(AlgorithmsTuner, CaseInsensitive) {
   EXPECT_TRUE(problems.empty()) << problems.str();
 }
 
-// Without overrides: AllReduce is ring or tree, the same for the same size every time, and the
+// Without overrides: AllReduce is one-shot, ring or tree, the same for the same size every time, and the
 // same on every rank (ranks that disagreed would run different algorithms and hang).
 TEST_F(AlgorithmsTuner, DefaultIsRingOrTreeAndDeterministic) {
   ForcedEnv env(noOverride());
@@ -796,8 +804,9 @@ TEST_F(AlgorithmsTuner, DefaultIsRingOrTreeAndDeterministic) {
                                    ": " + describe(first);
           if (std::string(coll) == "allreduce") {
             algos.insert(first.algorithm);
-            if (first.algorithm != std::string("ring") && first.algorithm != std::string("tree")) {
-              problems.add("not ring or tree: " + what);
+            if (first.algorithm != std::string("ring") && first.algorithm != std::string("tree") &&
+                first.algorithm != std::string("oneshot")) {
+              problems.add("not ring, tree or oneshot: " + what);
             }
           }
           if (first.protocol != std::string("simple") && first.protocol != std::string("ll")) {
@@ -818,8 +827,8 @@ TEST_F(AlgorithmsTuner, DefaultIsRingOrTreeAndDeterministic) {
     }
   }
   EXPECT_TRUE(problems.empty()) << problems.str();
-  EXPECT_EQ(algos, (std::set<std::string>{"ring", "tree"}))
-      << "the sweep should cross the ring/tree crossover";
+  EXPECT_EQ(algos, (std::set<std::string>{"oneshot", "ring", "tree"}))
+      << "the sweep should cross the oneshot/ring/tree crossovers";
 }
 
 // The plans a communicator looks up (tune/tuner.h: one class per power of two, split where the

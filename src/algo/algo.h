@@ -48,6 +48,11 @@ void treeAllReduce(chorusComm* comm, const OpDesc& op, Proto proto);
 void treeBroadcast(chorusComm* comm, const OpDesc& op, const Work& w);
 void treeReduce(chorusComm* comm, const OpDesc& op, const Work& w);
 
+// One-shot AllReduce (algo/oneshot.cc): every rank publishes its input once in its segment and
+// reduces every rank's input, in rank order, into its output: one hand-off, and bit-identical
+// results on every rank. Same node only, at most kOneShotMaxBytes (transport/segment.h).
+void oneShotAllReduce(chorusComm* comm, const OpDesc& op);
+
 // Point-to-point (algo/p2p.cc): every transfer of the batch progresses together, so no call
 // order can deadlock. Transfers to the same peer keep their order.
 struct P2PTransfer {

@@ -119,6 +119,8 @@ void runCollective(const OpDesc& op) {
     treeAllReduce(comm, op, c.proto);
   } else if (op.kind == OpKind::kAllReduce && c.algo == Algo::kHier) {
     hierAllReduce(comm, op, c.proto);
+  } else if (op.kind == OpKind::kAllReduce && c.algo == Algo::kOneShot) {
+    oneShotAllReduce(comm, op);
   } else if (op.kind == OpKind::kAllReduce && c.algo == Algo::kNaive) {
     naiveAllReduce(comm, op);
   } else {

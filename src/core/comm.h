@@ -100,7 +100,8 @@ struct chorusComm {
   std::atomic<int> executing{0};
   std::atomic<int> pending{0};  // operations queued on streams, not yet finished
   uint64_t opCount = 0;
-  double timeoutSec = 0;  // CHORUS_TIMEOUT
+  uint64_t oneShotSeq = 0;  // one-shot AllReduces run so far (algo/oneshot.cc)
+  double timeoutSec = 0;     // CHORUS_TIMEOUT
   bool checkCalls = false;
   // Busy-poll iterations before yielding: none when this node has more ranks than cores (the
   // peer we wait for needs our core), a few hundred otherwise (CHORUS_SPIN overrides).

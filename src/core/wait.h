@@ -34,6 +34,9 @@ class Waiter {
   // Health checks done so far: a wait for several peers moves to the next one per check, so
   // that every peer is looked at whatever the cadence of pauses (sleeps, yields, spins).
   uint32_t checks() const { return checks_; }
+  // The checks a long wait makes (abort, failed communicator, the peer's failure or death), now:
+  // throws if one fails.
+  void checkNow() { check(Clock::now()); }
 
  private:
   void check(Clock::time_point now);

@@ -88,6 +88,7 @@ Segment Segment::create(const SegmentLayout& layout, int rank, bool shared, uint
         h->bytes.store(0);
       }
     }
+  for (int parity = 0; parity < 2; ++parity) new (s.oneShotSlot(parity)) OneShotSlot{0};
   return s;
 }
 

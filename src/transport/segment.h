@@ -30,6 +30,14 @@ struct SegmentHeader {
   Doorbell bell;  // the owner sleeps here in long waits for its FIFOs (fifo.h)
 };
 
+// One-shot slots (algo/oneshot.cc) at the end of every segment: two per rank, used by call
+// parity, each a sequence word on its own cache line followed by up to kOneShotMaxBytes of data.
+constexpr size_t kOneShotMaxBytes = 4096;
+constexpr size_t kOneShotSlotStride = 64 + kOneShotMaxBytes;
+struct OneShotSlot {
+  std::atomic<uint64_t> seq;  // the one-shot call whose input the data holds (0: none yet)
+};
+
 // Two sets of FIFOs, one per protocol (index 0: Simple, 1: LL), each nchannels x nranks, so
 // that a slot only ever holds one protocol's framing.
 struct SegmentLayout {
@@ -39,7 +47,9 @@ struct SegmentLayout {
   size_t headerBytes() const { return 4096; }
   size_t fifoStride(int proto) const;
   size_t setBytes(int proto) const { return fifoStride(proto) * size_t(nranks) * size_t(nchannels); }
-  size_t totalBytes() const { return headerBytes() + setBytes(0) + setBytes(1); }
+  size_t totalBytes() const {
+    return headerBytes() + setBytes(0) + setBytes(1) + 2 * kOneShotSlotStride;
+  }
   size_t fifoOffset(int proto, int channel, int peer) const {
     return headerBytes() + (proto == 1 ? setBytes(0) : 0) +
            fifoStride(proto) * (size_t(channel) * size_t(nranks) + size_t(peer));
@@ -66,6 +76,11 @@ class Segment {
   const std::string& name() const { return name_; }
   FifoCtrl* fifoCtrl(int proto, int channel, int peer) const;
   char* fifoData(int proto, int channel, int peer) const;
+  // One-shot slot `parity` (0 or 1); its data starts 64 bytes after it.
+  OneShotSlot* oneShotSlot(int parity) const {
+    return reinterpret_cast<OneShotSlot*>(base_ + bytes_ - 2 * kOneShotSlotStride +
+                                          size_t(parity) * kOneShotSlotStride);
+  }
 
  private:
   char* base_ = nullptr;

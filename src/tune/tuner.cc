@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/param.h"
 #include "topo/tree.h"
+#include "transport/segment.h"
 #include "tune/calibration.h"
 
 namespace chorus {
@@ -29,6 +30,7 @@ const char* algoName(Algo a) {
     case Algo::kDirect: return "direct";
     case Algo::kNaive: return "naive";
     case Algo::kHier: return "hier";
+    case Algo::kOneShot: return "oneshot";
   }
   return "?";
 }
@@ -153,6 +155,7 @@ bool algoSupports(Algo a, OpKind kind, const Shape& shape) {
   switch (kind) {
     case OpKind::kAllReduce:
       if (a == Algo::kHier) return shape.nnodes > 1 && shape.evenNodes;
+      if (a == Algo::kOneShot) return shape.nnodes == 1 && nranks > 1;
       return a == Algo::kRing || a == Algo::kTree || a == Algo::kNaive;
     case OpKind::kAllGather:
     case OpKind::kReduceScatter:
@@ -172,7 +175,7 @@ bool algoSupports(Algo a, OpKind kind, const Shape& shape) {
 
 bool protoSupports(Algo a, Proto p) {
   // Point-to-point batches and the naive ring move whole messages through Simple slots.
-  if (a == Algo::kDirect || a == Algo::kNaive) return p == Proto::kSimple;
+  if (a == Algo::kDirect || a == Algo::kNaive || a == Algo::kOneShot) return p == Proto::kSimple;
   return true;
 }
 
@@ -183,6 +186,7 @@ double modelHops(OpKind kind, Algo a, int n, int depth) {
     case OpKind::kAllReduce:
       if (a == Algo::kTree) return 2.0 * depth;           // up and down
       if (a == Algo::kNaive) return 4.0 * (nn - 1);       // unpipelined exchange + sync per step
+      if (a == Algo::kOneShot) return 1.0;                // publish once, read every input
       return 2.0 * (nn - 1);                              // ring: 2k-1 steps
     case OpKind::kBroadcast:
     case OpKind::kReduce:
@@ -198,6 +202,7 @@ double modelByteFactor(OpKind kind, Algo a, int n) {
     case OpKind::kAllReduce:
       if (a == Algo::kTree) return n > 2 ? 2.0 : 1.0;  // seed 002: tree ratio 0.5 (interior nodes)
       if (a == Algo::kNaive) return 4.0 * (nn - 1) / nn;  // plus a separate reduction pass
+      if (a == Algo::kOneShot) return nn;  // copy in, then read and reduce all n inputs
       return 2.0 * (nn - 1) / nn;
     case OpKind::kBroadcast:
     case OpKind::kReduce:
@@ -211,6 +216,8 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
   const MachineModel& m = machineModel();
   const int pi = int(p);
   const int n = shape.nranks;
+  if (a == Algo::kOneShot && bytes > kOneShotMaxBytes)  // does not fit its slots
+    return std::numeric_limits<double>::infinity();
   if (n <= 1) return m.baseUs[pi];
   const double S = double(bytes);
   if (shape.nnodes > 1) {
@@ -285,6 +292,7 @@ Choice chooseFor(const chorusComm* comm, OpKind kind, size_t bytes, const TunerE
       bool multi = a == Algo::kRing || a == Algo::kChain;
       for (int ch = multi ? minCh : 1; ch <= (multi ? maxCh : 1); ++ch) {
         double t = predictUs(kind, a, p, ch, shape, bytes);
+        if (std::isinf(t)) continue;  // cannot run this size
         if (t < best.predictedUs) best = {a, p, ch, t};
         any = true;
       }
@@ -324,15 +332,21 @@ class PlanBuilder {
     overflow_ = false;
     const uint64_t lo = cls == 0 ? 0 : uint64_t(1) << (cls - 1);
     const uint64_t hi = cls == 0 ? 0 : cls == 64 ? UINT64_MAX : (uint64_t(1) << cls) - 1;
+    // Sizes where a candidate's cost is not affine across: the hier slice steps, and the
+    // one-shot's size limit (beyond it the one-shot cannot run).
+    uint64_t cuts[66];
+    int ncuts = 0;
+    if (kind_ == OpKind::kAllReduce && algoSupports(Algo::kHier, kind_, comm_->shape))
+      for (uint64_t k = 2; k <= 64; ++k) cuts[ncuts++] = k * kHierMinSliceBytes;
+    if (kind_ == OpKind::kAllReduce && algoSupports(Algo::kOneShot, kind_, comm_->shape))
+      cuts[ncuts++] = kOneShotMaxBytes + 1;
+    std::sort(cuts, cuts + ncuts);
     uint64_t a = lo;
-    const bool hier = kind_ == OpKind::kAllReduce && algoSupports(Algo::kHier, kind_, comm_->shape);
-    if (hier) {
-      for (uint64_t k = 2; k <= 64; ++k) {
-        const uint64_t cut = k * kHierMinSliceBytes;  // a new slice count starts here
-        if (cut <= a || cut > hi) continue;
-        piece(a, cut - 1);
-        a = cut;
-      }
+    for (int i = 0; i < ncuts; ++i) {
+      const uint64_t cut = cuts[i];  // a new piece starts here
+      if (cut <= a || cut > hi) continue;
+      piece(a, cut - 1);
+      a = cut;
     }
     piece(a, hi);
     out_->state = overflow_ ? 2 : 1;

@@ -15,8 +15,16 @@ struct chorusComm;
 
 namespace chorus {
 
-enum class Algo : int { kRing = 0, kTree = 1, kChain = 2, kDirect = 3, kNaive = 4, kHier = 5 };
-constexpr int kNumAlgos = 6;
+enum class Algo : int {
+  kRing = 0,
+  kTree = 1,
+  kChain = 2,
+  kDirect = 3,
+  kNaive = 4,
+  kHier = 5,
+  kOneShot = 6
+};
+constexpr int kNumAlgos = 7;
 const char* algoName(Algo a);
 
 struct Choice {
