@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/comm.h"
 #include "gtest_helpers.h"
 #include "util.h"
 
@@ -504,3 +505,30 @@ TEST_F(Comm, CreateDestroyRepeatedly) {
 }
 
 }  // namespace
+
+// No silent hang by default: without CHORUS_TIMEOUT a communicator bounds every wait by 30
+// minutes (PyTorch's and Gloo's default); CHORUS_TIMEOUT=0 turns the bound off, and a config's
+// timeoutMs overrides both.
+TEST(Timeout, DefaultBoundIsThirtyMinutes) {
+  auto timeoutOf = [](const chorusConfig_t* cfg) {
+    chorusUniqueId id;
+    EXPECT_EQ(chorusGetUniqueId(&id), chorusSuccess);
+    chorusComm_t comm = nullptr;
+    chorusConfig_t c = cfg ? *cfg : chorusConfig_t CHORUS_CONFIG_INITIALIZER;
+    EXPECT_EQ(chorusCommInitRankConfig(&comm, 1, id, 0, &c), chorusSuccess);
+    const double t = comm->timeoutSec;
+    chorusCommDestroy(comm);
+    return t;
+  };
+  {
+    ctest::ScopedEnv unset("CHORUS_TIMEOUT", nullptr);
+    EXPECT_EQ(timeoutOf(nullptr), 1800.0);
+    chorusConfig_t cfg = CHORUS_CONFIG_INITIALIZER;
+    cfg.timeoutMs = 2500;
+    EXPECT_EQ(timeoutOf(&cfg), 2.5);
+  }
+  {
+    ctest::ScopedEnv off("CHORUS_TIMEOUT", "0");
+    EXPECT_EQ(timeoutOf(nullptr), 0.0);
+  }
+}

@@ -74,8 +74,8 @@ typedef struct {
   int minChannels;      /* -1: from CHORUS_MIN_NCHANNELS or default */
   int maxChannels;      /* -1: from CHORUS_MAX_NCHANNELS or default */
   int cudaDevice;       /* -1: host memory communicator (CUDA backend: a device ordinal) */
-  int timeoutMs;        /* bound on waiting without progress: -1: from CHORUS_TIMEOUT (seconds);
-                           0: none; > 0: milliseconds (the torch backend passes its timeout) */
+  int timeoutMs; /* bound on waiting without progress: -1: from CHORUS_TIMEOUT (seconds, default
+                    1800); 0: none; > 0: milliseconds (the torch backend passes its timeout) */
 } chorusConfig_t;
 
 #define CHORUS_CONFIG_MAGIC 0xc40c05u

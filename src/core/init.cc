@@ -79,10 +79,15 @@ void buildTopology(chorusComm* c) {
   for (int i = 0; i < n; ++i) c->ringPos[size_t(c->ring[size_t(i)])] = i;
 }
 
+constexpr int64_t kDefaultTimeoutSec = 1800;
+
 void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg) {
   cudaCommSetup(c, cfg ? cfg->cudaDevice : -1);  // a device communicator: CUDA state first
+  // No silent hang by default: 30 minutes without progress fail the call, the default of
+  // PyTorch's process groups and of Gloo (long enough for any step of real work between two
+  // collectives); CHORUS_TIMEOUT=0 waits without bound.
   c->timeoutSec = cfg && cfg->timeoutMs >= 0 ? double(cfg->timeoutMs) / 1000.0
-                                             : double(envInt("CHORUS_TIMEOUT", 0));
+                                             : double(envInt("CHORUS_TIMEOUT", kDefaultTimeoutSec));
   c->checkCalls = envInt("CHORUS_CHECK", 0) != 0;
   c->streamThreshold = size_t(envSize("CHORUS_STREAM_THRESHOLD", 16 << 20));
   const IdData idData = decodeId(id);
