@@ -65,8 +65,8 @@ struct chorusComm {
   int nnodes = 1;
   std::vector<int> ring, ringPos;
   chorus::Shape shape{1, 1, true, 0};  // the tuner's view, computed once
-  chorus::TunerEnv tunerEnv{};          // CHORUS_ALGO, CHORUS_PROTO, channel limits, read at init
-  chorus::PlanCache plans;              // the tuner's choices per collective and size class
+  chorus::TunerEnv tunerEnv{};         // CHORUS_ALGO, CHORUS_PROTO, channel limits, read at init
+  chorus::PlanCache plans;             // the tuner's choices per collective and size class
   // Hierarchical AllReduce: its first kHierSamples large calls run the phases in turn and keep
   // the fastest time per byte of each; then every rank agrees on shape.hierPipelined (hier.cc).
   int hierSamples = 0;                            // calls measured so far
@@ -77,15 +77,15 @@ struct chorusComm {
   std::vector<std::vector<chorus::SendConn>> sendConns[2];
   std::vector<std::vector<chorus::RecvConn>> recvConns[2];
   std::unique_ptr<chorus::TcpTransport> tcp;  // links to ranks on other nodes, if any
-  std::vector<std::vector<char>> scratch;  // [channel]: 4 Simple slots of scratch for LL / trees
+  std::vector<std::vector<char>> scratch;     // [channel]: 4 Simple slots of scratch for LL / trees
   // Point-to-point batches (algo/p2p.cc, core/exec.cc, algo/direct.cc): kept from call to call,
   // so that a batch no larger than an earlier one allocates nothing.
   struct P2PScratch {
     std::vector<chorus::P2PTransfer> ops;    // a group's sends and receives (exec.cc)
     std::vector<chorus::P2PTransfer> batch;  // a direct collective's transfers (direct.cc)
-    std::vector<int32_t> next;               // per transfer: the next one to the same peer/direction
-    std::vector<size_t> done;                // per transfer: bytes moved so far
-    std::vector<int32_t> head[2], tail[2];   // [send, recv][peer]: first / last pending, -1: none
+    std::vector<int32_t> next;              // per transfer: the next one to the same peer/direction
+    std::vector<size_t> done;               // per transfer: bytes moved so far
+    std::vector<int32_t> head[2], tail[2];  // [send, recv][peer]: first / last pending, -1: none
   } p2p;
   chorus::SendConn& sendConn(int proto, int channel, int peer) {
     return sendConns[proto][size_t(channel)][size_t(peer)];
@@ -101,13 +101,14 @@ struct chorusComm {
   std::atomic<int> pending{0};  // operations queued on streams, not yet finished
   uint64_t opCount = 0;
   uint64_t oneShotSeq = 0;  // one-shot AllReduces run so far (algo/oneshot.cc)
-  double timeoutSec = 0;     // CHORUS_TIMEOUT
+  double timeoutSec = 0;    // CHORUS_TIMEOUT
   bool checkCalls = false;
   // Busy-poll iterations before yielding: none when this node has more ranks than cores (the
   // peer we wait for needs our core), a few hundred otherwise (CHORUS_SPIN overrides).
   uint32_t spinIters = 256;
-  // FIFO waits (core/wait.h) poll this long after the spin (yielding when this node has more
-  // ranks than cores), then sleep on the rank's doorbell. CHORUS_POLL_US overrides.
+  // FIFO waits (core/wait.h) poll this long after the spin (spinning when pinned to one core
+  // and not oversubscribed, yielding otherwise), then sleep on the rank's doorbell.
+  // CHORUS_POLL_US overrides.
   std::chrono::nanoseconds pollPhase{std::chrono::microseconds(50)};
   bool oversubscribed = false;
   bool pinned = false;  // this rank's thread may run on one core only (chorusrun --bind-to core)

@@ -27,6 +27,7 @@ constexpr auto kYieldPhase = std::chrono::microseconds(500);
 // timeout are checked every kCheckEvery as before).
 constexpr long kBellSleepNs = 10'000'000;
 constexpr auto kLongWait = std::chrono::milliseconds(1);
+constexpr uint32_t kPollClockEvery = 64;  // spin-polls between two clock reads (a power of 2)
 constexpr auto kLongWaitOversubscribed = std::chrono::milliseconds(20);
 constexpr auto kSleepFirstFor = std::chrono::milliseconds(200);
 constexpr auto kCheckEvery = std::chrono::milliseconds(50);
@@ -56,6 +57,14 @@ void Waiter::pause() {
     if ((iter_ & 31) == 0 && comm_->abortFlag.load(std::memory_order_relaxed)) check(Clock::now());
     return;
   }
+  if (spinPolling_ && (iter_ & (kPollClockEvery - 1)) != 0) {
+    // Spin-polling (a pinned rank's poll phase): the clock is read every kPollClockEvery polls
+    // only, the abort flag every poll.
+    cpuRelax();
+    if (comm_->abortFlag.load(std::memory_order_relaxed)) check(Clock::now());
+    return;
+  }
+  spinPolling_ = false;
   auto now = Clock::now();
   if (iter_ == spinIters) {
     // Peer liveness (a /proc read) and timeouts are looked at every kCheckEvery only: most
@@ -72,12 +81,15 @@ void Waiter::pause() {
       now.time_since_epoch().count() >= comm_->sleepFirstUntil.load(std::memory_order_relaxed)) {
     // Keep polling a while before sleeping: waking a sleeper costs the waker a system call and
     // the sleeper tens of microseconds on a VM (an idle vCPU must be woken), and a wait that
-    // sleeps makes the peer's next wait longer, so a too-early sleep feeds on itself. With more
-    // ranks than cores the peer needs this core: yield it instead of spinning.
-    if (comm_->oversubscribed || !comm_->pinned)
+    // sleeps makes the peer's next wait longer, so a too-early sleep feeds on itself. Yield
+    // instead of spinning when the peer may need this core (more ranks than cores, or a rank
+    // the scheduler may move next to its peer); only a pinned rank spins.
+    if (comm_->oversubscribed || !comm_->pinned) {
       sched_yield();
-    else
+    } else {
+      spinPolling_ = true;
       cpuRelax();
+    }
     return;
   }
   if (bell_ != nullptr) {
@@ -111,19 +123,18 @@ Waiter::Waiter(chorusComm* comm, int peer, const char* what, bool fifoWait)
                                                           : nullptr) {}
 
 Waiter::~Waiter() {
-  if (bell_ == nullptr || iter_ < comm_->spinIters) return;  // a short wait: nothing to learn
   if (everArmed_) disarmDoorbell(bell_);
-  // A wait this long means a rank was descheduled (a busy process shares its core): polling
-  // then only burns the scheduler credit that lets a sleeper preempt the busy process when its
-  // bell rings, and costs a whole time slice when that credit runs out. So sleep right after
-  // the spin for a while; then poll again (one slow wait per period if the load stays).
-  // With more ranks than cores, siblings preempt each other for whole slices without any
-  // outside load, and sleeping there costs every hand-off a wake-up: only a much longer wait
-  // counts.
-  // Only a rank pinned to one core cannot escape a busy process there by migrating: elsewhere
-  // the poll phase stays (sleeping first would make every hand-off wait for wake-ups).
+  // Only a rank pinned to one core learns from a long wait (elsewhere the scheduler can move a
+  // rank away from a busy process, and sleeping first would make every hand-off wait for a
+  // wake-up). A wait this long there means it was descheduled beside a busy process: polling
+  // then only burns the scheduler credit that lets a sleeper preempt that process when its bell
+  // rings, and costs a whole time slice when the credit runs out. So sleep right after the spin
+  // for a while, then poll again (one slow wait per period if the load stays). With more ranks
+  // than cores siblings preempt each other for whole slices anyway: only a much longer wait
+  // counts there.
+  if (bell_ == nullptr || !comm_->pinned || iter_ < comm_->spinIters) return;
   const auto now = Clock::now();
-  if (comm_->pinned && now - start_ > (comm_->oversubscribed ? kLongWaitOversubscribed : kLongWait))
+  if (now - start_ > (comm_->oversubscribed ? kLongWaitOversubscribed : kLongWait))
     comm_->sleepFirstUntil.store((now + kSleepFirstFor).time_since_epoch().count(),
                                  std::memory_order_relaxed);
 }

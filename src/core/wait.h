@@ -44,7 +44,8 @@ class Waiter {
   int peer_;
   const char* what_;
   Doorbell* bell_;
-  bool armed_ = false;  // the bell was read since the last sleep: the next pause sleeps
+  bool spinPolling_ = false;  // in a spin-poll phase: the clock is read every 64 polls
+  bool armed_ = false;        // the bell was read since the last sleep: the next pause sleeps
   bool everArmed_ = false;
   uint32_t bellValue_ = 0;
   uint32_t iter_ = 0;
