@@ -9,8 +9,6 @@
 
 import argparse
 import os
-import socket
-import subprocess
 import sys
 import time
 
@@ -19,6 +17,7 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+import chorus
 import chorus.torch  # noqa: F401  (registers the "chorus" backend)
 
 
@@ -28,15 +27,8 @@ def main():
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("-np", type=int, default=2, help="local ranks when not under torchrun")
     a = p.parse_args()
-    if "RANK" not in os.environ:  # start the ranks ourselves, torchrun-style
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        procs = [subprocess.Popen([sys.executable] + sys.argv,
-                                  env=dict(os.environ, RANK=str(r), WORLD_SIZE=str(a.np),
-                                           MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)))
-                 for r in range(a.np)]
-        sys.exit(max(p.wait() for p in procs))
+    if "RANK" not in os.environ:  # no launcher: start the ranks ourselves, torchrun-style
+        sys.exit(chorus.spawn_local(a.np))
 
     torch.set_num_threads(1)
     dist.init_process_group(a.backend)

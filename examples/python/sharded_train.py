@@ -9,14 +9,13 @@ torch's gloo backend has neither collective; "chorus" has both.
 
 import argparse
 import os
-import socket
-import subprocess
 import sys
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 
+import chorus
 import chorus.torch  # noqa: F401
 
 
@@ -25,15 +24,8 @@ def main():
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("-np", type=int, default=2)
     a = p.parse_args()
-    if "RANK" not in os.environ:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        procs = [subprocess.Popen([sys.executable] + sys.argv,
-                                  env=dict(os.environ, RANK=str(r), WORLD_SIZE=str(a.np),
-                                           MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)))
-                 for r in range(a.np)]
-        sys.exit(max(p.wait() for p in procs))
+    if "RANK" not in os.environ:  # no launcher: start the ranks ourselves, torchrun-style
+        sys.exit(chorus.spawn_local(a.np))
 
     dist.init_process_group("chorus")
     rank, world = dist.get_rank(), dist.get_world_size()

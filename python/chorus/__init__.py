@@ -15,6 +15,10 @@ carries the library's result code and message (which names the rank).
 
 import builtins
 import contextlib
+import os
+import socket
+import subprocess
+import sys
 
 import numpy as np
 
@@ -23,7 +27,7 @@ from . import _chorus
 __all__ = [
     "Comm", "Error", "InvalidArgumentError", "InvalidUsageError", "RemoteError",
     "TimeoutError", "SystemCallError", "InternalError", "CudaError", "get_unique_id",
-    "unique_id_from_env", "group", "version", "SUM", "PROD", "MAX", "MIN", "AVG",
+    "unique_id_from_env", "group", "version", "spawn_local", "SUM", "PROD", "MAX", "MIN", "AVG",
 ]
 
 SUM, PROD, MAX, MIN, AVG = 0, 1, 2, 3, 4
@@ -95,6 +99,25 @@ def unique_id_from_env():
     """(unique_id, process_index, process_count) from launcher variables, for programs that run
     several ranks per process as threads (rank = process_index * threads + thread)."""
     return _chorus.unique_id_from_env()
+
+
+def spawn_local(nprocs, argv=None):
+    """Runs `nprocs` local copies of this program (or of `argv`) as the ranks of one job, with
+    torchrun-style variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR=127.0.0.1 and a free
+    MASTER_PORT); returns the first non-zero exit status, else 0. For examples and tools that
+    start themselves when no launcher did."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable] + (sys.argv if argv is None else list(argv))
+    procs = [subprocess.Popen(cmd, env=dict(os.environ, RANK=str(r), WORLD_SIZE=str(nprocs),
+                                            LOCAL_RANK=str(r), MASTER_ADDR="127.0.0.1",
+                                            MASTER_PORT=str(port)))
+             for r in range(nprocs)]
+    status = 0
+    for p in procs:
+        status = status or p.wait()
+    return status
 
 
 @contextlib.contextmanager
@@ -253,13 +276,18 @@ class Comm:
         """x holds size blocks; rank r gets the reduction of block r (shape x.shape[1:] when
         x.shape[0] == size, else a flat block)."""
         x = _array(x, "reduce_scatter: x")
-        if x.size % self.size:
-            raise InvalidArgumentError(4, f"chorus: reduce_scatter (rank {self.rank}): x holds "
-                                          f"{x.size} elements, not a multiple of {self.size}")
-        shape = x.shape[1:] if x.ndim and x.shape[0] == self.size else (x.size // self.size,)
+        shape = self._block_shape(x, "reduce_scatter")
         out = _out(out, shape, x.dtype, "reduce_scatter: out")
         _chorus.reduce_scatter(self._h, x, out, out.size, _op(op), -1)
         return out
+
+    def _block_shape(self, x, op):
+        """The shape of one of the `size` equal blocks x holds: x.shape[1:] when x.shape[0] is
+        the size, else flat."""
+        if x.size % self.size:
+            raise InvalidArgumentError(4, f"chorus: {op} (rank {self.rank}): x holds {x.size} "
+                                          f"elements, not {self.size} equal blocks")
+        return x.shape[1:] if x.ndim and x.shape[0] == self.size else (x.size // self.size,)
 
     def all_to_all(self, x, out=None):
         """x holds size equal blocks; block p goes to rank p, whose out block r is ours."""
@@ -286,10 +314,7 @@ class Comm:
         made from x's shape) receives block r."""
         if self.rank == root:
             x = _array(x, "scatter: x")
-            if x.nbytes % self.size:
-                raise InvalidArgumentError(4, f"chorus: scatter (rank {self.rank}): x is not "
-                                              f"{self.size} equal blocks")
-            shape = x.shape[1:] if x.ndim and x.shape[0] == self.size else (x.size // self.size,)
+            shape = self._block_shape(x, "scatter")
             out = _out(out, shape, x.dtype, "scatter: out")
         elif out is None:
             raise InvalidArgumentError(4, f"chorus: scatter (rank {self.rank}): out is required "

@@ -15,9 +15,7 @@ import argparse
 import datetime
 import json
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
 
@@ -51,26 +49,11 @@ def parse():
     return p.parse_args()
 
 
-def spawn(args):
-    """Starts args.np ranks of this script with torchrun-style variables; returns the status."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    procs = []
-    for r in range(args.np):
-        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(args.np), LOCAL_RANK=str(r),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        procs.append(subprocess.Popen([sys.executable] + sys.argv, env=env))
-    status = 0
-    for p in procs:
-        status = status or p.wait()
-    return status
-
-
 def main():
     args = parse()
     if "RANK" not in os.environ:
-        sys.exit(spawn(args))
+        import chorus
+        sys.exit(chorus.spawn_local(args.np))
 
     import torch
     import torch.distributed as dist
