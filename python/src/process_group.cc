@@ -119,6 +119,36 @@ void checkList(int rank, const char* op, const std::vector<at::Tensor>& ts, cons
   }
 }
 
+// One block each way per peer for the all-to-all family: `send` (sendBytes) goes to the peer,
+// `recv` (recvBytes) comes from it. Empty blocks are skipped.
+struct Block {
+  const char* send;
+  size_t sendBytes;
+  char* recv;
+  size_t recvBytes;
+};
+
+// Runs one grouped send and receive per peer; this rank's own block is copied (same size,
+// checked when the call was issued).
+void exchange(chorusComm_t comm, int me, const std::vector<Block>& blocks, const char* op) {
+  check(chorusGroupStart(), comm, op);
+  chorusResult_t first = chorusSuccess;
+  for (int p = 0; p < int(blocks.size()); ++p) {
+    const Block& b = blocks[size_t(p)];
+    if (p == me) {
+      if (b.sendBytes) memcpy(b.recv, b.send, b.sendBytes);
+      continue;
+    }
+    chorusResult_t r = chorusSuccess;
+    if (b.sendBytes) r = chorusSend(b.send, b.sendBytes, chorusInt8, p, comm, nullptr);
+    if (r == chorusSuccess && b.recvBytes)
+      r = chorusRecv(b.recv, b.recvBytes, chorusInt8, p, comm, nullptr);
+    if (first == chorusSuccess) first = r;
+  }
+  const chorusResult_t end = chorusGroupEnd();
+  check(first != chorusSuccess ? first : end, comm, op);
+}
+
 }  // namespace
 
 // ------------------------------------------------------------------------------------------
@@ -640,34 +670,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall_base(
     refuse(rank_, op, "input and output rows differ in size");
   const std::vector<size_t> sendOff = offsets(inputSplits, in, "input");
   const std::vector<size_t> recvOff = offsets(outputSplits, output, "output");
-  return collective(
-      c10d::OpType::ALLTOALL_BASE, {output}, [in, out, comm, n, me, sendOff, recvOff] {
-        char* src = bytesOf(in);
-        char* dst = bytesOf(out->work);
-        check(chorusGroupStart(), comm, op);
-        chorusResult_t first = chorusSuccess;
-        for (int p = 0; p < n; ++p) {
-          const size_t sb = sendOff[size_t(p) + 1] - sendOff[size_t(p)];
-          const size_t rb = recvOff[size_t(p) + 1] - recvOff[size_t(p)];
-          if (p == me) {
-            if (sb != rb && first == chorusSuccess) first = chorusInvalidArgument;
-            if (sb == rb && sb) memcpy(dst + recvOff[size_t(p)], src + sendOff[size_t(p)], sb);
-            continue;
-          }
-          chorusResult_t r = chorusSuccess;
-          if (sb) r = chorusSend(src + sendOff[size_t(p)], sb, chorusInt8, p, comm, nullptr);
-          if (r == chorusSuccess && rb)
-            r = chorusRecv(dst + recvOff[size_t(p)], rb, chorusInt8, p, comm, nullptr);
-          if (first == chorusSuccess) first = r;
-        }
-        chorusResult_t end = chorusGroupEnd();
-        if (first == chorusInvalidArgument && end == chorusSuccess)
-          TORCH_CHECK(false, "chorus all_to_all_single (rank ", me,
-                      "): the split sizes for itself "
-                      "differ between input and output");
-        check(first != chorusSuccess ? first : end, comm, op);
-        out->copyBack();
-      });
+  if (sendOff[size_t(me) + 1] - sendOff[size_t(me)] !=
+      recvOff[size_t(me) + 1] - recvOff[size_t(me)])
+    refuse(me, op, "the split sizes for itself differ between input and output");
+  return collective(c10d::OpType::ALLTOALL_BASE, {output},
+                    [in, out, comm, n, me, sendOff, recvOff] {
+                      std::vector<Block> blocks(static_cast<size_t>(n));
+                      for (size_t p = 0; p < size_t(n); ++p)
+                        blocks[p] = {bytesOf(in) + sendOff[p], sendOff[p + 1] - sendOff[p],
+                                     bytesOf(out->work) + recvOff[p], recvOff[p + 1] - recvOff[p]};
+                      exchange(comm, me, blocks, op);
+                      out->copyBack();
+                    });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall(std::vector<at::Tensor>& outputs,
@@ -691,23 +705,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall(std::vector<at::Tens
   chorusComm_t comm = engine_->comm();
   const int n = size_, me = rank_;
   return collective(c10d::OpType::ALLTOALL, outputs, [ins, outs, comm, n, me] {
-    check(chorusGroupStart(), comm, op);
-    chorusResult_t first = chorusSuccess;
-    for (int p = 0; p < n; ++p) {
-      const at::Tensor& s = ins[size_t(p)];
-      const at::Tensor& r = outs[size_t(p)]->work;
-      if (p == me) {
-        if (nbytes(s)) memcpy(r.data_ptr(), s.data_ptr(), nbytes(s));
-        continue;
-      }
-      chorusResult_t res = chorusSuccess;
-      if (nbytes(s)) res = chorusSend(s.data_ptr(), nbytes(s), chorusInt8, p, comm, nullptr);
-      if (res == chorusSuccess && nbytes(r))
-        res = chorusRecv(r.data_ptr(), nbytes(r), chorusInt8, p, comm, nullptr);
-      if (first == chorusSuccess) first = res;
-    }
-    chorusResult_t end = chorusGroupEnd();
-    check(first != chorusSuccess ? first : end, comm, op);
+    std::vector<Block> blocks(static_cast<size_t>(n));
+    for (size_t p = 0; p < size_t(n); ++p)
+      blocks[p] = {bytesOf(ins[p]), nbytes(ins[p]), bytesOf(outs[p]->work), nbytes(outs[p]->work)};
+    exchange(comm, me, blocks, op);
     for (auto& o : outs) o->copyBack();
   });
 }
