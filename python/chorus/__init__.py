@@ -101,14 +101,30 @@ def unique_id_from_env():
     return _chorus.unique_id_from_env()
 
 
+def free_port_pair(host="127.0.0.1"):
+    """A free TCP port P on `host` whose neighbour P + 1 is free too: with only torchrun-style
+    variables, torch's store listens on MASTER_PORT and Chorus's bootstrap root on
+    MASTER_PORT + 1."""
+    for _ in range(100):
+        with socket.socket() as a, socket.socket() as b:
+            a.bind((host, 0))
+            port = a.getsockname()[1]
+            if port >= 65535:
+                continue
+            try:
+                b.bind((host, port + 1))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"chorus.free_port_pair: no free ports P, P + 1 found on {host}")
+
+
 def spawn_local(nprocs, argv=None):
     """Runs `nprocs` local copies of this program (or of `argv`) as the ranks of one job, with
     torchrun-style variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR=127.0.0.1 and a free
     MASTER_PORT); returns the first non-zero exit status, else 0. For examples and tools that
     start themselves when no launcher did."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port_pair()
     cmd = [sys.executable] + (sys.argv if argv is None else list(argv))
     procs = [subprocess.Popen(cmd, env=dict(os.environ, RANK=str(r), WORLD_SIZE=str(nprocs),
                                             LOCAL_RANK=str(r), MASTER_ADDR="127.0.0.1",

@@ -11,9 +11,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """MASTER_PORT for a job: P and P + 1 free (Chorus's root listens on MASTER_PORT + 1)."""
+    import chorus
+    return chorus.free_port_pair()
 
 
 def build_dir():
