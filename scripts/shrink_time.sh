@@ -5,7 +5,9 @@
 # calls chorusCommShrink (no exclude list), aborts the old communicator and runs its first
 # AllReduce on the new one. Printed per run: the time from the failure being reported (a
 # survivor's FAILED line, the earliest) to the first successful collective on the new
-# communicator (the last survivor's FIRSTOK), and to its SHRUNK line (shrink done).
+# communicator (the last survivor's FIRSTOK), and to its SHRUNK line (shrink done); and the
+# time from the last survivor's FAILED line to that first success (the agreement and the new
+# init alone, without the spread of the survivors' detection).
 #
 #   scripts/shrink_time.sh [runs=5] [sizes="2 4 8"] [nodes=1]
 #   BUILD=build (where chorus_shrink_worker is)
@@ -19,7 +21,7 @@ worker=${BUILD:-build}/tests/chorus_shrink_worker
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-printf "%-6s %-6s %-4s %14s %14s\n" ranks nodes run "shrunk_ms" "continue_ms"
+printf "%-6s %-6s %-4s %14s %14s %16s\n" ranks nodes run "shrunk_ms" "continue_ms" "after_last_ms"
 for n in $sizes; do
   for run in $(seq 1 "$runs"); do
     port=$(free_port)
@@ -42,9 +44,10 @@ for line in sys.stdin:
     if line.startswith("MISMATCH") or line.startswith("SHRINKFAILED") or "ok=0" in line: bad += 1
 n, nodes, run = sys.argv[1:4]
 if not failed or len(first) != int(n) - 1 or bad:
-    print(f"{n:<6} {nodes:<6} {run:<4}   FAILED RUN (see logs)"); sys.exit(0)
+    print(f"{n:<6} {nodes:<6} {run:<4}   FAILED RUN (logs kept in the directory below)"); sys.exit(1)
 t0 = min(failed)
-print(f"{n:<6} {nodes:<6} {run:<4} {1e3*(max(shrunk)-t0):14.1f} {1e3*(max(first)-t0):14.1f}")
-' "$n" "$nodes" "$run"
+print(f"{n:<6} {nodes:<6} {run:<4} {1e3*(max(shrunk)-t0):14.1f} {1e3*(max(first)-t0):14.1f} {1e3*(max(first)-max(failed)):16.1f}")
+' "$n" "$nodes" "$run" || { keep=$(mktemp -d /tmp/shrink_time.XXXX); cp "$tmp"/*.log "$keep"/; echo "  $keep"; }
+    rm -f "$tmp"/*.log
   done
 done
