@@ -162,6 +162,37 @@ TEST(Shrink, RankThatLeftIsDropped) {
   });
 }
 
+// CHORUS_SHRINK_ABORT on a healthy communicator: rank 0's queued Recv (its peer never sends)
+// is stopped, and every rank gets the new communicator.
+TEST(Shrink, AbortStopsQueuedWork) {
+  Watchdog watchdog(120, "Shrink.AbortStopsQueuedWork");
+  CommSet comms(3);
+  ASSERT_EQ(comms.initResult(), chorusSuccess);
+  chorusStream_t stream = nullptr;
+  ASSERT_EQ(chorusStreamCreate(&stream), chorusSuccess);
+  std::vector<float> buf(16, 0);
+  ASSERT_EQ(chorusRecv(buf.data(), buf.size(), chorusFloat, 1, comms[0], stream), chorusSuccess);
+  EXPECT_EQ(chorusStreamQuery(stream), chorusInProgress);
+  std::vector<chorusComm_t> out(3, nullptr);
+  std::vector<chorusResult_t> rs(3, chorusInternalError);
+  runThreads(3, [&](int r) {
+    rs[size_t(r)] =
+        chorusCommShrink(comms[r], nullptr, 0, &out[size_t(r)], nullptr, CHORUS_SHRINK_ABORT);
+    if (rs[size_t(r)] != chorusSuccess) return;
+    int v = r + 1, sum = 0;
+    rs[size_t(r)] = chorusAllReduce(&v, &sum, 1, chorusInt32, chorusSum, out[size_t(r)], nullptr);
+    if (sum != 6) rs[size_t(r)] = chorusInternalError;
+  });
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(rs[size_t(r)], chorusSuccess) << "rank " << r;
+  EXPECT_NE(chorusStreamSynchronize(stream), chorusSuccess) << "the queued Recv was not stopped";
+  chorusStreamDestroy(stream);
+  runThreads(3, [&](int r) {
+    if (out[size_t(r)]) chorusCommDestroy(out[size_t(r)]);
+    chorusCommAbort(comms[r]);
+    comms.forget(r);
+  });
+}
+
 // ---- processes ----
 
 int freePort() {

@@ -249,8 +249,14 @@ class Agreement {
   uint32_t naps_ = 0;
 };
 
-// Stops the parent's operations in flight (their waits see the abort flag and unwind).
+// Stops the parent's operations in flight (their waits see the abort flag and unwind). Peers
+// still waiting for this rank in a collective are told, as by chorusCommAbort (they then shrink
+// too: a failed rank that calls chorusCommShrink is not dropped for it).
 void stopInFlight(chorusComm* c) {
+  if (c->state.load() != CommState::kFailed)
+    markFailed(c, chorusInvalidUsage,
+               format("rank %d: chorusCommShrink(CHORUS_SHRINK_ABORT) stopped this communicator",
+                      c->rank));
   c->abortFlag.store(true);
   const auto until = Clock::now() + std::chrono::seconds(10);
   while ((c->pending.load() != 0 || c->executing.load() != 0) && Clock::now() < until)
