@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "core/comm.h"
+#include "core/shrink_wire.h"
 #include "util.h"
 
 namespace {
@@ -191,6 +193,92 @@ TEST(Shrink, AbortStopsQueuedWork) {
     chorusCommAbort(comms[r]);
     comms.forget(r);
   });
+}
+
+// Bad bytes in a rank's mailbox (what a same-node peer reads; kShrink notices carry the same
+// bytes across nodes, fuzz/fuzz_shrink.cc): junk, a truncated view, a view claiming another
+// sender, a decision for rank 2's leadership with a broken id. Rank 2 never calls; the others
+// ignore what it "published", drop it at the bound, and compute. (A 1 s bound: the follower must
+// not give up on the leader while the leader legitimately waits that long for rank 2's view.)
+TEST(Shrink, BadMessagesAreIgnored) {
+  Watchdog watchdog(120, "Shrink.BadMessagesAreIgnored");
+  ScopedEnv bound("CHORUS_SHRINK_TIMEOUT", "1");
+  using namespace chorus::shrinkwire;
+  Message view;
+  view.seq = 1;
+  view.sender = 0;  // not the box's owner
+  const std::string wrongSender = encode(view);
+  view.sender = 2;
+  const std::string truncated = encode(view).substr(0, kHeaderBytes - 3);
+  Message decision;
+  decision.kind = Kind::kDecision;
+  decision.seq = 1;
+  decision.sender = 2;
+  std::string brokenId = encode(decision);
+  brokenId[brokenId.size() - CHORUS_UNIQUE_ID_BYTES] ^= 0x5a;  // the id's magic
+  for (const std::string& bad : {std::string("\xde\xad\xbe\xef junk that is not a message"),
+                                 truncated, wrongSender, brokenId}) {
+    CommSet comms(3);
+    ASSERT_EQ(comms.initResult(), chorusSuccess);
+    chorus::ShrinkBox* box = comms[2]->mySegment.shrinkBox();
+    memcpy(box->data, bad.data(), bad.size());
+    box->bytes = uint32_t(bad.size());
+    box->version.store(2);
+    std::vector<chorusComm_t> out(2, nullptr);
+    std::vector<chorusResult_t> rs(2, chorusInternalError);
+    runThreads(2, [&](int r) {
+      rs[size_t(r)] = chorusCommShrink(comms[r], nullptr, 0, &out[size_t(r)], nullptr, 0);
+      if (rs[size_t(r)] != chorusSuccess) return;
+      int v = r + 1, sum = 0;
+      rs[size_t(r)] = chorusAllReduce(&v, &sum, 1, chorusInt32, chorusSum, out[size_t(r)], nullptr);
+      if (sum != 3) rs[size_t(r)] = chorusInternalError;
+    });
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(rs[size_t(r)], chorusSuccess)
+          << "rank " << r << ", bad message of " << bad.size() << " bytes";
+      int n = 0;
+      if (out[size_t(r)]) chorusCommCount(out[size_t(r)], &n);
+      EXPECT_EQ(n, 2);
+    }
+    runThreads(2, [&](int r) {
+      if (out[size_t(r)]) chorusCommDestroy(out[size_t(r)]);
+    });
+  }
+}
+
+// A live rank that never calls (here rank 0, the natural leader; then rank 2, a follower) is
+// dropped at the bound (for the leader: twice the bound and a second).
+TEST(Shrink, SilentRankIsDroppedAtTheBound) {
+  Watchdog watchdog(120, "Shrink.SilentRankIsDroppedAtTheBound");
+  ScopedEnv bound("CHORUS_SHRINK_TIMEOUT", "1");
+  for (int silent : {0, 2}) {
+    CommSet comms(3);
+    ASSERT_EQ(comms.initResult(), chorusSuccess);
+    std::vector<chorusComm_t> out(3, nullptr);
+    std::vector<chorusResult_t> rs(3, chorusSuccess);
+    const double t0 = nowSeconds();
+    runThreads(3, [&](int r) {
+      if (r == silent) return;
+      rs[size_t(r)] = chorusCommShrink(comms[r], nullptr, 0, &out[size_t(r)], nullptr, 0);
+      if (rs[size_t(r)] != chorusSuccess) return;
+      int v = r + 1, sum = 0;
+      rs[size_t(r)] = chorusAllReduce(&v, &sum, 1, chorusInt32, chorusSum, out[size_t(r)], nullptr);
+      if (sum != 6 - (silent + 1)) rs[size_t(r)] = chorusInternalError;
+    });
+    const double took = nowSeconds() - t0;
+    EXPECT_GE(took, 0.9) << "silent rank " << silent << " dropped before the bound";
+    EXPECT_LT(took, 30.0);
+    for (int r = 0; r < 3; ++r) {
+      if (r == silent) continue;
+      EXPECT_EQ(rs[size_t(r)], chorusSuccess) << "rank " << r << ", silent rank " << silent;
+      int n = 0;
+      if (out[size_t(r)]) chorusCommCount(out[size_t(r)], &n);
+      EXPECT_EQ(n, 2);
+    }
+    runThreads(3, [&](int r) {
+      if (out[size_t(r)]) chorusCommDestroy(out[size_t(r)]);
+    });
+  }
 }
 
 // ---- processes ----

@@ -14,8 +14,9 @@
 //      CHORUS_SHRINK_TIMEOUT), takes the union, starts a fresh bootstrap root (new address, new
 //      secret) and publishes the decision: the union and the root's unique id.
 //   3. A follower waits for its leader's decision. If the leader dies, leaves or stays silent
-//      past the bound, the follower adds it to its view, republishes it and follows the next
-//      lowest rank; a follower whose own view differs from the decision adopts the decision.
+//      past twice the bound (it may itself wait a whole bound for a silent rank's view), the
+//      follower adds it to its view, republishes it and follows the next lowest rank; a
+//      follower whose own view differs from the decision adopts the decision.
 //   4. Everyone in the decision's survivors (in parent rank order) runs the normal init with the
 //      new id; a caller the decision excludes gets chorusRemoteError and no communicator.
 // The root is the ordinary bootstrap root: it stops listening once every survivor joined, and
@@ -102,11 +103,13 @@ class Agreement {
       if (leader == c_->rank) return lead(bound);
       Message m;
       if (latest(leader, &m) && m.kind == Kind::kDecision) return m;
-      if (std::chrono::duration<double>(now - leaderSince).count() > bound) {
+      // A live leader may legitimately wait up to `bound` for a silent rank's view before it
+      // decides: only twice that (and a second) means the leader itself is silent.
+      if (std::chrono::duration<double>(now - leaderSince).count() > 2 * bound + 1) {
         CHORUS_WARN(c_->rank,
                     "chorusCommShrink: no decision from rank %d (the leader) within %.0f s "
-                    "(CHORUS_SHRINK_TIMEOUT): holding it for gone",
-                    leader, bound);
+                    "(2 x CHORUS_SHRINK_TIMEOUT + 1): holding it for gone",
+                    leader, 2 * bound + 1);
         gone_[size_t(leader)] = true;
         silent_.insert(leader);
         publishView();
