@@ -443,6 +443,10 @@ TEST(ShrinkProcesses, RepeatedKillsDownToOneRankTwoNodes) {
   killAndShrink(4, 2, "2@3,0@8,3@13", 3, "down-to-one-two-nodes");
 }
 
+TEST(ShrinkProcesses, SevenKillsOfEightRanksTwoNodes) {
+  killAndShrink(8, 2, "7@3,0@6,3@9,5@12,1@15,2@18,6@21", 7, "eight-down-to-one");
+}
+
 // Excluding a live rank on purpose, every rank (it too) calling, as processes across nodes.
 TEST(ShrinkProcesses, ExcludeLiveRankTwoNodes) {
   Watchdog watchdog(200, "ShrinkProcesses.ExcludeLiveRankTwoNodes");
