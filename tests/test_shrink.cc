@@ -319,22 +319,33 @@ std::vector<Rank> startRanks(int n, int nodes, const std::vector<std::string>& a
     Rank& k = ranks[size_t(r)];
     k.outPath = "/tmp/chorus-shrink-" + std::to_string(getpid()) + "-" + tag + "-" +
                 std::to_string(r) + ".log";
+    // Everything the child needs is built here: after fork() it only opens, dups and execs
+    // (async-signal-safe; other threads of this process may hold the allocator's lock).
+    std::vector<std::string> env = {
+        "CHORUS_RANK=" + std::to_string(r), "CHORUS_NRANKS=" + std::to_string(n),
+        "CHORUS_COMM_ID=127.0.0.1:" + std::to_string(port), std::string("CHORUS_SECRET=") + secret,
+        "CHORUS_HOSTID=shrinknode" + std::to_string(r * nodes / n)};
+    for (char** e = environ; *e; ++e) {
+      const std::string kv = *e;
+      const std::string name = kv.substr(0, kv.find('='));
+      if (name != "CHORUS_RANK" && name != "CHORUS_NRANKS" && name != "CHORUS_COMM_ID" &&
+          name != "CHORUS_SECRET" && name != "CHORUS_HOSTID")
+        env.push_back(kv);
+    }
+    std::vector<std::string> argv = {SHRINK_WORKER_PATH};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<char*> cargv, cenv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    for (auto& e : env) cenv.push_back(e.data());
+    cenv.push_back(nullptr);
+    const char* out = k.outPath.c_str();
     k.pid = fork();
     if (k.pid == 0) {
-      int fd = open(k.outPath.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
       dup2(fd, 1);
       dup2(fd, 2);
-      setenv("CHORUS_RANK", std::to_string(r).c_str(), 1);
-      setenv("CHORUS_NRANKS", std::to_string(n).c_str(), 1);
-      setenv("CHORUS_COMM_ID", ("127.0.0.1:" + std::to_string(port)).c_str(), 1);
-      setenv("CHORUS_SECRET", secret, 1);
-      setenv("CHORUS_HOSTID", ("shrinknode" + std::to_string(r * nodes / n)).c_str(), 1);
-      std::vector<std::string> argv = {SHRINK_WORKER_PATH};
-      argv.insert(argv.end(), args.begin(), args.end());
-      std::vector<char*> cargv;
-      for (auto& a : argv) cargv.push_back(a.data());
-      cargv.push_back(nullptr);
-      execv(cargv[0], cargv.data());
+      execve(cargv[0], cargv.data(), cenv.data());
       _exit(127);
     }
   }
