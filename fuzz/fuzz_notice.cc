@@ -3,7 +3,8 @@
 //
 // Input: [nranks u8][stream bytes...]. Invariants: a notice is only reported once all of its
 // bytes are there (every prefix is "need more" or the same "bad"), its cause is a rank of the
-// communicator, its text is printable and within the limit, and encodeNotice round-trips.
+// communicator, its text is printable and within the limit, and encodeNotice round-trips
+// (kShrink notices: binary text kept byte for byte, encodeShrinkNotice round-trips).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -33,9 +34,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     FUZZ_CHECK(p.consumed >= sizeof(NoticeHeader) && p.consumed <= buf.size());
     FUZZ_CHECK(p.consumed - sizeof(NoticeHeader) == p.text.size());
-    FUZZ_CHECK(p.text.size() <= kMaxNoticeText);
     FUZZ_CHECK(p.cause >= 0 && p.cause < nranks);
-    FUZZ_CHECK(p.kind == NoticeKind::kFailed || p.kind == NoticeKind::kDied);
+    FUZZ_CHECK(p.kind == NoticeKind::kFailed || p.kind == NoticeKind::kDied ||
+               p.kind == NoticeKind::kShrink);
+    if (p.kind == NoticeKind::kShrink) {
+      // Shrink messages are binary (parsed again by fuzz_shrink): kept byte for byte.
+      FUZZ_CHECK(p.text.size() <= kMaxShrinkBytes);
+      FUZZ_CHECK(p.text == buf.substr(sizeof(NoticeHeader), p.text.size()));
+      const std::string again = encodeShrinkNotice(p.cause, p.text);
+      FUZZ_CHECK(again == buf.substr(0, p.consumed));
+      buf.erase(0, p.consumed);
+      ++notices;
+      continue;
+    }
+    FUZZ_CHECK(p.text.size() <= kMaxNoticeText);
     for (char c : p.text) FUZZ_CHECK(c >= 0x20 && c <= 0x7e);
     for (size_t k = 0; k < p.consumed; ++k)
       FUZZ_CHECK(parseNotice(buf.data(), k, nranks).status != NoticeParse::Status::kNotice);

@@ -60,7 +60,7 @@ cmake --build "$build" -j"$(nproc)" >>"$log0" 2>&1 ||
 
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] ||
-  targets=(fuzz_hello fuzz_round fuzz_challenge fuzz_id fuzz_root fuzz_data_hello fuzz_frames fuzz_notice)
+  targets=(fuzz_hello fuzz_round fuzz_challenge fuzz_id fuzz_root fuzz_data_hello fuzz_frames fuzz_notice fuzz_shrink)
 mkdir -p "$build/artifacts"
 status=0
 for t in "${targets[@]}"; do

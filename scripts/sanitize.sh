@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh build >/dev/null  # installs the build dependencies if missing
 cmake --preset asan >/dev/null
 cmake --build build-asan -j"$(nproc)"
-regex=${1:-'Errors|Comm|Semantics|DataStrangers|FailureNotice|DeadPeerAcrossNodes|MultiNodeAlgorithms|Socket|CudaIpc|CudaFunctors|CudaHost|MultiNodeNetns|SingleThread|Threads/Split|Threads/Stream|Threads/CallCheck|Threads/Timeout|Strangers|Leftovers|Emulated/MultiNode|Env/Launchers|DoubleBinaryTree|NodeTree|Support|ReduceKernel|Half|Bf16'}
+regex=${1:-'Errors|Comm|Shrink|Semantics|DataStrangers|FailureNotice|DeadPeerAcrossNodes|MultiNodeAlgorithms|Socket|CudaIpc|CudaFunctors|CudaHost|MultiNodeNetns|SingleThread|Threads/Split|Threads/Stream|Threads/CallCheck|Threads/Timeout|Strangers|Leftovers|Emulated/MultiNode|Env/Launchers|DoubleBinaryTree|NodeTree|Support|ReduceKernel|Half|Bf16'}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 ctest --test-dir build-asan --output-on-failure -j1 --timeout 900 -R "$regex"

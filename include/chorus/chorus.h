@@ -112,6 +112,22 @@ CHORUS_API chorusResult_t chorusUniqueIdFromEnv(chorusUniqueId* uniqueId, int* p
 #define CHORUS_SPLIT_NOCOLOR (-1)
 CHORUS_API chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key,
                                           chorusComm_t* newcomm, chorusConfig_t* config);
+/* Shrink (as ncclCommShrink, NCCL 2.27; docs/reliability.md "Shrink"): the ranks of `comm` that
+ * call it build a new communicator without the ranks of excludeRanksList, nor any rank that died,
+ * destroyed or aborted `comm`, nor one that does not join the agreement within
+ * CHORUS_SHRINK_TIMEOUT seconds (default 30). The callers agree on that set over comm's own
+ * channels (no listening socket), then init `newcomm`: its ranks are the survivors in comm's
+ * rank order. Every caller passes the same list (it may be NULL with count 0: only dead ranks
+ * go). A rank of the list that calls it too gets chorusSuccess and *newcomm = NULL; a rank the
+ * others excluded gets chorusRemoteError and *newcomm = NULL. config NULL: comm's device and
+ * timeout. CHORUS_SHRINK_DEFAULT: comm must have no operation in flight. CHORUS_SHRINK_ABORT
+ * (implied when comm failed): comm's operations in flight are stopped first. comm stays valid:
+ * destroy it (chorusCommAbort once it failed) when done. */
+#define CHORUS_SHRINK_DEFAULT 0x00
+#define CHORUS_SHRINK_ABORT 0x01
+CHORUS_API chorusResult_t chorusCommShrink(chorusComm_t comm, const int* excludeRanksList,
+                                           int excludeRanksCount, chorusComm_t* newcomm,
+                                           chorusConfig_t* config, int shrinkFlags);
 CHORUS_API chorusResult_t chorusCommFinalize(chorusComm_t comm);
 CHORUS_API chorusResult_t chorusCommDestroy(chorusComm_t comm);
 CHORUS_API chorusResult_t chorusCommAbort(chorusComm_t comm);

@@ -259,6 +259,16 @@ class Comm:
                           self.rank if key is None else int(key))
         return None if h is None else Comm._wrap(h)
 
+    def shrink(self, exclude=None, abort=False):
+        """Collective of the ranks that call it: a new communicator without the ranks of
+        `exclude` (ranks of this communicator) nor any rank that died or left, its ranks the
+        survivors in order (chorusCommShrink). Returns None on a rank of `exclude`. abort=True
+        (implied once this communicator failed) stops its operations in flight first. This
+        communicator stays open: close() it (abort() once it failed)."""
+        ex = [] if exclude is None else [int(r) for r in exclude]
+        h = _chorus.shrink(self._h, ex, bool(abort))
+        return None if h is None else Comm._wrap(h)
+
     # -- collectives -----------------------------------------------------------------------
     def all_reduce(self, x, out=None, op=SUM):
         """Reduces x over all ranks into out (x itself when out is None); returns it."""

@@ -266,6 +266,19 @@ PYBIND11_MODULE(_chorus, m) {
     c->c = out;
     return py::cast(c, py::return_value_policy::take_ownership);
   });
+  m.def("shrink", [](Comm& parent, std::vector<int> exclude, bool abort) -> py::object {
+    chorusComm_t h = parent.get(), out = nullptr;
+    {
+      py::gil_scoped_release nogil;
+      check(chorusCommShrink(h, exclude.data(), int(exclude.size()), &out, nullptr,
+                             abort ? CHORUS_SHRINK_ABORT : CHORUS_SHRINK_DEFAULT),
+            h);
+    }
+    if (out == nullptr) return py::none();
+    auto* c = new Comm;
+    c->c = out;
+    return py::cast(c, py::return_value_policy::take_ownership);
+  });
 
   // Collectives. Buffers are Python objects (None where a rank passes none); `t` >= 0 forces
   // the element type. Counts follow the C API.

@@ -113,3 +113,39 @@ def test_abort_unblocks_a_waiting_thread():
     t.join(30)
     assert not t.is_alive() and err and "abort" in str(err[0]).lower(), err
     comms[1].close()
+
+
+def test_shrink_excludes_live_ranks():
+    comms = chorus.Comm.init_all(4)
+    out = [None] * 4
+    errors = []
+
+    def body(c):
+        try:
+            nc = c.shrink(exclude=[1])
+            out[c.rank] = nc
+            if nc is not None:
+                x = np.full(5, float(c.rank + 1))
+                nc.all_reduce(x)
+                np.testing.assert_array_equal(x, np.full(5, 1.0 + 3.0 + 4.0))
+        except Exception as e:  # noqa: BLE001  (reported below)
+            errors.append(e)
+
+    ts = [threading.Thread(target=body, args=(c,)) for c in comms]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(120)
+    assert not errors, errors
+    assert out[1] is None
+    assert [o.rank for o in out if o is not None] == [0, 1, 2]
+    assert all(o.size == 3 for o in out if o is not None)
+    for o in out:
+        if o is not None:
+            o.close()
+    for c in comms:
+        c.close()
+    (one,) = chorus.Comm.init_all(1)
+    with pytest.raises(chorus.Error, match="excludeRanksList"):
+        one.shrink(exclude=[5])
+    one.close()

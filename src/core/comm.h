@@ -101,6 +101,7 @@ struct chorusComm {
   std::atomic<int> pending{0};  // operations queued on streams, not yet finished
   uint64_t opCount = 0;
   uint64_t oneShotSeq = 0;  // one-shot AllReduces run so far (algo/oneshot.cc)
+  uint32_t shrinkSeq = 0;   // chorusCommShrink calls on this communicator (core/shrink.cc)
   double timeoutSec = 0;    // CHORUS_TIMEOUT
   bool checkCalls = false;
   // Busy-poll iterations before yielding: none when this node has more ranks than cores (the

@@ -222,6 +222,8 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
 
 void freeComm(chorusComm* c) {
   if (c->initThread.joinable()) c->initThread.join();
+  // Same-node peers in chorusCommShrink stop waiting for this rank (core/shrink.cc).
+  if (c->mySegment.base()) c->mySegment.shrinkBox()->left.store(1, std::memory_order_release);
   c->tcp.reset();  // flushes posted slots, stops the proxy (it writes into our segment)
   for (auto& s : c->peerSegments) s.release();
   c->mySegment.release();

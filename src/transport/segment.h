@@ -30,6 +30,21 @@ struct SegmentHeader {
   Doorbell bell;  // the owner sleeps here in long waits for its FIFOs (fifo.h)
 };
 
+// chorusCommShrink's mailbox (core/shrink.cc), in the header page after SegmentHeader: the owner
+// publishes its latest agreement message (core/shrink_wire.h) here for its same-node peers,
+// who read it even after the owner died. `version` is a seqlock (odd while the owner writes);
+// `left` is set when the owner destroys or aborts the communicator (it takes part in no shrink).
+constexpr size_t kShrinkBoxOffset = 1024;
+struct ShrinkBox {
+  std::atomic<uint32_t> version;
+  std::atomic<uint32_t> left;
+  uint32_t bytes;
+  uint32_t pad;
+  char data[3072 - 16];
+};
+static_assert(sizeof(SegmentHeader) <= kShrinkBoxOffset);
+static_assert(kShrinkBoxOffset + sizeof(ShrinkBox) <= 4096);  // SegmentLayout::headerBytes()
+
 // One-shot slots (algo/oneshot.cc) at the end of every segment: two per rank, used by call
 // parity, each a sequence word on its own cache line followed by up to kOneShotMaxBytes of data.
 constexpr size_t kOneShotMaxBytes = 4096;
@@ -72,6 +87,7 @@ class Segment {
   void release();     // unmap (or drop the in-process reference)
 
   SegmentHeader* header() const { return reinterpret_cast<SegmentHeader*>(base_); }
+  ShrinkBox* shrinkBox() const { return reinterpret_cast<ShrinkBox*>(base_ + kShrinkBoxOffset); }
   char* base() const { return base_; }
   const std::string& name() const { return name_; }
   FifoCtrl* fifoCtrl(int proto, int channel, int peer) const;

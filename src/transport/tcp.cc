@@ -229,6 +229,9 @@ TcpTransport::TcpTransport(chorusComm* comm, DataListener& listener,
   failed_.reset(new std::atomic<int>[size_t(n)]);
   dead_.reset(new std::atomic<bool>[size_t(n)]);
   for (int i = 0; i < n; ++i) failed_[size_t(i)].store(0), dead_[size_t(i)].store(false);
+  controlClosed_.reset(new std::atomic<bool>[size_t(n)]);
+  for (int i = 0; i < n; ++i) controlClosed_[size_t(i)].store(false);
+  shrinkIn_.assign(size_t(n), "");
   reasons_.assign(size_t(n), "");
   causes_.assign(size_t(n), -1);
   wakeFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -369,6 +372,22 @@ void TcpTransport::notifyFailure(int cause, const std::string& message) {
   wake(wakeFd_);
 }
 
+void TcpTransport::publishShrink(const std::string& message) {
+  {
+    std::lock_guard<std::mutex> l(noticeMu_);
+    shrinkOut_ += encodeShrinkNotice(comm_->rank, message);
+  }
+  shrinkQueued_.store(true);
+  wake(wakeFd_);
+}
+
+bool TcpTransport::latestShrink(int peer, std::string* message) {
+  std::lock_guard<std::mutex> l(shrinkMu_);
+  if (shrinkIn_[size_t(peer)].empty()) return false;
+  *message = shrinkIn_[size_t(peer)];
+  return true;
+}
+
 bool TcpTransport::progressOut(Link& l) {
   bool did = false;
   while (l.staged.dataReady()) {
@@ -467,6 +486,11 @@ void TcpTransport::progressControl(Control& c) {
       break;
     }
     c.in.erase(0, np.consumed);
+    if (np.kind == NoticeKind::kShrink) {  // not a failure: core/shrink.cc parses it
+      std::lock_guard<std::mutex> l(shrinkMu_);
+      shrinkIn_[size_t(c.peer)] = np.text;
+      continue;
+    }
     if (np.kind == NoticeKind::kDied) dead_[size_t(np.cause)].store(true);
     if (np.cause == c.peer)
       failPeer(c.peer, np.cause,
@@ -480,6 +504,8 @@ void TcpTransport::progressControl(Control& c) {
                format("rank %d %s (reported by peer rank %d of node %d)", np.cause,
                       np.kind == NoticeKind::kDied ? "died" : "failed", c.peer, node));
   }
+  // Published after the notices that came before the end (a shrink message, then the close).
+  if (c.closed) controlClosed_[size_t(c.peer)].store(true);
 }
 
 void TcpTransport::proxyLoop() {
@@ -509,11 +535,22 @@ void TcpTransport::proxyLoop() {
     bool did = false, fifoFull = false;
     // Control connections: a queued notice at once, the peers' notices every kControlEvery.
     const Clock::time_point now = Clock::now();
-    if (noticeQueued_.load(std::memory_order_relaxed) || now >= nextControl) {
+    if (noticeQueued_.load(std::memory_order_relaxed) ||
+        shrinkQueued_.load(std::memory_order_relaxed) || now >= nextControl) {
+      // Queued after what a control connection is still sending (never over it).
+      auto queue = [](Control& c, const std::string& bytes) {
+        if (c.outDone >= c.out.size()) c.out.clear(), c.outDone = 0;
+        c.out += bytes;
+      };
       if (noticeQueued_.exchange(false)) {
         std::lock_guard<std::mutex> l(noticeMu_);
-        for (auto& c : controls_) c->out = notice_, c->outDone = 0;
+        for (auto& c : controls_) queue(*c, notice_);
         haveNotice = true;
+      }
+      if (shrinkQueued_.exchange(false)) {
+        std::lock_guard<std::mutex> l(noticeMu_);
+        for (auto& c : controls_) queue(*c, shrinkOut_);
+        shrinkOut_.clear();
       }
       bool sent = true;
       for (auto& c : controls_) {

@@ -90,6 +90,13 @@ class TcpTransport {
   // a peer); only the first call sends anything. Any thread.
   void notifyFailure(int cause, const std::string& message);
 
+  // chorusCommShrink (core/shrink.cc): sends a shrink message (core/shrink_wire.h) to every
+  // remote peer, after whatever is queued; and the latest one received from `peer` (false if
+  // none). controlClosed: the peer's control connection ended (it died or left). Any thread.
+  void publishShrink(const std::string& message);
+  bool latestShrink(int peer, std::string* message);
+  bool controlClosed(int peer) const { return controlClosed_[size_t(peer)].load(); }
+
  private:
   struct Link;
   struct Control;
@@ -115,6 +122,12 @@ class TcpTransport {
   std::atomic<bool> noticeSent_{false};  // written to every control connection (or given up)
   std::atomic<bool> stop_{false};
   std::thread proxy_;
+  // chorusCommShrink messages: out to every peer (under noticeMu_), the latest in per peer.
+  std::string shrinkOut_;
+  std::atomic<bool> shrinkQueued_{false};
+  std::mutex shrinkMu_;
+  std::vector<std::string> shrinkIn_;
+  std::unique_ptr<std::atomic<bool>[]> controlClosed_;
 };
 
 }  // namespace chorus

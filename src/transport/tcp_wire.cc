@@ -81,14 +81,25 @@ std::string encodeNotice(NoticeKind kind, int32_t cause, const std::string& text
   return out;
 }
 
+std::string encodeShrinkNotice(int32_t sender, const std::string& bytes) {
+  const size_t n = bytes.size() < kMaxShrinkBytes ? bytes.size() : kMaxShrinkBytes;
+  NoticeHeader h{kNoticeMagic, uint32_t(NoticeKind::kShrink), sender, uint32_t(n)};
+  std::string out(reinterpret_cast<const char*>(&h), sizeof(h));
+  out.append(bytes, 0, n);
+  return out;
+}
+
 NoticeParse parseNotice(const void* bytes, size_t len, int nranks) {
   NoticeParse r;
   if (len < sizeof(NoticeHeader)) return r;
   NoticeHeader h;
   memcpy(&h, bytes, sizeof(h));
+  const bool shrink = h.kind == uint32_t(NoticeKind::kShrink);
   if (h.magic != kNoticeMagic ||
-      (h.kind != uint32_t(NoticeKind::kFailed) && h.kind != uint32_t(NoticeKind::kDied)) ||
-      h.cause < 0 || h.cause >= nranks || h.textBytes > kMaxNoticeText) {
+      (h.kind != uint32_t(NoticeKind::kFailed) && h.kind != uint32_t(NoticeKind::kDied) &&
+       !shrink) ||
+      h.cause < 0 || h.cause >= nranks ||
+      h.textBytes > (shrink ? kMaxShrinkBytes : kMaxNoticeText)) {
     r.status = NoticeParse::Status::kBad;
     return r;
   }
@@ -98,6 +109,7 @@ NoticeParse parseNotice(const void* bytes, size_t len, int nranks) {
   r.kind = NoticeKind(h.kind);
   r.cause = h.cause;
   r.text.assign(static_cast<const char*>(bytes) + sizeof(h), h.textBytes);
+  if (shrink) return r;
   for (char& c : r.text)
     if (c < 0x20 || c > 0x7e) c = '?';
   return r;

@@ -82,7 +82,10 @@ class FrameReader {
 enum class NoticeKind : uint32_t {
   kFailed = 1,  // rank `cause` failed (a timeout, a mismatch, an abort...); text: why
   kDied = 2,    // rank `cause` died, as the sender saw it
+  kShrink = 3,  // chorusCommShrink's agreement: `cause` is the sender, the text a message of
+                // core/shrink_wire.h (binary, up to kMaxShrinkBytes, kept as is)
 };
+constexpr uint32_t kMaxShrinkBytes = 4096;
 struct NoticeHeader {
   uint32_t magic;
   uint32_t kind;
@@ -97,10 +100,13 @@ struct NoticeParse {
   size_t consumed = 0;  // bytes of the notice (kNotice)
   NoticeKind kind = NoticeKind::kFailed;
   int32_t cause = -1;
-  std::string text;  // printable ASCII only (anything else becomes '?')
+  std::string text;  // printable ASCII only (anything else becomes '?'); kShrink: raw bytes
 };
+// A kShrink notice carrying `bytes` (at most kMaxShrinkBytes) from rank `sender`.
+std::string encodeShrinkNotice(int32_t sender, const std::string& bytes);
+
 // The first notice in `bytes`. kBad: wrong magic, unknown kind, cause outside [0, nranks) or
-// text longer than kMaxNoticeText.
+// text longer than kMaxNoticeText (kMaxShrinkBytes for kShrink).
 NoticeParse parseNotice(const void* bytes, size_t len, int nranks);
 
 }  // namespace chorus::tcpwire
