@@ -64,14 +64,15 @@ TEST_F(MultiProcessMisc, SingleCopyAndOneShotForced) {
     const char* colls;
     const char* counts;
   };
-  for (const Case& c : {Case{"broadcast:cma;allgather:cma", nullptr, "Broadcast,AllGather",
-                             "0,1,7,1000,300001"},
-                        Case{"broadcast:cma;allgather:cma", "0", "Broadcast,AllGather", "7,70001"},
-                        Case{"broadcast:oneshot;allgather:oneshot;reducescatter:oneshot", nullptr,
-                             "Broadcast,AllGather,ReduceScatter", "0,1,7,100"}}) {
+  for (const Case& c :
+       {Case{"broadcast:cma;allgather:cma", nullptr, "Broadcast,AllGather", "0,1,7,1000,300001"},
+        Case{"broadcast:cma;allgather:cma", "0", "Broadcast,AllGather", "7,70001"},
+        Case{"broadcast:oneshot;allgather:oneshot;reducescatter:oneshot", nullptr,
+             "Broadcast,AllGather,ReduceScatter", "0,1,7,100"}}) {
     ScopedEnv algo("CHORUS_ALGO", c.algo), cma("CHORUS_CMA", c.cma);
     for (int np : {2, 3, 5}) {
-      const CommandResult r = launch(np, {"--colls", c.colls, "--counts", c.counts, "--big", "none"}, 300);
+      const CommandResult r =
+          launch(np, {"--colls", c.colls, "--counts", c.counts, "--big", "none"}, 300);
       EXPECT_FALSE(r.timedOut) << outputTail(r.output);
       EXPECT_EQ(r.exitCode, 0) << c.algo << " CHORUS_CMA=" << (c.cma ? c.cma : "-") << ", " << np
                                << " ranks:\n"
