@@ -9,10 +9,11 @@
 // buffers to come from a Chorus allocator, which the API does not have). So cross-memory attach.
 //
 // One call, k = ++comm->copySeq, every rank of the communicator taking part:
-//  1. publish: the buffer peers read (the root's sendbuff, every rank's block for AllGather) in
-//     the segment header's CopyPost, then seq = k << 2 | status (release), ringing sleepers;
+//  1. publish: the buffer peers access (the root's sendbuff and the others' recvbuff for
+//     Broadcast, every rank's block for AllGather) in the segment header's CopyPost, then seq = k
+//     << 2 | status (release), ringing sleepers;
 //  2. wait until every peer's seq shows k (Waiter: abort, death and timeout watched);
-//  3. if every rank's status says it can read every peer: read what it needs; otherwise every
+//  3. if every rank's status says it can reach every peer: copy; otherwise every
 //     rank runs the FIFO algorithm instead (they all saw the same statuses, so they agree);
 //  4. done = k, ringing sleepers; wait until every peer's done shows k: only then may a buffer
 //     that peers read be reused or freed, and only then may a rank publish call k + 1.
@@ -114,19 +115,25 @@ void waitAll(chorusComm* comm, uint64_t k, const char* what, Get get) {
   }
 }
 
-// Copies `bytes` at `remote` in rank p's process to `dst`.
-void readPeer(chorusComm* comm, int p, uint64_t remote, void* dst, size_t bytes, const char* what) {
+// Copies `bytes` between `local` here and `remote` in rank p's process (to here when `read`).
+void copyPeer(chorusComm* comm, int p, uint64_t remote, void* local, size_t bytes, bool read,
+              const char* what) {
   if (bytes == 0) return;
   if (samePid(comm, p)) {
-    memcpy(dst, reinterpret_cast<const void*>(remote), bytes);
+    if (read)
+      memcpy(local, reinterpret_cast<const void*>(remote), bytes);
+    else
+      memcpy(reinterpret_cast<void*>(remote), local, bytes);
     return;
   }
-  char* out = static_cast<char*>(dst);
+  char* here = static_cast<char*>(local);
   size_t done = 0;
   while (done < bytes) {
-    iovec local{out + done, bytes - done};
-    iovec rem{reinterpret_cast<void*>(remote + done), bytes - done};
-    const ssize_t got = process_vm_readv(pid_t(comm->peers[size_t(p)].pid), &local, 1, &rem, 1, 0);
+    iovec l{here + done, bytes - done};
+    iovec r{reinterpret_cast<void*>(remote + done), bytes - done};
+    const pid_t pid = pid_t(comm->peers[size_t(p)].pid);
+    const ssize_t got =
+        read ? process_vm_readv(pid, &l, 1, &r, 1, 0) : process_vm_writev(pid, &l, 1, &r, 1, 0);
     if (got > 0) {
       done += size_t(got);
       continue;
@@ -134,8 +141,8 @@ void readPeer(chorusComm* comm, int p, uint64_t remote, void* dst, size_t bytes,
     if (got < 0 && errno == EINTR) continue;
     const int err = got < 0 ? errno : EIO;
     Waiter(comm, p, what).checkNow();  // a dead or failed peer is named as such
-    fail(chorusSystemError, "rank %d: %s: reading %zu bytes of rank %d's buffer failed: %s",
-         comm->rank, what, bytes - done, p, strerror(err));
+    fail(chorusSystemError, "rank %d: %s: %s %zu bytes of rank %d's buffer failed: %s", comm->rank,
+         what, read ? "reading" : "writing", bytes - done, p, strerror(err));
   }
 }
 
@@ -176,16 +183,27 @@ uint64_t peerAddr(const chorusComm* comm, int p) {
 
 }  // namespace
 
+// The root and the others share the copying, so that every core works (a FIFO broadcast keeps
+// two cores busy too: the root fills slots while the receiver empties them): the root writes the
+// first 1/n of the data (whole pages) into every other rank's buffer, each of them reads the rest.
 void cmaBroadcast(chorusComm* comm, const OpDesc& op) {
   const size_t bytes = op.count * chorusTypeSize(op.type);
   if (bytes == 0) return;  // every rank knows: nothing to agree on
   const uint64_t k = ++comm->copySeq;
   const bool root = comm->rank == op.root;
-  if (publish(comm, k, root ? op.sendbuff : nullptr, "Broadcast")) {
-    if (!root)
-      readPeer(comm, op.root, peerAddr(comm, op.root), op.recvbuff, bytes, "Broadcast");
-    else if (op.recvbuff != op.sendbuff)
-      memcpy(op.recvbuff, op.sendbuff, bytes);
+  const size_t head = bytes / size_t(comm->nranks) / 4096 * 4096;  // the root's share
+  if (publish(comm, k, root ? op.sendbuff : op.recvbuff, "Broadcast")) {
+    if (root) {
+      for (int i = 1; i < comm->nranks; ++i) {
+        const int p = (comm->rank + i) % comm->nranks;
+        copyPeer(comm, p, peerAddr(comm, p), const_cast<void*>(op.sendbuff), head, /*read=*/false,
+                 "Broadcast");
+      }
+      if (op.recvbuff != op.sendbuff) memcpy(op.recvbuff, op.sendbuff, bytes);
+    } else {
+      copyPeer(comm, op.root, peerAddr(comm, op.root) + head,
+               static_cast<char*>(op.recvbuff) + head, bytes - head, /*read=*/true, "Broadcast");
+    }
   } else {
     chainBroadcast(comm, op, Work{0, Proto::kSimple, 0, op.count});
   }
@@ -202,7 +220,8 @@ void cmaAllGather(chorusComm* comm, const OpDesc& op) {
     // Start after this rank, so that the readers of one block are spread over time.
     for (int i = 1; i < n; ++i) {
       const int p = (me + i) % n;
-      readPeer(comm, p, peerAddr(comm, p), out + size_t(p) * block, block, "AllGather");
+      copyPeer(comm, p, peerAddr(comm, p), out + size_t(p) * block, block, /*read=*/true,
+               "AllGather");
     }
     if (out + size_t(me) * block != op.sendbuff)
       memcpy(out + size_t(me) * block, op.sendbuff, block);

@@ -97,8 +97,8 @@ void oneShotAllReduce(chorusComm* comm, const OpDesc& op) {
 // slot too: in place, sendbuff is its block of recvbuff).
 void oneShotAllGather(chorusComm* comm, const OpDesc& op) {
   const size_t block = op.count * chorusTypeSize(op.type);
+  if (block == 0) return;  // every rank knows: nothing to exchange
   const int parity = exchange(comm, op.sendbuff, block, "AllGather");
-  if (block == 0) return;
   char* out = static_cast<char*>(op.recvbuff);
   for (int p = 0; p < comm->nranks; ++p)
     memcpy(out + size_t(p) * block, input(comm, p, parity), block);
@@ -108,8 +108,8 @@ void oneShotAllGather(chorusComm* comm, const OpDesc& op) {
 void oneShotBroadcast(chorusComm* comm, const OpDesc& op) {
   const size_t bytes = op.count * chorusTypeSize(op.type);
   const bool root = comm->rank == op.root;
-  const int parity = exchange(comm, op.sendbuff, root ? bytes : 0, "Broadcast");
   if (bytes == 0) return;
+  const int parity = exchange(comm, op.sendbuff, root ? bytes : 0, "Broadcast");
   if (!root)
     memcpy(op.recvbuff, input(comm, op.root, parity), bytes);
   else if (op.recvbuff != op.sendbuff)
@@ -119,8 +119,8 @@ void oneShotBroadcast(chorusComm* comm, const OpDesc& op) {
 // ReduceScatter: every rank publishes its n blocks; rank r reduces block r of every input.
 void oneShotReduceScatter(chorusComm* comm, const OpDesc& op) {
   const size_t block = op.count * chorusTypeSize(op.type);
-  const int parity = exchange(comm, op.sendbuff, block * size_t(comm->nranks), "ReduceScatter");
   if (block == 0) return;
+  const int parity = exchange(comm, op.sendbuff, block * size_t(comm->nranks), "ReduceScatter");
   reduceInputs(comm, op, parity, block * size_t(comm->rank), op.count, op.recvbuff);
 }
 

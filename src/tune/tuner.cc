@@ -191,7 +191,10 @@ bool protoSupports(Algo a, Proto p) {
 double modelHops(OpKind kind, Algo a, int n, int depth) {
   const double nn = double(n);
   if (depth < 0) depth = std::max(treeDepth(n, 0), treeDepth(n, 1));  // edges root -> leaf
-  if (a == Algo::kOneShot) return 1.0;  // publish once, read every input
+  // One-shot: publish once, read every input. Its Broadcast waits for every rank's publication
+  // (so that the root may reuse its slot), which the chain's root does not: n - 1 wake-ups on a
+  // loaded node, so it only wins where forced (measured: docs/performance.md).
+  if (a == Algo::kOneShot) return kind == OpKind::kBroadcast ? nn - 1 : 1.0;
   if (a == Algo::kCma) return 2.0;      // publish the buffer; every peer says it has read
   switch (kind) {
     case OpKind::kAllReduce:

@@ -73,9 +73,10 @@ struct Shape {
 // The one-shot collectives' size limit on the model's bytes (algo/oneshot.cc): every rank's
 // published input must fit its slot (AllGather publishes one block of bytes / nranks).
 size_t oneShotLimit(OpKind kind, int nranks);
-// Fixed cost of a single-copy call beyond its two hand-offs (a system call per peer, and the
-// page walk of the first touch), from the break-even against the FIFO path (docs/performance.md).
-constexpr double kCmaSetupUs = 6.0;
+// Fixed cost of a single-copy call beyond its two hand-offs (a system call per peer, the page
+// walk). Measured against the FIFO path on 2 ranks (docs/performance.md): single copy already
+// wins at 4-8 KiB, so no extra cost; the model then crosses over at about 8 KiB.
+constexpr double kCmaSetupUs = 0.0;
 // Hand-offs on the critical path and the share of the bytes a rank moves, per algorithm.
 double modelHops(OpKind kind, Algo a, int nranks, int treeDepth = -1);
 double modelByteFactor(OpKind kind, Algo a, int nranks);
