@@ -22,18 +22,21 @@
 //
 // Status: whether this rank may read its peers. Cross-memory attach needs ptrace access to the
 // peer: the kernel refuses it (EPERM) under Yama's ptrace_scope 1 between siblings, and seccomp
-// profiles may refuse the system call (EPERM, ENOSYS). On its first single-copy call a rank that
-// has peers in other processes declares any process of its user a permitted tracer
-// (PR_SET_PTRACER_ANY, as Open MPI does; CHORUS_CMA=0 turns the path off) and reports "not yet";
-// that call runs the FIFO algorithm. On the next one every peer has made the same declaration
-// (its step 1 came after it), so the rank probes each peer once, reading 8 bytes of its segment,
-// and reports usable or refused. A refusal anywhere clears Shape::singleCopy on every rank (they
-// all see it in the same call) and drops the plans, so the tuner stops choosing this path; the
-// decision costs no system call afterwards.
+// profiles may refuse the system call (EPERM, ENOSYS); ranks in different pid namespaces do not
+// see each other's pids (the probe below then reads something other than the peer's segment). On
+// its first single-copy call a rank that has peers in other processes declares any process of its
+// user a permitted tracer (PR_SET_PTRACER_ANY, as Open MPI does; CHORUS_CMA=0 turns the path off)
+// and reports "not yet"; that call runs the FIFO algorithm. On the next one every peer has made the
+// same declaration (its step 1 came after it), so the rank probes each peer once, reading the magic
+// word of its segment through cross-memory attach and comparing it with the one it sees in shared
+// memory, and reports usable or refused. A refusal anywhere clears Shape::singleCopy on every rank
+// (they all see it in the same call) and drops the plans, so the tuner stops choosing this path;
+// the decision costs no system call afterwards.
 #include <errno.h>
 #include <sys/prctl.h>
 #include <sys/uio.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -79,8 +82,12 @@ Status prepare(chorusComm* comm) {
       uint64_t word = 0;
       iovec local{&word, sizeof(word)};
       iovec remote{reinterpret_cast<void*>(comm->peers[size_t(p)].segAddr), sizeof(word)};
-      if (process_vm_readv(pid_t(comm->peers[size_t(p)].pid), &local, 1, &remote, 1, 0) !=
-          ssize_t(sizeof(word))) {
+      // The word must be the peer's segment magic as this rank sees it through shared memory:
+      // a pid from another pid namespace (a container) names some other process.
+      const ssize_t got =
+          process_vm_readv(pid_t(comm->peers[size_t(p)].pid), &local, 1, &remote, 1, 0);
+      if (got != ssize_t(sizeof(word)) || word != comm->peerSegments[size_t(p)].header()->magic) {
+        if (got == ssize_t(sizeof(word))) errno = ESRCH;
         CHORUS_WARN(comm->rank,
                     "cross-memory attach to rank %d refused (%s): single-copy "
                     "collectives off for this communicator",
@@ -140,7 +147,16 @@ void copyPeer(chorusComm* comm, int p, uint64_t remote, void* local, size_t byte
     }
     if (got < 0 && errno == EINTR) continue;
     const int err = got < 0 ? errno : EIO;
-    Waiter(comm, p, what).checkNow();  // a dead or failed peer is named as such
+    Waiter w(comm, p, what);
+    w.checkNow();  // a dead or failed peer is named as such
+    if (err == ESRCH) {
+      // The peer's memory is gone: it is exiting, and is not a zombie yet (processAlive still
+      // says alive). The waiter names it as dead within moments; bounded all the same.
+      const Clock::time_point until = Clock::now() + std::chrono::seconds(5);
+      while (Clock::now() < until) w.pause();
+      fail(chorusRemoteError, "rank %d: %s: peer rank %d (pid %d) is gone (its memory is)",
+           comm->rank, what, p, int(comm->peers[size_t(p)].pid));
+    }
     fail(chorusSystemError, "rank %d: %s: %s %zu bytes of rank %d's buffer failed: %s", comm->rank,
          what, read ? "reading" : "writing", bytes - done, p, strerror(err));
   }
