@@ -14,16 +14,10 @@ args=(-b 8 -e 2M -f 16 -n 200 -w 10)
 command -v mpicc >/dev/null && command -v mpirun >/dev/null ||
   { echo "compare_load: needs openmpi-bin and libopenmpi-dev" >&2; exit 1; }
 [ -x "$build/all_reduce_perf" ] || scripts/setup.sh "$build" || exit 1
-mpibin=$build/mpi_allreduce_perf
-[ -x "$mpibin" ] && [ "$mpibin" -nt tools/mpi/mpi_allreduce_perf.c ] ||
-  mpicc -O2 -Wall -o "$mpibin" tools/mpi/mpi_allreduce_perf.c || exit 1
+source scripts/compare_common.sh
+mpibin=$(build_mpi_perf "$build") || exit 1
 out=$(mktemp -d /tmp/compare_load.XXXXXX)
-pids=()
-for ((i = 0; i < load; i++)); do
-  /usr/bin/python3 -c "while True: pass" &
-  pids+=($!)
-done
-trap '[ ${#pids[@]} -gt 0 ] && kill "${pids[@]}" 2>/dev/null' EXIT
+start_busy "$load"
 bind=core
 [ "$np" -gt "$(nproc)" ] && bind=none
 ompi=(mpirun --allow-run-as-root --oversubscribe --bind-to "$bind" -np "$np" "$mpibin" "${args[@]}")

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Open MPI's MPI_Allreduce against chorusAllReduce on one node, in the same nccl-tests table:
-# for N in 2 and 4, tools/mpi/mpi_allreduce_perf under mpirun, then build/all_reduce_perf under
+# for N in 2 and 4, tools/mpi/mpi_coll_perf (-C allreduce, its default) under mpirun, then build/all_reduce_perf under
 # chorusrun, float32 sum, 8 B .. 256 MiB (x4), 20 iterations after 5 warm-ups.
 # Usage: scripts/compare_mpi.sh [build-dir] [extra flags for both benchmarks, e.g. -e 16M]
 # Needs Open MPI (apt-get install -y openmpi-bin libopenmpi-dev); builds what is missing.
+# scripts/compare_ompi4.sh compares all four copy/reduce collectives, interleaved over rounds.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -17,12 +18,8 @@ fi
 if [ ! -x "$build/chorusrun" ] || [ ! -x "$build/all_reduce_perf" ]; then
   scripts/setup.sh "$build" || exit 1
 fi
-src=tools/mpi/mpi_allreduce_perf.c
-mpibin=$build/mpi_allreduce_perf
-if [ ! -x "$mpibin" ] || [ "$src" -nt "$mpibin" ]; then
-  mkdir -p "$build"
-  mpicc -O2 -Wall -Wextra -o "$mpibin" "$src" || exit 1
-fi
+source scripts/compare_common.sh
+mpibin=$(build_mpi_perf "$build") || exit 1
 
 mpirun_=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 echo "### $(mpirun --version | head -n 1)"

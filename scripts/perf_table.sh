@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # AllReduce float32 sum on N local ranks: Chorus's automatic choice, every forced (algorithm,
-# protocol, channels), and Open MPI (if mpirun and build/mpi_allreduce_perf exist), side by
+# protocol, channels), and Open MPI (if mpirun and build/mpi_coll_perf exist), side by
 # side in one session. Prints a markdown table of out-of-place times (us, median of R runs)
 # with the best forced choice and auto/best.
 #   scripts/perf_table.sh [N=2] [MAXBYTES=256M] [RUNS=3] [BUILD=build]
@@ -33,9 +33,9 @@ for c in "${configs[@]}"; do
   if [ "$1" = auto ]; then run_chorus auto auto x 1; else run_chorus "$name" "$1" "$2" "$3"; fi
   names+=("$name")
 done
-if command -v mpirun >/dev/null && [ -x "$B/mpi_allreduce_perf" ]; then
+if command -v mpirun >/dev/null && [ -x "$B/mpi_coll_perf" ]; then
   for r in $(seq "$RUNS"); do
-    mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$N" "$B/mpi_allreduce_perf" \
+    mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$N" "$B/mpi_coll_perf" \
       -b 8 -e "$MAX" -f 4 -n 20 -w 5 -c 0 2>/dev/null | awk '/^ *[0-9]/ {print $1, $6}' >"$tmp/ompi.$r"
   done
   paste -d' ' "$tmp"/ompi.* | awk '{n=0; for (i=2;i<=NF;i+=2) v[++n]=$i+0; for (i=2;i<=n;i++) {x=v[i]; j=i-1; while (j>0 && v[j]>x) {v[j+1]=v[j]; j--} v[j+1]=x} print $1, v[int((n+1)/2)]}' >"$tmp/ompi"

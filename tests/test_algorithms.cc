@@ -99,9 +99,15 @@ struct Setting {
   const char* proto;  // CHORUS_PROTO (nullptr: unset)
   bool twoChannels;   // CHORUS_MIN_NCHANNELS=CHORUS_MAX_NCHANNELS=2 (otherwise both unset)
   int minRanks;       // tree Broadcast / Reduce needs more than 2 ranks
-  size_t maxBytes = 0;  // the algorithm's size limit (one-shot); larger sizes fall back to ring
-  // What the tuner must report for an operation of `bytes` under this setting.
-  const char* algoFor(size_t bytes) const { return maxBytes && bytes > maxBytes ? "ring" : algo; }
+  size_t maxBytes = 0;  // the algorithm's size limit (one-shot); larger sizes fall back
+  const char* fallback = "ring";  // what the tuner falls back to beyond maxBytes
+  bool limitTimesRanks = false;   // the limit is on count x type size x ranks (ReduceScatter)
+  // What the tuner must report for an operation of `bytes` (count x type size) on n ranks under
+  // this setting.
+  const char* algoFor(size_t bytes, int n) const {
+    if (limitTimesRanks) bytes *= static_cast<size_t>(n);
+    return maxBytes && bytes > maxBytes ? fallback : algo;
+  }
   std::string name() const {
     std::string s = std::string(algo ? algo : "-") + "/" + (proto ? proto : "-");
     return twoChannels ? s + "/2ch" : s;
@@ -118,17 +124,23 @@ std::vector<Setting> settingsFor(Coll c) {
     case Coll::Broadcast:
       return {{"chain", "simple", false, 2}, {"chain", "ll", false, 2},
               {"tree", "simple", false, 3},  {"tree", "ll", false, 3},
-              {"chain", "simple", true, 2},  {"chain", "ll", true, 2}};
+              {"chain", "simple", true, 2},  {"chain", "ll", true, 2},
+              {"oneshot", "simple", false, 2, 4096, "chain"},
+              {"cma", "simple", false, 2}};
     case Coll::Reduce:
       return {{"chain", "simple", false, 2}, {"chain", "ll", false, 2},
               {"tree", "simple", false, 3},  {"tree", "ll", false, 3},
               {"chain", "simple", true, 2},  {"chain", "ll", true, 2}};
     case Coll::AllGather:
+      return {{"ring", "simple", false, 2},          {"ring", "ll", false, 2},
+              {"ring", "simple", true, 2},           {"ring", "ll", true, 2},
+              {"oneshot", "simple", false, 2, 4096}, {"cma", "simple", false, 2}};
     case Coll::ReduceScatter:
       return {{"ring", "simple", false, 2},
               {"ring", "ll", false, 2},
               {"ring", "simple", true, 2},
-              {"ring", "ll", true, 2}};
+              {"ring", "ll", true, 2},
+              {"oneshot", "simple", false, 2, 4096, "ring", true}};
     default:
       return {};
   }
@@ -498,7 +510,7 @@ std::vector<std::string> forcedChoiceProblems(const CommSet& comms, Coll coll, c
     if (!seen.insert({sp.count, sp.type}).second) continue;
     for (int r = 0; r < comms.size(); ++r) {
       const chorusChoice_t c = choiceOf(comms[r], collKey(coll), sp.count, sp.type);
-      const bool ok = std::string(c.algorithm) == s.algoFor(sp.count * typeSize(sp.type)) &&
+      const bool ok = std::string(c.algorithm) == s.algoFor(sp.count * typeSize(sp.type), comms.size()) &&
                       std::string(c.protocol) == s.proto &&
                       (!s.twoChannels || c.nchannels == 2);
       if (!ok && problems.size() < kMaxMessages) {
@@ -651,7 +663,7 @@ TEST_F(AlgorithmsTuner, ForcedSettingsAreReported) {
       for (const Seen& seen : sweep({collKey(coll)})) {
         if (seen.n < s.minRanks) continue;
         ++checked;
-        const bool ok = seen.c.algorithm == std::string(s.algoFor(seen.count * 4)) &&
+        const bool ok = seen.c.algorithm == std::string(s.algoFor(seen.count * 4, seen.n)) &&
                         seen.c.protocol == std::string(s.proto) &&
                         (s.twoChannels ? seen.c.nchannels == 2
                                        : seen.c.nchannels >= 1 && seen.c.nchannels <= 2);

@@ -216,11 +216,13 @@ TEST_P(SmallSlots, Matrix) {
 
 std::vector<AlgoParam> smallSlotParams() {
   std::vector<AlgoParam> v = {{nullptr, nullptr, 3}, {nullptr, nullptr, 8}};
-  for (const char* algo : {"ring", "tree", "chain", "direct", "naive"}) {
+  for (const char* algo : {"ring", "tree", "chain", "direct", "naive", "oneshot", "cma"}) {
     for (const char* proto : {"simple", "ll"}) {
-      // Direct (point-to-point batches) and naive move whole messages: Simple only.
+      // Direct (point-to-point batches), naive, one-shot and single-copy move whole messages:
+      // Simple only.
       if (std::string(proto) == "ll" &&
-          (std::string(algo) == "direct" || std::string(algo) == "naive")) {
+          (std::string(algo) == "direct" || std::string(algo) == "naive" ||
+           std::string(algo) == "oneshot" || std::string(algo) == "cma")) {
         continue;
       }
       v.push_back({algo, proto, 5});

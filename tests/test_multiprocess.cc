@@ -52,6 +52,35 @@ TEST_F(MultiProcessMisc, StreamsAndSplit) {
   }
 }
 
+// The single-copy Broadcast / AllGather (cross-memory attach between processes) and the one-shot
+// AllGather / Broadcast / ReduceScatter, forced, across processes: every type, op, placement and
+// root at counts 0, 1, 7, 1000 and a large count (single copy), on 2, 3 and 5 ranks. The
+// single-copy path's first call runs the FIFO algorithm (cross-memory attach is being enabled),
+// later calls read the peers directly; CHORUS_CMA=0 forces the fallback throughout.
+TEST_F(MultiProcessMisc, SingleCopyAndOneShotForced) {
+  struct Case {
+    const char* algo;
+    const char* cma;
+    const char* colls;
+    const char* counts;
+  };
+  for (const Case& c :
+       {Case{"broadcast:cma;allgather:cma", nullptr, "Broadcast,AllGather", "0,1,7,1000,300001"},
+        Case{"broadcast:cma;allgather:cma", "0", "Broadcast,AllGather", "7,70001"},
+        Case{"broadcast:oneshot;allgather:oneshot;reducescatter:oneshot", nullptr,
+             "Broadcast,AllGather,ReduceScatter", "0,1,7,100"}}) {
+    ScopedEnv algo("CHORUS_ALGO", c.algo), cma("CHORUS_CMA", c.cma);
+    for (int np : {2, 3, 5}) {
+      const CommandResult r =
+          launch(np, {"--colls", c.colls, "--counts", c.counts, "--big", "none"}, 300);
+      EXPECT_FALSE(r.timedOut) << outputTail(r.output);
+      EXPECT_EQ(r.exitCode, 0) << c.algo << " CHORUS_CMA=" << (c.cma ? c.cma : "-") << ", " << np
+                               << " ranks:\n"
+                               << outputTail(r.output);
+    }
+  }
+}
+
 // A rank that exits non-zero makes the job fail with its status.
 TEST_F(MultiProcessMisc, FailingRankFailsTheJob) {
   const CommandResult r = launch(

@@ -539,7 +539,7 @@ const char* opWord(const std::string& coll) {
 
 // "<Collective>" or "<Collective><Variant>": the variant forces an algorithm through the
 // tuner's environment (Tree: CHORUS_ALGO=tree; Ring2ch: rings on two channels; Hier: the
-// hierarchical AllReduce). nodes = 2: ranks 0,1 and 2,3 are two emulated nodes (TCP between).
+// hierarchical AllReduce; Cma: single copy (algo/copy.cc); OneShot: one hand-off). nodes = 2: ranks 0,1 and 2,3 are two emulated nodes (TCP between).
 // kills: CHORUS_KILL_ITERS, else defaultKills.
 void deadPeerKills(const std::string& name, int nodes, long defaultKills) {
   std::string coll = name;
@@ -547,7 +547,9 @@ void deadPeerKills(const std::string& name, int nodes, long defaultKills) {
   for (const auto& [suffix, vars] : std::vector<std::pair<std::string, std::vector<std::string>>>{
            {"Tree", {"CHORUS_ALGO=tree"}},
            {"Hier", {"CHORUS_ALGO=hier"}},
-           {"Ring2ch", {"CHORUS_ALGO=ring", "CHORUS_MIN_NCHANNELS=2"}}}) {
+           {"Ring2ch", {"CHORUS_ALGO=ring", "CHORUS_MIN_NCHANNELS=2"}},
+           {"Cma", {"CHORUS_ALGO=cma"}},
+           {"OneShot", {"CHORUS_ALGO=oneshot"}}}) {
     if (name.size() > suffix.size() &&
         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
       coll = name.substr(0, name.size() - suffix.size());
@@ -561,7 +563,10 @@ void deadPeerKills(const std::string& name, int nodes, long defaultKills) {
   std::vector<double> detect;
   int kills = 0, named = 0;
   for (long it = 0; it < iters; ++it) {
-    Job job(kRanks, {"--coll", coll, "--linger", "--watchdog", "90"}, env, rng, nodes);
+    std::vector<std::string> args = {"--coll", coll, "--linger", "--watchdog", "90"};
+    // The one-shot collectives run up to 4 KiB of input per rank.
+    if (!env.empty() && env[0] == "CHORUS_ALGO=oneshot") args.insert(args.end(), {"--count", "64"});
+    Job job(kRanks, args, env, rng, nodes);
     ASSERT_TRUE(job.started()) << "cannot start the ranks";
     const bool ready = job.pumpUntil(monoNow() + 60 * timeoutScale(), [&] {
       for (int r = 0; r < kRanks; ++r)
@@ -690,7 +695,9 @@ INSTANTIATE_TEST_SUITE_P(Processes, DeadPeer,
                          ::testing::Values("AllReduce", "Broadcast", "Reduce", "AllGather",
                                            "ReduceScatter", "AlltoAll", "Gather", "Scatter",
                                            "SendRecv", "AllReduceTree", "BroadcastTree",
-                                           "ReduceTree", "AllReduceRing2ch", "AllGatherRing2ch"),
+                                           "ReduceTree", "AllReduceRing2ch", "AllGatherRing2ch",
+                                           "BroadcastCma", "AllGatherCma", "BroadcastOneShot",
+                                           "AllGatherOneShot", "ReduceScatterOneShot"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 INSTANTIATE_TEST_SUITE_P(Processes, DeadPeerAcrossNodes,

@@ -52,6 +52,18 @@ void treeReduce(chorusComm* comm, const OpDesc& op, const Work& w);
 // reduces every rank's input, in rank order, into its output: one hand-off, and bit-identical
 // results on every rank. Same node only, at most kOneShotMaxBytes (transport/segment.h).
 void oneShotAllReduce(chorusComm* comm, const OpDesc& op);
+// The same one hand-off for AllGather (every rank's block fits a slot), Broadcast and
+// ReduceScatter (the whole input fits a slot): tune/tuner.h oneShotLimit.
+void oneShotAllGather(chorusComm* comm, const OpDesc& op);
+void oneShotBroadcast(chorusComm* comm, const OpDesc& op);
+void oneShotReduceScatter(chorusComm* comm, const OpDesc& op);
+
+// Single-copy Broadcast and AllGather on one node (algo/copy.cc): every rank reads what it needs
+// straight from the buffers of the ranks that hold it (cross-memory attach between processes,
+// memcpy between threads), then all wait until every peer has read. Falls back to the FIFO
+// algorithm, on every rank together, where the kernel refuses cross-memory attach.
+void cmaBroadcast(chorusComm* comm, const OpDesc& op);
+void cmaAllGather(chorusComm* comm, const OpDesc& op);
 
 // Point-to-point (algo/p2p.cc): every transfer of the batch progresses together, so no call
 // order can deadlock. Transfers to the same peer keep their order.

@@ -119,8 +119,26 @@ void runCollective(const OpDesc& op) {
     treeAllReduce(comm, op, c.proto);
   } else if (op.kind == OpKind::kAllReduce && c.algo == Algo::kHier) {
     hierAllReduce(comm, op, c.proto);
-  } else if (op.kind == OpKind::kAllReduce && c.algo == Algo::kOneShot) {
-    oneShotAllReduce(comm, op);
+  } else if (c.algo == Algo::kOneShot) {
+    switch (op.kind) {
+      case OpKind::kAllReduce:
+        oneShotAllReduce(comm, op);
+        break;
+      case OpKind::kAllGather:
+        oneShotAllGather(comm, op);
+        break;
+      case OpKind::kBroadcast:
+        oneShotBroadcast(comm, op);
+        break;
+      default:
+        oneShotReduceScatter(comm, op);
+        break;
+    }
+  } else if (c.algo == Algo::kCma) {
+    if (op.kind == OpKind::kBroadcast)
+      cmaBroadcast(comm, op);
+    else
+      cmaAllGather(comm, op);
   } else if (op.kind == OpKind::kAllReduce && c.algo == Algo::kNaive) {
     naiveAllReduce(comm, op);
   } else {

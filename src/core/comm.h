@@ -100,7 +100,9 @@ struct chorusComm {
   std::atomic<int> executing{0};
   std::atomic<int> pending{0};  // operations queued on streams, not yet finished
   uint64_t opCount = 0;
-  uint64_t oneShotSeq = 0;  // one-shot AllReduces run so far (algo/oneshot.cc)
+  uint64_t oneShotSeq = 0;  // one-shot collectives run so far (algo/oneshot.cc)
+  uint64_t copySeq = 0;     // single-copy collectives run so far (algo/copy.cc)
+  uint8_t copyState = 0;    // cross-memory attach: untried, armed, usable, refused (algo/copy.cc)
   uint32_t shrinkSeq = 0;   // chorusCommShrink calls on this communicator (core/shrink.cc)
   double timeoutSec = 0;    // CHORUS_TIMEOUT
   bool checkCalls = false;

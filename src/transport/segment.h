@@ -14,6 +14,14 @@
 
 namespace chorus {
 
+// Single-copy collectives (algo/copy.cc): the buffer this rank exposes to its peers for one call
+// and how far it got. Written by the owner only.
+struct alignas(64) CopyPost {
+  std::atomic<uint64_t> seq;   // (call << 2) | status (algo/copy.cc): `addr` belongs to `call`
+  std::atomic<uint64_t> addr;  // the buffer peers read (its address in the owner's process)
+  std::atomic<uint64_t> done;  // the last call in which this rank finished reading its peers
+};
+
 struct SegmentHeader {
   uint64_t magic;
   // 0 while healthy; cause + 1 once the owner failed or aborted (cause: the rank whose death or
@@ -28,6 +36,7 @@ struct SegmentHeader {
   uint64_t slotBytes[2];
   uint64_t totalBytes;
   Doorbell bell;  // the owner sleeps here in long waits for its FIFOs (fifo.h)
+  CopyPost copy;  // single-copy Broadcast / AllGather (algo/copy.cc)
 };
 
 // chorusCommShrink's mailbox (core/shrink.cc), in the header page after SegmentHeader: the owner

@@ -31,6 +31,7 @@ const char* algoName(Algo a) {
     case Algo::kNaive: return "naive";
     case Algo::kHier: return "hier";
     case Algo::kOneShot: return "oneshot";
+    case Algo::kCma: return "cma";
   }
   return "?";
 }
@@ -158,9 +159,16 @@ bool algoSupports(Algo a, OpKind kind, const Shape& shape) {
       if (a == Algo::kOneShot) return shape.nnodes == 1 && nranks > 1;
       return a == Algo::kRing || a == Algo::kTree || a == Algo::kNaive;
     case OpKind::kAllGather:
+      if (a == Algo::kOneShot) return shape.nnodes == 1 && nranks > 1;
+      if (a == Algo::kCma) return shape.nnodes == 1 && nranks > 1 && shape.singleCopy;
+      return a == Algo::kRing;
     case OpKind::kReduceScatter:
+      if (a == Algo::kOneShot) return shape.nnodes == 1 && nranks > 1;
       return a == Algo::kRing;
     case OpKind::kBroadcast:
+      if (a == Algo::kOneShot) return shape.nnodes == 1 && nranks > 1;
+      if (a == Algo::kCma) return shape.nnodes == 1 && nranks > 1 && shape.singleCopy;
+      return a == Algo::kChain || (a == Algo::kTree && nranks > 2);
     case OpKind::kReduce:
       return a == Algo::kChain || (a == Algo::kTree && nranks > 2);
     case OpKind::kAlltoAll:
@@ -175,13 +183,19 @@ bool algoSupports(Algo a, OpKind kind, const Shape& shape) {
 
 bool protoSupports(Algo a, Proto p) {
   // Point-to-point batches and the naive ring move whole messages through Simple slots.
-  if (a == Algo::kDirect || a == Algo::kNaive || a == Algo::kOneShot) return p == Proto::kSimple;
+  if (a == Algo::kDirect || a == Algo::kNaive || a == Algo::kOneShot || a == Algo::kCma)
+    return p == Proto::kSimple;
   return true;
 }
 
 double modelHops(OpKind kind, Algo a, int n, int depth) {
   const double nn = double(n);
   if (depth < 0) depth = std::max(treeDepth(n, 0), treeDepth(n, 1));  // edges root -> leaf
+  // One-shot: publish once, read every input. Its Broadcast waits for every rank's publication
+  // (so that the root may reuse its slot), which the chain's root does not: n - 1 wake-ups on a
+  // loaded node, so it only wins where forced (measured: docs/performance.md).
+  if (a == Algo::kOneShot) return kind == OpKind::kBroadcast ? nn - 1 : 1.0;
+  if (a == Algo::kCma) return 2.0;      // publish the buffer; every peer says it has read
   switch (kind) {
     case OpKind::kAllReduce:
       if (a == Algo::kTree) return 2.0 * depth;           // up and down
@@ -198,6 +212,13 @@ double modelHops(OpKind kind, Algo a, int n, int depth) {
 
 double modelByteFactor(OpKind kind, Algo a, int n) {
   const double nn = double(n);
+  if (a == Algo::kOneShot && kind != OpKind::kAllReduce)
+    // AllGather: one block in, n - 1 out; Broadcast: in at the root, out at the others (one
+    // after the other); ReduceScatter: all in, then n blocks of 1/n read and reduced.
+    return kind == OpKind::kAllGather ? 1.0 : 2.0;
+  if (a == Algo::kCma)
+    // One copy instead of the FIFOs' two (into a slot, out of it), at the same bandwidth.
+    return kind == OpKind::kAllGather ? 0.5 * (nn - 1) / nn : 0.5;
   switch (kind) {
     case OpKind::kAllReduce:
       if (a == Algo::kTree) return n > 2 ? 2.0 : 1.0;  // seed 002: tree ratio 0.5 (interior nodes)
@@ -212,13 +233,20 @@ double modelByteFactor(OpKind kind, Algo a, int n) {
   }
 }
 
+size_t oneShotLimit(OpKind kind, int nranks) {
+  return kind == OpKind::kAllGather ? kOneShotMaxBytes * size_t(std::max(nranks, 1))
+                                    : kOneShotMaxBytes;
+}
+
 double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size_t bytes) {
   const MachineModel& m = machineModel();
   const int pi = int(p);
   const int n = shape.nranks;
-  if (a == Algo::kOneShot && bytes > kOneShotMaxBytes)  // does not fit its slots
+  double extra = 0;
+  if (a == Algo::kOneShot && bytes > oneShotLimit(kind, n))  // does not fit its slots
     return std::numeric_limits<double>::infinity();
   if (n <= 1) return m.baseUs[pi];
+  if (a == Algo::kCma) extra += kCmaSetupUs;
   const double S = double(bytes);
   if (shape.nnodes > 1) {
     // Across nodes the network link is the bottleneck: per node, a ring sends 2(N-1)/N of the
@@ -240,7 +268,6 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
            S * modelByteFactor(kind, a, int(nn)) / netBw;
   }
   double hop = m.hopUs[pi], bw = m.bwGBs[pi];
-  double extra = 0;
   const ChoiceFit* fit =
       kind == OpKind::kAllReduce && nch <= kModelChannels ? &m.allreduce[int(a)][pi][nch - 1] : nullptr;
   if (fit && fit->measured) {
@@ -338,8 +365,8 @@ class PlanBuilder {
     int ncuts = 0;
     if (kind_ == OpKind::kAllReduce && algoSupports(Algo::kHier, kind_, comm_->shape))
       for (uint64_t k = 2; k <= 64; ++k) cuts[ncuts++] = k * kHierMinSliceBytes;
-    if (kind_ == OpKind::kAllReduce && algoSupports(Algo::kOneShot, kind_, comm_->shape))
-      cuts[ncuts++] = kOneShotMaxBytes + 1;
+    if (algoSupports(Algo::kOneShot, kind_, comm_->shape))
+      cuts[ncuts++] = oneShotLimit(kind_, comm_->shape.nranks) + 1;
     std::sort(cuts, cuts + ncuts);
     uint64_t a = lo;
     for (int i = 0; i < ncuts; ++i) {

@@ -22,9 +22,10 @@ enum class Algo : int {
   kDirect = 3,
   kNaive = 4,
   kHier = 5,
-  kOneShot = 6
+  kOneShot = 6,
+  kCma = 7  // single copy straight from the peers' buffers (algo/copy.cc)
 };
-constexpr int kNumAlgos = 7;
+constexpr int kNumAlgos = 8;
 const char* algoName(Algo a);
 
 struct Choice {
@@ -65,7 +66,17 @@ struct Shape {
   // The hierarchical AllReduce pipelines its phases (assumed until its first large calls have
   // decided: hier.cc).
   bool hierPipelined = true;
+  // Single-copy Broadcast / AllGather (algo/copy.cc) may run: cleared on every rank of a
+  // communicator, together, when the kernel refused cross-memory attach to one of them.
+  bool singleCopy = true;
 };
+// The one-shot collectives' size limit on the model's bytes (algo/oneshot.cc): every rank's
+// published input must fit its slot (AllGather publishes one block of bytes / nranks).
+size_t oneShotLimit(OpKind kind, int nranks);
+// Fixed cost of a single-copy call beyond its two hand-offs (a system call per peer, the page
+// walk). Measured against the FIFO path on 2 ranks (docs/performance.md): single copy already
+// wins at 4-8 KiB, so no extra cost; the model then crosses over at about 8 KiB.
+constexpr double kCmaSetupUs = 0.0;
 // Hand-offs on the critical path and the share of the bytes a rank moves, per algorithm.
 double modelHops(OpKind kind, Algo a, int nranks, int treeDepth = -1);
 double modelByteFactor(OpKind kind, Algo a, int nranks);

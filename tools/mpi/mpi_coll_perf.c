@@ -1,16 +1,27 @@
-/* mpi_allreduce_perf: MPI_Allreduce (float32, sum) measured the way Chorus's all_reduce_perf
- * measures chorusAllReduce, printed in the same nccl-tests table, so the two can be compared
- * row by row.
+/* mpi_coll_perf: MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block or MPI_Bcast (float32,
+ * sum) measured the way Chorus's all_reduce_perf, all_gather_perf, reduce_scatter_perf and
+ * broadcast_perf measure theirs, printed in the same nccl-tests table, so that one parser reads
+ * both and the two can be compared row by row.
+ *
+ * -C / --coll allreduce (default) | allgather | reducescatter | broadcast; -r / --root (0).
+ * Sizes as nccl-tests: the size column is the larger of the send and receive buffers (AllGather:
+ * all n blocks; ReduceScatter: the n-block input), the count column the elements per rank
+ * (AllGather, ReduceScatter) or of the buffer. busbw = algbw * 2(n-1)/n (AllReduce), (n-1)/n
+ * (AllGather, ReduceScatter), 1 (Broadcast).
  *
  * Per size, out of place then in place (MPI_IN_PLACE): fill the input, poison the output,
  * `-w` warm-up calls, a barrier, then wall clock (CLOCK_MONOTONIC) around `-n` calls divided by
- * `-n`, averaged across ranks. busbw = algbw * 2(n-1)/n. Then `-c` checked calls with fresh
- * inputs: small integers (|v| <= 1000) whose sums are exact in float32, compared bit for bit
- * with the sum computed independently by every rank; out of place, 64 bytes past the receive
- * buffer must stay untouched. #wrong is the sum over ranks; any wrong value fails the run.
+ * `-n`, averaged across ranks. Then `-c` checked calls with fresh inputs: small integers
+ * (|v| <= 1000) whose sums are exact in float32, compared bit for bit with the result computed
+ * independently by every rank; out of place, 64 bytes past the receive buffer must stay
+ * untouched. #wrong is the sum over ranks; any wrong value fails the run.
+ * In place follows MPI: AllGather's own block sits at rank * count of the receive buffer;
+ * ReduceScatter's result lands at the start of the n-block buffer (NCCL's in place puts it at
+ * rank * count: the same work). MPI_Bcast has no out-of-place form: both columns broadcast the
+ * receive buffer (the out-of-place column is what an MPI program would call).
  *
- * Flags as nccl-tests (same defaults): -b -e -i -f -n -w -c (long forms too), -h.
- * Build: mpicc -O2 -Wall -Wextra -o mpi_allreduce_perf mpi_allreduce_perf.c
+ * Flags as nccl-tests (same defaults): -b -e -i -f -n -w -c -r (long forms too), -h.
+ * Build: mpicc -O2 -Wall -Wextra -o mpi_coll_perf mpi_coll_perf.c
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -32,6 +43,12 @@ struct options {
   int iters, warmup, check;
 };
 
+enum coll { ALLREDUCE, ALLGATHER, REDUCESCATTER, BROADCAST };
+static const char *const coll_names[] = {"allreduce", "allgather", "reducescatter", "broadcast"};
+static const char *const prog_names[] = {"mpi_allreduce_perf", "mpi_allgather_perf",
+                                          "mpi_reducescatter_perf", "mpi_broadcast_perf"};
+static enum coll coll = ALLREDUCE;
+static int root = 0;
 static int rank, nranks;
 
 static void mpi_check(int rc, const char *what) {
@@ -39,7 +56,7 @@ static void mpi_check(int rc, const char *what) {
   char msg[MPI_MAX_ERROR_STRING];
   int len = 0;
   MPI_Error_string(rc, msg, &len);
-  fprintf(stderr, "mpi_allreduce_perf: rank %d: %s failed: %s\n", rank, what, msg);
+  fprintf(stderr, "mpi_coll_perf: rank %d: %s failed: %s\n", rank, what, msg);
   MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
@@ -89,6 +106,8 @@ static void usage(FILE *f, const char *prog) {
           "\t[-n,--iters <iteration count>] (default 20)\n"
           "\t[-w,--warmup_iters <warmup iteration count>] (default 1)\n"
           "\t[-c,--check <check iteration count>] (default 1; 0: no check)\n"
+          "\t[-C,--coll allreduce|allgather|reducescatter|broadcast] (default allreduce)\n"
+          "\t[-r,--root <root>] (broadcast; default 0)\n"
           "\t[-h,--help]\n",
           prog);
 }
@@ -100,11 +119,12 @@ static int parse_args(int argc, char **argv, struct options *o) {
       {"stepbytes", required_argument, NULL, 'i'},  {"stepfactor", required_argument, NULL, 'f'},
       {"iters", required_argument, NULL, 'n'},      {"warmup_iters", required_argument, NULL, 'w'},
       {"check", required_argument, NULL, 'c'},      {"help", no_argument, NULL, 'h'},
+      {"coll", required_argument, NULL, 'C'},       {"root", required_argument, NULL, 'r'},
       {NULL, 0, NULL, 0},
   };
   int c;
   opterr = rank == 0;
-  while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:h", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, "b:e:i:f:n:w:c:C:r:h", longopts, NULL)) != -1) {
     long v = 0;
     int ok = 1;
     switch (c) {
@@ -115,6 +135,15 @@ static int parse_args(int argc, char **argv, struct options *o) {
       case 'n': ok = parse_int(optarg, 1, INT_MAX, &v); o->iters = (int)v; break;
       case 'w': ok = parse_int(optarg, 0, INT_MAX, &v); o->warmup = (int)v; break;
       case 'c': ok = parse_int(optarg, 0, INT_MAX, &v); o->check = (int)v; break;
+      case 'r': ok = parse_int(optarg, 0, nranks - 1, &v); root = (int)v; break;
+      case 'C':
+        ok = 0;
+        for (int k = 0; k < 4; ++k)
+          if (strcmp(optarg, coll_names[k]) == 0) {
+            coll = (enum coll)k;
+            ok = 1;
+          }
+        break;
       case 'h': return 1;
       default: return -1;
     }
@@ -142,7 +171,8 @@ static size_t *sweep_counts(const struct options *o, size_t *n) {
   size_t *counts = malloc(cap * sizeof *counts);
   *n = 0;
   while (counts != NULL && size <= o->max_bytes) {
-    const size_t count = size / sizeof(float);
+    const size_t per = coll == ALLGATHER || coll == REDUCESCATTER ? (size_t)nranks : 1;
+    const size_t count = size / sizeof(float) / per;
     if (*n == cap) counts = realloc(counts, (cap *= 2) * sizeof *counts);
     if (counts == NULL) break;
     if (*n == 0 || counts[*n - 1] != count) counts[(*n)++] = count;
@@ -156,7 +186,7 @@ static size_t *sweep_counts(const struct options *o, size_t *n) {
     }
   }
   if (counts == NULL) {
-    fprintf(stderr, "mpi_allreduce_perf: out of memory\n");
+    fprintf(stderr, "mpi_coll_perf: out of memory\n");
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   return counts;
@@ -186,17 +216,40 @@ static void fill_input(float *buf, size_t count, uint64_t seed) {
   for (size_t i = 0; i < count; ++i) buf[i] = input_value(seed, rank, i, bound);
 }
 
+/* Elements of the receive buffer (out of place) and of the input, per collective. */
+static size_t recv_elems(size_t count) { return coll == ALLGATHER ? count * (size_t)nranks : count; }
+static size_t send_elems(size_t count) {
+  return coll == REDUCESCATTER ? count * (size_t)nranks : count;
+}
+
+/* Element i of what this rank must hold after the call. */
+static float expected(uint64_t seed, size_t i, size_t count, int64_t bound) {
+  switch (coll) {
+    case ALLGATHER: return input_value(seed, (int)(i / count), i % count, bound);
+    case BROADCAST: return input_value(seed, root, i, bound);
+    case REDUCESCATTER: {
+      double sum = 0.0;
+      for (int r = 0; r < nranks; ++r) sum += input_value(seed, r, (size_t)rank * count + i, bound);
+      return (float)sum;
+    }
+    default: {
+      double sum = 0.0;
+      for (int r = 0; r < nranks; ++r) sum += input_value(seed, r, i, bound);
+      return (float)sum;
+    }
+  }
+}
+
 static int64_t count_wrong(const float *out, size_t count, uint64_t seed, int in_place) {
   const int64_t bound = value_bound();
   int64_t wrong = 0;
-  for (size_t i = 0; i < count; ++i) {
-    double sum = 0.0;
-    for (int r = 0; r < nranks; ++r) sum += input_value(seed, r, i, bound);
-    const float want = (float)sum;
+  for (size_t i = 0; i < recv_elems(count); ++i) {
+    const float want = expected(seed, i, count, bound);
     if (memcmp(&out[i], &want, sizeof want) != 0) ++wrong;
   }
+  out += recv_elems(count);
   if (!in_place) { /* nothing may be written past the receive buffer */
-    const unsigned char *guard = (const unsigned char *)(out + count);
+    const unsigned char *guard = (const unsigned char *)out;
     for (size_t j = 0; j < GUARD_BYTES; j += sizeof(float)) {
       for (size_t k = j; k < j + sizeof(float); ++k) {
         if (guard[k] != POISON) {
@@ -215,7 +268,7 @@ static void *allocate(size_t bytes) {
   if (rounded == 0) rounded = align;
   void *p = aligned_alloc(align, rounded);
   if (p == NULL) {
-    fprintf(stderr, "mpi_allreduce_perf: rank %d: cannot allocate %zu bytes\n", rank, rounded);
+    fprintf(stderr, "mpi_coll_perf: rank %d: cannot allocate %zu bytes\n", rank, rounded);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   memset(p, POISON, rounded);
@@ -230,12 +283,26 @@ struct placement {
 /* Out of place: sendbuf -> recvbuf. In place: the input is written into recvbuf, and the call
  * gets MPI_IN_PLACE. */
 static void prepare(float *sendbuf, float *recvbuf, size_t count, int in_place, uint64_t seed) {
-  if (in_place) {
-    memset(recvbuf, POISON, count * sizeof(float));
-    fill_input(recvbuf, count, seed);
+  const size_t total = coll == REDUCESCATTER ? send_elems(count) : recv_elems(count);
+  memset(recvbuf, POISON, total * sizeof(float) + (in_place ? 0 : GUARD_BYTES));
+  if (coll == BROADCAST) { /* one buffer: the root's holds the input */
+    if (rank == root) fill_input(recvbuf, count, seed);
+  } else if (!in_place) {
+    fill_input(sendbuf, send_elems(count), seed);
+  } else if (coll == ALLGATHER) {
+    fill_input(recvbuf + (size_t)rank * count, count, seed);
   } else {
-    memset(recvbuf, POISON, count * sizeof(float) + GUARD_BYTES);
-    fill_input(sendbuf, count, seed);
+    fill_input(recvbuf, send_elems(count), seed);
+  }
+}
+
+static int call(const void *src, float *recvbuf, int n) {
+  switch (coll) {
+    case ALLGATHER: return MPI_Allgather(src, n, MPI_FLOAT, recvbuf, n, MPI_FLOAT, MPI_COMM_WORLD);
+    case REDUCESCATTER:
+      return MPI_Reduce_scatter_block(src, recvbuf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    case BROADCAST: return MPI_Bcast(recvbuf, n, MPI_FLOAT, root, MPI_COMM_WORLD);
+    default: return MPI_Allreduce(src, recvbuf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   }
 }
 
@@ -246,27 +313,27 @@ static struct placement run_placement(const struct options *o, float *sendbuf, f
   const int n = (int)count; /* count <= INT_MAX checked in main */
   prepare(sendbuf, recvbuf, count, in_place, seed);
 
-  for (int i = 0; i < o->warmup; ++i)
-    mpi_check(MPI_Allreduce(src, recvbuf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+  for (int i = 0; i < o->warmup; ++i) mpi_check(call(src, recvbuf, n), coll_names[coll]);
   mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
   const double t0 = wall_seconds();
-  for (int i = 0; i < o->iters; ++i)
-    mpi_check(MPI_Allreduce(src, recvbuf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+  for (int i = 0; i < o->iters; ++i) mpi_check(call(src, recvbuf, n), coll_names[coll]);
   double seconds = (wall_seconds() - t0) / o->iters, total = 0.0;
   mpi_check(MPI_Allreduce(&seconds, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "average");
   seconds = total / nranks;
 
   res.time_us = seconds * 1e6;
-  res.algbw = seconds > 0.0 ? (double)(count * sizeof(float)) / seconds / 1e9 : 0.0;
-  res.busbw = res.algbw * 2.0 * (nranks - 1) / nranks;
+  const size_t bytes = (coll == REDUCESCATTER ? send_elems(count) : recv_elems(count)) * sizeof(float);
+  res.algbw = seconds > 0.0 ? (double)bytes / seconds / 1e9 : 0.0;
+  res.busbw = res.algbw * (coll == ALLREDUCE ? 2.0 * (nranks - 1) / nranks
+                           : coll == BROADCAST ? 1.0
+                                               : (double)(nranks - 1) / nranks);
 
   if (o->check > 0) {
     int64_t wrong = 0, sum = 0;
     for (int c = 0; c < o->check; ++c) {
       const uint64_t s = mix64(seed ^ (uint64_t)(c + 1));
       prepare(sendbuf, recvbuf, count, in_place, s);
-      mpi_check(MPI_Allreduce(src, recvbuf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
-                "MPI_Allreduce");
+      mpi_check(call(src, recvbuf, n), coll_names[coll]);
       const int64_t w = count_wrong(recvbuf, count, s, in_place);
       if (w > wrong) wrong = w;
     }
@@ -301,8 +368,8 @@ static void print_preamble(const struct options *o) {
   char *nl = strchr(lib, '\n');
   if (nl != NULL) *nl = '\0';
   const int factor = o->step_factor > 1;
-  printf("# mpi_allreduce_perf: %s\n", lib);
-  printf("# Collective test starting: mpi_allreduce_perf\n");
+  printf("# %s: %s\n", prog_names[coll], lib);
+  printf("# Collective test starting: %s\n", prog_names[coll]);
   printf("# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d "
          "agg iters: 1 validation: %d graph: 0\n",
          o->min_bytes, o->max_bytes, factor ? o->step_factor : o->step_bytes,
@@ -353,7 +420,7 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return parsed > 0 ? 0 : 1;
   }
-  if (o.max_bytes / sizeof(float) > INT_MAX) {
+  if (o.max_bytes / sizeof(float) > INT_MAX) { /* count <= INT_MAX */
     if (rank == 0) fprintf(stderr, "%s: maxbytes too large for an int count\n", argv[0]);
     MPI_Finalize();
     return 1;
@@ -375,6 +442,7 @@ int main(int argc, char **argv) {
   for (size_t k = 0; k < ncounts; ++k) {
     const size_t count = counts[k];
     const uint64_t seed = mix64(0xc0705u ^ mix64(count));
+    if (count == 0 && coll != ALLREDUCE && coll != BROADCAST) continue;
     struct placement oop = run_placement(&o, sendbuf, recvbuf, count, 0, mix64(seed ^ 1));
     struct placement ip = run_placement(&o, sendbuf, recvbuf, count, 1, mix64(seed ^ 2));
     for (int j = 0; j < 2; ++j) {
@@ -384,8 +452,10 @@ int main(int argc, char **argv) {
       ++entries;
     }
     if (rank == 0) {
-      printf("%12li  %12li  %8s  %6s  %6i", (long)(count * sizeof(float)), (long)count, "float",
-             "sum", -1);
+      const size_t bytes =
+          (coll == REDUCESCATTER ? send_elems(count) : recv_elems(count)) * sizeof(float);
+      printf("%12li  %12li  %8s  %6s  %6i", (long)bytes, (long)count, "float",
+             coll == ALLGATHER || coll == BROADCAST ? "none" : "sum", coll == BROADCAST ? root : -1);
       print_placement(&oop);
       print_placement(&ip);
       printf("\n");
@@ -395,7 +465,7 @@ int main(int argc, char **argv) {
   if (rank == 0) {
     printf("# Out of bounds values : %ld %s\n", (long)wrong_total, wrong_total == 0 ? "OK" : "FAILED");
     printf("# Avg bus bandwidth    : %g\n", entries > 0 ? busbw_sum / entries : 0.0);
-    printf("#\n# Collective test concluded: mpi_allreduce_perf\n");
+    printf("#\n# Collective test concluded: %s\n", prog_names[coll]);
     fflush(stdout);
   }
   free(counts);

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Chorus against Open MPI for AllReduce, AllGather, ReduceScatter and Broadcast on one node:
+# separate launches interleaved round by round (per round and collective: Open MPI under
+# `mpirun --bind-to core` (`--bind-to none --oversubscribe` when there are more ranks than
+# cores), then Chorus under chorusrun with its default placement), both printing the nccl-tests
+# table (tools/mpi/mpi_coll_perf.c -C <coll>, build/<coll>_perf), float32 sum. Per collective and
+# size: the best and the median time of each over the rounds, and Open MPI's best / Chorus's
+# best (> 1: Chorus faster).
+#
+# Usage: scripts/compare_ompi4.sh [options] [-- extra flags for both benchmarks]
+#   --build DIR       Chorus build directory (build)
+#   --rounds N        rounds (5)
+#   --np N            ranks (2)
+#   --load N          busy competitor processes during both libraries' runs (0)
+#   --colls LIST      comma-separated subset of allreduce,allgather,reducescatter,broadcast
+#   --placement P     oop (out of place, default) or ip (in place) times
+#   --sizes "-b 8 -e 128M -f 4"  the sweep (default 8 B .. 128 MiB, x4)
+#   --iters "-n 20 -w 5"         iterations and warm-ups per size
+#   --chorus-only     run Chorus alone (no Open MPI on this machine); the table then has no ratio
+# Needs openmpi-bin and libopenmpi-dev (mpicc) unless --chorus-only.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source scripts/compare_common.sh
+build=build rounds=5 np=2 load=0 colls=allreduce,allgather,reducescatter,broadcast
+placement=oop sizes="-b 8 -e 128M -f 4" iters="-n 20 -w 5" chorusOnly=0 extra=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --build) build=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --np) np=$2; shift 2 ;;
+    --load) load=$2; shift 2 ;;
+    --colls) colls=$2; shift 2 ;;
+    --placement) placement=$2; shift 2 ;;
+    --sizes) sizes=$2; shift 2 ;;
+    --iters) iters=$2; shift 2 ;;
+    --chorus-only) chorusOnly=1; shift ;;
+    --) shift; extra=("$@"); break ;;
+    *) echo "compare_ompi4: unknown option $1 (see the top of $0)" >&2; exit 2 ;;
+  esac
+done
+[ -x "$build/chorusrun" ] && [ -x "$build/all_reduce_perf" ] || scripts/setup.sh "$build" || exit 1
+mpibin=
+if [ "$chorusOnly" = 0 ]; then
+  command -v mpirun >/dev/null && mpibin=$(build_mpi_perf "$build") || {
+    echo "compare_ompi4: needs Open MPI (openmpi-bin, libopenmpi-dev), or --chorus-only" >&2
+    exit 1
+  }
+fi
+# shellcheck disable=SC2206
+args=($sizes $iters -c 1 "${extra[@]}")
+bind=(--bind-to core)
+[ "$np" -gt "$(nproc)" ] && bind=(--bind-to none)
+declare -A chorusBin=([allreduce]=all_reduce_perf [allgather]=all_gather_perf
+                      [reducescatter]=reduce_scatter_perf [broadcast]=broadcast_perf)
+out=$(mktemp -d /tmp/compare_ompi4.XXXXXX)
+start_busy "$load"
+echo "### $(date -u +%FT%TZ) $(nproc) cores, $np ranks, $load busy processes, $rounds rounds," \
+     "$placement times; files in $out"
+[ -n "$mpibin" ] && echo "### Open MPI: $(mpirun --version | head -n 1):" \
+  "mpirun --allow-run-as-root --oversubscribe ${bind[*]} -np $np $mpibin -C <coll> ${args[*]}"
+echo "### Chorus:   $build/chorusrun --no-prefix -np $np $build/<coll>_perf ${args[*]}"
+IFS=, read -r -a collList <<<"$colls"
+for ((r = 0; r < rounds; r++)); do
+  for c in "${collList[@]}"; do
+    [ -n "${chorusBin[$c]:-}" ] || { echo "compare_ompi4: unknown collective $c" >&2; exit 2; }
+    if [ -n "$mpibin" ]; then
+      timeout 600 mpirun --allow-run-as-root --oversubscribe "${bind[@]}" -np "$np" "$mpibin" \
+        -C "$c" "${args[@]}" >"$out/ompi_${c}_$r.txt" 2>&1 || echo "round $r: Open MPI $c failed"
+    fi
+    timeout 600 "$build/chorusrun" --no-prefix -np "$np" "$build/${chorusBin[$c]}" "${args[@]}" \
+      >"$out/chorus_${c}_$r.txt" 2>&1 || echo "round $r: Chorus $c failed"
+  done
+done
+/usr/bin/python3 - "$out" "$rounds" "$placement" "$colls" <<'PY'
+import os, statistics, sys
+out, rounds, placement, colls = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4].split(",")
+col = 5 if placement == "oop" else 9  # time (us) of the nccl-tests row
+def table(path):
+    t = {}
+    if not os.path.exists(path):
+        return t
+    for line in open(path):
+        f = line.split()
+        if len(f) >= 13 and f[0].isdigit() and f[2] == "float":
+            try:
+                t[int(f[0])] = float(f[col])
+            except ValueError:
+                pass
+    return t
+def size(b):
+    for unit, shift in (("M", 20), ("K", 10)):
+        if b >= 1 << shift and b % (1 << shift) == 0:
+            return f"{b >> shift} {unit}"
+    return str(b)
+print("| collective | bytes | Open MPI best | Open MPI median | Chorus best | Chorus median |"
+      " Open MPI / Chorus (best) |")
+print("|---|---:|---:|---:|---:|---:|---:|")
+for c in colls:
+    res = {lib: [table(f"{out}/{lib}_{c}_{r}.txt") for r in range(rounds)]
+           for lib in ("ompi", "chorus")}
+    sizes = sorted(set().union(*[t.keys() for t in res["chorus"]]))
+    for s in sizes:
+        o = [t[s] for t in res["ompi"] if s in t]
+        ch = [t[s] for t in res["chorus"] if s in t]
+        if not ch:
+            continue
+        ob = f"{min(o):.2f}" if o else "-"
+        om = f"{statistics.median(o):.2f}" if o else "-"
+        ratio = f"{min(o) / min(ch):.2f}" if o and min(ch) > 0 else "-"
+        print(f"| {c} | {size(s)} | {ob} | {om} | {min(ch):.2f} | {statistics.median(ch):.2f} |"
+              f" {ratio} |")
+PY
