@@ -279,8 +279,9 @@ class Root {
 
   void serveRounds() {
     const int n = nranks_;
+    // Allocated once: this thread wakes every second for the communicator's whole life.
+    std::vector<pollfd> fds(static_cast<size_t>(n));
     while (true) {
-      std::vector<pollfd> fds(static_cast<size_t>(n));
       int open = 0;
       for (int r = 0; r < n; ++r) {
         fds[size_t(r)] = {ranks_[size_t(r)].closed ? -1 : ranks_[size_t(r)].fd, POLLIN, 0};
