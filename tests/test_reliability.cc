@@ -7,6 +7,9 @@
 //                would end the job as soon as one rank dies. CHORUS_KILL_ITERS kills per
 //                collective (default 2; 20 is the full set), CHORUS_KILL_SEED fixes the
 //                random victims and moments.
+//  Cascade       the same kills with survivors that leave at once after their failure (exit,
+//                destroy then exit, abort then exit: --exit-on-failure): every survivor must
+//                still blame the killed rank, never a survivor that left before it.
 //  Leftovers     after a crash of one rank, of all of them, during init, or of chorusrun
 //                itself: no /dev/shm/chorus-* of the job, no listening socket on the job's
 //                port, no rank process.
