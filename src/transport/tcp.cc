@@ -415,6 +415,7 @@ void TcpTransport::peerLost(int peer, const std::string& why) {
   lossWhy_[size_t(peer)] = format("lost the connection to rank %d (node %d): %s", peer,
                                   comm_->nodeOf[size_t(peer)], why.c_str());
   lossUntil_[size_t(peer)] = Clock::now() + kNoticeGrace;
+  ++lossesPending_;
   settleLoss(peer, Clock::now());
 }
 
@@ -430,6 +431,7 @@ bool TcpTransport::settleLoss(int peer, Clock::time_point now) {
   }
   if (!failed_[size_t(peer)].load()) return false;
   lossWhy_[size_t(peer)].clear();
+  --lossesPending_;
   return true;
 }
 
@@ -572,7 +574,7 @@ void TcpTransport::proxyLoop() {
       for (auto& c : controls_) progressControl(*c);
       nextControl = now + kControlEvery;
     }
-    for (size_t p = 0; p < lossWhy_.size(); ++p)
+    for (size_t p = 0; lossesPending_ > 0 && p < lossWhy_.size(); ++p)
       if (!lossWhy_[p].empty() && !settleLoss(int(p), now)) lossPending = true;
     for (auto& l : links_) {
       if (failed_[size_t(l->peer)].load() || !lossWhy_[size_t(l->peer)].empty()) continue;

@@ -125,6 +125,7 @@ class TcpTransport {
   std::vector<Control*> controlOf_;   // by rank (null: same node)
   std::vector<std::string> lossWhy_;  // by rank; empty: no loss pending
   std::vector<Clock::time_point> lossUntil_;
+  int lossesPending_ = 0;
   std::atomic<bool> noticeSent_{false};  // written to every control connection (or given up)
   std::atomic<bool> stop_{false};
   std::thread proxy_;
