@@ -4,7 +4,8 @@
 // and the point here is to watch what the survivors see.
 //
 //   chorus_reliability_worker --coll NAME [--count N] [--iters N] [--hang-rank R]
-//                             [--linger] [--watchdog SEC] [--hold-rank R]
+//                             [--linger | --exit-on-failure MODE] [--watchdog SEC]
+//                             [--hold-rank R]
 //
 //   --coll NAME      AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AlltoAll, Gather,
 //                    Scatter or SendRecv (a group {Send to rank+1, Recv from rank-1})
@@ -14,6 +15,11 @@
 //   --linger         after a failure, keep the process (and its failed communicator) alive
 //                    until standard input reaches end of file, then destroy and exit: peers must
 //                    learn of the failure from the communicator, not from this process's exit
+//   --exit-on-failure MODE
+//                    after a failure, report it and leave at once (exit status 1), as a job whose
+//                    ranks end on their first error does: MODE exit (std::exit, no destroy),
+//                    destroy (chorusCommDestroy, then exit) or abort (chorusCommAbort, then
+//                    exit). Its peers must still name the rank that failed first, not this one.
 //   --watchdog SEC   exit 99 if not finished by then (default 120)
 //   --hold-rank R    rank R (CHORUS_RANK) reads one byte from standard input before it starts
 //                    chorusCommInitFromEnv: the others wait in communicator creation (their data
@@ -23,7 +29,8 @@
 //   READY rank=R nranks=N pid=P comm=HOST:PORT t=T             init done and the first call's
 //   result checked FAILED rank=R code=C name=NAME async=NAME t=T iter=I msg=MESSAGE DESTROY rank=R
 //   rc=NAME t=T DONE rank=R iters=I                          every call succeeded
-// Exit status: 0 DONE, 3 a call failed (reported), 2 init or a result was wrong, 99 watchdog.
+// Exit status: 0 DONE, 3 a call failed (reported), 1 a call failed with --exit-on-failure, 2 init
+// or a result was wrong, 99 watchdog.
 #include <chorus/chorus.h>
 #include <time.h>
 #include <unistd.h>
@@ -56,6 +63,7 @@ struct Options {
   int hangRank = -1;
   int holdRank = -1;
   bool linger = false;
+  std::string exitMode;  // --exit-on-failure: "exit", "destroy" or "abort"
   double watchdog = 120;
 };
 
@@ -79,6 +87,10 @@ Options parse(int argc, char** argv) {
       o.holdRank = std::stoi(next());
     } else if (a == "--linger") {
       o.linger = true;
+    } else if (a == "--exit-on-failure") {
+      o.exitMode = next();
+      if (o.exitMode != "exit" && o.exitMode != "destroy" && o.exitMode != "abort")
+        usage("--exit-on-failure: MODE is exit, destroy or abort, not '" + o.exitMode + "'");
     } else if (a == "--watchdog") {
       o.watchdog = std::stod(next());
     } else {
@@ -200,6 +212,15 @@ int main(int argc, char** argv) {
     if (c == '\n') c = ' ';
   std::printf("FAILED rank=%d code=%d name=%s async=%s t=%.6f iter=%ld msg=%s\n", rank, int(r),
               ctest::resultName(r), ctest::resultName(async), failedAt, iter, msg.c_str());
+  if (o.exitMode == "exit") std::exit(1);
+  if (o.exitMode == "destroy") {
+    chorusCommDestroy(comm);
+    std::exit(1);
+  }
+  if (o.exitMode == "abort") {
+    chorusCommAbort(comm);
+    std::exit(1);
+  }
   if (o.linger) {
     char buf[64];
     while (read(STDIN_FILENO, buf, sizeof buf) > 0) {

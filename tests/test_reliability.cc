@@ -7,6 +7,9 @@
 //                would end the job as soon as one rank dies. CHORUS_KILL_ITERS kills per
 //                collective (default 2; 20 is the full set), CHORUS_KILL_SEED fixes the
 //                random victims and moments.
+//  Cascade       the same kills with survivors that leave at once after their failure (exit,
+//                destroy then exit, abort then exit: --exit-on-failure): every survivor must
+//                still blame the killed rank, never a survivor that left before it.
 //  Leftovers     after a crash of one rank, of all of them, during init, or of chorusrun
 //                itself: no /dev/shm/chorus-* of the job, no listening socket on the job's
 //                port, no rank process.
@@ -52,8 +55,8 @@
 
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/siphash.h"
-#include "transport/tcp_wire.h"
 #include "gtest_helpers.h"
+#include "transport/tcp_wire.h"
 #include "util.h"
 
 #ifndef RELIABILITY_WORKER_PATH
@@ -537,11 +540,47 @@ const char* opWord(const std::string& coll) {
   return coll == "SendRecv" ? "Send" : coll.c_str();  // "Send/Recv group", "Send", "Recv"
 }
 
+// The rank a failure message blames: the first "rank N" after the reporting rank's own
+// "rank R: <operation>: " prefix ("peer rank 2 (pid 7) died", "rank 2 died (reported by peer rank
+// 1)", "lost the connection to rank 2 (node 1): ..."); -1 when there is none.
+int blamedRank(const std::string& msg) {
+  static const std::regex prefix("^rank [0-9]+: ");
+  static const std::regex named("rank ([0-9]+)\\b");
+  std::smatch m;
+  std::string rest = msg;
+  if (std::regex_search(msg, m, prefix)) rest = m.suffix().str();
+  if (!std::regex_search(rest, m, named)) return -1;
+  return std::stoi(m[1].str());
+}
+
+// How survivors behave after their failure: Linger keeps them alive (their failed communicator
+// too) until the test releases them; the others leave at once, as a job whose ranks end on their
+// first error does (--exit-on-failure exit, destroy or abort), which is when a survivor's exit
+// could be mistaken for the first failure.
+enum class Survivors { kLinger, kExitAtOnce };
+
+// The exit-at-once modes used, kill after kill: CHORUS_CASCADE_MODES (comma-separated among
+// exit, destroy, abort), default all three in turn.
+std::vector<std::string> cascadeModes() {
+  const char* v = std::getenv("CHORUS_CASCADE_MODES");
+  std::vector<std::string> modes;
+  std::string s = v != nullptr && *v != 0 ? v : "exit,destroy,abort";
+  std::istringstream is(s);
+  std::string m;
+  while (std::getline(is, m, ','))
+    if (m == "exit" || m == "destroy" || m == "abort") modes.push_back(m);
+  if (modes.empty()) modes = {"exit", "destroy", "abort"};
+  return modes;
+}
+
 // "<Collective>" or "<Collective><Variant>": the variant forces an algorithm through the
 // tuner's environment (Tree: CHORUS_ALGO=tree; Ring2ch: rings on two channels; Hier: the
-// hierarchical AllReduce; Cma: single copy (algo/copy.cc); OneShot: one hand-off). nodes = 2: ranks 0,1 and 2,3 are two emulated nodes (TCP between).
-// kills: CHORUS_KILL_ITERS, else defaultKills.
-void deadPeerKills(const std::string& name, int nodes, long defaultKills) {
+// hierarchical AllReduce; Cma: single copy (algo/copy.cc); OneShot: one hand-off). nodes = 2:
+// ranks 0,1 and 2,3 are two emulated nodes (TCP between). kills: CHORUS_KILL_ITERS, else
+// defaultKills. Every survivor must name the killed rank as the cause (blamedRank), whatever the
+// survivors do after their failure.
+void deadPeerKills(const std::string& name, int nodes, long defaultKills,
+                   Survivors survivors = Survivors::kLinger) {
   std::string coll = name;
   std::vector<std::string> env;
   for (const auto& [suffix, vars] : std::vector<std::pair<std::string, std::vector<std::string>>>{
@@ -556,14 +595,22 @@ void deadPeerKills(const std::string& name, int nodes, long defaultKills) {
       env = vars;
     }
   }
-  const std::string test = (nodes > 1 ? "DeadPeerAcrossNodes." : "DeadPeer.") + name;
+  const bool linger = survivors == Survivors::kLinger;
+  const std::string suite = linger ? "DeadPeer" : "Cascade";
+  const std::string test = suite + (nodes > 1 ? "AcrossNodes." : ".") + name;
   const long iters = std::max(1L, envLong("CHORUS_KILL_ITERS", defaultKills));
+  const std::vector<std::string> modes = cascadeModes();
   Watchdog watchdog(60.0 + 45.0 * double(iters), test);
   std::mt19937_64 rng = makeRng(test);
   std::vector<double> detect;
   int kills = 0, named = 0;
   for (long it = 0; it < iters; ++it) {
-    std::vector<std::string> args = {"--coll", coll, "--linger", "--watchdog", "90"};
+    const std::string mode = linger ? "linger" : modes[size_t(it) % modes.size()];
+    std::vector<std::string> args = {"--coll", coll, "--watchdog", "90"};
+    if (linger)
+      args.push_back("--linger");
+    else
+      args.insert(args.end(), {"--exit-on-failure", mode});
     // The one-shot collectives run up to 4 KiB of input per rank.
     if (!env.empty() && env[0] == "CHORUS_ALGO=oneshot") args.insert(args.end(), {"--count", "64"});
     Job job(kRanks, args, env, rng, nodes);
@@ -589,15 +636,15 @@ void deadPeerKills(const std::string& name, int nodes, long defaultKills) {
         if (r != victim && !job.has(r, "FAILED") && !job[r].exited) return false;
       return true;
     });
-    const std::string ctx =
-        coll + " kill " + std::to_string(it) + " (rank " + std::to_string(victim) + ")";
+    const std::string ctx = coll + " kill " + std::to_string(it) + " (rank " +
+                            std::to_string(victim) + ", survivors " + mode + ")";
     for (int r = 0; r < kRanks; ++r) {
       if (r == victim) continue;
       const auto f = job.fields(r, "FAILED");
       if (!f.count("_found")) {
         ADD_FAILURE() << ctx << ": rank " << r << " did not report a failure within "
                       << 2 * kDetectLimit << " s:\n"
-                      << job.output();
+                      << job.output() << job.statuses();
         continue;
       }
       const double dt = std::stod(f.at("t")) - killedAt;
@@ -607,26 +654,28 @@ void deadPeerKills(const std::string& name, int nodes, long defaultKills) {
       EXPECT_EQ(f.at("async"), "chorusRemoteError")
           << ctx << ": rank " << r << ": chorusCommGetAsyncError";
       const std::string& msg = f.at("msg");
-      const bool namesVictim =
-          std::regex_search(msg, std::regex("rank " + std::to_string(victim) + "\\b"));
+      const bool namesVictim = blamedRank(msg) == victim;
       named += namesVictim ? 1 : 0;
       std::printf("  %s: rank %d after %.0f ms: %s\n", ctx.c_str(), r, dt * 1e3, msg.c_str());
-      EXPECT_TRUE(namesVictim) << ctx << ": rank " << r
-                               << "'s message does not name the dead rank " << victim << ": "
-                               << msg;
+      EXPECT_TRUE(namesVictim) << ctx << ": rank " << r << "'s message blames rank "
+                               << blamedRank(msg) << ", not the killed rank " << victim << ": "
+                               << msg << "\n"
+                               << job.output();
       EXPECT_NE(msg.find(opWord(coll)), std::string::npos)
           << ctx << ": rank " << r << "'s message does not name the operation: " << msg;
     }
-    // Release the survivors: each destroys its failed communicator and exits 3.
+    // Lingering survivors: release them; each destroys its failed communicator and exits 3.
+    // The others have left (exit status 1) or are leaving.
     job.releaseLingering();
     job.pumpUntil(monoNow() + 20 * timeoutScale(), [&] { return job.allExited(); });
     for (int r = 0; r < kRanks; ++r) {
       if (r == victim) continue;
       EXPECT_TRUE(job[r].exited) << ctx << ": rank " << r << " did not exit:\n" << job.output();
       if (!job[r].exited) continue;
-      EXPECT_TRUE(WIFEXITED(job[r].status) && WEXITSTATUS(job[r].status) == 3)
+      EXPECT_TRUE(WIFEXITED(job[r].status) && WEXITSTATUS(job[r].status) == (linger ? 3 : 1))
           << ctx << ": rank " << r << " status " << job[r].status << ":\n"
           << job.output();
+      if (!linger) continue;
       const auto d = job.fields(r, "DESTROY");
       EXPECT_EQ(d.count("_found") ? d.at("rc") : "(none)", "chorusSuccess")
           << ctx << ": rank " << r << ": chorusCommDestroy after the failure";
@@ -641,15 +690,19 @@ void deadPeerKills(const std::string& name, int nodes, long defaultKills) {
         test.c_str(), kills, detect.size(), med * 1e3, mx * 1e3, named);
     char line[256];
     std::snprintf(line, sizeof line,
-                  "deadpeer %s nodes=%d kills=%d reports=%zu median_ms=%.1f max_ms=%.1f named=%d",
-                  name.c_str(), nodes, kills, detect.size(), med * 1e3, mx * 1e3, named);
+                  "deadpeer %s nodes=%d survivors=%s kills=%d reports=%zu median_ms=%.1f "
+                  "max_ms=%.1f named=%d",
+                  name.c_str(), nodes, linger ? "linger" : "exit", kills, detect.size(), med * 1e3,
+                  mx * 1e3, named);
     appendReport(line);
   }
 }
 
 class DeadPeer : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(DeadPeer, SurvivorsFailWithRemoteError) { deadPeerKills(GetParam(), 1, 2); }
+TEST_P(DeadPeer, SurvivorsFailWithRemoteError) {
+  deadPeerKills(GetParam(), 1, 2);
+}
 
 // The same across two emulated nodes (2 + 2 ranks): a survivor on the victim's node sees it die
 // through shared memory, one on the other node through its TCP sockets or, when it waits for a
@@ -657,7 +710,27 @@ TEST_P(DeadPeer, SurvivorsFailWithRemoteError) { deadPeerKills(GetParam(), 1, 2)
 // in CI (CHORUS_KILL_ITERS for more).
 class DeadPeerAcrossNodes : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(DeadPeerAcrossNodes, SurvivorsFailWithRemoteError) { deadPeerKills(GetParam(), 2, 1); }
+TEST_P(DeadPeerAcrossNodes, SurvivorsFailWithRemoteError) {
+  deadPeerKills(GetParam(), 2, 1);
+}
+
+// The cascade (issue 13): survivors that leave at once after their failure (exit without
+// destroy, destroy then exit, abort then exit; one of each in turn, kill after kill). A peer
+// that waited for such a survivor sees it gone; it must still name the rank killed first, which
+// the survivor left readable before it could exit (its segment's failure flag; across nodes, a
+// notice written on the control connection before the call returned). Three kills per
+// collective on one node (one per mode), two across nodes (CHORUS_KILL_ITERS for more).
+class Cascade : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Cascade, SurvivorsThatExitAtOnceStillNameTheKilledRank) {
+  deadPeerKills(GetParam(), 1, 3, Survivors::kExitAtOnce);
+}
+
+class CascadeAcrossNodes : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CascadeAcrossNodes, SurvivorsThatExitAtOnceStillNameTheKilledRank) {
+  deadPeerKills(GetParam(), 2, 3, Survivors::kExitAtOnce);
+}
 
 // A dead rank that its parent has not reaped yet is a zombie: kill(pid, 0) still succeeds on
 // it. Launchers reap at their own pace (or not at all while they are busy), so the survivors
@@ -706,6 +779,21 @@ INSTANTIATE_TEST_SUITE_P(Processes, DeadPeerAcrossNodes,
                                            "SendRecv", "AllReduceTree", "AllReduceHier"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
+INSTANTIATE_TEST_SUITE_P(Processes, Cascade,
+                         ::testing::Values("AllReduce", "Broadcast", "Reduce", "AllGather",
+                                           "ReduceScatter", "AlltoAll", "Gather", "Scatter",
+                                           "SendRecv", "AllReduceTree", "BroadcastTree",
+                                           "ReduceTree", "AllReduceRing2ch", "AllGatherRing2ch",
+                                           "BroadcastCma", "AllGatherCma", "BroadcastOneShot",
+                                           "AllGatherOneShot", "ReduceScatterOneShot"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+INSTANTIATE_TEST_SUITE_P(Processes, CascadeAcrossNodes,
+                         ::testing::Values("AllReduce", "Broadcast", "Reduce", "AllGather",
+                                           "ReduceScatter", "AlltoAll", "Gather", "Scatter",
+                                           "SendRecv", "AllReduceTree", "AllReduceHier"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
 // ---------------------------------------------------------------------------------------------
 // FailureNotice: a rank that fails on its own while staying alive (here: CHORUS_TIMEOUT) tells
 // the peers of the other node at once, through the TCP transport's control connections, not
@@ -718,7 +806,8 @@ TEST(FailureNotice, LiveRankTimeoutReachesTheOtherNode) {
   std::mt19937_64 rng = makeRng("FailureNotice.LiveRankTimeoutReachesTheOtherNode");
   Job job(kRanks, {"--coll", "SendRecv", "--hang-rank", "2", "--linger", "--watchdog", "60"}, {},
           rng, /*nodes=*/2, [](int r) {
-            return r == 3 ? std::vector<std::string>{"CHORUS_TIMEOUT=1"} : std::vector<std::string>{};
+            return r == 3 ? std::vector<std::string>{"CHORUS_TIMEOUT=1"}
+                          : std::vector<std::string>{};
           });
   ASSERT_TRUE(job.started());
   ASSERT_TRUE(job.pumpUntil(monoNow() + 60 * timeoutScale(), [&] {
@@ -727,9 +816,9 @@ TEST(FailureNotice, LiveRankTimeoutReachesTheOtherNode) {
     return true;
   })) << job.output();
   expectNoListeners(job, "FailureNotice");
-  ASSERT_TRUE(job.pumpUntil(monoNow() + 10 * timeoutScale(), [&] {
-    return job.has(3, "FAILED") && job.has(0, "FAILED");
-  })) << "rank 3 (CHORUS_TIMEOUT=1) or rank 0 (waiting for rank 3 across nodes) did not fail:\n"
+  ASSERT_TRUE(job.pumpUntil(monoNow() + 10 * timeoutScale(),
+                            [&] { return job.has(3, "FAILED") && job.has(0, "FAILED"); }))
+      << "rank 3 (CHORUS_TIMEOUT=1) or rank 0 (waiting for rank 3 across nodes) did not fail:\n"
       << job.output();
   const auto f3 = job.fields(3, "FAILED"), f0 = job.fields(0, "FAILED");
   EXPECT_EQ(f3.at("name"), "chorusTimeout") << f3.at("msg");
@@ -741,7 +830,8 @@ TEST(FailureNotice, LiveRankTimeoutReachesTheOtherNode) {
       << "rank 0's message does not name the operation: " << f0.at("msg");
   const double lag = std::stod(f0.at("t")) - std::stod(f3.at("t"));
   // The waiter looks at the peer every 50 ms; a busy 2-core machine adds its share.
-  EXPECT_LE(lag, 1.0 * timeoutScale()) << "rank 0 learned of rank 3's failure after " << lag << " s";
+  EXPECT_LE(lag, 1.0 * timeoutScale())
+      << "rank 0 learned of rank 3's failure after " << lag << " s";
   std::printf("FailureNotice: rank 3 failed (%s); rank 0 followed %.0f ms later: %s\n",
               f3.at("msg").c_str(), lag * 1e3, f0.at("msg").c_str());
   char line[160];
@@ -759,10 +849,10 @@ TEST(FailureNotice, LiveRankTimeoutReachesTheOtherNode) {
 // being created (it is closed once the TCP links exist), so strangers are tried in that window:
 // 4 ranks on 2 emulated nodes, one rank held back before init (--hold-rank) so that the other
 // three wait with their listeners open; each of those gets five strangers (junk, a truncated
-// hello, a hello sent a byte per 100 ms, a hello proving another secret, silence). Then the held rank is
-// released, the communicator forms, and an AllReduce loop runs and is right; meanwhile no rank
-// listens and the former listener ports refuse connections. Two rounds: rank 3 held, then
-// rank 0 (which also hosts the bootstrap root), so that every rank's listener is tried.
+// hello, a hello sent a byte per 100 ms, a hello proving another secret, silence). Then the held
+// rank is released, the communicator forms, and an AllReduce loop runs and is right; meanwhile no
+// rank listens and the former listener ports refuse connections. Two rounds: rank 3 held, then rank
+// 0 (which also hosts the bootstrap root), so that every rank's listener is tried.
 
 struct DataStranger {
   std::string name;
@@ -798,7 +888,8 @@ TEST(DataStrangers, ListenersCloseThemAndTheCollectiveRuns) {
       job.pump(0.01);
     }
     ASSERT_EQ(data.size(), running.size())
-        << ctx << ": did not find one data listener per running rank:\n" << job.output();
+        << ctx << ": did not find one data listener per running rank:\n"
+        << job.output();
 
     std::vector<DataStranger> st;
     for (const auto& l : data)
@@ -864,8 +955,8 @@ TEST(DataStrangers, ListenersCloseThemAndTheCollectiveRuns) {
     for (auto& d : st) {
       const double t = d.closedAt - d.openedAt;
       EXPECT_NE(d.closedAt, 0.0) << ctx << ": " << d.name << ": never closed";
-      EXPECT_LE(t, deadline + 0.5 * timeoutScale()) << ctx << ": " << d.name << ": closed after "
-                                                    << t << " s";
+      EXPECT_LE(t, deadline + 0.5 * timeoutScale())
+          << ctx << ": " << d.name << ": closed after " << t << " s";
       EXPECT_EQ(d.bytesIn, 16u) << ctx << ": " << d.name << ": got more than the nonce";
       std::printf("%s: %-40s closed after %4.0f ms\n", ctx.c_str(), d.name.c_str(), t * 1e3);
       char line[200];
@@ -883,16 +974,19 @@ TEST(DataStrangers, ListenersCloseThemAndTheCollectiveRuns) {
            ++at)
         ++logged;
       EXPECT_GE(logged, 5u) << ctx << ": rank " << r << " logged " << logged
-                            << " closed strangers:\n" << job.output();
+                            << " closed strangers:\n"
+                            << job.output();
     }
 
     // Release the held rank: the communicator forms and computes.
     ASSERT_EQ(write(job[held].inFd, "g", 1), 1);
-    ASSERT_TRUE(job.pumpUntil(monoNow() + 60 * timeoutScale(), [&] {
-      for (int r = 0; r < kRanks; ++r)
-        if (!job.has(r, "READY") && !job[r].exited) return false;
-      return true;
-    })) << ctx << job.output();
+    ASSERT_TRUE(job.pumpUntil(monoNow() + 60 * timeoutScale(),
+                              [&] {
+                                for (int r = 0; r < kRanks; ++r)
+                                  if (!job.has(r, "READY") && !job[r].exited) return false;
+                                return true;
+                              }))
+        << ctx << job.output();
     for (int r = 0; r < kRanks; ++r)
       EXPECT_TRUE(job.has(r, "READY")) << ctx << ": rank " << r << ":\n" << job.output();
     // The loop runs: the listeners are gone and their ports refuse strangers.
@@ -908,7 +1002,8 @@ TEST(DataStrangers, ListenersCloseThemAndTheCollectiveRuns) {
         << ctx << job.output();
     for (int r = 0; r < kRanks; ++r) {
       EXPECT_TRUE(WIFEXITED(job[r].status) && WEXITSTATUS(job[r].status) == 0)
-          << ctx << ": rank " << r << ":\n" << job.output();
+          << ctx << ": rank " << r << ":\n"
+          << job.output();
       EXPECT_TRUE(job.has(r, "DONE")) << ctx << ": rank " << r;
     }
     expectNothingLeft(job, ctx);

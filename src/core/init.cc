@@ -283,17 +283,22 @@ bool isLiveComm(chorusComm* comm) {
 }
 
 void markFailed(chorusComm* comm, chorusResult_t code, const std::string& message, int cause) {
-  int expected = chorusSuccess;
-  comm->asyncError.compare_exchange_strong(expected, code);
-  comm->state.store(CommState::kFailed);
+  // The cause is made readable by every peer before anything else: before the state says
+  // failed (a sibling channel that stops on that state must find the cause, not record itself),
+  // and before the caller's call returns (the application may exit at once, and its peers must
+  // then read the real cause instead of concluding that this rank died).
   if (comm->mySegment.base()) {
     // The first cause sticks: later failures (a sibling channel stopping) must not hide it.
     int32_t none = 0;
     comm->mySegment.header()->failed.compare_exchange_strong(none,
                                                              (cause >= 0 ? cause : comm->rank) + 1);
   }
-  // Peers on other nodes: a notice on the TCP control connections (first cause sticks too).
+  // Peers on other nodes: a notice on the TCP control connections, written to the sockets
+  // before this returns (first cause sticks too).
   if (comm->tcp) comm->tcp->notifyFailure(cause >= 0 ? cause : comm->rank, message);
+  int expected = chorusSuccess;
+  comm->asyncError.compare_exchange_strong(expected, code);
+  comm->state.store(CommState::kFailed);
   CHORUS_WARN(comm->rank, "communicator failed: %s", message.c_str());
 }
 
@@ -529,7 +534,12 @@ chorusResult_t chorusCommAbort(chorusComm_t comm) {
   }
   // No ApiGuard: abort is meant to be called while another thread is blocked in a call.
   comm->abortFlag.store(true);
-  if (comm->mySegment.base()) comm->mySegment.header()->failed.store(comm->rank + 1);
+  if (comm->mySegment.base()) {
+    // An abort after a failure keeps that failure's cause (first cause sticks): the peers of a
+    // rank that aborts because another rank died must still read who died.
+    int32_t none = 0;
+    comm->mySegment.header()->failed.compare_exchange_strong(none, comm->rank + 1);
+  }
   if (comm->initThread.joinable()) comm->initThread.join();
   unregisterComm(comm);
   // Every wait polls the abort flag: in-flight and queued operations leave quickly.

@@ -144,8 +144,13 @@ void Waiter::check(Clock::time_point now) {
   chorusComm* c = comm_;
   if (c->abortFlag.load(std::memory_order_relaxed))
     fail(chorusInvalidUsage, "rank %d: %s: communicator aborted (chorusCommAbort)", c->rank, what_);
-  if (c->state.load(std::memory_order_relaxed) == CommState::kFailed)  // another channel failed
-    fail(chorusRemoteError, "rank %d: %s: the operation failed on another channel", c->rank, what_);
+  if (c->state.load(std::memory_order_acquire) == CommState::kFailed) {  // another channel failed
+    // Its cause is already in this rank's failure flag (markFailed records it first): keep it.
+    const int32_t f = c->mySegment.base() ? c->mySegment.header()->failed.load() : 0;
+    throw Failure{chorusRemoteError,
+                  format("rank %d: %s: the operation failed on another channel", c->rank, what_),
+                  f > 0 ? f - 1 : -1};
+  }
   if (peer_ >= 0 && peer_ != c->rank && c->isRemote(peer_)) {
     // The proxy failed this peer: its connection was lost (cause: the peer), or it sent a
     // failure notice naming the rank that caused it (itself, or a rank that died).

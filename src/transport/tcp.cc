@@ -36,6 +36,9 @@ namespace {
 constexpr size_t kCtrlBytes = 4096;
 constexpr size_t kMaxPendingHandshakes = 256;
 constexpr auto kControlEvery = std::chrono::milliseconds(1);
+// How long a lost data connection waits for the peer's failure notice while its control
+// connection stays open (a peer that exits closes both at once: end of file ends the wait).
+constexpr auto kNoticeGrace = std::chrono::milliseconds(100);
 
 double handshakeSeconds() {
   return double(std::max<int64_t>(1, envInt("CHORUS_HANDSHAKE_TIMEOUT_MS", 5000))) / 1000.0;
@@ -203,7 +206,7 @@ struct TcpTransport::Link {
   std::vector<int> fds;
   RecvConn staged;  // the rank's outgoing slots, drained to the sockets (proxy thread only)
   const SendConn* sender = nullptr;  // the rank's side of `staged` (rank thread only)
-  SendConn local;   // the rank's receive FIFO from the peer, filled from the sockets
+  SendConn local;  // the rank's receive FIFO from the peer, filled from the sockets
   size_t outDone = 0;
   FrameReader in{0};
 };
@@ -234,6 +237,9 @@ TcpTransport::TcpTransport(chorusComm* comm, DataListener& listener,
   shrinkIn_.assign(size_t(n), "");
   reasons_.assign(size_t(n), "");
   causes_.assign(size_t(n), -1);
+  controlOf_.assign(size_t(n), nullptr);
+  lossWhy_.assign(size_t(n), "");
+  lossUntil_.assign(size_t(n), Clock::time_point{});
   wakeFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wakeFd_ < 0) fail(chorusSystemError, "eventfd: %s", strerror(errno));
 
@@ -289,6 +295,7 @@ TcpTransport::TcpTransport(chorusComm* comm, DataListener& listener,
     c->peer = p;
     c->fd = fds.at(DataListener::Key{p, kControlChannel, 0});
     setBlocking(c->fd, false);
+    controlOf_[size_t(p)] = c.get();
     controls_.push_back(std::move(c));
     for (int ch = 0; ch < nch; ++ch) {
       auto l = std::make_unique<Link>();
@@ -367,18 +374,86 @@ void TcpTransport::notifyFailure(int cause, const std::string& message) {
     std::lock_guard<std::mutex> l(noticeMu_);
     if (!notice_.empty()) return;  // the first cause sticks
     notice_ = encodeNotice(kind, cause, message);
+    for (auto& c : controls_) queueControl(*c, notice_);
   }
-  noticeQueued_.store(true);
-  wake(wakeFd_);
+  // Written now, by this thread: the rank may exit as soon as its call returns, and a notice
+  // left for the proxy thread would die with it (its peers would then see its sockets close and
+  // blame it). A control connection carries nothing else, so its send buffer has room: this
+  // does not block. What did not fit (never, in practice) the proxy finishes.
+  if (!flushNotices()) {
+    noticeQueued_.store(true);
+    wake(wakeFd_);
+  }
+}
+
+// Appended after what the connection is still sending (never over it: a failure notice may
+// follow a shrink message). Called with noticeMu_ held.
+void TcpTransport::queueControl(Control& c, const std::string& bytes) {
+  if (c.outDone >= c.out.size()) c.out.clear(), c.outDone = 0;
+  c.out += bytes;
+}
+
+bool TcpTransport::flushNotices() {
+  std::lock_guard<std::mutex> l(noticeMu_);
+  bool all = true;
+  for (auto& c : controls_) {
+    while (c->outDone < c->out.size()) {
+      const ssize_t k =
+          send(c->fd, c->out.data() + c->outDone, c->out.size() - c->outDone, MSG_NOSIGNAL);
+      if (k < 0 && errno == EINTR) continue;
+      if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        all = false;
+        break;
+      }
+      if (k < 0) {
+        c->out.clear(), c->outDone = 0;  // the peer is gone: nobody to tell
+        break;
+      }
+      c->outDone += size_t(k);
+    }
+  }
+  if (all && !notice_.empty()) noticeSent_.store(true);
+  return all;
+}
+
+// A data connection to `peer` closed or reset (proxy thread). The peer died, or it failed
+// because of another rank and left: its notice, written before it could exit, is then on the
+// control connection, ahead of that connection's end of file. settleLoss decides.
+void TcpTransport::peerLost(int peer, const std::string& why) {
+  if (failed_[size_t(peer)].load() || !lossWhy_[size_t(peer)].empty()) return;
+  lossWhy_[size_t(peer)] = format("lost the connection to rank %d (node %d): %s", peer,
+                                  comm_->nodeOf[size_t(peer)], why.c_str());
+  lossUntil_[size_t(peer)] = Clock::now() + kNoticeGrace;
+  ++lossesPending_;
+  settleLoss(peer, Clock::now());
+}
+
+// Reads the lost peer's control connection: a notice fails the peer with its cause; end of
+// file (or the grace over) without one means the peer itself died or left. True once settled.
+bool TcpTransport::settleLoss(int peer, Clock::time_point now) {
+  Control* c = controlOf_[size_t(peer)];
+  if (c != nullptr) progressControl(*c);
+  if (!failed_[size_t(peer)].load() &&
+      (c == nullptr || c->closed || now >= lossUntil_[size_t(peer)])) {
+    dead_[size_t(peer)].store(true);  // its sockets closed or reset, no notice: it died or left
+    failPeer(peer, peer, lossWhy_[size_t(peer)]);
+  }
+  if (!failed_[size_t(peer)].load()) return false;
+  lossWhy_[size_t(peer)].clear();
+  --lossesPending_;
+  return true;
 }
 
 void TcpTransport::publishShrink(const std::string& message) {
   {
     std::lock_guard<std::mutex> l(noticeMu_);
-    shrinkOut_ += encodeShrinkNotice(comm_->rank, message);
+    const std::string bytes = encodeShrinkNotice(comm_->rank, message);
+    for (auto& c : controls_) queueControl(*c, bytes);
   }
-  shrinkQueued_.store(true);
-  wake(wakeFd_);
+  if (!flushNotices()) {  // the rest by the proxy
+    noticeQueued_.store(true);
+    wake(wakeFd_);
+  }
 }
 
 bool TcpTransport::latestShrink(int peer, std::string* message) {
@@ -451,19 +526,10 @@ bool TcpTransport::progressIn(Link& l) {
   return did;
 }
 
-// Sends the queued notice, reads the peer's. Proxy thread.
+// Reads the peer's notice (flushNotices sends ours). Proxy thread.
 void TcpTransport::progressControl(Control& c) {
   if (c.closed) return;
   const int me = comm_->rank;
-  while (c.outDone < c.out.size()) {
-    const ssize_t k = send(c.fd, c.out.data() + c.outDone, c.out.size() - c.outDone, MSG_NOSIGNAL);
-    if (k < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
-      c.out.clear(), c.outDone = 0;  // the peer is gone: nobody to tell
-      break;
-    }
-    c.outDone += size_t(k);
-  }
   char buf[1024];
   while (true) {
     const ssize_t k = recv(c.fd, buf, sizeof(buf), 0);
@@ -528,49 +594,29 @@ void TcpTransport::proxyLoop() {
     epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &e);
   }
   int idle = 0;
-  bool haveNotice = false;
   Clock::time_point nextControl{};
   epoll_event events[64];
   while (!stop_.load(std::memory_order_relaxed)) {
-    bool did = false, fifoFull = false;
-    // Control connections: a queued notice at once, the peers' notices every kControlEvery.
+    bool did = false, fifoFull = false, lossPending = false;
+    // Control connections: the rest of our notice at once, the peers' notices every
+    // kControlEvery.
     const Clock::time_point now = Clock::now();
-    if (noticeQueued_.load(std::memory_order_relaxed) ||
-        shrinkQueued_.load(std::memory_order_relaxed) || now >= nextControl) {
-      // Queued after what a control connection is still sending (never over it).
-      auto queue = [](Control& c, const std::string& bytes) {
-        if (c.outDone >= c.out.size()) c.out.clear(), c.outDone = 0;
-        c.out += bytes;
-      };
-      if (noticeQueued_.exchange(false)) {
-        std::lock_guard<std::mutex> l(noticeMu_);
-        for (auto& c : controls_) queue(*c, notice_);
-        haveNotice = true;
-      }
-      if (shrinkQueued_.exchange(false)) {
-        std::lock_guard<std::mutex> l(noticeMu_);
-        for (auto& c : controls_) queue(*c, shrinkOut_);
-        shrinkOut_.clear();
-      }
-      bool sent = true;
-      for (auto& c : controls_) {
-        progressControl(*c);
-        sent = sent && (c->closed || c->outDone == c->out.size());
-      }
-      if (sent && haveNotice) noticeSent_.store(true);
+    if (noticeQueued_.load(std::memory_order_relaxed) || now >= nextControl) {
+      if (noticeQueued_.load() && flushNotices()) noticeQueued_.store(false);
+      for (auto& c : controls_) progressControl(*c);
       nextControl = now + kControlEvery;
     }
+    for (size_t p = 0; lossesPending_ > 0 && p < lossWhy_.size(); ++p)
+      if (!lossWhy_[p].empty() && !settleLoss(int(p), now)) lossPending = true;
     for (auto& l : links_) {
-      if (failed_[size_t(l->peer)].load()) continue;
+      if (failed_[size_t(l->peer)].load() || !lossWhy_[size_t(l->peer)].empty()) continue;
       try {
         did = progressOut(*l) || did;
         did = progressIn(*l) || did;
         if (!l->local.slotFree()) fifoFull = true;
       } catch (const Failure& e) {
-        dead_[size_t(l->peer)].store(true);  // its sockets closed or reset: it died or left
-        failPeer(l->peer, l->peer,
-                 format("lost the connection to rank %d (node %d): %s", l->peer,
-                        comm_->nodeOf[size_t(l->peer)], e.message.c_str()));
+        peerLost(l->peer, e.message);
+        if (!lossWhy_[size_t(l->peer)].empty()) lossPending = true;
       }
     }
     if (did) {
@@ -583,7 +629,7 @@ void TcpTransport::proxyLoop() {
     }
     // Sleep until a socket or the rank (eventfd) wakes us; poll the receive FIFOs every 50 us
     // while one of them is full (the rank frees slots without a wake-up).
-    int k = epoll_wait(ep, events, 64, fifoFull ? 0 : 20);
+    int k = epoll_wait(ep, events, 64, fifoFull ? 0 : lossPending ? 1 : 20);
     for (int i = 0; i < k; ++i)
       if (events[i].data.fd == wakeFd_) {
         uint64_t v;

@@ -16,6 +16,11 @@
 // peers on other nodes stop waiting at once instead of when the sockets close; a peer whose data
 // sockets close or reset is failed too. Either way a wait on that peer fails (core/wait.cc) with
 // chorusRemoteError naming the cause.
+// A rank may exit as soon as its failed call returns, so the notice is written to the control
+// sockets by the failing thread itself before markFailed returns (not left queued for the proxy,
+// which dies with the process). On the receiving side, a data socket that closes or resets is not
+// taken for the peer's death at once: its control connection is read first, until a notice or
+// end of file, for at most kNoticeGrace, and a notice found there names the real cause.
 #pragma once
 
 #include <atomic>
@@ -104,6 +109,10 @@ class TcpTransport {
   bool progressOut(Link& l);
   bool progressIn(Link& l);
   void progressControl(Control& c);
+  bool flushNotices();  // any thread; true once every control connection has its output
+  void queueControl(Control& c, const std::string& bytes);  // noticeMu_ held
+  void peerLost(int peer, const std::string& why);
+  bool settleLoss(int peer, Clock::time_point now);
   void failPeer(int peer, int cause, const std::string& reason);
 
   chorusComm* comm_;
@@ -116,15 +125,19 @@ class TcpTransport {
   std::vector<std::string> reasons_;  // written once, before failed_ is set
   std::vector<int> causes_;
   std::unique_ptr<std::atomic<bool>[]> dead_;  // rank seen dead (connection lost, or notice)
-  std::mutex noticeMu_;
-  std::string notice_;  // the one notice to send (empty: none yet)
-  std::atomic<bool> noticeQueued_{false};
+  std::mutex noticeMu_;  // guards notice_ and every control connection's output (out, outDone)
+  std::string notice_;   // the one notice to send (empty: none yet)
+  std::atomic<bool> noticeQueued_{false};  // output still to be written (the proxy finishes it)
+  // Proxy thread only: a peer whose data connection was lost, while its control connection is
+  // read for a notice (until lossUntil_).
+  std::vector<Control*> controlOf_;   // by rank (null: same node)
+  std::vector<std::string> lossWhy_;  // by rank; empty: no loss pending
+  std::vector<Clock::time_point> lossUntil_;
+  int lossesPending_ = 0;
   std::atomic<bool> noticeSent_{false};  // written to every control connection (or given up)
   std::atomic<bool> stop_{false};
   std::thread proxy_;
-  // chorusCommShrink messages: out to every peer (under noticeMu_), the latest in per peer.
-  std::string shrinkOut_;
-  std::atomic<bool> shrinkQueued_{false};
+  // chorusCommShrink messages: out through queueControl, the latest in per peer.
   std::mutex shrinkMu_;
   std::vector<std::string> shrinkIn_;
   std::unique_ptr<std::atomic<bool>[]> controlClosed_;
