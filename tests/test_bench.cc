@@ -1,5 +1,5 @@
 // Tests of the nccl-tests-compatible benchmark tools (tools/bench): the ideal-bandwidth formula
-// and the local float16 / bfloat16 conversions (header-only, included directly), then the real
+// and the float16 / bfloat16 conversions the tools' checkers use (src/base/half.h), then the real
 // binaries from BENCH_DIR: exit statuses, the table (nccl-tests' exact header, #wrong 0 on every
 // row, N/A without checking), the JSON document, every collective's checker, and a two-process
 // run through chorusrun. Every run is bounded by `timeout` and the tools' own -T.
@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "../tools/bench/common/floatconv.h"
 #include "../tools/bench/common/ideal.h"
 #include "../tools/bench/common/json.h"
+#include "base/half.h"
 
 #ifndef BENCH_DIR
 #error "BENCH_DIR must name the build directory holding the *_perf tools"
@@ -177,7 +177,9 @@ TEST(BenchJson, EscapesSurviveWriterAndReader) {
   run.version = "0.1.0";
   run.options = &o;
   run.env = {{"CHORUS_NOTE", "line1\nline2 \xe2\x82\xac \xf0\x9f\x8e\xb5"}};
-  run.errors = {"rank 1: \x02" "bad\x1f"};
+  run.errors = {
+      "rank 1: \x02"
+      "bad\x1f"};
   chorus_bench::RowResult row;
   row.bytes = 8;
   row.count = 2;
@@ -249,20 +251,20 @@ TEST(BenchIdeal, MultiNodeTerms) {
 
 TEST(BenchFloatConv, HalfAndBfloat16RoundTripAndRoundToNearestEven) {
   for (uint32_t h = 0; h < 0x10000; ++h) {
-    const float f = chorus_bench::halfToFloat(static_cast<uint16_t>(h));
+    const float f = chorus::halfToFloat(static_cast<uint16_t>(h));
     if (!std::isnan(f)) {
-      ASSERT_EQ(chorus_bench::floatToHalf(f), h) << std::hex << h;
+      ASSERT_EQ(chorus::floatToHalf(f), h) << std::hex << h;
     }
-    const float g = chorus_bench::bf16ToFloat(static_cast<uint16_t>(h));
+    const float g = chorus::bf16ToFloat(static_cast<uint16_t>(h));
     if (!std::isnan(g)) {
-      ASSERT_EQ(chorus_bench::floatToBf16(g), h) << std::hex << h;
+      ASSERT_EQ(chorus::floatToBf16(g), h) << std::hex << h;
     }
   }
   // Ties go to even: 1 + 2^-11 lies halfway between 1 and 1 + 2^-10 in half precision.
-  EXPECT_EQ(chorus_bench::floatToHalf(1.0f + std::ldexp(1.0f, -11)), 0x3c00);
-  EXPECT_EQ(chorus_bench::floatToHalf(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);
-  EXPECT_EQ(chorus_bench::floatToHalf(65520.0f), 0x7c00);  // rounds to infinity
-  EXPECT_EQ(chorus_bench::floatToBf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);
+  EXPECT_EQ(chorus::floatToHalf(1.0f + std::ldexp(1.0f, -11)), 0x3c00);
+  EXPECT_EQ(chorus::floatToHalf(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);
+  EXPECT_EQ(chorus::floatToHalf(65520.0f), 0x7c00);  // rounds to infinity
+  EXPECT_EQ(chorus::floatToBf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);
 }
 
 // ---------------------------------------------------------------------------------------------
