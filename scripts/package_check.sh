@@ -64,7 +64,7 @@ PYTHONPATH=$(ls -d "$prefix"/lib/python3*/dist-packages) /usr/bin/python3 -c \
 step ".deb (cpack) installed with apt"
 (cd "$work/build" && cpack -G DEB >/dev/null)
 deb=$(ls "$work"/build/chorus_*.deb)
-dpkg-deb -f "$deb" Package Version Depends
+dpkg-deb -f "$deb" Package Version Depends Recommends
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$deb" >/dev/null
 /usr/bin/chorusrun -np 2 /usr/bin/all_reduce_perf -b 8 -e 1M -f 16 -J "$work/deb.json" | tail -n 4
 /usr/bin/chorus-plot "$work/deb.json" -o "$work/deb.svg" && grep -q 'id="series-0"' "$work/deb.svg"
