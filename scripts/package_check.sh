@@ -51,6 +51,12 @@ PKG_CONFIG_PATH=$libdir/pkgconfig cc "$src/examples/consumer/consumer.c" \
 LD_LIBRARY_PATH=$libdir "$prefix/bin/chorusrun" -np 3 "$work/consumer-pc" | tee "$work/out2"
 [ "$(grep -c OK "$work/out2")" -eq 3 ]
 
+step "installed chorus-plot (matplotlib): a PNG of an installed all_reduce_perf run"
+LD_LIBRARY_PATH=$libdir "$prefix/bin/chorusrun" -np 2 "$prefix/bin/all_reduce_perf" -b 8 -e 64K -f 8 \
+  -n 2 -J "$work/plot.json" >/dev/null
+"$prefix/bin/chorus-plot" "$work/plot.json" -o "$work/plot.png"
+[ "$(head -c 4 "$work/plot.png" | tail -c 3)" = PNG ]
+
 step "installed Python package"
 PYTHONPATH=$(ls -d "$prefix"/lib/python3*/dist-packages) /usr/bin/python3 -c \
   "import chorus, numpy as np; c = chorus.Comm.from_env(); print('chorus', chorus.version(), c.all_reduce(np.ones(2)))"
@@ -58,9 +64,10 @@ PYTHONPATH=$(ls -d "$prefix"/lib/python3*/dist-packages) /usr/bin/python3 -c \
 step ".deb (cpack) installed with apt"
 (cd "$work/build" && cpack -G DEB >/dev/null)
 deb=$(ls "$work"/build/chorus_*.deb)
-dpkg-deb -f "$deb" Package Version Depends
+dpkg-deb -f "$deb" Package Version Depends Recommends
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$deb" >/dev/null
-/usr/bin/chorusrun -np 2 /usr/bin/all_reduce_perf -b 8 -e 1M -f 16 | tail -n 4
+/usr/bin/chorusrun -np 2 /usr/bin/all_reduce_perf -b 8 -e 1M -f 16 -J "$work/deb.json" | tail -n 4
+/usr/bin/chorus-plot "$work/deb.json" -o "$work/deb.svg" && grep -q 'id="series-0"' "$work/deb.svg"
 (cd / && /usr/bin/python3 -c "import chorus.torch, chorus; print('installed:', chorus.__file__)")
 DEBIAN_FRONTEND=noninteractive $sudo apt-get remove -y -qq chorus >/dev/null
 

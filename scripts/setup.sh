@@ -8,9 +8,10 @@ shift || true
 
 need=()
 # The Python package (python/) needs Debian's python3-dev, pybind11-dev, numpy and pytest; its
-# torch.distributed backend python3-torch and libtorch-dev.
+# torch.distributed backend python3-torch and libtorch-dev. The benchmarks' JSON uses
+# nlohmann-json3-dev (header-only, build time only); chorus-plot needs python3-matplotlib.
 for pkg in cmake g++ make libgtest-dev python3-dev pybind11-dev python3-numpy python3-pytest \
-           python3-torch libtorch-dev; do
+           python3-torch libtorch-dev nlohmann-json3-dev python3-matplotlib; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

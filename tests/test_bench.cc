@@ -1,5 +1,5 @@
 // Tests of the nccl-tests-compatible benchmark tools (tools/bench): the ideal-bandwidth formula
-// and the local float16 / bfloat16 conversions (header-only, included directly), then the real
+// and the float16 / bfloat16 conversions the tools' checkers use (src/base/half.h), then the real
 // binaries from BENCH_DIR: exit statuses, the table (nccl-tests' exact header, #wrong 0 on every
 // row, N/A without checking), the JSON document, every collective's checker, and a two-process
 // run through chorusrun. Every run is bounded by `timeout` and the tools' own -T.
@@ -16,12 +16,14 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "../tools/bench/common/floatconv.h"
 #include "../tools/bench/common/ideal.h"
+#include "../tools/bench/common/json.h"
+#include "base/half.h"
 
 #ifndef BENCH_DIR
 #error "BENCH_DIR must name the build directory holding the *_perf tools"
@@ -118,148 +120,10 @@ void ExpectAllRight(const RunResult& r, const std::string& what, bool inPlaceChe
 }
 
 // ---------------------------------------------------------------------------------------------
-// A minimal JSON parser, enough to check the -J document's shape.
+// The -J document is read with nlohmann-json, the library that writes it (tools/bench/common/
+// json.cc); at() throws (a test failure) where a key is missing.
 
-struct Json {
-  enum Kind { kNull, kBool, kNumber, kString, kArray, kObject } kind = kNull;
-  bool b = false;
-  double num = 0.0;
-  std::string str;
-  std::vector<Json> arr;
-  std::map<std::string, Json> obj;
-
-  bool Has(const std::string& k) const { return kind == kObject && obj.count(k) != 0; }
-  const Json& operator[](const std::string& k) const { return obj.at(k); }
-};
-
-class JsonParser {
- public:
-  explicit JsonParser(const std::string& s) : s_(s) {}
-
-  bool Parse(Json* out) {
-    if (!Value(out)) return false;
-    Space();
-    return i_ == s_.size();
-  }
-
- private:
-  void Space() {
-    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
-  }
-  bool Eat(char c) {
-    Space();
-    if (i_ < s_.size() && s_[i_] == c) {
-      ++i_;
-      return true;
-    }
-    return false;
-  }
-  bool Literal(const char* word) {
-    const std::string w = word;
-    if (s_.compare(i_, w.size(), w) != 0) return false;
-    i_ += w.size();
-    return true;
-  }
-  bool String(std::string* out) {
-    if (!Eat('"')) return false;
-    while (i_ < s_.size()) {
-      const char c = s_[i_++];
-      if (c == '"') return true;
-      if (static_cast<unsigned char>(c) < 0x20) return false;
-      if (c != '\\') {
-        *out += c;
-        continue;
-      }
-      if (i_ >= s_.size()) return false;
-      const char e = s_[i_++];
-      switch (e) {
-        case '"':
-        case '\\':
-        case '/':
-          *out += e;
-          break;
-        case 'b':
-          *out += '\b';
-          break;
-        case 'f':
-          *out += '\f';
-          break;
-        case 'n':
-          *out += '\n';
-          break;
-        case 'r':
-          *out += '\r';
-          break;
-        case 't':
-          *out += '\t';
-          break;
-        case 'u':
-          if (i_ + 4 > s_.size()) return false;
-          for (int k = 0; k < 4; ++k) {
-            if (!std::isxdigit(static_cast<unsigned char>(s_[i_ + k]))) return false;
-          }
-          *out += '?';
-          i_ += 4;
-          break;
-        default:
-          return false;
-      }
-    }
-    return false;
-  }
-  bool Value(Json* v) {
-    Space();
-    if (i_ >= s_.size()) return false;
-    const char c = s_[i_];
-    if (c == '{') {
-      ++i_;
-      v->kind = Json::kObject;
-      if (Eat('}')) return true;
-      do {
-        std::string k;
-        Space();
-        if (!String(&k) || !Eat(':')) return false;
-        if (v->obj.count(k) != 0) return false;  // duplicate key
-        if (!Value(&v->obj[k])) return false;
-      } while (Eat(','));
-      return Eat('}');
-    }
-    if (c == '[') {
-      ++i_;
-      v->kind = Json::kArray;
-      if (Eat(']')) return true;
-      do {
-        v->arr.emplace_back();
-        if (!Value(&v->arr.back())) return false;
-      } while (Eat(','));
-      return Eat(']');
-    }
-    if (c == '"') {
-      v->kind = Json::kString;
-      return String(&v->str);
-    }
-    if (Literal("true")) {
-      v->kind = Json::kBool;
-      v->b = true;
-      return true;
-    }
-    if (Literal("false")) {
-      v->kind = Json::kBool;
-      return true;
-    }
-    if (Literal("null")) return true;
-    const char* begin = s_.c_str() + i_;
-    char* end = nullptr;
-    v->num = std::strtod(begin, &end);
-    if (end == begin) return false;
-    v->kind = Json::kNumber;
-    i_ += static_cast<size_t>(end - begin);
-    return true;
-  }
-
-  const std::string& s_;
-  size_t i_ = 0;
-};
+using Json = nlohmann::json;
 
 std::string TempPath(const std::string& name) {
   return testing::TempDir() + "chorus_bench_" + std::to_string(getpid()) + "_" + name;
@@ -273,7 +137,8 @@ bool ReadJson(const std::string& path, Json* doc) {
     return false;
   }
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (!JsonParser(text).Parse(doc) || doc->kind != Json::kObject) {
+  *doc = Json::parse(text, nullptr, false);
+  if (doc->is_discarded() || !doc->is_object()) {
     ADD_FAILURE() << "malformed JSON in " << path << ":\n" << text;
     return false;
   }
@@ -289,16 +154,74 @@ struct RowChoice {
 
 std::vector<RowChoice> Choices(const Json& doc) {
   std::vector<RowChoice> out;
-  if (!doc.Has("results") || doc["results"].kind != Json::kArray) return out;
-  for (const Json& r : doc["results"].arr) {
+  if (!doc.contains("results") || doc.at("results").is_array() == false) return out;
+  for (const Json& r : doc.at("results")) {
     RowChoice c;
-    if (r.Has("algorithm")) c.algorithm = r["algorithm"].str;
-    if (r.Has("protocol")) c.protocol = r["protocol"].str;
-    if (r.Has("nchannels")) c.nchannels = r["nchannels"].num;
-    c.predicted = r.Has("predicted_time") && r["predicted_time"].num > 0.0;
+    if (r.contains("algorithm")) c.algorithm = r.at("algorithm").get<std::string>();
+    if (r.contains("protocol")) c.protocol = r.at("protocol").get<std::string>();
+    if (r.contains("nchannels")) c.nchannels = r.at("nchannels").get<double>();
+    c.predicted = r.contains("predicted_time") && r.at("predicted_time").get<double>() > 0.0;
     out.push_back(c);
   }
   return out;
+}
+
+// The writer (buildJson) and the reader are one library: strings with quotes, backslashes, control
+// characters and non-ASCII text come back byte for byte, \u escapes included, and invalid UTF-8
+// becomes U+FFFD instead of breaking the document.
+TEST(BenchJson, EscapesSurviveWriterAndReader) {
+  chorus_bench::Options o;
+  o.argv = {"all_reduce_perf", "-J", "caf\xc3\xa9 \"quoted\"\\path\t\x01\x7f", "bad\xff"};
+  chorus_bench::RunInfo run;
+  run.collective = "all_reduce_perf";
+  run.version = "0.1.0";
+  run.options = &o;
+  run.env = {{"CHORUS_NOTE", "line1\nline2 \xe2\x82\xac \xf0\x9f\x8e\xb5"}};
+  run.errors = {
+      "rank 1: \x02"
+      "bad\x1f"};
+  chorus_bench::RowResult row;
+  row.bytes = 8;
+  row.count = 2;
+  row.outOfPlace.timeUs = 1.25;
+  row.outOfPlace.busBw = std::nan("");
+  run.results.push_back(row);
+  const std::string text = chorus_bench::buildJson(run);
+  // Control characters are written as \u escapes (JSON requires it below 0x20).
+  EXPECT_NE(text.find("\\u0001"), std::string::npos) << text;
+  EXPECT_NE(text.find("\\u0002"), std::string::npos) << text;
+  EXPECT_EQ(text.back(), '\n');
+  const Json doc = Json::parse(text, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << text;
+  EXPECT_EQ(doc.at("args").at("argv").at(2).get<std::string>(), o.argv[2]);
+  EXPECT_EQ(doc.at("args").at("argv").at(3).get<std::string>(), "bad\xef\xbf\xbd");
+  EXPECT_EQ(doc.at("env").at("CHORUS_NOTE").get<std::string>(), run.env[0].second);
+  EXPECT_EQ(doc.at("errors").at(0).get<std::string>(), run.errors[0]);
+  EXPECT_TRUE(doc.at("results").at(0).at("out_of_place").at("bus_bw").is_null());  // NaN
+  EXPECT_EQ(doc.at("results").at(0).at("out_of_place").at("time").get<double>(), 1.25);
+  // nccl-tests' key order is kept.
+  const std::vector<std::string> order = {"version",
+                                          "library",
+                                          "collective",
+                                          "start_time",
+                                          "args",
+                                          "env",
+                                          "config",
+                                          "devices",
+                                          "results",
+                                          "out_of_bounds",
+                                          "average_bus_bandwidth",
+                                          "errors",
+                                          "end_time"};
+  size_t at = 0;
+  for (const std::string& k : order) {
+    const size_t next = text.find("\"" + k + "\":", at);
+    ASSERT_NE(next, std::string::npos) << k << " out of order in\n" << text;
+    at = next;
+  }
+  // \u escapes written by someone else (upper/lower case, a surrogate pair) read as UTF-8.
+  const Json u = Json::parse(R"({"s": "caf\u00E9 \u20ac \ud83c\udfb5 \u0041"})");
+  EXPECT_EQ(u.at("s").get<std::string>(), "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x8e\xb5 A");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -328,20 +251,20 @@ TEST(BenchIdeal, MultiNodeTerms) {
 
 TEST(BenchFloatConv, HalfAndBfloat16RoundTripAndRoundToNearestEven) {
   for (uint32_t h = 0; h < 0x10000; ++h) {
-    const float f = chorus_bench::halfToFloat(static_cast<uint16_t>(h));
+    const float f = chorus::halfToFloat(static_cast<uint16_t>(h));
     if (!std::isnan(f)) {
-      ASSERT_EQ(chorus_bench::floatToHalf(f), h) << std::hex << h;
+      ASSERT_EQ(chorus::floatToHalf(f), h) << std::hex << h;
     }
-    const float g = chorus_bench::bf16ToFloat(static_cast<uint16_t>(h));
+    const float g = chorus::bf16ToFloat(static_cast<uint16_t>(h));
     if (!std::isnan(g)) {
-      ASSERT_EQ(chorus_bench::floatToBf16(g), h) << std::hex << h;
+      ASSERT_EQ(chorus::floatToBf16(g), h) << std::hex << h;
     }
   }
   // Ties go to even: 1 + 2^-11 lies halfway between 1 and 1 + 2^-10 in half precision.
-  EXPECT_EQ(chorus_bench::floatToHalf(1.0f + std::ldexp(1.0f, -11)), 0x3c00);
-  EXPECT_EQ(chorus_bench::floatToHalf(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);
-  EXPECT_EQ(chorus_bench::floatToHalf(65520.0f), 0x7c00);  // rounds to infinity
-  EXPECT_EQ(chorus_bench::floatToBf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);
+  EXPECT_EQ(chorus::floatToHalf(1.0f + std::ldexp(1.0f, -11)), 0x3c00);
+  EXPECT_EQ(chorus::floatToHalf(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);
+  EXPECT_EQ(chorus::floatToHalf(65520.0f), 0x7c00);  // rounds to infinity
+  EXPECT_EQ(chorus::floatToBf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -393,38 +316,38 @@ TEST(BenchAllReduce, ChecksJsonAndTable) {
   std::ifstream in(json);
   ASSERT_TRUE(in.good()) << json;
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  Json doc;
-  ASSERT_TRUE(JsonParser(text).Parse(&doc)) << text;
-  ASSERT_EQ(doc.kind, Json::kObject);
+  const Json doc = Json::parse(text, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << text;
+  ASSERT_TRUE(doc.is_object());
   for (const char* key : {"version", "start_time", "args", "env", "config", "devices", "results",
                           "out_of_bounds", "average_bus_bandwidth", "errors", "end_time"}) {
-    EXPECT_TRUE(doc.Has(key)) << key;
+    EXPECT_TRUE(doc.contains(key)) << key;
   }
-  ASSERT_EQ(doc["devices"].kind, Json::kArray);
-  EXPECT_EQ(doc["devices"].arr.size(), 2u);
-  ASSERT_EQ(doc["results"].kind, Json::kArray);
-  ASSERT_EQ(doc["results"].arr.size(), 7u);
-  for (const Json& res : doc["results"].arr) {
+  ASSERT_TRUE(doc.at("devices").is_array());
+  EXPECT_EQ(doc.at("devices").size(), 2u);
+  ASSERT_TRUE(doc.at("results").is_array());
+  ASSERT_EQ(doc.at("results").size(), 7u);
+  for (const Json& res : doc.at("results")) {
     for (const char* key : {"size", "count", "type", "redop", "root", "out_of_place", "in_place",
                             "algorithm", "protocol", "nchannels"}) {
-      EXPECT_TRUE(res.Has(key)) << key;
+      EXPECT_TRUE(res.contains(key)) << key;
     }
     for (const char* placement : {"out_of_place", "in_place"}) {
-      const Json& p = res[placement];
+      const Json& p = res.at(placement);
       for (const char* key : {"time", "alg_bw", "bus_bw", "nwrong"}) {
-        EXPECT_TRUE(p.Has(key)) << placement << "." << key;
+        EXPECT_TRUE(p.contains(key)) << placement << "." << key;
       }
-      EXPECT_EQ(p["nwrong"].kind, Json::kNumber);
-      EXPECT_EQ(p["nwrong"].num, 0.0);
-      EXPECT_GT(p["time"].num, 0.0);
+      EXPECT_TRUE(p.at("nwrong").is_number());
+      EXPECT_EQ(p.at("nwrong").get<double>(), 0.0);
+      EXPECT_GT(p.at("time").get<double>(), 0.0);
     }
   }
-  EXPECT_EQ(doc["results"].arr[0]["size"].num, 8.0);
-  EXPECT_EQ(doc["results"].arr[0]["type"].str, "float");
-  EXPECT_EQ(doc["out_of_bounds"]["count"].num, 0.0);
-  EXPECT_TRUE(doc["out_of_bounds"]["okay"].b);
-  EXPECT_EQ(doc["errors"].kind, Json::kArray);
-  EXPECT_TRUE(doc["errors"].arr.empty());
+  EXPECT_EQ(doc.at("results").at(0).at("size").get<double>(), 8.0);
+  EXPECT_EQ(doc.at("results").at(0).at("type").get<std::string>(), "float");
+  EXPECT_EQ(doc.at("out_of_bounds").at("count").get<double>(), 0.0);
+  EXPECT_TRUE(doc.at("out_of_bounds").at("okay").get<bool>());
+  EXPECT_TRUE(doc.at("errors").is_array());
+  EXPECT_TRUE(doc.at("errors").empty());
   std::filesystem::remove(json);
 }
 
@@ -596,14 +519,16 @@ TEST(BenchCalibrate, OneNodeMeasuresIntraBandwidth) {
   }
   Json doc;
   ASSERT_TRUE(ReadJson(json, &doc));
-  const Json& config = doc["config"];
-  ASSERT_TRUE(config.Has("calibration")) << r.out;
-  EXPECT_NEAR(config["calibration"]["intra_bw"].num, b, 0.0006 + 0.001 * b);
-  EXPECT_EQ(config["calibration"]["inter_bw"].kind, Json::kNull);
-  EXPECT_EQ(config["calibration"]["bytes"].num, 32.0 * 1024 * 1024);
-  EXPECT_DOUBLE_EQ(config["intra_bw"].num, config["calibration"]["intra_bw"].num);
-  ASSERT_EQ(doc["results"].arr.size(), 2u);
-  EXPECT_DOUBLE_EQ(doc["results"].arr[0]["ideal"].num, config["intra_bw"].num);
+  const Json& config = doc.at("config");
+  ASSERT_TRUE(config.contains("calibration")) << r.out;
+  EXPECT_NEAR(config.at("calibration").at("intra_bw").get<double>(), b, 0.0006 + 0.001 * b);
+  EXPECT_TRUE(config.at("calibration").at("inter_bw").is_null());
+  EXPECT_EQ(config.at("calibration").at("bytes").get<double>(), 32.0 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(config.at("intra_bw").get<double>(),
+                   config.at("calibration").at("intra_bw").get<double>());
+  ASSERT_EQ(doc.at("results").size(), 2u);
+  EXPECT_DOUBLE_EQ(doc.at("results").at(0).at("ideal").get<double>(),
+                   config.at("intra_bw").get<double>());
   std::filesystem::remove(json);
 }
 

@@ -79,69 +79,6 @@ bool isFloatType(chorusDataType_t type) {
          type == chorusFloat64;
 }
 
-uint16_t floatToHalf(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, sizeof x);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t absx = x & 0x7fffffffu;
-  if (absx >= 0x7f800000u) {  // inf or NaN (keep NaN quiet and non-zero)
-    if (absx == 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u);
-    return static_cast<uint16_t>(sign | 0x7e00u | ((absx >> 13) & 0x1ffu));
-  }
-  // 65520 is halfway between 65504 (largest half, odd mantissa) and 65536: rounds to infinity.
-  if (absx >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);
-  const int e = static_cast<int>(absx >> 23) - 127;
-  const uint32_t mant = absx & 0x7fffffu;
-  if (e >= -14) {  // normal half
-    uint32_t h = (static_cast<uint32_t>(e + 15) << 10) | (mant >> 13);
-    const uint32_t rem = mant & 0x1fffu;
-    if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++;  // a carry moves into the exponent
-    return static_cast<uint16_t>(sign | h);
-  }
-  if (e < -25) return static_cast<uint16_t>(sign);  // below half the smallest subnormal
-  // Subnormal half: units of 2^-24. The value is (mant | 2^23) * 2^(e-23).
-  const uint32_t full = mant | 0x800000u;
-  const int shift = -(e + 1);  // 14..24
-  uint32_t h = full >> shift;
-  const uint32_t rem = full & ((1u << shift) - 1u);
-  const uint32_t halfway = 1u << (shift - 1);
-  if (rem > halfway || (rem == halfway && (h & 1u))) h++;
-  return static_cast<uint16_t>(sign | h);
-}
-
-float halfToFloat(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t e = (h >> 10) & 0x1fu;
-  const uint32_t m = h & 0x3ffu;
-  uint32_t bits;
-  if (e == 0x1f) {
-    bits = sign | 0x7f800000u | (m << 13);
-  } else if (e == 0) {
-    const float v = std::ldexp(static_cast<float>(m), -24);
-    return sign ? -v : v;
-  } else {
-    bits = sign | ((e + 112u) << 23) | (m << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-uint16_t floatToBf16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, sizeof x);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // NaN
-  const uint32_t rounded = x + 0x7fffu + ((x >> 16) & 1u);
-  return static_cast<uint16_t>(rounded >> 16);
-}
-
-float bf16ToFloat(uint16_t b) {
-  const uint32_t bits = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
 std::string formatElement(chorusDataType_t type, const void* p) {
   char buf[96];
   switch (type) {

@@ -1,5 +1,7 @@
 // Element types as the tests see them: names, sizes, half/bfloat16 conversions, printing and
-// ULP distances. Written independently of the library (no library internals are included).
+// ULP distances. Written independently of the library, except the float16 / bfloat16
+// conversions: those are the library's one copy (src/base/half.h), which tests/test_half.cc checks
+// exhaustively against an independent reference.
 #pragma once
 
 #include <chorus/chorus.h>
@@ -7,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+
+#include "base/half.h"
 
 namespace ctest {
 
@@ -25,10 +29,10 @@ size_t typeSize(chorusDataType_t type);
 bool isFloatType(chorusDataType_t type);
 
 // IEEE 754 binary16 and bfloat16, round to nearest even.
-uint16_t floatToHalf(float f);
-float halfToFloat(uint16_t h);
-uint16_t floatToBf16(float f);
-float bf16ToFloat(uint16_t b);
+using chorus::bf16ToFloat;
+using chorus::floatToBf16;
+using chorus::floatToHalf;
+using chorus::halfToFloat;
 
 // Storage types for the two 16-bit float formats, so that templates can tell them apart.
 struct Half {

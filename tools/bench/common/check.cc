@@ -6,7 +6,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "floatconv.h"
+#include "base/half.h"
 #include "types.h"
 
 namespace chorus_bench {
@@ -66,14 +66,14 @@ struct Traits<double> : FloatTraits<double, uint64_t, 53, 1000> {
 };
 template <>
 struct Traits<Half16> : FloatTraits<Half16, uint16_t, 11, 16> {
-  static Acc toAcc(Half16 v) { return halfToFloat(v.bits); }
-  static Half16 fromAcc(Acc v) { return Half16{floatToHalf(static_cast<float>(v))}; }
+  static Acc toAcc(Half16 v) { return chorus::halfToFloat(v.bits); }
+  static Half16 fromAcc(Acc v) { return Half16{chorus::floatToHalf(static_cast<float>(v))}; }
   static Acc random(uint64_t h) { return toAcc(fromAcc(randomFloat(h))); }
 };
 template <>
 struct Traits<BFloat16> : FloatTraits<BFloat16, uint16_t, 8, 16> {
-  static Acc toAcc(BFloat16 v) { return bf16ToFloat(v.bits); }
-  static BFloat16 fromAcc(Acc v) { return BFloat16{floatToBf16(static_cast<float>(v))}; }
+  static Acc toAcc(BFloat16 v) { return chorus::bf16ToFloat(v.bits); }
+  static BFloat16 fromAcc(Acc v) { return BFloat16{chorus::floatToBf16(static_cast<float>(v))}; }
   static Acc random(uint64_t h) { return toAcc(fromAcc(randomFloat(h))); }
 };
 

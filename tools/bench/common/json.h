@@ -1,45 +1,18 @@
 // The -J document: nccl-tests' structure (version, start_time, args, env, config, devices,
-// results, out_of_bounds, average_bus_bandwidth, errors, end_time), written by hand.
+// results, out_of_bounds, average_bus_bandwidth, errors, end_time), written with nlohmann-json
+// (Debian's nlohmann-json3-dev, header-only) in nccl-tests' key order.
 #ifndef CHORUS_BENCH_JSON_H_
 #define CHORUS_BENCH_JSON_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "args.h"
 #include "report.h"
 
 namespace chorus_bench {
-
-// A streaming JSON writer: commas, indentation and string escaping.
-class JsonWriter {
- public:
-  void beginObject();
-  void endObject();
-  void beginArray();
-  void endArray();
-  void key(std::string_view k);  // inside an object, before each value
-  void value(std::string_view s);
-  void value(const char* s) { value(std::string_view(s)); }
-  void value(double d);  // non-finite values are written as null
-  void value(int64_t i);
-  void value(int i) { value(static_cast<int64_t>(i)); }
-  void value(bool b);
-  void null();
-  const std::string& str() const { return out_; }
-
-  static std::string escape(std::string_view s);  // with the quotes
-
- private:
-  void beforeValue();
-  void newline();
-  std::string out_;
-  std::vector<bool> first_;  // per open container: no element written yet
-  bool afterKey_ = false;
-};
 
 struct DeviceInfo {
   int rank = 0;
