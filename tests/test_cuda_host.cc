@@ -29,13 +29,42 @@ constexpr chorusDataType_t kTypes[] = {chorusInt8,    chorusUint8,  chorusInt32,
                                        chorusFloat32, chorusFloat64};
 constexpr chorusRedOp_t kOps[] = {chorusSum, chorusProd, chorusMax, chorusMin, chorusAvg};
 
-// ---- An independent reference: wide integers, GCC's _Float16, nearest-candidate bfloat16. ----
+// ---- An independent reference: wide integers, float16 from its definition (ldexp) with
+// nearest-candidate rounding (_Float16 is not available in clang 14 on x86), nearest-candidate
+// bfloat16. ----
 
 float f16ToF(uint16_t h) {
-  return static_cast<float>(std::bit_cast<_Float16>(h));
+  const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  double v;
+  if (e == 0x1f)
+    v = m == 0 ? HUGE_VAL : std::nan("");
+  else if (e == 0)
+    v = std::ldexp(double(m), -24);
+  else
+    v = std::ldexp(double(m + 1024), e - 25);
+  return float((h & 0x8000u) ? -v : v);
 }
+// Round to nearest float16, ties to even: the largest pattern not above |f| (by binary search
+// over the ordered positive patterns) against the next one.
 uint16_t fToF16(float f) {
-  return std::bit_cast<uint16_t>(static_cast<_Float16>(f));
+  if (std::isnan(f)) return std::signbit(f) ? 0xfe00 : 0x7e00;
+  const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+  const double a = std::fabs(double(f));
+  uint32_t lo = 0, hi = 0x7c00;  // value(lo) <= a < value(hi), value(0x7c00) standing for 2^16
+  while (hi - lo > 1) {
+    const uint32_t mid = (lo + hi) / 2;
+    if (double(f16ToF(uint16_t(mid))) <= a)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  if (a >= 65536.0) return sign | 0x7c00;
+  const double vlo = double(f16ToF(uint16_t(lo)));
+  const double vhi = hi == 0x7c00 ? 65536.0 : double(f16ToF(uint16_t(hi)));
+  const double dlo = a - vlo, dhi = vhi - a;
+  if (dlo < dhi) return uint16_t(sign | lo);
+  if (dhi < dlo) return uint16_t(sign | hi);
+  return uint16_t(sign | ((lo & 1u) ? hi : lo));
 }
 float bf16ToF(uint16_t b) {
   return std::bit_cast<float>(uint32_t(b) << 16);
