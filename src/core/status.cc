@@ -149,9 +149,17 @@ std::string formatStatus(chorusComm* c, const char* reason, int peer, const char
     return d.first + kTraceEntries < after + (inFlightAfter ? 1 : 0);
   });
   out += p + format("  last %zu completed operation(s), newest first:\n", done.size());
-  for (const auto& [index, v] : done)
-    out += p + format("    %s, took %.3f s, ended %.3f s ago\n", describeEntry(v).c_str(),
-                      secondsSince(v.startNs, v.endNs), secondsSince(v.endNs, now));
+  // Durations come from the coarse clock: below its tick they are only "less than a tick".
+  timespec res{0, 4'000'000};
+  clock_getres(CLOCK_MONOTONIC_COARSE, &res);
+  const double tick = double(res.tv_sec) + double(res.tv_nsec) * 1e-9;
+  for (const auto& [index, v] : done) {
+    const double took = secondsSince(v.startNs, v.endNs);
+    const std::string tookStr =
+        took <= tick ? format("took < %.0f ms", tick * 1e3 + 0.5) : format("took %.3f s", took);
+    out += p + format("    %s, %s, ended %.3f s ago\n", describeEntry(v).c_str(), tookStr.c_str(),
+                      secondsSince(v.endNs, now));
+  }
   if (state == CommState::kFailed)
     out += p + format("  failed: %s\n", chorusGetErrorString(chorusResult_t(c->asyncError.load())));
   return out;
