@@ -216,18 +216,20 @@ std::string signalName(int sig) {
 
 void printAllStatus() {
   const std::string reason = "status requested (" + signalName(gStatusSignal) + ")";
+  std::string out;
+  size_t n = 0;
   withLiveComms([&](std::vector<chorusComm*>& comms) {
-    // Under the registry's lock: a communicator cannot be freed while its report is written.
+    // Formatted under the registry's lock (no communicator is freed meanwhile), written after
+    // it is released (a slow stderr must not hold up the registry).
     std::sort(comms.begin(), comms.end(),
               [](chorusComm* a, chorusComm* b) { return a->rank < b->rank; });
-    if (comms.empty())
-      writeAll(STDERR_FILENO,
-               format("chorus pid %d: status requested: no live communicator\n", int(getpid())));
-    for (chorusComm* c : comms) {
-      printStatus(c, reason.c_str());
-      gReportsPrinted.fetch_add(1);
-    }
+    for (chorusComm* c : comms) out += formatStatus(c, reason.c_str());
+    n = comms.size();
   });
+  if (n == 0)
+    out = format("chorus pid %d: status requested: no live communicator\n", int(getpid()));
+  writeAll(STDERR_FILENO, out);
+  gReportsPrinted.fetch_add(n);
 }
 
 void watch() {
