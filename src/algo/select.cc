@@ -113,8 +113,8 @@ void runCollective(const OpDesc& op) {
   }
   if (comm->checkCalls) checkMatching(comm, op);
   const Choice c = choose(comm, op);
-  traceChoice(comm->trace, traceDesc(op.kind, op.type, op.op, uint64_t(c.algo),
-                                     uint64_t(c.proto), uint64_t(c.nchannels)));
+  traceChoice(comm->trace, traceDesc(op.kind, op.type, op.op, uint64_t(c.algo), uint64_t(c.proto),
+                                     uint64_t(c.nchannels)));
   CHORUS_INFO(comm->rank, "%s opCount %llu count %zu datatype %d op %d root %d: algo %s proto %s "
               "nchannels %d (predicted %.1f us)",
               opKindName(op.kind), (unsigned long long)comm->opCount, op.count, int(op.type),

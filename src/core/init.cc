@@ -83,7 +83,7 @@ constexpr int64_t kDefaultTimeoutSec = 1800;
 
 void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg) {
   cudaCommSetup(c, cfg ? cfg->cudaDevice : -1);  // a device communicator: CUDA state first
-  statusSignalSetup();                            // once per process: CHORUS_STATUS_SIGNAL
+  statusSignalSetup();                           // once per process: CHORUS_STATUS_SIGNAL
   // No silent hang by default: 30 minutes without progress fail the call, the default of
   // PyTorch's process groups (its Gloo backend included; Gloo's own default is 30 s), long
   // enough for any step of real work between two collectives; CHORUS_TIMEOUT=0 waits without

@@ -838,8 +838,7 @@ void Launcher::HandleSignals() {
   g_got_signal[SIGCHLD] = 0;  // Reap() runs on every iteration anyway
   if (status_signal_ != 0 && g_got_signal[status_signal_]) {
     g_got_signal[status_signal_] = 0;
-    Message("received " + SignalName(status_signal_) +
-            ", asking every rank for its status report");
+    Message("received " + SignalName(status_signal_) + ", asking every rank for its status report");
     for (const Rank& r : ranks_)
       if (!r.reaped && r.pid > 0) (void)kill(r.pid, status_signal_);
   }
