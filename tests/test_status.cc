@@ -7,7 +7,7 @@
 //                              names the peer. Ranks as processes, and as threads.
 //  StatusReport.Signal*        SIGUSR1 to a running chorusrun: every rank of every process (one
 //                              or several communicators each) prints a report, and the job ends
-//                              normally.
+//                              normally; CHORUS_STATUS_SIGNAL=usr2 moves it to SIGUSR2.
 //  StatusReport.PrintStatus*   chorusCommPrintStatus lists the last operations of each kind with
 //                              their arguments, newest first, and keeps the last 16.
 #include <chorus/chorus.h>
@@ -131,20 +131,22 @@ std::string readFile(const std::string& path) {
   return ss.str();
 }
 
-void checkSignalReports(int np, int threads) {
+void checkSignalReports(int np, int threads, int sig = SIGUSR1, const char* sigName = "SIGUSR1",
+                        const char* env = "USR1") {
   char dir[] = "/tmp/chorus-status-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   const std::string ready = std::string(dir) + "/ready", out = std::string(dir) + "/out";
-  const pid_t pid = startToFile({CHORUSRUN_PATH, "--timeout", "100", "-np", std::to_string(np),
-                                 STATUS_WORKER_PATH, "--threads", std::to_string(threads),
-                                 "--iters", "20", "--ready-file", ready, "--timeout", "90"},
-                                out);
+  const pid_t pid = startToFile(
+      {CHORUSRUN_PATH, "--timeout", "100", "-x", std::string("CHORUS_STATUS_SIGNAL=") + env, "-np",
+       std::to_string(np), STATUS_WORKER_PATH, "--threads", std::to_string(threads), "--iters",
+       "20", "--ready-file", ready, "--timeout", "90"},
+      out);
   ASSERT_GT(pid, 0);
   const double start = nowSeconds();
   while (access(ready.c_str(), F_OK) != 0 && nowSeconds() - start < 60 * timeoutScale())
     usleep(10000);
   EXPECT_EQ(access(ready.c_str(), F_OK), 0) << readFile(out);
-  kill(pid, SIGUSR1);
+  kill(pid, sig);
   int status = -1;
   while (waitpid(pid, &status, WNOHANG) == 0 && nowSeconds() - start < 120 * timeoutScale())
     usleep(20000);
@@ -155,12 +157,15 @@ void checkSignalReports(int np, int threads) {
   }
   const std::string output = readFile(out);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
-  EXPECT_NE(output.find("chorusrun: received SIGUSR1, asking every rank for its status report"),
+  EXPECT_NE(output.find(std::string("chorusrun: received ") + sigName +
+                        ", asking every rank for its status report"),
             std::string::npos)
       << output;
   for (int rank = 0; rank < np * threads; ++rank) {
     const std::string rep = reportOf(output, rank);
-    EXPECT_GE(countOf(rep, "status requested (SIGUSR1)"), 1) << "rank " << rank << "\n" << output;
+    EXPECT_GE(countOf(rep, std::string("status requested (") + sigName + ")"), 1)
+        << "rank " << rank << "\n"
+        << output;
     EXPECT_NE(rep.find("(rank " + std::to_string(rank) + " of " + std::to_string(np * threads)),
               std::string::npos)
         << rep;
@@ -179,6 +184,11 @@ TEST(StatusReport, SignalThroughChorusrunProcesses) {
 
 TEST(StatusReport, SignalThroughChorusrunThreads) {
   checkSignalReports(2, 2);
+}
+
+// CHORUS_STATUS_SIGNAL chooses the signal, for chorusrun and the ranks alike.
+TEST(StatusReport, SignalChosenByEnvironment) {
+  checkSignalReports(2, 1, SIGUSR2, "SIGUSR2", "usr2");
 }
 
 // In one process: the report lists what was done, with its arguments, newest first.

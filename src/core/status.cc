@@ -114,8 +114,8 @@ std::string formatStatus(chorusComm* c, const char* reason, int peer, const char
                       secondsSince(v.startNs, now));
   } else {
     out += p + format(
-                   "  in flight: nothing (idle in the caller's code since the last "
-                   "operation; %llu completed)\n",
+                   "  in flight: nothing (not in a call on this communicator; %llu operations "
+                   "completed)\n",
                    (unsigned long long)completed);
   }
   if (peer == -2) {  // the published wait, if any
@@ -123,9 +123,11 @@ std::string formatStatus(chorusComm* c, const char* reason, int peer, const char
       peer = t.waitPeer.load(std::memory_order_relaxed);
       what = t.waitWhat.load(std::memory_order_relaxed);
       const int64_t since = t.waitSinceNs.load(std::memory_order_relaxed);
-      const int64_t steadyNow = Clock::now().time_since_epoch().count();
-      out += p + format("  waiting %s: %s, for %.3f s\n",
-                        peer >= 0 ? format("for peer rank %d", peer).c_str() : "",
+      const int64_t steadyNow =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+              .count();
+      out += p + format("  waiting%s: %s, for %.3f s\n",
+                        peer >= 0 ? format(" for peer rank %d", peer).c_str() : "",
                         what ? what : "?", double(steadyNow - since) * 1e-9);
     } else if (inFlight) {
       out += p + "  waiting: not blocked (moving data)\n";

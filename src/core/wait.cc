@@ -132,7 +132,9 @@ void Waiter::publish(Clock::time_point now) {
   OpTrace& t = comm_->trace;
   t.waitPeer.store(peer_, std::memory_order_relaxed);
   t.waitWhat.store(what_, std::memory_order_relaxed);
-  t.waitSinceNs.store(now.time_since_epoch().count(), std::memory_order_relaxed);
+  t.waitSinceNs.store(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count(),
+      std::memory_order_relaxed);
   t.waiter.store(this, std::memory_order_release);
   published_ = true;
 }
