@@ -64,11 +64,21 @@ std::vector<Event> parseEvents(const std::string& s) {
   return out;
 }
 
+// Threads of this process, without the library's one process-wide status-signal watcher
+// ("chorus-status", started at the first init for CHORUS_STATUS_SIGNAL and kept).
 int countThreads() {
   int n = 0;
   if (DIR* d = opendir("/proc/self/task")) {
-    while (dirent* e = readdir(d))
-      if (e->d_name[0] != '.') ++n;
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      char name[32] = {};
+      const std::string path = std::string("/proc/self/task/") + e->d_name + "/comm";
+      if (FILE* f = std::fopen(path.c_str(), "r")) {
+        if (std::fgets(name, sizeof(name), f) == nullptr) name[0] = 0;
+        std::fclose(f);
+      }
+      if (std::strncmp(name, "chorus-status", 13) != 0) ++n;
+    }
     closedir(d);
   }
   return n;

@@ -134,6 +134,12 @@ CHORUS_API chorusResult_t chorusCommAbort(chorusComm_t comm);
 CHORUS_API chorusResult_t chorusCommGetAsyncError(chorusComm_t comm, chorusResult_t* asyncError);
 CHORUS_API chorusResult_t chorusCommCount(const chorusComm_t comm, int* count);
 CHORUS_API chorusResult_t chorusCommUserRank(const chorusComm_t comm, int* rank);
+/* Chorus extension: prints this rank's status report for the communicator to stderr (the
+ * operation in flight and its sequence number, what it waits for, the last operations completed;
+ * docs/reliability.md "Status reports"). Safe to call from another thread while the
+ * communicator is in a call. The same report comes on a timeout (CHORUS_TIMEOUT) and, for every
+ * live communicator of the process, on CHORUS_STATUS_SIGNAL (default SIGUSR1). */
+CHORUS_API chorusResult_t chorusCommPrintStatus(chorusComm_t comm);
 
 /* Streams: ordered queues of operations run by a worker thread. */
 CHORUS_API chorusResult_t chorusStreamCreate(chorusStream_t* stream);

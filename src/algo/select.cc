@@ -100,14 +100,21 @@ void runChannel(chorusComm* comm, const OpDesc& op, const Choice& c, const Work&
 
 void runCollective(const OpDesc& op) {
   chorusComm* comm = op.comm;
+  // The status trace (core/status.h): in flight from here, the algorithm known once chosen.
+  traceBegin(comm->trace, comm->opCount,
+             traceDesc(op.kind, op.type, op.op, kTraceNoChoice, kTraceNoChoice, kTraceNoChoice),
+             op.count, op.root);
   if (comm->nranks == 1 && op.kind != OpKind::kAlltoAll && op.kind != OpKind::kGather &&
       op.kind != OpKind::kScatter) {
     runSingleRank(op);
     ++comm->opCount;
+    traceEnd(comm->trace);
     return;
   }
   if (comm->checkCalls) checkMatching(comm, op);
   const Choice c = choose(comm, op);
+  traceChoice(comm->trace, traceDesc(op.kind, op.type, op.op, uint64_t(c.algo), uint64_t(c.proto),
+                                     uint64_t(c.nchannels)));
   CHORUS_INFO(comm->rank, "%s opCount %llu count %zu datatype %d op %d root %d: algo %s proto %s "
               "nchannels %d (predicted %.1f us)",
               opKindName(op.kind), (unsigned long long)comm->opCount, op.count, int(op.type),
@@ -149,6 +156,7 @@ void runCollective(const OpDesc& op) {
     if (nch == 1) {  // no thread to start, nothing to allocate
       runChannel(comm, op, c, Work{0, c.proto, 0, op.count});
       ++comm->opCount;
+      traceEnd(comm->trace);
       return;
     }
     std::vector<std::thread> threads;
@@ -172,6 +180,7 @@ void runCollective(const OpDesc& op) {
     if (firstFailed.load() >= 0) std::rethrow_exception(errors[size_t(firstFailed.load())]);
   }
   ++comm->opCount;
+  traceEnd(comm->trace);
 }
 
 }  // namespace chorus

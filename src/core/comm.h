@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -15,6 +16,7 @@
 #include "algo/algo.h"
 #include "bootstrap/bootstrap.h"
 #include "chorus/chorus.h"
+#include "core/status.h"
 #include "transport/fifo.h"
 #include "transport/segment.h"
 #include "transport/tcp.h"
@@ -100,6 +102,7 @@ struct chorusComm {
   std::atomic<int> executing{0};
   std::atomic<int> pending{0};  // operations queued on streams, not yet finished
   uint64_t opCount = 0;
+  chorus::OpTrace trace;    // the last operations and the current wait (core/status.h)
   uint64_t oneShotSeq = 0;  // one-shot collectives run so far (algo/oneshot.cc)
   uint64_t copySeq = 0;     // single-copy collectives run so far (algo/copy.cc)
   uint8_t copyState = 0;    // cross-memory attach: untried, armed, usable, refused (algo/copy.cc)
@@ -143,6 +146,8 @@ constexpr uint64_t kCommMagic = 0x434f4d4d43484f52ULL;
 void registerComm(chorusComm* comm);
 void unregisterComm(chorusComm* comm);
 bool isLiveComm(chorusComm* comm);
+// Calls fn with every live communicator, holding the registry's lock (none is freed meanwhile).
+void withLiveComms(const std::function<void(std::vector<chorusComm*>&)>& fn);
 
 // Marks the communicator failed with `code` (async error) and tells its peers: same-node ones
 // through the segment's failure flag, remote ones through a TCP failure notice.

@@ -48,8 +48,10 @@ using OpSpan = std::span<const OpDesc* const>;
 void runCommOpsHost(chorusComm* comm, OpSpan ops) {
   std::vector<P2PTransfer>& p2p = comm->p2p.ops;  // reused: no allocation in steady state
   p2p.clear();
+  const OpDesc* firstP2P = nullptr;
   for (const OpDesc* op : ops) {
     if (isP2P(op->kind)) {
+      if (firstP2P == nullptr) firstP2P = op;
       char* buf = op->kind == OpKind::kSend
                       ? const_cast<char*>(static_cast<const char*>(op->sendbuff))
                       : static_cast<char*>(op->recvbuff);
@@ -60,8 +62,16 @@ void runCommOpsHost(chorusComm* comm, OpSpan ops) {
     }
   }
   if (!p2p.empty()) {
+    if (p2p.size() == 1)
+      traceBegin(comm->trace, comm->opCount,
+                 traceDesc(firstP2P->kind, firstP2P->type, firstP2P->op, uint64_t(Algo::kDirect),
+                           kTraceNoChoice, kTraceNoChoice),
+                 firstP2P->count, firstP2P->root);
+    else
+      traceBegin(comm->trace, comm->opCount, kTraceP2PGroup, p2p.size(), -1);
     runP2P(comm, p2p, p2p.size() == 1 ? (p2p[0].isSend ? "Send" : "Recv") : "Send/Recv group");
     ++comm->opCount;
+    traceEnd(comm->trace);
   }
 }
 

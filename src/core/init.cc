@@ -83,9 +83,11 @@ constexpr int64_t kDefaultTimeoutSec = 1800;
 
 void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg) {
   cudaCommSetup(c, cfg ? cfg->cudaDevice : -1);  // a device communicator: CUDA state first
+  statusSignalSetup();                           // once per process: CHORUS_STATUS_SIGNAL
   // No silent hang by default: 30 minutes without progress fail the call, the default of
-  // PyTorch's process groups and of Gloo (long enough for any step of real work between two
-  // collectives); CHORUS_TIMEOUT=0 waits without bound.
+  // PyTorch's process groups (its Gloo backend included; Gloo's own default is 30 s), long
+  // enough for any step of real work between two collectives; CHORUS_TIMEOUT=0 waits without
+  // bound. The rank then prints its status report (core/status.h).
   c->timeoutSec = cfg && cfg->timeoutMs >= 0 ? double(cfg->timeoutMs) / 1000.0
                                              : double(envInt("CHORUS_TIMEOUT", kDefaultTimeoutSec));
   c->checkCalls = envInt("CHORUS_CHECK", 0) != 0;
@@ -280,6 +282,12 @@ bool isLiveComm(chorusComm* comm) {
   tLiveComm = comm;
   tLiveGeneration = gCommsGeneration.load(std::memory_order_relaxed);  // stable under the lock
   return true;
+}
+
+void withLiveComms(const std::function<void(std::vector<chorusComm*>&)>& fn) {
+  std::lock_guard<std::mutex> l(gCommsMu);
+  std::vector<chorusComm*> comms(gComms.begin(), gComms.end());
+  fn(comms);
 }
 
 void markFailed(chorusComm* comm, chorusResult_t code, const std::string& message, int cause) {

@@ -7,9 +7,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <exception>
+#include <string>
 
 #include "core/comm.h"
 #include "core/error.h"
+#include "core/status.h"
 #include "transport/doorbell.h"
 
 namespace chorus {
@@ -71,6 +74,7 @@ void Waiter::pause() {
     // waits end long before, and an abort is noticed through the cheap flag test below.
     start_ = now;
     nextCheck_ = now + kCheckEvery;
+    publish(now);  // for status reports: what this rank waits for
   }
   if (comm_->abortFlag.load(std::memory_order_relaxed)) check(now);
   if (now >= nextCheck_) {
@@ -122,7 +126,36 @@ Waiter::Waiter(chorusComm* comm, int peer, const char* what, bool fifoWait)
       bell_(fifoWait && comm->mySegment.base() != nullptr ? &comm->mySegment.header()->bell
                                                           : nullptr) {}
 
+// A wait past its spin phase tells the status report (core/status.h) what it waits for: a few
+// relaxed stores, on the slow path only (the clock was just read).
+void Waiter::publish(Clock::time_point now) {
+  OpTrace& t = comm_->trace;
+  t.waitPeer.store(peer_, std::memory_order_relaxed);
+  t.waitWhat.store(what_, std::memory_order_relaxed);
+  t.waitSinceNs.store(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count(),
+      std::memory_order_relaxed);
+  t.waiter.store(this, std::memory_order_release);
+  published_ = true;
+}
+
 Waiter::~Waiter() {
+  if (published_) {
+    OpTrace& t = comm_->trace;
+    // A long wait ended by a failure (a peer timed out or failed first): this rank reports too,
+    // so that every rank of a hang says what it was doing (once per operation; not on abort).
+    if (std::uncaught_exceptions() > 0 && !comm_->abortFlag.load(std::memory_order_relaxed)) {
+      const double waited = std::chrono::duration<double>(Clock::now() - start_).count();
+      const double longWait = comm_->timeoutSec > 0 ? std::min(1.0, comm_->timeoutSec / 2) : 1.0;
+      if (waited >= longWait && t.timeoutReported.exchange(comm_->opCount) != comm_->opCount) {
+        const std::string reason =
+            format("a wait of %.1f s ended in a failure (see the error)", waited);
+        printStatus(comm_, reason.c_str(), peer_, what_);
+      }
+    }
+    if (t.waiter.load(std::memory_order_relaxed) == this)
+      t.waiter.store(nullptr, std::memory_order_relaxed);
+  }
   if (everArmed_) disarmDoorbell(bell_);
   // Only a rank pinned to one core learns from a long wait (elsewhere the scheduler can move a
   // rank away from a busy process, and sleeping first would make every hand-off wait for a
@@ -142,6 +175,7 @@ Waiter::~Waiter() {
 void Waiter::check(Clock::time_point now) {
   ++checks_;
   chorusComm* c = comm_;
+  if (published_) c->trace.waitPeer.store(peer_, std::memory_order_relaxed);  // setPeer moves it
   if (c->abortFlag.load(std::memory_order_relaxed))
     fail(chorusInvalidUsage, "rank %d: %s: communicator aborted (chorusCommAbort)", c->rank, what_);
   if (c->state.load(std::memory_order_acquire) == CommState::kFailed) {  // another channel failed
@@ -191,9 +225,15 @@ void Waiter::check(Clock::time_point now) {
     }
   }
   if (c->timeoutSec > 0 && iter_ > c->spinIters &&
-      std::chrono::duration<double>(now - start_).count() > c->timeoutSec)
+      std::chrono::duration<double>(now - start_).count() > c->timeoutSec) {
+    // One status report per operation (several channels may time out together) on stderr.
+    if (c->trace.timeoutReported.exchange(c->opCount) != c->opCount) {
+      const std::string reason = format("no progress for %.1f s (CHORUS_TIMEOUT)", c->timeoutSec);
+      printStatus(c, reason.c_str(), peer_, what_);
+    }
     fail(chorusTimeout, "rank %d: %s: no progress for %.1f s waiting for peer rank %d", c->rank,
          what_, c->timeoutSec, peer_);
+  }
 }
 
 }  // namespace chorus

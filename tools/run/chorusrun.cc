@@ -217,6 +217,9 @@ void PrintUsage(FILE* f) {
       "  -x NAME=VALUE    set NAME=VALUE in every rank's environment (repeatable);\n"
       "                   -x NAME passes chorusrun's own value of NAME\n"
       "  -h, --help       show this help and exit\n"
+      "Send chorusrun SIGUSR1 (CHORUS_STATUS_SIGNAL) to have every rank print its status\n"
+      "report: the collective in flight, its sequence number, the peer it waits for and\n"
+      "the last operations it completed.\n"
       "Options end at the first argument that is not an option (or after \"--\").\n"
       "\n"
       "Every rank gets CHORUS_RANK, CHORUS_NRANKS, CHORUS_LOCAL_RANK, CHORUS_LOCAL_NRANKS,\n"
@@ -491,6 +494,33 @@ void OnSignal(int sig) {
 // caught, even in a background job of a non-interactive shell (where SIGINT starts out ignored).
 constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP};
 
+// The status signal (docs/reliability.md "Status reports"): the ranks' CHORUS_STATUS_SIGNAL
+// (USR1 by default, USR2, a number, or 0/none/off). chorusrun passes it on to every rank, each
+// of which prints its status report; the ranks start with it ignored, so that one arriving
+// before a rank's library installed its handler does no harm. 0: not handled.
+int StatusSignal(const Options& opts) {
+  const char* env = getenv("CHORUS_STATUS_SIGNAL");
+  std::string v = env ? env : "";
+  for (const auto& [name, value] : opts.extra_env)
+    if (name == "CHORUS_STATUS_SIGNAL") v = value;
+  for (char& ch : v) ch = static_cast<char>(toupper(static_cast<unsigned char>(ch)));
+  if (v.rfind("SIG", 0) == 0) v = v.substr(3);
+  int sig = 0;
+  if (v.empty() || v == "USR1") {
+    sig = SIGUSR1;
+  } else if (v == "USR2") {
+    sig = SIGUSR2;
+  } else {
+    char* end = nullptr;
+    const long n = strtol(v.c_str(), &end, 10);
+    if (end != v.c_str() && *end == 0 && n > 0 && n < NSIG) sig = static_cast<int>(n);
+  }
+  for (int s : kForwardedSignals)
+    if (sig == s) return 0;
+  if (sig == SIGKILL || sig == SIGSTOP || sig == SIGCHLD || sig == SIGPIPE) return 0;
+  return sig;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Output relay
 
@@ -554,6 +584,7 @@ class Launcher {
   int unreaped_ = 0;
   bool no_children_left_ = false;  // waitpid said ECHILD (also covers reparented grandchildren)
   std::vector<int> installed_signals_;
+  int status_signal_ = 0;  // forwarded to every rank (StatusSignal)
   struct sigaction saved_sigpipe_ {};
 
   // Teardown state.
@@ -581,6 +612,11 @@ bool Launcher::InstallSignalHandlers() {
     sigaction(sig, &sa, nullptr);
     installed_signals_.push_back(sig);
   }
+  status_signal_ = StatusSignal(opts_);
+  if (status_signal_ != 0) {
+    sigaction(status_signal_, &sa, nullptr);
+    installed_signals_.push_back(status_signal_);
+  }
   sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
   sigaction(SIGCHLD, &sa, nullptr);
   installed_signals_.push_back(SIGCHLD);
@@ -607,7 +643,7 @@ void Launcher::ChildSetupAndExec(Rank& r, int out_w, int err_w, int err_pipe_w, 
   // If chorusrun died before the prctl, the death signal will never come: give up now.
   if (getppid() != parent_pid_) _exit(127);
   // Default signal handling again, then unblock (pending SIGTERMs now act normally).
-  for (int sig : installed_signals_) signal(sig, SIG_DFL);
+  for (int sig : installed_signals_) signal(sig, sig == status_signal_ ? SIG_IGN : SIG_DFL);
   sigaction(SIGPIPE, &saved_sigpipe_, nullptr);
   if (r.index != 0) {
     int devnull = open("/dev/null", O_RDONLY);
@@ -800,6 +836,12 @@ void Launcher::HandleSignals() {
   while (read(g_wake_pipe[0], buf, sizeof(buf)) > 0) {
   }
   g_got_signal[SIGCHLD] = 0;  // Reap() runs on every iteration anyway
+  if (status_signal_ != 0 && g_got_signal[status_signal_]) {
+    g_got_signal[status_signal_] = 0;
+    Message("received " + SignalName(status_signal_) + ", asking every rank for its status report");
+    for (const Rank& r : ranks_)
+      if (!r.reaped && r.pid > 0) (void)kill(r.pid, status_signal_);
+  }
   for (int sig : kForwardedSignals) {
     if (!g_got_signal[sig]) continue;
     g_got_signal[sig] = 0;
