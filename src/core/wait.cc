@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -136,8 +137,40 @@ void Waiter::publish(Clock::time_point now) {
       std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count(),
       std::memory_order_relaxed);
   t.waiter.store(this, std::memory_order_release);
+  if (comm_->mySegment.base() != nullptr)
+    comm_->mySegment.header()->waitingFor.store(peer_ + 1, std::memory_order_relaxed);
   published_ = true;
 }
+
+// The rank a timed-out wait is really behind: from the peer this rank waits for, follow the
+// same-node ranks' published waits (SegmentHeader::waitingFor) to the first rank that is not
+// waiting inside Chorus (it hangs elsewhere, or has not called), or to a rank on another node
+// (whose state is not visible here), or around a cycle back to this rank (the ranks wait for
+// each other: calls in a different order). `chain` gets the path, e.g. "0 -> 1 -> 2".
+namespace {
+enum class Behind { kNotWaiting, kRemote, kCycle };
+Behind findBehind(chorusComm* c, int peer, int* culprit, std::string* chain) {
+  *chain = std::to_string(c->rank) + " -> " + std::to_string(peer);
+  int p = peer;
+  for (int steps = 0; steps < c->nranks; ++steps) {
+    if (c->isRemote(p)) {
+      *culprit = p;
+      return Behind::kRemote;
+    }
+    const int32_t w = c->peerHeader(p)->waitingFor.load(std::memory_order_relaxed);
+    const int next = w - 1;
+    if (w <= 0 || next >= c->nranks || next == p) break;
+    *chain += " -> " + std::to_string(next);
+    if (next == c->rank) {
+      *culprit = p;
+      return Behind::kCycle;
+    }
+    p = next;
+  }
+  *culprit = p;
+  return Behind::kNotWaiting;
+}
+}  // namespace
 
 Waiter::~Waiter() {
   if (published_) {
@@ -155,6 +188,10 @@ Waiter::~Waiter() {
     }
     if (t.waiter.load(std::memory_order_relaxed) == this)
       t.waiter.store(nullptr, std::memory_order_relaxed);
+    // A wait that ended in a failure stays published: ranks that time out beside this one
+    // follow it to the rank that is behind.
+    if (comm_->mySegment.base() != nullptr && std::uncaught_exceptions() == 0)
+      comm_->mySegment.header()->waitingFor.store(0, std::memory_order_relaxed);
   }
   if (everArmed_) disarmDoorbell(bell_);
   // Only a rank pinned to one core learns from a long wait (elsewhere the scheduler can move a
@@ -175,7 +212,11 @@ Waiter::~Waiter() {
 void Waiter::check(Clock::time_point now) {
   ++checks_;
   chorusComm* c = comm_;
-  if (published_) c->trace.waitPeer.store(peer_, std::memory_order_relaxed);  // setPeer moves it
+  if (published_) {  // setPeer moves it
+    c->trace.waitPeer.store(peer_, std::memory_order_relaxed);
+    if (c->mySegment.base() != nullptr)
+      c->mySegment.header()->waitingFor.store(peer_ + 1, std::memory_order_relaxed);
+  }
   if (c->abortFlag.load(std::memory_order_relaxed))
     fail(chorusInvalidUsage, "rank %d: %s: communicator aborted (chorusCommAbort)", c->rank, what_);
   if (c->state.load(std::memory_order_acquire) == CommState::kFailed) {  // another channel failed
@@ -231,8 +272,41 @@ void Waiter::check(Clock::time_point now) {
       const std::string reason = format("no progress for %.1f s (CHORUS_TIMEOUT)", c->timeoutSec);
       printStatus(c, reason.c_str(), peer_, what_);
     }
-    fail(chorusTimeout, "rank %d: %s: no progress for %.1f s waiting for peer rank %d", c->rank,
-         what_, c->timeoutSec, peer_);
+    // Name the rank that is behind, not only the peer: in a ring every rank waits for its
+    // neighbour and all of them time out together.
+    int culprit = peer_;
+    std::string chain;
+    Behind why = peer_ >= 0 && peer_ != c->rank ? findBehind(c, peer_, &culprit, &chain)
+                                                : Behind::kNotWaiting;
+    const std::string base =
+        format("no progress for %.1f s waiting for peer rank %d", c->timeoutSec, peer_);
+    std::string msg;
+    if (why == Behind::kRemote && c->tcp) {
+      // The ranks there timed out too, at about the same moment, and followed their own node's
+      // waits: give their notice a moment to arrive (an error path; the bound is long passed).
+      const auto until = Clock::now() + std::chrono::milliseconds(300);
+      while (!c->tcp->peerFailed(culprit) && Clock::now() < until) usleep(2000);
+      const int remoteCause = c->tcp->peerFailed(culprit) ? c->tcp->failureCause(culprit) : -1;
+      if (remoteCause >= 0 && remoteCause != c->rank) {
+        msg = format("rank %d: %s: rank %d is behind (reported by rank %d of node %d): %s", c->rank,
+                     what_, remoteCause, culprit, c->nodeOf[size_t(culprit)], base.c_str());
+        culprit = remoteCause;
+      } else {
+        msg = format("rank %d: %s: %s; waits lead to rank %d of node %d (%s)", c->rank, what_,
+                     base.c_str(), culprit, c->nodeOf[size_t(culprit)], chain.c_str());
+      }
+    } else if (why == Behind::kCycle) {
+      msg = format(
+          "rank %d: %s: %s; ranks wait for each other in a cycle (%s): calls in a "
+          "different order?",
+          c->rank, what_, base.c_str(), chain.c_str());
+    } else if (culprit != peer_) {
+      msg = format("rank %d: %s: rank %d is behind (it is not waiting in Chorus; waits %s): %s",
+                   c->rank, what_, culprit, chain.c_str(), base.c_str());
+    } else {
+      msg = format("rank %d: %s: %s", c->rank, what_, base.c_str());
+    }
+    throw Failure{chorusTimeout, msg, why == Behind::kCycle || peer_ < 0 ? -1 : culprit};
   }
 }
 

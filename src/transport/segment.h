@@ -28,7 +28,7 @@ struct SegmentHeader {
   // failure started it, the owner itself if it failed on its own): peers stop waiting and name
   // the cause.
   std::atomic<int32_t> failed;
-  std::atomic<int32_t> refs;    // users in the owner's process (owner + in-process peers)
+  std::atomic<int32_t> refs;  // users in the owner's process (owner + in-process peers)
   int32_t pid;
   int32_t rank;
   int32_t nranks;
@@ -37,6 +37,9 @@ struct SegmentHeader {
   uint64_t totalBytes;
   Doorbell bell;  // the owner sleeps here in long waits for its FIFOs (fifo.h)
   CopyPost copy;  // single-copy Broadcast / AllGather (algo/copy.cc)
+  // peer + 1 while the owner is in a long wait (past its spin) for that peer, else 0: a rank
+  // that times out follows these to the rank that is behind (core/wait.cc).
+  std::atomic<int32_t> waitingFor;
 };
 
 // chorusCommShrink's mailbox (core/shrink.cc), in the header page after SegmentHeader: the owner
@@ -70,7 +73,9 @@ struct SegmentLayout {
   size_t slotBytes[2];  // per protocol
   size_t headerBytes() const { return 4096; }
   size_t fifoStride(int proto) const;
-  size_t setBytes(int proto) const { return fifoStride(proto) * size_t(nranks) * size_t(nchannels); }
+  size_t setBytes(int proto) const {
+    return fifoStride(proto) * size_t(nranks) * size_t(nchannels);
+  }
   size_t totalBytes() const {
     return headerBytes() + setBytes(0) + setBytes(1) + 2 * kOneShotSlotStride;
   }
