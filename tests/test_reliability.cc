@@ -795,6 +795,49 @@ INSTANTIATE_TEST_SUITE_P(Processes, CascadeAcrossNodes,
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 // ---------------------------------------------------------------------------------------------
+// HangCulprit: rank 2 never calls and every rank has CHORUS_TIMEOUT=2. All the others time out
+// at about the same moment, most of them waiting for a rank that only waits too; each must name
+// rank 2, the one behind (core/wait.cc follows the published waits), on one node and on two.
+struct HangCase {
+  const char* coll;
+  int nodes;
+};
+class HangCulprit : public ::testing::TestWithParam<HangCase> {};
+
+TEST_P(HangCulprit, EveryRankNamesTheHungRank) {
+  const HangCase hc = GetParam();
+  const std::string name = std::string("HangCulprit.") + hc.coll + std::to_string(hc.nodes);
+  Watchdog watchdog(90, name.c_str());
+  std::mt19937_64 rng = makeRng(name.c_str());
+  constexpr int kHung = 2;
+  Job job(kRanks, {"--coll", hc.coll, "--hang-rank", "2", "--linger", "--watchdog", "60"},
+          {"CHORUS_TIMEOUT=2"}, rng, hc.nodes);
+  ASSERT_TRUE(job.started());
+  ASSERT_TRUE(job.pumpUntil(monoNow() + 60 * timeoutScale(), [&] {
+    for (int r = 0; r < kRanks; ++r)
+      if (r != kHung && !job.has(r, "FAILED")) return false;
+    return true;
+  })) << job.output();
+  for (int r = 0; r < kRanks; ++r) {
+    if (r == kHung) continue;
+    const auto f = job.fields(r, "FAILED");
+    EXPECT_EQ(blamedRank(f.at("msg")), kHung)
+        << "rank " << r << " does not name the hung rank " << kHung << ": " << f.at("msg");
+  }
+  for (int r = 0; r < kRanks; ++r)
+    if (!job[r].exited) job.killRank(r);
+  expectNothingLeft(job, name);
+}
+
+INSTANTIATE_TEST_SUITE_P(Processes, HangCulprit,
+                         ::testing::Values(HangCase{"AllReduce", 1}, HangCase{"SendRecv", 1},
+                                           HangCase{"AllReduce", 2}, HangCase{"SendRecv", 2}),
+                         [](const ::testing::TestParamInfo<HangCase>& i) {
+                           return std::string(i.param.coll) + "_" + std::to_string(i.param.nodes) +
+                                  "nodes";
+                         });
+
+// ---------------------------------------------------------------------------------------------
 // FailureNotice: a rank that fails on its own while staying alive (here: CHORUS_TIMEOUT) tells
 // the peers of the other node at once, through the TCP transport's control connections, not
 // when its sockets close. Two nodes (ranks 0,1 | 2,3); SendRecv (rank r sends to r+1, receives
