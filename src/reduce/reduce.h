@@ -1,9 +1,9 @@
 // Elementwise reduction and copy kernels: the inner loops of every collective.
 //
 // All kernels run on host memory, take untyped pointers and are safe to call from any thread.
-// On x86-64 an AVX2+F16C build of every kernel is chosen once at run time when the CPU has
-// those extensions; otherwise (and on other architectures) a portable build runs. Both builds
-// give bit-identical results for every non-NaN input.
+// On x86-64 an AVX-512 (F/BW/VL/DQ) or AVX2+F16C build of every kernel is chosen once at run
+// time when the CPU has those extensions; otherwise (and on other architectures) a portable
+// build runs. All builds give bit-identical results for every non-NaN input.
 #pragma once
 
 #include <cstddef>
@@ -38,8 +38,12 @@ void copyKernel(void* dst0, void* dst1, const void* src, size_t bytes);
 enum class KernelIsa : int {
   kPortable = 0,  // baseline instruction set of the target (SSE2 on x86-64)
   kAvx2 = 1,      // x86-64 with AVX2 and F16C
+  kAvx512 = 2,    // x86-64 with AVX-512 F, BW, VL, DQ (and AVX2, F16C)
 };
-// The build reduceKernel/scaleKernel use on this CPU (decided once).
+// "portable", "avx2", "avx512".
+const char* kernelIsaName(KernelIsa isa);
+// The build reduceKernel/scaleKernel use on this CPU (decided once, at the first call): the
+// widest supported, capped by the environment variable CHORUS_SIMD=scalar|avx2|avx512|auto.
 KernelIsa bestKernelIsa();
 // Whether this CPU can run the given build.
 bool kernelIsaSupported(KernelIsa isa);
