@@ -515,7 +515,7 @@ void checkReduce(const ReduceCase& c, std::mt19937_64& rng) {
                   break;
               }
               if (useDefault) {
-                if (isa != bestKernelIsa()) continue;
+                if (isa != kernelIsaFor(c.type, c.op)) continue;
                 reduceKernel(c.type, c.op, count, pa, pb, d0, d1, divisor);
               } else {
                 reduceKernelIsa(isa, c.type, c.op, count, pa, pb, d0, d1, divisor);
@@ -765,6 +765,14 @@ TEST(ReduceKernel, BestIsaIsUsedWhenSupported) {
   if (cap == "scalar" || cap == "portable") want = KernelIsa::kPortable;
   if (cap == "avx2" && want == KernelIsa::kAvx512) want = KernelIsa::kAvx2;
   EXPECT_EQ(bestKernelIsa(), want) << "CHORUS_SIMD=" << cap;
+  // Unforced, AVX-512 only where it pays; a named build everywhere.
+  const bool forced = cap == "scalar" || cap == "portable" || cap == "avx2" || cap == "avx512";
+  const KernelIsa plain = want == KernelIsa::kAvx512 && !forced ? KernelIsa::kAvx2 : want;
+  EXPECT_EQ(kernelIsaFor(chorusFloat32, chorusSum), plain);
+  EXPECT_EQ(kernelIsaFor(chorusInt8, chorusMax), plain);
+  EXPECT_EQ(kernelIsaFor(chorusBfloat16, chorusSum), want);
+  EXPECT_EQ(kernelIsaFor(chorusInt64, chorusProd), want);
+  EXPECT_EQ(kernelIsaFor(chorusUint64, chorusMin), want);
 #endif
 }
 

@@ -588,27 +588,69 @@ bool cpuSupports(KernelIsa isa) {
 
 // The widest build this CPU runs, capped by CHORUS_SIMD (read once, at the first kernel call):
 // scalar|portable, avx2, avx512, or auto (the default). A build the CPU lacks falls back to the
-// widest one below it.
-KernelIsa chooseIsa() {
+// widest one below it. `forced`: CHORUS_SIMD named a build, so every type and op uses it (auto
+// uses AVX-512 only where it pays, see avx512Pays).
+struct IsaChoice {
+  KernelIsa isa = KernelIsa::kPortable;
+  bool forced = false;
+};
+
+IsaChoice chooseIsa() {
+  IsaChoice c;
   KernelIsa cap = KernelIsa::kAvx512;
   if (const char* v = std::getenv("CHORUS_SIMD"); v != nullptr && *v != '\0') {
     const std::string_view s(v);
     if (s == "scalar" || s == "portable") {
       cap = KernelIsa::kPortable;
+      c.forced = true;
     } else if (s == "avx2") {
       cap = KernelIsa::kAvx2;
-    } else if (s != "avx512" && s != "auto") {
+      c.forced = true;
+    } else if (s == "avx512") {
+      c.forced = true;
+    } else if (s != "auto") {
       std::fprintf(stderr,
                    "chorus: CHORUS_SIMD=%s is not one of scalar, portable, avx2, avx512, auto; "
                    "using auto\n",
                    v);
     }
   }
-  for (int i = static_cast<int>(cap); i > 0; --i) {
-    if (cpuSupports(static_cast<KernelIsa>(i))) return static_cast<KernelIsa>(i);
+  for (int i = static_cast<int>(cap); i >= 0; --i) {
+    if (cpuSupports(static_cast<KernelIsa>(i))) {
+      c.isa = static_cast<KernelIsa>(i);
+      break;
+    }
   }
-  return KernelIsa::kPortable;
+  return c;
 }
+
+const IsaChoice& isaChoice() {
+  static const IsaChoice c = chooseIsa();
+  return c;
+}
+
+// Where the AVX-512 build beats the AVX2 one (reduce_kernel_bench, docs/performance.md
+// "Reduction kernels"): bfloat16 (its rounding is integer work, twice as much per instruction)
+// and the 64-bit integer multiply, max and min (AVX2 has no vpmullq/vpmaxsq/vpminsq, so its build
+// runs them nearly scalar). Elsewhere AVX-512 gains nothing measurable (the loops are load/store
+// bound: at 32 KiB the data already streams from L2, at 64 MiB from memory) and loses when the
+// buffers are not 64-byte aligned (every 512-bit access then splits a cache line), so the AVX2
+// build stays.
+bool avx512Pays(chorusDataType_t type, Kind kind) {
+  if (type == chorusBfloat16) return true;
+  if (type == chorusInt64 || type == chorusUint64) {
+    return kind == Kind::kProd || kind == Kind::kMax || kind == Kind::kMin;
+  }
+  return false;
+}
+
+KernelIsa isaFor(chorusDataType_t type, Kind kind) {
+  const IsaChoice& c = isaChoice();
+  if (c.isa == KernelIsa::kAvx512 && !c.forced && !avx512Pays(type, kind)) return KernelIsa::kAvx2;
+  return c.isa;
+}
+
+constexpr int kNumKinds = 5;
 
 bool toKind(chorusRedOp_t op, int avgDivisor, Kind* kind) {
   switch (op) {
@@ -635,8 +677,7 @@ bool toKind(chorusRedOp_t op, int avgDivisor, Kind* kind) {
 }  // namespace
 
 KernelIsa bestKernelIsa() {
-  static const KernelIsa isa = chooseIsa();
-  return isa;
+  return isaChoice().isa;
 }
 
 bool kernelIsaSupported(KernelIsa isa) {
@@ -675,9 +716,73 @@ void reduceKernelIsa(KernelIsa isa, chorusDataType_t type, chorusRedOp_t op, siz
   if (fn != nullptr) fn(count, a, b, dst0, dst1, avgDivisor);
 }
 
+namespace {
+
+ReduceFn pickReduceIsa(KernelIsa isa, chorusDataType_t type, Kind kind, bool dual) {
+  switch (isa) {
+    case KernelIsa::kAvx512:
+      return pickReduce<KernelIsa::kAvx512>(type, kind, dual);
+    case KernelIsa::kAvx2:
+      return pickReduce<KernelIsa::kAvx2>(type, kind, dual);
+    case KernelIsa::kPortable:
+      return pickReduce<KernelIsa::kPortable>(type, kind, dual);
+  }
+  return nullptr;
+}
+
+ScaleFn pickScaleIsa(KernelIsa isa, chorusDataType_t type) {
+  switch (isa) {
+    case KernelIsa::kAvx512:
+      return pickScale<KernelIsa::kAvx512>(type);
+    case KernelIsa::kAvx2:
+      return pickScale<KernelIsa::kAvx2>(type);
+    case KernelIsa::kPortable:
+      return pickScale<KernelIsa::kPortable>(type);
+  }
+  return nullptr;
+}
+
+// The entry point of every (type, op, one or two destinations), filled once at the first call:
+// reduceKernel/scaleKernel only index it.
+struct KernelTable {
+  ReduceFn reduce[chorusNumTypes][kNumKinds][2];
+  ScaleFn scale[chorusNumTypes];
+};
+
+const KernelTable& kernelTable() {
+  static const KernelTable table = [] {
+    KernelTable t{};
+    for (int ty = 0; ty < chorusNumTypes; ++ty) {
+      const auto type = static_cast<chorusDataType_t>(ty);
+      for (int k = 0; k < kNumKinds; ++k) {
+        const auto kind = static_cast<Kind>(k);
+        for (int dual = 0; dual < 2; ++dual) {
+          t.reduce[ty][k][dual] = pickReduceIsa(isaFor(type, kind), type, kind, dual != 0);
+        }
+      }
+      // Scaling is a divide, as the avg op's last step.
+      t.scale[ty] = pickScaleIsa(isaFor(type, Kind::kAvg), type);
+    }
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
+KernelIsa kernelIsaFor(chorusDataType_t type, chorusRedOp_t op) {
+  Kind kind;
+  if (!toKind(op, 1, &kind)) return bestKernelIsa();
+  return isaFor(type, kind);
+}
+
 void reduceKernel(chorusDataType_t type, chorusRedOp_t op, size_t count, const void* a,
                   const void* b, void* dst0, void* dst1, int avgDivisor) {
-  reduceKernelIsa(bestKernelIsa(), type, op, count, a, b, dst0, dst1, avgDivisor);
+  Kind kind;
+  if (count == 0 || !toKind(op, avgDivisor, &kind)) return;
+  if (static_cast<unsigned>(type) >= static_cast<unsigned>(chorusNumTypes)) return;
+  const ReduceFn fn = kernelTable().reduce[type][static_cast<int>(kind)][dst1 != nullptr];
+  if (fn != nullptr) fn(count, a, b, dst0, dst1, avgDivisor);
 }
 
 void scaleKernelIsa(KernelIsa isa, chorusDataType_t type, size_t count, const void* src, void* dst,
@@ -705,7 +810,7 @@ void scaleKernelIsa(KernelIsa isa, chorusDataType_t type, size_t count, const vo
 }
 
 void scaleKernel(chorusDataType_t type, size_t count, const void* src, void* dst, int divisor) {
-  scaleKernelIsa(bestKernelIsa(), type, count, src, dst, divisor);
+  scaleKernelIsa(kernelIsaFor(type, chorusAvg), type, count, src, dst, divisor);
 }
 
 void copyKernel(void* dst0, void* dst1, const void* src, size_t bytes) {

@@ -42,9 +42,13 @@ enum class KernelIsa : int {
 };
 // "portable", "avx2", "avx512".
 const char* kernelIsaName(KernelIsa isa);
-// The build reduceKernel/scaleKernel use on this CPU (decided once, at the first call): the
-// widest supported, capped by the environment variable CHORUS_SIMD=scalar|avx2|avx512|auto.
+// The widest build this CPU runs (decided once, at the first call), capped by the environment
+// variable CHORUS_SIMD=scalar|avx2|avx512|auto.
 KernelIsa bestKernelIsa();
+// The build reduceKernel uses for this type and op (scaleKernel: op chorusAvg). With
+// CHORUS_SIMD unset or auto, AVX-512 only where it is faster than AVX2 (bfloat16, 64-bit integer
+// prod/max/min), else the best of AVX2/portable; CHORUS_SIMD=<build> uses that build everywhere.
+KernelIsa kernelIsaFor(chorusDataType_t type, chorusRedOp_t op);
 // Whether this CPU can run the given build.
 bool kernelIsaSupported(KernelIsa isa);
 // As reduceKernel/scaleKernel, with the build chosen by the caller (it must be supported).

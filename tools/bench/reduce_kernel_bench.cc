@@ -6,6 +6,8 @@
 // each repetition running the kernel enough times to last --ms milliseconds.
 //
 //   reduce_kernel_bench [--sizes 32768,67108864] [--isa portable,avx2,avx512] [--reps 3] [--ms 20]
+//                       [--offset 0]
+// Buffers start on a 4 KiB boundary plus --offset bytes (e.g. 16 for malloc-like alignment).
 //
 // Uses only reduceKernelIsa/kernelIsaSupported, so the same source builds against older
 // versions of the kernels (for before/after comparisons).
@@ -62,7 +64,27 @@ std::vector<std::string> splitList(const char* s) {
 
 // Inputs that keep every type finite and away from special cases (small positive values), so
 // float timings are not those of subnormal or NaN handling.
-void fill(const TypeInfo& t, std::vector<unsigned char>& buf, unsigned seed) {
+// `bytes` bytes at a 4 KiB boundary plus `offset`.
+class Buffer {
+ public:
+  Buffer(size_t bytes, size_t offset)
+      : bytes_(bytes),
+        base_(static_cast<unsigned char*>(
+            std::aligned_alloc(4096, (bytes + offset + 4095) & ~size_t{4095}))),
+        data_(base_ + offset) {}
+  ~Buffer() { std::free(base_); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  unsigned char* data() { return data_; }
+  size_t size() const { return bytes_; }
+
+ private:
+  size_t bytes_;
+  unsigned char* base_;
+  unsigned char* data_;
+};
+
+void fill(const TypeInfo& t, Buffer& buf, unsigned seed) {
   const size_t n = buf.size() / t.size;
   for (size_t i = 0; i < n; ++i) {
     const unsigned v = 1 + (i * 7 + seed) % 3;
@@ -103,6 +125,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> isas = {"portable", "avx2", "avx512"};
   int reps = 3;
   double ms = 20;
+  size_t offset = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (i + 1 >= argc) {
@@ -118,19 +141,21 @@ int main(int argc, char** argv) {
       isas = splitList(v);
     } else if (arg == "--reps") {
       reps = std::max(1, std::atoi(v));
+    } else if (arg == "--offset") {
+      offset = std::strtoull(v, nullptr, 0);
     } else if (arg == "--ms") {
       ms = std::max(1.0, std::atof(v));
     } else {
       std::fprintf(stderr,
                    "usage: reduce_kernel_bench [--sizes B,B] [--isa portable,avx2,avx512] "
-                   "[--reps N] [--ms T]\n");
+                   "[--reps N] [--ms T] [--offset B]\n");
       return 2;
     }
   }
   using Clock = std::chrono::steady_clock;
-  std::printf("isa\ttype\top\tbytes\tGB/s\n");
+  std::printf("isa\ttype\top\tbytes\tGB/s\t(offset %zu)\n", offset);
   for (size_t bytes : sizes) {
-    std::vector<unsigned char> a(bytes), b(bytes), d(bytes);
+    Buffer a(bytes, offset), b(bytes, offset), d(bytes, offset);
     for (const TypeInfo& t : kTypes) {
       fill(t, a, 1);
       fill(t, b, 2);
