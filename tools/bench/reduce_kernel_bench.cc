@@ -5,12 +5,13 @@
 // (two reads and one write per element). Each figure is the best of --reps timed repetitions,
 // each repetition running the kernel enough times to last --ms milliseconds.
 //
-//   reduce_kernel_bench [--sizes 32768,67108864] [--isa portable,avx2,avx512] [--reps 3] [--ms 20]
+//   reduce_kernel_bench [--sizes 32768,67108864] [--isa portable,avx2,avx512,default]
+//                       [--reps 3] [--ms 20]
 //                       [--offset 0]
 // Buffers start on a 4 KiB boundary plus --offset bytes (e.g. 16 for malloc-like alignment).
 //
-// Uses only reduceKernelIsa/kernelIsaSupported, so the same source builds against older
-// versions of the kernels (for before/after comparisons).
+// Uses only reduceKernel/reduceKernelIsa/kernelIsaSupported, so the same source builds against
+// older versions of the kernels (for before/after comparisons).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -45,7 +46,8 @@ constexpr OpInfo kOps[] = {{chorusSum, "sum", 0},
                            {chorusMax, "max", 0},
                            {chorusMin, "min", 0},
                            {chorusAvg, "avg", 3}};
-const char* kIsaNames[] = {"portable", "avx2", "avx512"};
+// "default" is reduceKernel itself: the build the library picks for each type and op.
+const char* kIsaNames[] = {"portable", "avx2", "avx512", "default"};
 
 std::vector<std::string> splitList(const char* s) {
   std::vector<std::string> out;
@@ -122,7 +124,7 @@ void fill(const TypeInfo& t, Buffer& buf, unsigned seed) {
 
 int main(int argc, char** argv) {
   std::vector<size_t> sizes = {32 * 1024, 64 * 1024 * 1024};
-  std::vector<std::string> isas = {"portable", "avx2", "avx512"};
+  std::vector<std::string> isas = {"portable", "avx2", "avx512", "default"};
   int reps = 3;
   double ms = 20;
   size_t offset = 0;
@@ -161,13 +163,19 @@ int main(int argc, char** argv) {
       fill(t, b, 2);
       const size_t count = bytes / t.size;
       for (const OpInfo& o : kOps) {
-        for (int isaIdx = 0; isaIdx < 3; ++isaIdx) {
+        for (int isaIdx = 0; isaIdx < 4; ++isaIdx) {
           if (std::find(isas.begin(), isas.end(), kIsaNames[isaIdx]) == isas.end()) continue;
-          const auto isa = static_cast<chorus::KernelIsa>(isaIdx);
+          const bool library = isaIdx == 3;
+          const auto isa = static_cast<chorus::KernelIsa>(library ? 0 : isaIdx);
           if (!chorus::kernelIsaSupported(isa)) continue;
           auto run = [&] {
-            chorus::reduceKernelIsa(isa, t.type, o.op, count, a.data(), b.data(), d.data(), nullptr,
-                                    o.divisor);
+            if (library) {
+              chorus::reduceKernel(t.type, o.op, count, a.data(), b.data(), d.data(), nullptr,
+                                   o.divisor);
+            } else {
+              chorus::reduceKernelIsa(isa, t.type, o.op, count, a.data(), b.data(), d.data(),
+                                      nullptr, o.divisor);
+            }
           };
           run();  // warm-up (page faults, cache)
           // Iterations per repetition, from one timed call.
