@@ -674,6 +674,30 @@ bool toKind(chorusRedOp_t op, int avgDivisor, Kind* kind) {
   }
 }
 
+ReduceFn pickReduceIsa(KernelIsa isa, chorusDataType_t type, Kind kind, bool dual) {
+  switch (isa) {
+    case KernelIsa::kAvx512:
+      return pickReduce<KernelIsa::kAvx512>(type, kind, dual);
+    case KernelIsa::kAvx2:
+      return pickReduce<KernelIsa::kAvx2>(type, kind, dual);
+    case KernelIsa::kPortable:
+      return pickReduce<KernelIsa::kPortable>(type, kind, dual);
+  }
+  return nullptr;
+}
+
+ScaleFn pickScaleIsa(KernelIsa isa, chorusDataType_t type) {
+  switch (isa) {
+    case KernelIsa::kAvx512:
+      return pickScale<KernelIsa::kAvx512>(type);
+    case KernelIsa::kAvx2:
+      return pickScale<KernelIsa::kAvx2>(type);
+    case KernelIsa::kPortable:
+      return pickScale<KernelIsa::kPortable>(type);
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 KernelIsa bestKernelIsa() {
@@ -701,52 +725,16 @@ void reduceKernelIsa(KernelIsa isa, chorusDataType_t type, chorusRedOp_t op, siz
   Kind kind;
   if (count == 0 || !toKind(op, avgDivisor, &kind)) return;
   const bool dual = dst1 != nullptr;
-  ReduceFn fn = nullptr;
-  switch (isa) {
-    case KernelIsa::kAvx512:
-      fn = pickReduce<KernelIsa::kAvx512>(type, kind, dual);
-      break;
-    case KernelIsa::kAvx2:
-      fn = pickReduce<KernelIsa::kAvx2>(type, kind, dual);
-      break;
-    case KernelIsa::kPortable:
-      fn = pickReduce<KernelIsa::kPortable>(type, kind, dual);
-      break;
-  }
+  const ReduceFn fn = pickReduceIsa(isa, type, kind, dual);
   if (fn != nullptr) fn(count, a, b, dst0, dst1, avgDivisor);
 }
 
 namespace {
 
-ReduceFn pickReduceIsa(KernelIsa isa, chorusDataType_t type, Kind kind, bool dual) {
-  switch (isa) {
-    case KernelIsa::kAvx512:
-      return pickReduce<KernelIsa::kAvx512>(type, kind, dual);
-    case KernelIsa::kAvx2:
-      return pickReduce<KernelIsa::kAvx2>(type, kind, dual);
-    case KernelIsa::kPortable:
-      return pickReduce<KernelIsa::kPortable>(type, kind, dual);
-  }
-  return nullptr;
-}
-
-ScaleFn pickScaleIsa(KernelIsa isa, chorusDataType_t type) {
-  switch (isa) {
-    case KernelIsa::kAvx512:
-      return pickScale<KernelIsa::kAvx512>(type);
-    case KernelIsa::kAvx2:
-      return pickScale<KernelIsa::kAvx2>(type);
-    case KernelIsa::kPortable:
-      return pickScale<KernelIsa::kPortable>(type);
-  }
-  return nullptr;
-}
-
 // The entry point of every (type, op, one or two destinations), filled once at the first call:
-// reduceKernel/scaleKernel only index it.
+// reduceKernel only indexes it. (scaleKernel, off the hot path, picks through kernelIsaFor.)
 struct KernelTable {
   ReduceFn reduce[chorusNumTypes][kNumKinds][2];
-  ScaleFn scale[chorusNumTypes];
 };
 
 const KernelTable& kernelTable() {
@@ -760,8 +748,6 @@ const KernelTable& kernelTable() {
           t.reduce[ty][k][dual] = pickReduceIsa(isaFor(type, kind), type, kind, dual != 0);
         }
       }
-      // Scaling is a divide, as the avg op's last step.
-      t.scale[ty] = pickScaleIsa(isaFor(type, Kind::kAvg), type);
     }
     return t;
   }();
@@ -794,18 +780,7 @@ void scaleKernelIsa(KernelIsa isa, chorusDataType_t type, size_t count, const vo
     if (src != dst && size != 0) std::memcpy(dst, src, count * size);
     return;
   }
-  ScaleFn fn = nullptr;
-  switch (isa) {
-    case KernelIsa::kAvx512:
-      fn = pickScale<KernelIsa::kAvx512>(type);
-      break;
-    case KernelIsa::kAvx2:
-      fn = pickScale<KernelIsa::kAvx2>(type);
-      break;
-    case KernelIsa::kPortable:
-      fn = pickScale<KernelIsa::kPortable>(type);
-      break;
-  }
+  const ScaleFn fn = pickScaleIsa(isa, type);
   if (fn != nullptr) fn(count, src, dst, divisor);
 }
 
