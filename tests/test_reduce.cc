@@ -289,11 +289,12 @@ const char* opName(chorusRedOp_t op) {
 std::vector<KernelIsa> isasToTest() {
   std::vector<KernelIsa> isas{KernelIsa::kPortable};
   if (kernelIsaSupported(KernelIsa::kAvx2)) isas.push_back(KernelIsa::kAvx2);
+  if (kernelIsaSupported(KernelIsa::kAvx512)) isas.push_back(KernelIsa::kAvx512);
   return isas;
 }
 
 const char* isaName(KernelIsa isa) {
-  return isa == KernelIsa::kAvx2 ? "avx2" : "portable";
+  return kernelIsaName(isa);
 }
 
 // The scalar reference for one element.
@@ -423,7 +424,7 @@ std::vector<S> randomValues(std::mt19937_64& rng, size_t n) {
   return v;
 }
 
-constexpr size_t kCounts[] = {0, 1, 7, 31, 1000, 4099};
+constexpr size_t kCounts[] = {0, 1, 7, 31, 32, 33, 63, 1000, 4099};
 constexpr size_t kGuard = 16;  // elements past the end that must stay untouched
 
 // Where the destinations point.
@@ -514,7 +515,7 @@ void checkReduce(const ReduceCase& c, std::mt19937_64& rng) {
                   break;
               }
               if (useDefault) {
-                if (isa != bestKernelIsa()) continue;
+                if (isa != kernelIsaFor(c.type, c.op)) continue;
                 reduceKernel(c.type, c.op, count, pa, pb, d0, d1, divisor);
               } else {
                 reduceKernelIsa(isa, c.type, c.op, count, pa, pb, d0, d1, divisor);
@@ -752,7 +753,26 @@ TEST(ReduceKernel, BestIsaIsUsedWhenSupported) {
 #if defined(__x86_64__) && defined(__GNUC__)
   __builtin_cpu_init();
   const bool avx2 = __builtin_cpu_supports("avx2") && cpuHasF16c();
-  EXPECT_EQ(bestKernelIsa() == KernelIsa::kAvx2, avx2);
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
+                      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                      __builtin_cpu_supports("avx512dq");
+  EXPECT_EQ(kernelIsaSupported(KernelIsa::kAvx2), avx2);
+  EXPECT_EQ(kernelIsaSupported(KernelIsa::kAvx512), avx512);
+  // CHORUS_SIMD caps the choice (CI runs the suite with each value).
+  const char* simd = getenv("CHORUS_SIMD");
+  const std::string cap = simd != nullptr ? simd : "";
+  KernelIsa want = avx512 ? KernelIsa::kAvx512 : avx2 ? KernelIsa::kAvx2 : KernelIsa::kPortable;
+  if (cap == "scalar" || cap == "portable") want = KernelIsa::kPortable;
+  if (cap == "avx2" && want == KernelIsa::kAvx512) want = KernelIsa::kAvx2;
+  EXPECT_EQ(bestKernelIsa(), want) << "CHORUS_SIMD=" << cap;
+  // Unforced, AVX-512 only where it pays; a named build everywhere.
+  const bool forced = cap == "scalar" || cap == "portable" || cap == "avx2" || cap == "avx512";
+  const KernelIsa plain = want == KernelIsa::kAvx512 && !forced ? KernelIsa::kAvx2 : want;
+  EXPECT_EQ(kernelIsaFor(chorusFloat32, chorusSum), plain);
+  EXPECT_EQ(kernelIsaFor(chorusInt8, chorusMax), plain);
+  EXPECT_EQ(kernelIsaFor(chorusBfloat16, chorusSum), want);
+  EXPECT_EQ(kernelIsaFor(chorusInt64, chorusProd), want);
+  EXPECT_EQ(kernelIsaFor(chorusUint64, chorusMin), want);
 #endif
 }
 

@@ -2,9 +2,17 @@
 //
 // Every (format, op, one-or-two-destinations) combination is its own template instantiation
 // with a plain elementwise loop the compiler auto-vectorises (this file is built with -O3).
-// Each loop is instantiated twice: once for the target's baseline instruction set and, on
-// x86-64, once inside a function compiled with target("avx2,f16c"), so the same source yields
-// 256-bit code. The build is chosen once per process from the CPU's features.
+// Each loop is instantiated three times: once for the target's baseline instruction set and, on
+// x86-64, inside functions compiled with target("avx2,f16c") and with
+// target("avx512f,avx512bw,avx512vl,avx512dq,..."), so the same source yields 256- and 512-bit
+// code. The build is chosen once per process from the CPU's features (and CHORUS_SIMD).
+//
+// Why target attributes in this one file rather than separate files built with -mavx512f or
+// target_clones: the wide code stays confined to the functions marked, so no inline function
+// or template (ours or the standard library's) compiled for AVX-512 can be merged by the linker
+// into the baseline path and fault on an older CPU (the ODR hazard of per-file ISA flags); and
+// unlike target_clones' ifunc each build stays callable by name, so the tests run every build
+// on one machine against the same reference. No per-call cpuid: bestKernelIsa() decides once.
 //
 // float16/bfloat16 are computed in float32 and rounded once to nearest even. The AVX2 build
 // converts 16 values at a time with F16C (float16) or integer shifts/adds (bfloat16); the
@@ -30,7 +38,19 @@
 #include <immintrin.h>
 #define CHORUS_REDUCE_X86 1
 #define CHORUS_TARGET_AVX2 __attribute__((target("avx2,f16c")))
+// No "fma": the compiler must not contract a * b + c differently from the other builds.
+#define CHORUS_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,f16c")))
 #endif
+
+#include <cstdio>
+#include <cstdlib>
+
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() (a self-initialised variable),
+// which -Wmaybe-uninitialized reports once inlined here: a false positive (GCC bug 105593).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <string_view>
 
 #if defined(__clang__)
 #define CHORUS_IVDEP _Pragma("clang loop vectorize(assume_safety)")
@@ -308,6 +328,105 @@ CHORUS_TARGET_AVX2 CHORUS_INLINE void scale16Avx2(size_t n, const void* psrc, vo
     std::memcpy(dst + i, tr, bytes);
   }
 }
+// ---- The AVX-512 build (F, BW, VL, DQ). Integer and IEEE types: the same plain loops,
+// auto-vectorised 512 bits wide (with DQ's 64-bit multiply and F's 64-bit max/min, which AVX2
+// lacks). 16-bit floats: 32 values per step as two __m512; the tail uses masked loads that fill
+// with zeros and a masked store, i.e. exactly the AVX2 build's zero-padded block.
+template <Kind K>
+CHORUS_TARGET_AVX512 CHORUS_INLINE __m512 vecOp512(__m512 a, __m512 b, __m512 divisor) {
+  if constexpr (K == Kind::kSum) {
+    return _mm512_add_ps(a, b);
+  } else if constexpr (K == Kind::kProd) {
+    return _mm512_mul_ps(a, b);
+  } else if constexpr (K == Kind::kMax) {
+    return _mm512_max_ps(b, a);  // b > a ? b : a
+  } else if constexpr (K == Kind::kMin) {
+    return _mm512_min_ps(b, a);  // b < a ? b : a
+  } else {
+    return _mm512_div_ps(_mm512_add_ps(a, b), divisor);
+  }
+}
+
+struct HalfVec512 {
+  static CHORUS_TARGET_AVX512 CHORUS_INLINE void split(__m512i x, __m512* lo, __m512* hi) {
+    *lo = _mm512_cvtph_ps(_mm512_castsi512_si256(x));
+    *hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(x, 1));
+  }
+  static CHORUS_TARGET_AVX512 CHORUS_INLINE __m512i pack(__m512 lo, __m512 hi) {
+    constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtps_ph(lo, kRound)),
+                              _mm512_cvtps_ph(hi, kRound), 1);
+  }
+};
+
+// bfloat16 with integer ops (not AVX512_BF16's VCVTNE2PS2BF16, which flushes subnormals).
+struct Bf16Vec512 {
+  static CHORUS_TARGET_AVX512 CHORUS_INLINE void split(__m512i x, __m512* lo, __m512* hi) {
+    const __m512i zero = _mm512_setzero_si512();
+    *lo = _mm512_castsi512_ps(_mm512_unpacklo_epi16(zero, x));
+    *hi = _mm512_castsi512_ps(_mm512_unpackhi_epi16(zero, x));
+  }
+  static CHORUS_TARGET_AVX512 CHORUS_INLINE __m512i narrow(__m512 v) {
+    const __m512i x = _mm512_castps_si512(v);
+    const __m512i top = _mm512_srli_epi32(x, 16);
+    const __m512i bias =
+        _mm512_add_epi32(_mm512_and_si512(top, _mm512_set1_epi32(1)), _mm512_set1_epi32(0x7fff));
+    const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(x, bias), 16);
+    const __mmask16 isNan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    const __m512i quiet = _mm512_or_si512(top, _mm512_set1_epi32(0x40));
+    return _mm512_mask_blend_epi32(isNan, rounded, quiet);
+  }
+  static CHORUS_TARGET_AVX512 CHORUS_INLINE __m512i pack(__m512 lo, __m512 hi) {
+    return _mm512_packus_epi32(narrow(lo), narrow(hi));  // in-lane, undoes split's order
+  }
+};
+
+template <class V, Kind K, bool Dual>
+CHORUS_TARGET_AVX512 CHORUS_INLINE void reduce16Avx512(size_t n, const void* pa, const void* pb,
+                                                       void* pd0, void* pd1, int divisor) {
+  const uint16_t* a = static_cast<const uint16_t*>(pa);
+  const uint16_t* b = static_cast<const uint16_t*>(pb);
+  uint16_t* d0 = static_cast<uint16_t*>(pd0);
+  uint16_t* d1 = static_cast<uint16_t*>(pd1);
+  const __m512 vdiv = _mm512_set1_ps(static_cast<float>(divisor));
+  auto block = [&](__m512i x, __m512i y) CHORUS_TARGET_AVX512 {
+    __m512 xlo, xhi, ylo, yhi;
+    V::split(x, &xlo, &xhi);
+    V::split(y, &ylo, &yhi);
+    return V::pack(vecOp512<K>(xlo, ylo, vdiv), vecOp512<K>(xhi, yhi, vdiv));
+  };
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512i r = block(_mm512_loadu_si512(a + i), _mm512_loadu_si512(b + i));
+    _mm512_storeu_si512(d0 + i, r);
+    if constexpr (Dual) _mm512_storeu_si512(d1 + i, r);
+  }
+  if (i < n) {
+    const __mmask32 m = static_cast<__mmask32>((uint64_t{1} << (n - i)) - 1u);
+    const __m512i r = block(_mm512_maskz_loadu_epi16(m, a + i), _mm512_maskz_loadu_epi16(m, b + i));
+    _mm512_mask_storeu_epi16(d0 + i, m, r);
+    if constexpr (Dual) _mm512_mask_storeu_epi16(d1 + i, m, r);
+  }
+}
+
+template <class V>
+CHORUS_TARGET_AVX512 CHORUS_INLINE void scale16Avx512(size_t n, const void* psrc, void* pdst,
+                                                      int divisor) {
+  const uint16_t* src = static_cast<const uint16_t*>(psrc);
+  uint16_t* dst = static_cast<uint16_t*>(pdst);
+  const __m512 vdiv = _mm512_set1_ps(static_cast<float>(divisor));
+  auto block = [&](__m512i x) CHORUS_TARGET_AVX512 {
+    __m512 lo, hi;
+    V::split(x, &lo, &hi);
+    return V::pack(_mm512_div_ps(lo, vdiv), _mm512_div_ps(hi, vdiv));
+  };
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) _mm512_storeu_si512(dst + i, block(_mm512_loadu_si512(src + i)));
+  if (i < n) {
+    const __mmask32 m = static_cast<__mmask32>((uint64_t{1} << (n - i)) - 1u);
+    _mm512_mask_storeu_epi16(dst + i, m, block(_mm512_maskz_loadu_epi16(m, src + i)));
+  }
+}
 #endif  // CHORUS_REDUCE_X86
 
 // ---- One out-of-line entry point per combination and instruction set. ----
@@ -348,6 +467,29 @@ CHORUS_TARGET_AVX2 void scaleAvx2(size_t n, const void* src, void* dst, int divi
     scaleLoop<F>(n, src, dst, divisor);
   }
 }
+
+template <class F, Kind K, bool Dual>
+CHORUS_TARGET_AVX512 void reduceAvx512(size_t n, const void* a, const void* b, void* d0, void* d1,
+                                       int divisor) {
+  if constexpr (std::is_same_v<F, Half>) {
+    reduce16Avx512<HalfVec512, K, Dual>(n, a, b, d0, d1, divisor);
+  } else if constexpr (std::is_same_v<F, Bf16>) {
+    reduce16Avx512<Bf16Vec512, K, Dual>(n, a, b, d0, d1, divisor);
+  } else {
+    reduceLoop<F, K, Dual>(n, a, b, d0, d1, divisor);
+  }
+}
+
+template <class F>
+CHORUS_TARGET_AVX512 void scaleAvx512(size_t n, const void* src, void* dst, int divisor) {
+  if constexpr (std::is_same_v<F, Half>) {
+    scale16Avx512<HalfVec512>(n, src, dst, divisor);
+  } else if constexpr (std::is_same_v<F, Bf16>) {
+    scale16Avx512<Bf16Vec512>(n, src, dst, divisor);
+  } else {
+    scaleLoop<F>(n, src, dst, divisor);
+  }
+}
 #endif
 
 template <KernelIsa Isa, class F, Kind K>
@@ -355,6 +497,9 @@ ReduceFn reduceEntry(bool dual) {
 #ifdef CHORUS_REDUCE_X86
   if constexpr (Isa == KernelIsa::kAvx2) {
     return dual ? &reduceAvx2<F, K, true> : &reduceAvx2<F, K, false>;
+  }
+  if constexpr (Isa == KernelIsa::kAvx512) {
+    return dual ? &reduceAvx512<F, K, true> : &reduceAvx512<F, K, false>;
   }
 #endif
   return dual ? &reducePortable<F, K, true> : &reducePortable<F, K, false>;
@@ -381,6 +526,7 @@ template <KernelIsa Isa, class F>
 ScaleFn scaleEntry() {
 #ifdef CHORUS_REDUCE_X86
   if constexpr (Isa == KernelIsa::kAvx2) return &scaleAvx2<F>;
+  if constexpr (Isa == KernelIsa::kAvx512) return &scaleAvx512<F>;
 #endif
   return &scalePortable<F>;
 }
@@ -416,6 +562,96 @@ bool cpuHasAvx2F16c() {
 #endif
 }
 
+bool cpuHasAvx512() {
+#ifdef CHORUS_REDUCE_X86
+  // __builtin_cpu_supports reports avx512* only when the OS also saves the zmm/opmask state.
+  __builtin_cpu_init();
+  return cpuHasAvx2F16c() && __builtin_cpu_supports("avx512f") &&
+         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512dq");
+#else
+  return false;
+#endif
+}
+
+bool cpuSupports(KernelIsa isa) {
+  switch (isa) {
+    case KernelIsa::kPortable:
+      return true;
+    case KernelIsa::kAvx2:
+      return cpuHasAvx2F16c();
+    case KernelIsa::kAvx512:
+      return cpuHasAvx512();
+  }
+  return false;
+}
+
+// The widest build this CPU runs, capped by CHORUS_SIMD (read once, at the first kernel call):
+// scalar|portable, avx2, avx512, or auto (the default). A build the CPU lacks falls back to the
+// widest one below it. `forced`: CHORUS_SIMD named a build, so every type and op uses it (auto
+// uses AVX-512 only where it pays, see avx512Pays).
+struct IsaChoice {
+  KernelIsa isa = KernelIsa::kPortable;
+  bool forced = false;
+};
+
+IsaChoice chooseIsa() {
+  IsaChoice c;
+  KernelIsa cap = KernelIsa::kAvx512;
+  if (const char* v = std::getenv("CHORUS_SIMD"); v != nullptr && *v != '\0') {
+    const std::string_view s(v);
+    if (s == "scalar" || s == "portable") {
+      cap = KernelIsa::kPortable;
+      c.forced = true;
+    } else if (s == "avx2") {
+      cap = KernelIsa::kAvx2;
+      c.forced = true;
+    } else if (s == "avx512") {
+      c.forced = true;
+    } else if (s != "auto") {
+      std::fprintf(stderr,
+                   "chorus: CHORUS_SIMD=%s is not one of scalar, portable, avx2, avx512, auto; "
+                   "using auto\n",
+                   v);
+    }
+  }
+  for (int i = static_cast<int>(cap); i >= 0; --i) {
+    if (cpuSupports(static_cast<KernelIsa>(i))) {
+      c.isa = static_cast<KernelIsa>(i);
+      break;
+    }
+  }
+  return c;
+}
+
+const IsaChoice& isaChoice() {
+  static const IsaChoice c = chooseIsa();
+  return c;
+}
+
+// Where the AVX-512 build beats the AVX2 one (reduce_kernel_bench, docs/performance.md
+// "Reduction kernels"): bfloat16 (its rounding is integer work, twice as much per instruction)
+// and the 64-bit integer multiply, max and min (AVX2 has no vpmullq/vpmaxsq/vpminsq, so its build
+// runs them nearly scalar). Elsewhere AVX-512 gains nothing measurable (the loops are load/store
+// bound: at 32 KiB the data already streams from L2, at 64 MiB from memory) and loses when the
+// buffers are not 64-byte aligned (every 512-bit access then splits a cache line), so the AVX2
+// build stays.
+bool avx512Pays(chorusDataType_t type, Kind kind) {
+  if (type == chorusBfloat16) return true;
+  if (type == chorusInt64 || type == chorusUint64) {
+    return kind == Kind::kProd || kind == Kind::kMax || kind == Kind::kMin;
+  }
+  return false;
+}
+
+KernelIsa isaFor(chorusDataType_t type, Kind kind) {
+  const IsaChoice& c = isaChoice();
+  if (c.isa == KernelIsa::kAvx512 && !c.forced && !avx512Pays(type, kind)) return KernelIsa::kAvx2;
+  return c.isa;
+}
+
+constexpr int kNumKinds = 5;
+
 bool toKind(chorusRedOp_t op, int avgDivisor, Kind* kind) {
   switch (op) {
     case chorusSum:
@@ -438,15 +674,50 @@ bool toKind(chorusRedOp_t op, int avgDivisor, Kind* kind) {
   }
 }
 
+ReduceFn pickReduceIsa(KernelIsa isa, chorusDataType_t type, Kind kind, bool dual) {
+  switch (isa) {
+    case KernelIsa::kAvx512:
+      return pickReduce<KernelIsa::kAvx512>(type, kind, dual);
+    case KernelIsa::kAvx2:
+      return pickReduce<KernelIsa::kAvx2>(type, kind, dual);
+    case KernelIsa::kPortable:
+      return pickReduce<KernelIsa::kPortable>(type, kind, dual);
+  }
+  return nullptr;
+}
+
+ScaleFn pickScaleIsa(KernelIsa isa, chorusDataType_t type) {
+  switch (isa) {
+    case KernelIsa::kAvx512:
+      return pickScale<KernelIsa::kAvx512>(type);
+    case KernelIsa::kAvx2:
+      return pickScale<KernelIsa::kAvx2>(type);
+    case KernelIsa::kPortable:
+      return pickScale<KernelIsa::kPortable>(type);
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 KernelIsa bestKernelIsa() {
-  static const KernelIsa isa = cpuHasAvx2F16c() ? KernelIsa::kAvx2 : KernelIsa::kPortable;
-  return isa;
+  return isaChoice().isa;
 }
 
 bool kernelIsaSupported(KernelIsa isa) {
-  return isa == KernelIsa::kPortable || (isa == KernelIsa::kAvx2 && cpuHasAvx2F16c());
+  return cpuSupports(isa);
+}
+
+const char* kernelIsaName(KernelIsa isa) {
+  switch (isa) {
+    case KernelIsa::kPortable:
+      return "portable";
+    case KernelIsa::kAvx2:
+      return "avx2";
+    case KernelIsa::kAvx512:
+      return "avx512";
+  }
+  return "?";
 }
 
 void reduceKernelIsa(KernelIsa isa, chorusDataType_t type, chorusRedOp_t op, size_t count,
@@ -454,14 +725,50 @@ void reduceKernelIsa(KernelIsa isa, chorusDataType_t type, chorusRedOp_t op, siz
   Kind kind;
   if (count == 0 || !toKind(op, avgDivisor, &kind)) return;
   const bool dual = dst1 != nullptr;
-  const ReduceFn fn = isa == KernelIsa::kAvx2 ? pickReduce<KernelIsa::kAvx2>(type, kind, dual)
-                                              : pickReduce<KernelIsa::kPortable>(type, kind, dual);
+  const ReduceFn fn = pickReduceIsa(isa, type, kind, dual);
   if (fn != nullptr) fn(count, a, b, dst0, dst1, avgDivisor);
+}
+
+namespace {
+
+// The entry point of every (type, op, one or two destinations), filled once at the first call:
+// reduceKernel only indexes it. (scaleKernel, off the hot path, picks through kernelIsaFor.)
+struct KernelTable {
+  ReduceFn reduce[chorusNumTypes][kNumKinds][2];
+};
+
+const KernelTable& kernelTable() {
+  static const KernelTable table = [] {
+    KernelTable t{};
+    for (int ty = 0; ty < chorusNumTypes; ++ty) {
+      const auto type = static_cast<chorusDataType_t>(ty);
+      for (int k = 0; k < kNumKinds; ++k) {
+        const auto kind = static_cast<Kind>(k);
+        for (int dual = 0; dual < 2; ++dual) {
+          t.reduce[ty][k][dual] = pickReduceIsa(isaFor(type, kind), type, kind, dual != 0);
+        }
+      }
+    }
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
+KernelIsa kernelIsaFor(chorusDataType_t type, chorusRedOp_t op) {
+  Kind kind;
+  if (!toKind(op, 1, &kind)) return bestKernelIsa();
+  return isaFor(type, kind);
 }
 
 void reduceKernel(chorusDataType_t type, chorusRedOp_t op, size_t count, const void* a,
                   const void* b, void* dst0, void* dst1, int avgDivisor) {
-  reduceKernelIsa(bestKernelIsa(), type, op, count, a, b, dst0, dst1, avgDivisor);
+  Kind kind;
+  if (count == 0 || !toKind(op, avgDivisor, &kind)) return;
+  if (static_cast<unsigned>(type) >= static_cast<unsigned>(chorusNumTypes)) return;
+  const ReduceFn fn = kernelTable().reduce[type][static_cast<int>(kind)][dst1 != nullptr];
+  if (fn != nullptr) fn(count, a, b, dst0, dst1, avgDivisor);
 }
 
 void scaleKernelIsa(KernelIsa isa, chorusDataType_t type, size_t count, const void* src, void* dst,
@@ -473,13 +780,12 @@ void scaleKernelIsa(KernelIsa isa, chorusDataType_t type, size_t count, const vo
     if (src != dst && size != 0) std::memcpy(dst, src, count * size);
     return;
   }
-  const ScaleFn fn = isa == KernelIsa::kAvx2 ? pickScale<KernelIsa::kAvx2>(type)
-                                             : pickScale<KernelIsa::kPortable>(type);
+  const ScaleFn fn = pickScaleIsa(isa, type);
   if (fn != nullptr) fn(count, src, dst, divisor);
 }
 
 void scaleKernel(chorusDataType_t type, size_t count, const void* src, void* dst, int divisor) {
-  scaleKernelIsa(bestKernelIsa(), type, count, src, dst, divisor);
+  scaleKernelIsa(kernelIsaFor(type, chorusAvg), type, count, src, dst, divisor);
 }
 
 void copyKernel(void* dst0, void* dst1, const void* src, size_t bytes) {

@@ -1,9 +1,9 @@
 // Elementwise reduction and copy kernels: the inner loops of every collective.
 //
 // All kernels run on host memory, take untyped pointers and are safe to call from any thread.
-// On x86-64 an AVX2+F16C build of every kernel is chosen once at run time when the CPU has
-// those extensions; otherwise (and on other architectures) a portable build runs. Both builds
-// give bit-identical results for every non-NaN input.
+// On x86-64 an AVX-512 (F/BW/VL/DQ) or AVX2+F16C build of every kernel is chosen once at run
+// time when the CPU has those extensions; otherwise (and on other architectures) a portable
+// build runs. All builds give bit-identical results for every non-NaN input.
 #pragma once
 
 #include <cstddef>
@@ -38,9 +38,17 @@ void copyKernel(void* dst0, void* dst1, const void* src, size_t bytes);
 enum class KernelIsa : int {
   kPortable = 0,  // baseline instruction set of the target (SSE2 on x86-64)
   kAvx2 = 1,      // x86-64 with AVX2 and F16C
+  kAvx512 = 2,    // x86-64 with AVX-512 F, BW, VL, DQ (and AVX2, F16C)
 };
-// The build reduceKernel/scaleKernel use on this CPU (decided once).
+// "portable", "avx2", "avx512".
+const char* kernelIsaName(KernelIsa isa);
+// The widest build this CPU runs (decided once, at the first call), capped by the environment
+// variable CHORUS_SIMD=scalar|avx2|avx512|auto.
 KernelIsa bestKernelIsa();
+// The build reduceKernel uses for this type and op (scaleKernel: op chorusAvg). With
+// CHORUS_SIMD unset or auto, AVX-512 only where it is faster than AVX2 (bfloat16, 64-bit integer
+// prod/max/min), else the best of AVX2/portable; CHORUS_SIMD=<build> uses that build everywhere.
+KernelIsa kernelIsaFor(chorusDataType_t type, chorusRedOp_t op);
 // Whether this CPU can run the given build.
 bool kernelIsaSupported(KernelIsa isa);
 // As reduceKernel/scaleKernel, with the build chosen by the caller (it must be supported).
