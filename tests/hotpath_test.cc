@@ -29,11 +29,21 @@ void* operator new(std::size_t n) {
   if (p == nullptr) throw std::bad_alloc();
   return p;
 }
-void* operator new[](std::size_t n) { return operator new(n); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void* operator new[](std::size_t n) {
+  return operator new(n);
+}
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+  std::free(p);
+}
 
 extern "C" char* getenv(const char* name) {
   if (gCounting.load(std::memory_order_relaxed)) gGetenvs.fetch_add(1);
@@ -117,9 +127,10 @@ int main() {
         ++failures;
       }
     const long news = gNews.exchange(0), getenvs = gGetenvs.exchange(0);
-    printf("%zu bytes: %d rounds of AllReduce x2, Broadcast, Reduce, AllGather, ReduceScatter, "
-           "Send/Recv group on %d thread ranks: %ld operator new, %ld getenv\n",
-           count * sizeof(float), kCalls, kRanks, news, getenvs);
+    printf(
+        "%zu bytes: %d rounds of AllReduce x2, Broadcast, Reduce, AllGather, ReduceScatter, "
+        "Send/Recv group on %d thread ranks: %ld operator new, %ld getenv\n",
+        count * sizeof(float), kCalls, kRanks, news, getenvs);
     if (news != 0 || getenvs != 0) ++failures;
   }
   return failures == 0 ? 0 : 1;

@@ -44,14 +44,13 @@
 #include <thread>
 #include <vector>
 
-#include "core/comm.h"
-#include "tune/tuner.h"
-
 #include "checker.h"
+#include "core/comm.h"
 #include "gtest_helpers.h"
 #include "matrix.h"
 #include "reference.h"
 #include "test_types.h"
+#include "tune/tuner.h"
 #include "util.h"
 #include "values.h"
 
@@ -95,10 +94,10 @@ const char* collKey(Coll c) {
 // Forced settings
 
 struct Setting {
-  const char* algo;   // CHORUS_ALGO (nullptr: unset)
-  const char* proto;  // CHORUS_PROTO (nullptr: unset)
-  bool twoChannels;   // CHORUS_MIN_NCHANNELS=CHORUS_MAX_NCHANNELS=2 (otherwise both unset)
-  int minRanks;       // tree Broadcast / Reduce needs more than 2 ranks
+  const char* algo;     // CHORUS_ALGO (nullptr: unset)
+  const char* proto;    // CHORUS_PROTO (nullptr: unset)
+  bool twoChannels;     // CHORUS_MIN_NCHANNELS=CHORUS_MAX_NCHANNELS=2 (otherwise both unset)
+  int minRanks;         // tree Broadcast / Reduce needs more than 2 ranks
   size_t maxBytes = 0;  // the algorithm's size limit (one-shot); larger sizes fall back
   const char* fallback = "ring";  // what the tuner falls back to beyond maxBytes
   bool limitTimesRanks = false;   // the limit is on count x type size x ranks (ReduceScatter)
@@ -122,9 +121,12 @@ std::vector<Setting> settingsFor(Coll c) {
               {"naive", "simple", false, 2}, {"ring", "simple", true, 2},
               {"ring", "ll", true, 2},       {"oneshot", "simple", false, 2, 4096}};
     case Coll::Broadcast:
-      return {{"chain", "simple", false, 2}, {"chain", "ll", false, 2},
-              {"tree", "simple", false, 3},  {"tree", "ll", false, 3},
-              {"chain", "simple", true, 2},  {"chain", "ll", true, 2},
+      return {{"chain", "simple", false, 2},
+              {"chain", "ll", false, 2},
+              {"tree", "simple", false, 3},
+              {"tree", "ll", false, 3},
+              {"chain", "simple", true, 2},
+              {"chain", "ll", true, 2},
               {"oneshot", "simple", false, 2, 4096, "chain"},
               {"cma", "simple", false, 2}};
     case Coll::Reduce:
@@ -510,9 +512,9 @@ std::vector<std::string> forcedChoiceProblems(const CommSet& comms, Coll coll, c
     if (!seen.insert({sp.count, sp.type}).second) continue;
     for (int r = 0; r < comms.size(); ++r) {
       const chorusChoice_t c = choiceOf(comms[r], collKey(coll), sp.count, sp.type);
-      const bool ok = std::string(c.algorithm) == s.algoFor(sp.count * typeSize(sp.type), comms.size()) &&
-                      std::string(c.protocol) == s.proto &&
-                      (!s.twoChannels || c.nchannels == 2);
+      const bool ok =
+          std::string(c.algorithm) == s.algoFor(sp.count * typeSize(sp.type), comms.size()) &&
+          std::string(c.protocol) == s.proto && (!s.twoChannels || c.nchannels == 2);
       if (!ok && problems.size() < kMaxMessages) {
         problems.push_back(std::string(collKey(coll)) + " count " + std::to_string(sp.count) + " " +
                            typeName(sp.type) + " rank " + std::to_string(r) + ": forced " +
@@ -800,8 +802,8 @@ TEST_F(AlgorithmsTuner, CaseInsensitive) {
   EXPECT_TRUE(problems.empty()) << problems.str();
 }
 
-// Without overrides: AllReduce is one-shot, ring or tree, the same for the same size every time, and the
-// same on every rank (ranks that disagreed would run different algorithms and hang).
+// Without overrides: AllReduce is one-shot, ring or tree, the same for the same size every time,
+// and the same on every rank (ranks that disagreed would run different algorithms and hang).
 TEST_F(AlgorithmsTuner, DefaultIsRingOrTreeAndDeterministic) {
   ForcedEnv env(noOverride());
   std::set<std::string> algos;
@@ -862,9 +864,7 @@ TEST_F(AlgorithmsTuner, PlansEqualTheModel) {
           const size_t p = size_t{1} << b;
           for (size_t s : {p - 1, p, p + 1, p + p / 3, p + p / 2 + 7}) sizes.push_back(s);
         }
-        auto model = [&](size_t bytes) {
-          return chorus::chooseFor(comm, kind, bytes, env);
-        };
+        auto model = [&](size_t bytes) { return chorus::chooseFor(comm, kind, bytes, env); };
         // Boundaries of the model's choice between consecutive sizes of the sweep, found by
         // bisection here (independently of the plans).
         std::vector<size_t> extra;
@@ -891,12 +891,11 @@ TEST_F(AlgorithmsTuner, PlansEqualTheModel) {
               kind == chorus::OpKind::kAllGather || kind == chorus::OpKind::kReduceScatter;
           if (perRank && bytes % size_t(set.size()) != 0) continue;
           const size_t count = perRank ? bytes / size_t(set.size()) : bytes;
-          const chorus::OpDesc op{kind, nullptr, nullptr, count, chorusUint8, chorusSum, 0, comm,
-                                  nullptr};
+          const chorus::OpDesc op{kind,      nullptr, nullptr, count,  chorusUint8,
+                                  chorusSum, 0,       comm,    nullptr};
           const chorus::Choice got = chorus::choose(comm, op);
           const chorus::Choice want = model(bytes);
-          if (got.algo != want.algo || got.proto != want.proto ||
-              got.nchannels != want.nchannels) {
+          if (got.algo != want.algo || got.proto != want.proto || got.nchannels != want.nchannels) {
             problems->add(std::string(chorus::collectiveKey(kind)) + " on " +
                           std::to_string(set.size()) + " ranks, " + std::to_string(bytes) +
                           " bytes: plan " + chorus::algoName(got.algo) + "/" +

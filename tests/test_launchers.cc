@@ -58,11 +58,11 @@ INSTANTIATE_TEST_SUITE_P(Env, Launchers, ::testing::Values(0, 1, 2, 3),
 TEST(Launchers, RealMpirunWhenInstalled) {
   if (access("/usr/bin/mpirun", X_OK) != 0) GTEST_SKIP() << "Open MPI's mpirun is not installed";
   const int port = 20000 + (getpid() * 13) % 20000;
-  const CommandResult r = runCommand(
-      {"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "3", "-x",
-       "CHORUS_COMM_ID=127.0.0.1:" + std::to_string(port), MP_WORKER_PATH, "--counts", "1,1000",
-       "--big", "none", "--timeout", "100"},
-      150);
+  const CommandResult r =
+      runCommand({"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "3", "-x",
+                  "CHORUS_COMM_ID=127.0.0.1:" + std::to_string(port), MP_WORKER_PATH, "--counts",
+                  "1,1000", "--big", "none", "--timeout", "100"},
+                 150);
   EXPECT_FALSE(r.timedOut) << r.output;
   EXPECT_EQ(r.exitCode, 0) << r.output;
 }

@@ -1,8 +1,8 @@
 // Invariants of the double binary tree for every rank count 1..64.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <vector>
 
@@ -33,12 +33,14 @@ TEST(DoubleBinaryTree, InvariantsForEveryRankCount) {
         for (int c : t.child)
           if (c >= 0) {
             ASSERT_LT(c, n);
-            EXPECT_TRUE(seenAsChild.insert(c).second) << "n=" << n << " rank " << c << " has two parents";
+            EXPECT_TRUE(seenAsChild.insert(c).second)
+                << "n=" << n << " rank " << c << " has two parents";
             EXPECT_EQ(treeNode(n, c, which).parent, r);
           }
       }
       EXPECT_EQ(roots, 1) << "n=" << n << " tree " << which;
-      EXPECT_EQ(int(seenAsChild.size()), n - 1) << "n=" << n << ": every rank but the root is reached";
+      EXPECT_EQ(int(seenAsChild.size()), n - 1)
+          << "n=" << n << ": every rank but the root is reached";
       int maxDepth = int(std::ceil(std::log2(double(n)))) + 1;
       EXPECT_LE(treeDepth(n, which), maxDepth) << "n=" << n << " tree " << which;
     }
@@ -77,7 +79,8 @@ TEST(NodeTree, InvariantsForUnevenNodes) {
         for (int r = 0; r < n; ++r) {
           auto t = chorus::nodeTreeNode(nodeOf, q, ring, r, which);
           if (t.parent < 0) ++roots;
-          if (t.parent >= 0 && nodeOf[size_t(t.parent)] != nodeOf[size_t(r)]) crossers[which].insert(r);
+          if (t.parent >= 0 && nodeOf[size_t(t.parent)] != nodeOf[size_t(r)])
+            crossers[which].insert(r);
           for (int c : t.child)
             if (c >= 0) {
               EXPECT_TRUE(reached.insert(c).second) << "q=" << q << " n=" << n << " rank " << c;

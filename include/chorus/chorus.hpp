@@ -29,15 +29,25 @@ inline void check(chorusResult_t r, chorusComm_t comm = nullptr) {
 template <typename T>
 constexpr chorusDataType_t dataType() {
   using U = std::remove_cv_t<T>;
-  if constexpr (std::is_same_v<U, int8_t>) return chorusInt8;
-  else if constexpr (std::is_same_v<U, uint8_t>) return chorusUint8;
-  else if constexpr (std::is_same_v<U, int32_t>) return chorusInt32;
-  else if constexpr (std::is_same_v<U, uint32_t>) return chorusUint32;
-  else if constexpr (std::is_same_v<U, int64_t>) return chorusInt64;
-  else if constexpr (std::is_same_v<U, uint64_t>) return chorusUint64;
-  else if constexpr (std::is_same_v<U, float>) return chorusFloat32;
-  else if constexpr (std::is_same_v<U, double>) return chorusFloat64;
-  else static_assert(sizeof(T) == 0, "no chorusDataType_t for this type (use the C API for half types)");
+  if constexpr (std::is_same_v<U, int8_t>)
+    return chorusInt8;
+  else if constexpr (std::is_same_v<U, uint8_t>)
+    return chorusUint8;
+  else if constexpr (std::is_same_v<U, int32_t>)
+    return chorusInt32;
+  else if constexpr (std::is_same_v<U, uint32_t>)
+    return chorusUint32;
+  else if constexpr (std::is_same_v<U, int64_t>)
+    return chorusInt64;
+  else if constexpr (std::is_same_v<U, uint64_t>)
+    return chorusUint64;
+  else if constexpr (std::is_same_v<U, float>)
+    return chorusFloat32;
+  else if constexpr (std::is_same_v<U, double>)
+    return chorusFloat64;
+  else
+    static_assert(sizeof(T) == 0,
+                  "no chorusDataType_t for this type (use the C API for half types)");
 }
 
 class Stream {
@@ -111,8 +121,10 @@ class Comm {
   template <typename T>
   void allReduce(std::span<const T> send, std::span<T> recv, chorusRedOp_t op = chorusSum,
                  chorusStream_t stream = nullptr) {
-    if (send.size() != recv.size()) throw Error(chorusInvalidArgument, "allReduce: span sizes differ");
-    check(chorusAllReduce(send.data(), recv.data(), send.size(), dataType<T>(), op, c_, stream), c_);
+    if (send.size() != recv.size())
+      throw Error(chorusInvalidArgument, "allReduce: span sizes differ");
+    check(chorusAllReduce(send.data(), recv.data(), send.size(), dataType<T>(), op, c_, stream),
+          c_);
   }
   template <typename T>
   void broadcast(std::span<T> buf, int root, chorusStream_t stream = nullptr) {

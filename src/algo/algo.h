@@ -12,7 +12,9 @@ struct chorusComm;
 namespace chorus {
 
 // a mod n in [0, n) for negative a too (ring positions).
-inline int mod(int a, int n) { return ((a % n) + n) % n; }
+inline int mod(int a, int n) {
+  return ((a % n) + n) % n;
+}
 
 // The share of an operation one channel runs: elements [begin, end) of the operation's count
 // (of each rank's block for AllGather / ReduceScatter), with one protocol.

@@ -11,7 +11,6 @@
 
 namespace chorus {
 
-
 // root -> root+1 -> ... -> root-1.
 void chainBroadcast(chorusComm* comm, const OpDesc& op, const Work& w) {
   const int n = comm->nranks, r = comm->ringPos[size_t(comm->rank)];

@@ -17,7 +17,6 @@
 
 namespace chorus {
 
-
 // Positions on the ring (comm->ring: nodes contiguous, so the ring crosses each node boundary
 // once): data chunks are indexed by position; AllGather / ReduceScatter blocks by owner rank.
 

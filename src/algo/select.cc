@@ -18,16 +18,26 @@ namespace chorus {
 
 const char* opKindName(OpKind kind) {
   switch (kind) {
-    case OpKind::kAllReduce: return "AllReduce";
-    case OpKind::kBroadcast: return "Broadcast";
-    case OpKind::kReduce: return "Reduce";
-    case OpKind::kAllGather: return "AllGather";
-    case OpKind::kReduceScatter: return "ReduceScatter";
-    case OpKind::kAlltoAll: return "AlltoAll";
-    case OpKind::kGather: return "Gather";
-    case OpKind::kScatter: return "Scatter";
-    case OpKind::kSend: return "Send";
-    case OpKind::kRecv: return "Recv";
+    case OpKind::kAllReduce:
+      return "AllReduce";
+    case OpKind::kBroadcast:
+      return "Broadcast";
+    case OpKind::kReduce:
+      return "Reduce";
+    case OpKind::kAllGather:
+      return "AllGather";
+    case OpKind::kReduceScatter:
+      return "ReduceScatter";
+    case OpKind::kAlltoAll:
+      return "AlltoAll";
+    case OpKind::kGather:
+      return "Gather";
+    case OpKind::kScatter:
+      return "Scatter";
+    case OpKind::kSend:
+      return "Send";
+    case OpKind::kRecv:
+      return "Recv";
   }
   return "?";
 }
@@ -53,8 +63,8 @@ struct CallDesc {
 };
 
 std::string describe(const CallDesc& d) {
-  static const char* types[] = {"int8",    "uint8",   "int32",   "uint32",  "int64",
-                                "uint64",  "float16", "float32", "float64", "bfloat16"};
+  static const char* types[] = {"int8",   "uint8",   "int32",   "uint32",  "int64",
+                                "uint64", "float16", "float32", "float64", "bfloat16"};
   static const char* ops[] = {"sum", "prod", "max", "min", "avg"};
   return format("%s(seq %llu, count %llu, %s, op %s, root %d)", opKindName(OpKind(d.kind)),
                 (unsigned long long)d.seq, (unsigned long long)d.count,
@@ -67,11 +77,12 @@ void checkMatching(chorusComm* comm, const OpDesc& op) {
                        op.kind == OpKind::kReduceScatter;
   const bool rooted = op.kind == OpKind::kBroadcast || op.kind == OpKind::kReduce ||
                       op.kind == OpKind::kGather || op.kind == OpKind::kScatter;
-  CallDesc mine{comm->opCount, int32_t(op.kind), int32_t(op.type), reduces ? int32_t(op.op) : -1,
+  CallDesc mine{comm->opCount,         int32_t(op.kind),
+                int32_t(op.type),      reduces ? int32_t(op.op) : -1,
                 rooted ? op.root : -1, op.count};
   std::vector<CallDesc> all(static_cast<size_t>(comm->nranks));
-  OpDesc g{OpKind::kAllGather, &mine, all.data(), sizeof(CallDesc), chorusUint8, chorusSum, -1,
-           comm, nullptr};
+  OpDesc g{OpKind::kAllGather, &mine, all.data(), sizeof(CallDesc), chorusUint8,
+           chorusSum,          -1,    comm,       nullptr};
   ringAllGather(comm, g, Work{0, Proto::kSimple, 0, sizeof(CallDesc)});
   bool same = true;
   for (const auto& d : all) same = same && memcmp(&d, &mine, sizeof(d)) == 0;
@@ -85,14 +96,18 @@ void checkMatching(chorusComm* comm, const OpDesc& op) {
 
 void runChannel(chorusComm* comm, const OpDesc& op, const Choice& c, const Work& w) {
   switch (op.kind) {
-    case OpKind::kAllReduce: return ringAllReduce(comm, op, w);
-    case OpKind::kAllGather: return ringAllGather(comm, op, w);
-    case OpKind::kReduceScatter: return ringReduceScatter(comm, op, w);
+    case OpKind::kAllReduce:
+      return ringAllReduce(comm, op, w);
+    case OpKind::kAllGather:
+      return ringAllGather(comm, op, w);
+    case OpKind::kReduceScatter:
+      return ringReduceScatter(comm, op, w);
     case OpKind::kBroadcast:
       return c.algo == Algo::kTree ? treeBroadcast(comm, op, w) : chainBroadcast(comm, op, w);
     case OpKind::kReduce:
       return c.algo == Algo::kTree ? treeReduce(comm, op, w) : chainReduce(comm, op, w);
-    default: return;
+    default:
+      return;
   }
 }
 
@@ -115,7 +130,8 @@ void runCollective(const OpDesc& op) {
   const Choice c = choose(comm, op);
   traceChoice(comm->trace, traceDesc(op.kind, op.type, op.op, uint64_t(c.algo), uint64_t(c.proto),
                                      uint64_t(c.nchannels)));
-  CHORUS_INFO(comm->rank, "%s opCount %llu count %zu datatype %d op %d root %d: algo %s proto %s "
+  CHORUS_INFO(comm->rank,
+              "%s opCount %llu count %zu datatype %d op %d root %d: algo %s proto %s "
               "nchannels %d (predicted %.1f us)",
               opKindName(op.kind), (unsigned long long)comm->opCount, op.count, int(op.type),
               int(op.op), op.root, algoName(c.algo), protoName(c.proto), c.nchannels,
@@ -161,7 +177,8 @@ void runCollective(const OpDesc& op) {
     }
     std::vector<std::thread> threads;
     std::vector<std::exception_ptr> errors(static_cast<size_t>(nch));
-    std::atomic<int> firstFailed{-1};  // report the cause, not a sibling's "failed on another channel"
+    std::atomic<int> firstFailed{
+        -1};  // report the cause, not a sibling's "failed on another channel"
     auto runShare = [&](int ch) {
       try {
         runChannel(comm, op, c,

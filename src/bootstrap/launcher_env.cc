@@ -47,8 +47,10 @@ void secretFromEnv(const std::string& addr, uint8_t secret[16]) {
     job += envStr(v) + "|";
   job += addr;
   CHORUS_INFO(-1, "CHORUS_SECRET not set: deriving the communicator secret from the job identity");
-  static const uint8_t k0[16] = {'c', 'h', 'o', 'r', 'u', 's', '-', 'j', 'o', 'b', '-', 'k', 'e', 'y', '-', '0'};
-  static const uint8_t k1[16] = {'c', 'h', 'o', 'r', 'u', 's', '-', 'j', 'o', 'b', '-', 'k', 'e', 'y', '-', '1'};
+  static const uint8_t k0[16] = {'c', 'h', 'o', 'r', 'u', 's', '-', 'j',
+                                 'o', 'b', '-', 'k', 'e', 'y', '-', '0'};
+  static const uint8_t k1[16] = {'c', 'h', 'o', 'r', 'u', 's', '-', 'j',
+                                 'o', 'b', '-', 'k', 'e', 'y', '-', '1'};
   uint64_t a = sipHash24(k0, job.data(), job.size()), b = sipHash24(k1, job.data(), job.size());
   memcpy(secret, &a, 8);
   memcpy(secret + 8, &b, 8);

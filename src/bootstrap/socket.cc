@@ -83,7 +83,8 @@ bool ifNameMatches(const std::string& spec, const char* name) {
   size_t start = 0;
   while (start <= s.size()) {
     size_t comma = s.find(',', start);
-    std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string item =
+        s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (!item.empty()) {
       bool m = exact ? item == name : strncmp(name, item.c_str(), item.size()) == 0;
       any = any || m;
@@ -121,8 +122,8 @@ SockAddr pickLocalAddress() {
           if (IN6_IS_ADDR_LINKLOCAL(&a6->sin6_addr)) continue;
           if (pass == 0 && family == AF_UNSPEC) continue;
         }
-        const bool loopOrDocker = strncmp(i->ifa_name, "lo", 2) == 0 ||
-                                  strncmp(i->ifa_name, "docker", 6) == 0;
+        const bool loopOrDocker =
+            strncmp(i->ifa_name, "lo", 2) == 0 || strncmp(i->ifa_name, "docker", 6) == 0;
         if (!spec.empty()) {
           if (!ifNameMatches(spec, i->ifa_name)) continue;
         } else if (pass == 0 && loopOrDocker) {
@@ -180,7 +181,8 @@ int listenOn(SockAddr* addr) {
 namespace {
 int pollMs(Deadline deadline) {
   if (deadline == noDeadline()) return 100;
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
   return int(std::max<int64_t>(0, std::min<int64_t>(left, 100)));
 }
 void checkWait(Deadline deadline, const std::atomic<bool>* abortFlag, const char* what) {

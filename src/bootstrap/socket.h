@@ -14,7 +14,9 @@ namespace chorus {
 
 using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
-inline Deadline noDeadline() { return Deadline::max(); }
+inline Deadline noDeadline() {
+  return Deadline::max();
+}
 inline Deadline deadlineIn(double seconds) {
   return Clock::now() + std::chrono::microseconds(int64_t(seconds * 1e6));
 }

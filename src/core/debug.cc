@@ -34,7 +34,9 @@ void logMessage(LogLevel level, int rank, const char* fmt, ...) {
     char* dot = strchr(host, '.');
     if (dot) *dot = 0;
   }
-  const char* name = level == LogLevel::kWarn ? "WARN" : level == LogLevel::kInfo ? "INFO" : "TRACE";
+  const char* name = level == LogLevel::kWarn   ? "WARN"
+                     : level == LogLevel::kInfo ? "INFO"
+                                                : "TRACE";
   char msg[2048];
   va_list ap;
   va_start(ap, fmt);
@@ -42,10 +44,11 @@ void logMessage(LogLevel level, int rank, const char* fmt, ...) {
   va_end(ap);
   std::lock_guard<std::mutex> lock(gLogMutex);
   if (rank >= 0)
-    fprintf(stderr, "%s:%d:%ld [%d] CHORUS %s %s\n", host, getpid(), (long)syscall(SYS_gettid), rank,
-            name, msg);
+    fprintf(stderr, "%s:%d:%ld [%d] CHORUS %s %s\n", host, getpid(), (long)syscall(SYS_gettid),
+            rank, name, msg);
   else
-    fprintf(stderr, "%s:%d:%ld CHORUS %s %s\n", host, getpid(), (long)syscall(SYS_gettid), name, msg);
+    fprintf(stderr, "%s:%d:%ld CHORUS %s %s\n", host, getpid(), (long)syscall(SYS_gettid), name,
+            msg);
 }
 
 }  // namespace chorus

@@ -30,13 +30,14 @@ chorusResult_t issue(const char* fn, OpDesc op, size_t sendElems, size_t recvEle
     ApiGuard guard(comm, fn);
     Check c{fn, comm};
     if (int(op.type) < 0 || int(op.type) >= int(chorusNumTypes))
-      c.bad(chorusInvalidArgument, format("datatype %d is not a chorusDataType_t", int(op.type)).c_str());
+      c.bad(chorusInvalidArgument,
+            format("datatype %d is not a chorusDataType_t", int(op.type)).c_str());
     if (needsOp && (int(op.op) < 0 || int(op.op) >= int(chorusNumOps)))
       c.bad(chorusInvalidArgument, format("op %d is not a chorusRedOp_t", int(op.op)).c_str());
     if (rooted && (op.root < 0 || op.root >= comm->nranks))
-      c.bad(chorusInvalidArgument,
-            format("%s %d out of range [0, %d)", isP2P(op.kind) ? "peer" : "root", op.root,
-                   comm->nranks).c_str());
+      c.bad(chorusInvalidArgument, format("%s %d out of range [0, %d)",
+                                          isP2P(op.kind) ? "peer" : "root", op.root, comm->nranks)
+                                       .c_str());
     const size_t esz = chorusTypeSize(op.type);
     const size_t limit = SIZE_MAX / 2;  // keeps pointer arithmetic in range too
     if (sendElems > limit / esz || recvElems > limit / esz ||
@@ -50,9 +51,11 @@ chorusResult_t issue(const char* fn, OpDesc op, size_t sendElems, size_t recvEle
     if (op.stream != nullptr && !isLiveStream(op.stream))
       c.bad(chorusInvalidArgument, "stream is not a live stream (destroyed?)");
     CommState s = comm->state.load();
-    if (s == CommState::kInitializing) c.bad(chorusInvalidUsage, "communicator is still initializing");
+    if (s == CommState::kInitializing)
+      c.bad(chorusInvalidUsage, "communicator is still initializing");
     if (s == CommState::kFailed)
-      c.bad(chorusInvalidUsage, "communicator failed earlier; only chorusCommAbort or chorusCommDestroy are allowed");
+      c.bad(chorusInvalidUsage,
+            "communicator failed earlier; only chorusCommAbort or chorusCommDestroy are allowed");
     if (s == CommState::kFinalized) c.bad(chorusInvalidUsage, "communicator was finalized");
     if (s != CommState::kReady || comm->abortFlag.load())
       c.bad(chorusInvalidUsage, "communicator was aborted");
@@ -74,7 +77,9 @@ chorusResult_t issue(const char* fn, OpDesc op, size_t sendElems, size_t recvEle
 inline int nranksOf(chorusComm_t comm) {
   return comm && isLiveComm(comm) ? comm->nranks : 1;
 }
-inline int rankOf(chorusComm_t comm) { return comm && isLiveComm(comm) ? comm->rank : -1; }
+inline int rankOf(chorusComm_t comm) {
+  return comm && isLiveComm(comm) ? comm->rank : -1;
+}
 
 }  // namespace
 }  // namespace chorus
@@ -105,20 +110,21 @@ chorusResult_t chorusReduce(const void* sendbuff, void* recvbuff, size_t count,
 chorusResult_t chorusAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                chorusDataType_t datatype, chorusComm_t comm,
                                chorusStream_t stream) {
-  OpDesc d{OpKind::kAllGather, sendbuff, recvbuff, sendcount, datatype, chorusSum, -1, comm, stream};
+  OpDesc d{OpKind::kAllGather, sendbuff, recvbuff, sendcount, datatype,
+           chorusSum,          -1,       comm,     stream};
   return issue("chorusAllGather", d, sendcount, sendcount * size_t(nranksOf(comm)), false, false);
 }
 
 chorusResult_t chorusReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
-                                   chorusDataType_t datatype, chorusRedOp_t op,
-                                   chorusComm_t comm, chorusStream_t stream) {
+                                   chorusDataType_t datatype, chorusRedOp_t op, chorusComm_t comm,
+                                   chorusStream_t stream) {
   OpDesc d{OpKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, -1, comm, stream};
-  return issue("chorusReduceScatter", d, recvcount * size_t(nranksOf(comm)), recvcount, true, false);
+  return issue("chorusReduceScatter", d, recvcount * size_t(nranksOf(comm)), recvcount, true,
+               false);
 }
 
 chorusResult_t chorusAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
-                              chorusDataType_t datatype, chorusComm_t comm,
-                              chorusStream_t stream) {
+                              chorusDataType_t datatype, chorusComm_t comm, chorusStream_t stream) {
   size_t total = count * size_t(nranksOf(comm));
   OpDesc d{OpKind::kAlltoAll, sendbuff, recvbuff, count, datatype, chorusSum, -1, comm, stream};
   return issue("chorusAlltoAll", d, total, total, false, false);
@@ -128,16 +134,16 @@ chorusResult_t chorusGather(const void* sendbuff, void* recvbuff, size_t count,
                             chorusDataType_t datatype, int root, chorusComm_t comm,
                             chorusStream_t stream) {
   OpDesc d{OpKind::kGather, sendbuff, recvbuff, count, datatype, chorusSum, root, comm, stream};
-  return issue("chorusGather", d, count,
-               rankOf(comm) == root ? count * size_t(nranksOf(comm)) : 0, false, true);
+  return issue("chorusGather", d, count, rankOf(comm) == root ? count * size_t(nranksOf(comm)) : 0,
+               false, true);
 }
 
 chorusResult_t chorusScatter(const void* sendbuff, void* recvbuff, size_t count,
                              chorusDataType_t datatype, int root, chorusComm_t comm,
                              chorusStream_t stream) {
   OpDesc d{OpKind::kScatter, sendbuff, recvbuff, count, datatype, chorusSum, root, comm, stream};
-  return issue("chorusScatter", d, rankOf(comm) == root ? count * size_t(nranksOf(comm)) : 0,
-               count, false, true);
+  return issue("chorusScatter", d, rankOf(comm) == root ? count * size_t(nranksOf(comm)) : 0, count,
+               false, true);
 }
 
 chorusResult_t chorusSend(const void* sendbuff, size_t count, chorusDataType_t datatype, int peer,

@@ -30,7 +30,11 @@ void fail(chorusResult_t code, const char* fmt, ...) {
   throw Failure{code, s};
 }
 
-void setThreadLastError(const std::string& message) { tLastError = message; }
-const char* threadLastError() { return tLastError.c_str(); }
+void setThreadLastError(const std::string& message) {
+  tLastError = message;
+}
+const char* threadLastError() {
+  return tLastError.c_str();
+}
 
 }  // namespace chorus

@@ -14,7 +14,8 @@ struct Failure {
   int cause = -1;  // the rank whose death or failure started this, when known
 };
 
-[[noreturn]] void fail(chorusResult_t code, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+[[noreturn]] void fail(chorusResult_t code, const char* fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
 // Records `message` as the calling thread's last error (and the communicator's, if any).

@@ -36,11 +36,12 @@ void checkUsable(chorusComm* comm) {
     fail(chorusInvalidUsage, "rank %d: the communicator was aborted", comm->rank);
   CommState s = comm->state.load();
   if (s == CommState::kFailed)
-    fail(chorusInvalidUsage, "rank %d: the communicator failed earlier (%s); only abort or destroy it",
-         comm->rank, chorusGetErrorString(chorusResult_t(comm->asyncError.load())));
+    fail(chorusInvalidUsage,
+         "rank %d: the communicator failed earlier (%s); only abort or destroy it", comm->rank,
+         chorusGetErrorString(chorusResult_t(comm->asyncError.load())));
   if (s != CommState::kReady)
-    fail(chorusInvalidUsage, "rank %d: the communicator is not ready (initializing, finalized or aborted)",
-         comm->rank);
+    fail(chorusInvalidUsage,
+         "rank %d: the communicator is not ready (initializing, finalized or aborted)", comm->rank);
 }
 
 using OpSpan = std::span<const OpDesc* const>;
@@ -55,8 +56,8 @@ void runCommOpsHost(chorusComm* comm, OpSpan ops) {
       char* buf = op->kind == OpKind::kSend
                       ? const_cast<char*>(static_cast<const char*>(op->sendbuff))
                       : static_cast<char*>(op->recvbuff);
-      p2p.push_back({op->kind == OpKind::kSend, op->root, buf,
-                     op->count * chorusTypeSize(op->type)});
+      p2p.push_back(
+          {op->kind == OpKind::kSend, op->root, buf, op->count * chorusTypeSize(op->type)});
     } else {
       runCollective(*op);
     }

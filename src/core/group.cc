@@ -12,8 +12,12 @@ thread_local std::vector<OpDesc> tOps;
 thread_local chorusResult_t tGroupError = chorusSuccess;  // first failed call inside the group
 }  // namespace
 
-int groupDepth() { return tDepth; }
-void groupAdd(const OpDesc& op) { tOps.push_back(op); }
+int groupDepth() {
+  return tDepth;
+}
+void groupAdd(const OpDesc& op) {
+  tOps.push_back(op);
+}
 void groupRecordError(chorusResult_t code) {
   if (tDepth > 0 && tGroupError == chorusSuccess) tGroupError = code;
 }

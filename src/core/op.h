@@ -33,6 +33,8 @@ struct OpDesc {
 };
 
 const char* opKindName(OpKind kind);
-inline bool isP2P(OpKind k) { return k == OpKind::kSend || k == OpKind::kRecv; }
+inline bool isP2P(OpKind k) {
+  return k == OpKind::kSend || k == OpKind::kRecv;
+}
 
 }  // namespace chorus

@@ -33,10 +33,23 @@ int64_t envSize(const char* name, int64_t defaultValue) {
     return defaultValue;
   }
   switch (*end) {
-    case 'k': case 'K': x <<= 10; ++end; break;
-    case 'm': case 'M': x <<= 20; ++end; break;
-    case 'g': case 'G': x <<= 30; ++end; break;
-    default: break;
+    case 'k':
+    case 'K':
+      x <<= 10;
+      ++end;
+      break;
+    case 'm':
+    case 'M':
+      x <<= 20;
+      ++end;
+      break;
+    case 'g':
+    case 'G':
+      x <<= 30;
+      ++end;
+      break;
+    default:
+      break;
   }
   if (*end != 0) {
     CHORUS_WARN(-1, "ignoring %s=%s: not a size", name, v);

@@ -153,7 +153,8 @@ static chorusResult_t checkStream(chorusStream_t s, const char* fn) {
 }
 
 chorusResult_t chorusStreamSynchronize(chorusStream_t s) {
-  if (chorusResult_t r = checkStream(s, "chorusStreamSynchronize"); r != chorusSuccess || !s) return r;
+  if (chorusResult_t r = checkStream(s, "chorusStreamSynchronize"); r != chorusSuccess || !s)
+    return r;
   {
     // Poll briefly first: a short queue finishes sooner than a sleep/wake round trip.
     const uint64_t target = s->enqueuedFast.load(std::memory_order_acquire);

@@ -44,7 +44,9 @@ const char* Prims::waitRecv(size_t bytes) {
   return io_.recvData(*recv_, bytes, io_.recvScratch);
 }
 
-int Prims::divisor(bool final) const { return final && op_ == chorusAvg ? comm_->nranks : 0; }
+int Prims::divisor(bool final) const {
+  return final && op_ == chorusAvg ? comm_->nranks : 0;
+}
 
 void Prims::writeOut(void* dst, const void* src, size_t bytes) {
   if (dst == src) return;

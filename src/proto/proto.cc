@@ -1,5 +1,7 @@
 #include "proto/proto.h"
 
 namespace chorus {
-const char* protoName(Proto p) { return p == Proto::kSimple ? "simple" : "ll"; }
+const char* protoName(Proto p) {
+  return p == Proto::kSimple ? "simple" : "ll";
+}
 }  // namespace chorus

@@ -29,9 +29,15 @@ inline size_t protoSlotCapacity(Proto p, size_t slotBytes) {
 }
 
 namespace ll {
-inline uint64_t* words(char* slot) { return reinterpret_cast<uint64_t*>(slot); }
-inline size_t nwords(size_t bytes) { return (bytes + 3) / 4; }
-inline uint32_t flagOf(uint64_t seq) { return uint32_t(seq); }
+inline uint64_t* words(char* slot) {
+  return reinterpret_cast<uint64_t*>(slot);
+}
+inline size_t nwords(size_t bytes) {
+  return (bytes + 3) / 4;
+}
+inline uint32_t flagOf(uint64_t seq) {
+  return uint32_t(seq);
+}
 
 // Writes `bytes` from src as LL words with flag `flag`.
 inline void pack(char* slot, const char* src, size_t bytes, uint32_t flag) {

@@ -5,7 +5,9 @@
 namespace chorus {
 
 namespace {
-inline int lowbit(int p) { return p & -p; }
+inline int lowbit(int p) {
+  return p & -p;
+}
 
 // Positions are 1-based; ranks 0-based.
 int posOf(int n, int rank, int which) {
@@ -104,13 +106,16 @@ int nodeTreeDepth(const std::vector<int>& nodeOf, int nnodes, const std::vector<
   return deepest;
 }
 
-int treeRoot(int n, int which) { return rankOf(n, rootPos(n), which); }
+int treeRoot(int n, int which) {
+  return rankOf(n, rootPos(n), which);
+}
 
 int treeDepth(int n, int which) {
   int deepest = 0;
   for (int r = 0; r < n; ++r) {
     int d = 0;
-    for (int cur = r; treeNode(n, cur, which).parent >= 0; cur = treeNode(n, cur, which).parent) ++d;
+    for (int cur = r; treeNode(n, cur, which).parent >= 0; cur = treeNode(n, cur, which).parent)
+      ++d;
     deepest = d > deepest ? d : deepest;
   }
   return deepest;

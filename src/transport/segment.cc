@@ -77,17 +77,18 @@ Segment Segment::create(const SegmentLayout& layout, int rank, bool shared, uint
   h->slotBytes[1] = layout.slotBytes[1];
   h->totalBytes = s.bytes_;
   for (int pr = 0; pr < 2; ++pr)
-  for (int c = 0; c < layout.nchannels; ++c)
-    for (int p = 0; p < layout.nranks; ++p) {
-      char* f = s.base_ + layout.fifoOffset(pr, c, p);
-      auto* ctrl = new (f) FifoCtrl();
-      ctrl->head.store(0);
-      for (int k = 0; k < kNSteps; ++k) {
-        auto* h = new (f + kCtrlBytes + size_t(k) * slotStride(layout.slotBytes[pr])) SlotHeader();
-        h->seq.store(0);
-        h->bytes.store(0);
+    for (int c = 0; c < layout.nchannels; ++c)
+      for (int p = 0; p < layout.nranks; ++p) {
+        char* f = s.base_ + layout.fifoOffset(pr, c, p);
+        auto* ctrl = new (f) FifoCtrl();
+        ctrl->head.store(0);
+        for (int k = 0; k < kNSteps; ++k) {
+          auto* h =
+              new (f + kCtrlBytes + size_t(k) * slotStride(layout.slotBytes[pr])) SlotHeader();
+          h->seq.store(0);
+          h->bytes.store(0);
+        }
       }
-    }
   for (int parity = 0; parity < 2; ++parity) new (s.oneShotSlot(parity)) OneShotSlot{0};
   return s;
 }
@@ -102,8 +103,9 @@ Segment Segment::attach(const std::string& name, void* addrInOwner, pid_t ownerP
     return s;
   }
   int fd = shm_open(name.c_str(), O_RDWR, 0600);
-  if (fd < 0) fail(chorusSystemError, "shm_open %s (peer pid %d): %s", name.c_str(), int(ownerPid),
-                   strerror(errno));
+  if (fd < 0)
+    fail(chorusSystemError, "shm_open %s (peer pid %d): %s", name.c_str(), int(ownerPid),
+         strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0 || st.st_size < off_t(sizeof(SegmentHeader))) {
     close(fd);

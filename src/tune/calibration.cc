@@ -47,7 +47,7 @@ MachineModel defaultModel() {
   m.bwGBs[int(Proto::kLL)] = 2.90505;
   m.channelGain = 0;
   m.channelSpawnUs = 38.4333;
-  m.netHopUs = 25;    // loopback / LAN TCP hand-off through the proxy
+  m.netHopUs = 25;  // loopback / LAN TCP hand-off through the proxy
   m.netBwGBs = 1.0;
   m.allreduce[int(Algo::kRing)][int(Proto::kSimple)][0] = {0.565044, 7.03408, true};
   m.allreduce[int(Algo::kRing)][int(Proto::kSimple)][1] = {18.4899, 6.81032, true};
@@ -74,12 +74,18 @@ MachineModel loadOrDefaultModel() {
     std::istringstream in(line);
     std::string key;
     in >> key;
-    if (key == "machine") std::getline(in >> std::ws, machine);
-    else if (key == "version") in >> version;
-    else if (key == "simple") in >> c.hopUs[0] >> c.baseUs[0] >> c.bwGBs[0];
-    else if (key == "ll") in >> c.hopUs[1] >> c.baseUs[1] >> c.bwGBs[1];
-    else if (key == "channels") in >> c.channelGain >> c.channelSpawnUs;
-    else if (key == "net") in >> c.netHopUs >> c.netBwGBs;
+    if (key == "machine")
+      std::getline(in >> std::ws, machine);
+    else if (key == "version")
+      in >> version;
+    else if (key == "simple")
+      in >> c.hopUs[0] >> c.baseUs[0] >> c.bwGBs[0];
+    else if (key == "ll")
+      in >> c.hopUs[1] >> c.baseUs[1] >> c.bwGBs[1];
+    else if (key == "channels")
+      in >> c.channelGain >> c.channelSpawnUs;
+    else if (key == "net")
+      in >> c.netHopUs >> c.netBwGBs;
     else if (key == "allreduce") {
       std::string algo, proto;
       int ch = 0;
@@ -93,9 +99,11 @@ MachineModel loadOrDefaultModel() {
     }
   }
   if (machine != machineKey() || version != CHORUS_VERSION_STRING) {
-    CHORUS_WARN(-1, "tuner: ignoring %s: written for '%s' version %s, this is '%s' version %s; "
-                "run chorus-tune again", tuneCachePath().c_str(), machine.c_str(), version.c_str(),
-                machineKey().c_str(), CHORUS_VERSION_STRING);
+    CHORUS_WARN(-1,
+                "tuner: ignoring %s: written for '%s' version %s, this is '%s' version %s; "
+                "run chorus-tune again",
+                tuneCachePath().c_str(), machine.c_str(), version.c_str(), machineKey().c_str(),
+                CHORUS_VERSION_STRING);
     return m;
   }
   c.calibrated = true;

@@ -1,5 +1,7 @@
 #include "tune/tuner.h"
 
+#include <strings.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -10,7 +12,6 @@
 #include <mutex>
 #include <string>
 #include <vector>
-#include <strings.h>
 
 #include "algo/algo.h"
 #include "core/comm.h"
@@ -24,30 +25,48 @@ namespace chorus {
 
 const char* algoName(Algo a) {
   switch (a) {
-    case Algo::kRing: return "ring";
-    case Algo::kTree: return "tree";
-    case Algo::kChain: return "chain";
-    case Algo::kDirect: return "direct";
-    case Algo::kNaive: return "naive";
-    case Algo::kHier: return "hier";
-    case Algo::kOneShot: return "oneshot";
-    case Algo::kCma: return "cma";
+    case Algo::kRing:
+      return "ring";
+    case Algo::kTree:
+      return "tree";
+    case Algo::kChain:
+      return "chain";
+    case Algo::kDirect:
+      return "direct";
+    case Algo::kNaive:
+      return "naive";
+    case Algo::kHier:
+      return "hier";
+    case Algo::kOneShot:
+      return "oneshot";
+    case Algo::kCma:
+      return "cma";
   }
   return "?";
 }
 
 const char* collectiveKey(OpKind kind) {
   switch (kind) {
-    case OpKind::kAllReduce: return "allreduce";
-    case OpKind::kBroadcast: return "broadcast";
-    case OpKind::kReduce: return "reduce";
-    case OpKind::kAllGather: return "allgather";
-    case OpKind::kReduceScatter: return "reducescatter";
-    case OpKind::kAlltoAll: return "alltoall";
-    case OpKind::kGather: return "gather";
-    case OpKind::kScatter: return "scatter";
-    case OpKind::kSend: return "send";
-    case OpKind::kRecv: return "recv";
+    case OpKind::kAllReduce:
+      return "allreduce";
+    case OpKind::kBroadcast:
+      return "broadcast";
+    case OpKind::kReduce:
+      return "reduce";
+    case OpKind::kAllGather:
+      return "allgather";
+    case OpKind::kReduceScatter:
+      return "reducescatter";
+    case OpKind::kAlltoAll:
+      return "alltoall";
+    case OpKind::kGather:
+      return "gather";
+    case OpKind::kScatter:
+      return "scatter";
+    case OpKind::kSend:
+      return "send";
+    case OpKind::kRecv:
+      return "recv";
   }
   return "?";
 }
@@ -78,7 +97,8 @@ bool allowsIn(const char* v, const char* collective, const char* name) {
   size_t start = 0;
   while (start <= spec.size()) {
     size_t semi = spec.find(';', start);
-    std::string clause = spec.substr(start, semi == std::string::npos ? std::string::npos : semi - start);
+    std::string clause =
+        spec.substr(start, semi == std::string::npos ? std::string::npos : semi - start);
     size_t colon = clause.find(':');
     if (colon == std::string::npos) {
       if (!found) list = clause;
@@ -96,7 +116,8 @@ bool allowsIn(const char* v, const char* collective, const char* name) {
   start = 0;
   while (start <= list.size()) {
     size_t comma = list.find(',', start);
-    std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string item =
+        list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (item == lower(name)) listed = true;
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -125,7 +146,9 @@ void setMachineModel(const MachineModel& m) {
   gModelGeneration.fetch_add(1, std::memory_order_release);
 }
 
-uint64_t machineModelGeneration() { return gModelGeneration.load(std::memory_order_acquire); }
+uint64_t machineModelGeneration() {
+  return gModelGeneration.load(std::memory_order_acquire);
+}
 
 bool envAllows(const char* var, const char* collective, const char* name) {
   return allowsIn(getenv(var), collective, name);
@@ -142,8 +165,8 @@ TunerEnv readTunerEnv() {
     for (int p = 0; p < kNumProtos; ++p)
       if (allowsIn(proto, coll, protoName(Proto(p)))) e.protoAllowed[k] |= uint8_t(1u << p);
     // The naive ring exists to be compared against: only when asked for by name.
-    e.naiveNamed[k] = algo != nullptr && allowsIn(algo, coll, "naive") &&
-                      !allowsIn(algo, coll, "__none__");
+    e.naiveNamed[k] =
+        algo != nullptr && allowsIn(algo, coll, "naive") && !allowsIn(algo, coll, "__none__");
   }
   e.minChannels = envInt("CHORUS_MIN_NCHANNELS", 1);
   e.maxChannelsSet = !envStr("CHORUS_MAX_NCHANNELS").empty();
@@ -201,10 +224,10 @@ double modelHops(OpKind kind, Algo a, int n, int depth) {
   if (a == Algo::kCma) return 2.0 * (nn - 1);
   switch (kind) {
     case OpKind::kAllReduce:
-      if (a == Algo::kTree) return 2.0 * depth;           // up and down
-      if (a == Algo::kNaive) return 4.0 * (nn - 1);       // unpipelined exchange + sync per step
-      if (a == Algo::kOneShot) return 1.0;                // publish once, read every input
-      return 2.0 * (nn - 1);                              // ring: 2k-1 steps
+      if (a == Algo::kTree) return 2.0 * depth;      // up and down
+      if (a == Algo::kNaive) return 4.0 * (nn - 1);  // unpipelined exchange + sync per step
+      if (a == Algo::kOneShot) return 1.0;           // publish once, read every input
+      return 2.0 * (nn - 1);                         // ring: 2k-1 steps
     case OpKind::kBroadcast:
     case OpKind::kReduce:
       return a == Algo::kTree ? double(depth) : nn - 1;
@@ -271,8 +294,9 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
            S * modelByteFactor(kind, a, int(nn)) / netBw;
   }
   double hop = m.hopUs[pi], bw = m.bwGBs[pi];
-  const ChoiceFit* fit =
-      kind == OpKind::kAllReduce && nch <= kModelChannels ? &m.allreduce[int(a)][pi][nch - 1] : nullptr;
+  const ChoiceFit* fit = kind == OpKind::kAllReduce && nch <= kModelChannels
+                             ? &m.allreduce[int(a)][pi][nch - 1]
+                             : nullptr;
   if (fit && fit->measured) {
     hop = fit->hopUs;
     bw = fit->bwGBs;
@@ -330,11 +354,11 @@ Choice chooseFor(const chorusComm* comm, OpKind kind, size_t bytes, const TunerE
   }
   if (!any) {
     // Overrides excluded everything that can run this collective: fall back to its default.
-    Algo a = kind == OpKind::kAllReduce || kind == OpKind::kAllGather ||
-                     kind == OpKind::kReduceScatter
-                 ? Algo::kRing
-             : kind == OpKind::kBroadcast || kind == OpKind::kReduce ? Algo::kChain
-                                                                     : Algo::kDirect;
+    Algo a =
+        kind == OpKind::kAllReduce || kind == OpKind::kAllGather || kind == OpKind::kReduceScatter
+            ? Algo::kRing
+        : kind == OpKind::kBroadcast || kind == OpKind::kReduce ? Algo::kChain
+                                                                : Algo::kDirect;
     best = {a, Proto::kSimple, 1, predictUs(kind, a, Proto::kSimple, 1, shape, bytes)};
   }
   return best;

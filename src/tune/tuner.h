@@ -48,12 +48,12 @@ struct ChoiceFit {
 struct MachineModel {
   double hopUs[kNumProtos];
   double baseUs[kNumProtos];
-  double bwGBs[kNumProtos];       // one channel
-  double channelGain;             // bandwidth multiplier per extra channel (<= 1 extra)
-  double channelSpawnUs;          // cost of starting extra channel threads
+  double bwGBs[kNumProtos];  // one channel
+  double channelGain;        // bandwidth multiplier per extra channel (<= 1 extra)
+  double channelSpawnUs;     // cost of starting extra channel threads
   ChoiceFit allreduce[kNumAlgos][kNumProtos][kModelChannels];
-  double netHopUs;   // one hand-off over the TCP transport
-  double netBwGBs;   // one node's network bandwidth (each direction)
+  double netHopUs;  // one hand-off over the TCP transport
+  double netBwGBs;  // one node's network bandwidth (each direction)
   bool calibrated;
 };
 
@@ -61,7 +61,7 @@ struct MachineModel {
 struct Shape {
   int nranks;
   int nnodes;
-  bool evenNodes;  // every node holds nranks / nnodes ranks
+  bool evenNodes;      // every node holds nranks / nnodes ranks
   int treeDepth = -1;  // deepest of the two trees (edges); -1: compute
   // The hierarchical AllReduce pipelines its phases (assumed until its first large calls have
   // decided: hier.cc).
@@ -144,7 +144,8 @@ uint64_t machineModelGeneration();
 // predictedUs is not filled (NaN): predictChoice gives it.
 Choice choose(chorusComm* comm, const OpDesc& op);
 double predictChoice(const chorusComm* comm, const OpDesc& op, const Choice& c);
-// CHORUS_ALGO / CHORUS_PROTO as NCCL parses them: "ring,tree", "^ll", "allreduce:tree;broadcast:chain".
+// CHORUS_ALGO / CHORUS_PROTO as NCCL parses them: "ring,tree", "^ll",
+// "allreduce:tree;broadcast:chain".
 bool envAllows(const char* var, const char* collective, const char* name);
 const char* collectiveKey(OpKind kind);  // "allreduce", "broadcast", ...
 

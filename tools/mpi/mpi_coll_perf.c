@@ -44,14 +44,14 @@ struct options {
 };
 
 enum coll { ALLREDUCE, ALLGATHER, REDUCESCATTER, BROADCAST };
-static const char *const coll_names[] = {"allreduce", "allgather", "reducescatter", "broadcast"};
-static const char *const prog_names[] = {"mpi_allreduce_perf", "mpi_allgather_perf",
-                                          "mpi_reducescatter_perf", "mpi_broadcast_perf"};
+static const char* const coll_names[] = {"allreduce", "allgather", "reducescatter", "broadcast"};
+static const char* const prog_names[] = {"mpi_allreduce_perf", "mpi_allgather_perf",
+                                         "mpi_reducescatter_perf", "mpi_broadcast_perf"};
 static enum coll coll = ALLREDUCE;
 static int root = 0;
 static int rank, nranks;
 
-static void mpi_check(int rc, const char *what) {
+static void mpi_check(int rc, const char* what) {
   if (rc == MPI_SUCCESS) return;
   char msg[MPI_MAX_ERROR_STRING];
   int len = 0;
@@ -67,36 +67,50 @@ static double wall_seconds(void) {
 }
 
 /* "8", "64K", "32M", "1G" (binary multiples). */
-static int parse_size(const char *s, size_t *out) {
+static int parse_size(const char* s, size_t* out) {
   if (s == NULL || *s == '\0' || *s == '-') return 0;
   errno = 0;
-  char *end = NULL;
+  char* end = NULL;
   unsigned long long v = strtoull(s, &end, 10);
   if (errno != 0 || end == s) return 0;
   unsigned shift = 0;
   switch (*end) {
-    case '\0': break;
-    case 'k': case 'K': shift = 10; ++end; break;
-    case 'm': case 'M': shift = 20; ++end; break;
-    case 'g': case 'G': shift = 30; ++end; break;
-    default: return 0;
+    case '\0':
+      break;
+    case 'k':
+    case 'K':
+      shift = 10;
+      ++end;
+      break;
+    case 'm':
+    case 'M':
+      shift = 20;
+      ++end;
+      break;
+    case 'g':
+    case 'G':
+      shift = 30;
+      ++end;
+      break;
+    default:
+      return 0;
   }
   if (*end != '\0' || (shift != 0 && v > ((unsigned long long)LLONG_MAX >> shift))) return 0;
   *out = (size_t)(v << shift);
   return 1;
 }
 
-static int parse_int(const char *s, long lo, long hi, long *out) {
+static int parse_int(const char* s, long lo, long hi, long* out) {
   if (s == NULL || *s == '\0') return 0;
   errno = 0;
-  char *end = NULL;
+  char* end = NULL;
   long v = strtol(s, &end, 10);
   if (errno != 0 || *end != '\0' || v < lo || v > hi) return 0;
   *out = v;
   return 1;
 }
 
-static void usage(FILE *f, const char *prog) {
+static void usage(FILE* f, const char* prog) {
   fprintf(f,
           "USAGE: %s\n"
           "\t[-b,--minbytes <min size in bytes>] (K, M, G suffixes are binary; default 32M)\n"
@@ -113,13 +127,18 @@ static void usage(FILE *f, const char *prog) {
 }
 
 /* 0: ok, 1: help, -1: error (message printed). */
-static int parse_args(int argc, char **argv, struct options *o) {
+static int parse_args(int argc, char** argv, struct options* o) {
   static const struct option longopts[] = {
-      {"minbytes", required_argument, NULL, 'b'},   {"maxbytes", required_argument, NULL, 'e'},
-      {"stepbytes", required_argument, NULL, 'i'},  {"stepfactor", required_argument, NULL, 'f'},
-      {"iters", required_argument, NULL, 'n'},      {"warmup_iters", required_argument, NULL, 'w'},
-      {"check", required_argument, NULL, 'c'},      {"help", no_argument, NULL, 'h'},
-      {"coll", required_argument, NULL, 'C'},       {"root", required_argument, NULL, 'r'},
+      {"minbytes", required_argument, NULL, 'b'},
+      {"maxbytes", required_argument, NULL, 'e'},
+      {"stepbytes", required_argument, NULL, 'i'},
+      {"stepfactor", required_argument, NULL, 'f'},
+      {"iters", required_argument, NULL, 'n'},
+      {"warmup_iters", required_argument, NULL, 'w'},
+      {"check", required_argument, NULL, 'c'},
+      {"help", no_argument, NULL, 'h'},
+      {"coll", required_argument, NULL, 'C'},
+      {"root", required_argument, NULL, 'r'},
       {NULL, 0, NULL, 0},
   };
   int c;
@@ -128,14 +147,35 @@ static int parse_args(int argc, char **argv, struct options *o) {
     long v = 0;
     int ok = 1;
     switch (c) {
-      case 'b': ok = parse_size(optarg, &o->min_bytes); break;
-      case 'e': ok = parse_size(optarg, &o->max_bytes); break;
-      case 'i': ok = parse_size(optarg, &o->step_bytes); break;
-      case 'f': ok = parse_int(optarg, 1, 1L << 30, &v); o->step_factor = (size_t)v; break;
-      case 'n': ok = parse_int(optarg, 1, INT_MAX, &v); o->iters = (int)v; break;
-      case 'w': ok = parse_int(optarg, 0, INT_MAX, &v); o->warmup = (int)v; break;
-      case 'c': ok = parse_int(optarg, 0, INT_MAX, &v); o->check = (int)v; break;
-      case 'r': ok = parse_int(optarg, 0, nranks - 1, &v); root = (int)v; break;
+      case 'b':
+        ok = parse_size(optarg, &o->min_bytes);
+        break;
+      case 'e':
+        ok = parse_size(optarg, &o->max_bytes);
+        break;
+      case 'i':
+        ok = parse_size(optarg, &o->step_bytes);
+        break;
+      case 'f':
+        ok = parse_int(optarg, 1, 1L << 30, &v);
+        o->step_factor = (size_t)v;
+        break;
+      case 'n':
+        ok = parse_int(optarg, 1, INT_MAX, &v);
+        o->iters = (int)v;
+        break;
+      case 'w':
+        ok = parse_int(optarg, 0, INT_MAX, &v);
+        o->warmup = (int)v;
+        break;
+      case 'c':
+        ok = parse_int(optarg, 0, INT_MAX, &v);
+        o->check = (int)v;
+        break;
+      case 'r':
+        ok = parse_int(optarg, 0, nranks - 1, &v);
+        root = (int)v;
+        break;
       case 'C':
         ok = 0;
         for (int k = 0; k < 4; ++k)
@@ -144,17 +184,21 @@ static int parse_args(int argc, char **argv, struct options *o) {
             ok = 1;
           }
         break;
-      case 'h': return 1;
-      default: return -1;
+      case 'h':
+        return 1;
+      default:
+        return -1;
     }
     if (!ok) {
       if (rank == 0) fprintf(stderr, "%s: invalid value '%s' for -%c\n", argv[0], optarg, c);
       return -1;
     }
   }
-  const char *err = NULL;
-  if (optind < argc) err = "unexpected argument";
-  else if (o->max_bytes < o->min_bytes) err = "invalid option: maxbytes < minbytes";
+  const char* err = NULL;
+  if (optind < argc)
+    err = "unexpected argument";
+  else if (o->max_bytes < o->min_bytes)
+    err = "invalid option: maxbytes < minbytes";
   else if (o->step_factor <= 1 && o->step_bytes == 0 && o->max_bytes > o->min_bytes)
     err = "invalid option: stepbytes 0 with no step factor never reaches maxbytes";
   if (err != NULL) {
@@ -166,9 +210,9 @@ static int parse_args(int argc, char **argv, struct options *o) {
 
 /* The sizes of the sweep, as Chorus's (and nccl-tests') -b/-e/-i/-f loop: element counts, a
  * count repeated by rounding printed once. Returns a malloc'ed array of *n counts. */
-static size_t *sweep_counts(const struct options *o, size_t *n) {
+static size_t* sweep_counts(const struct options* o, size_t* n) {
   size_t cap = 64, size = o->min_bytes;
-  size_t *counts = malloc(cap * sizeof *counts);
+  size_t* counts = malloc(cap * sizeof *counts);
   *n = 0;
   while (counts != NULL && size <= o->max_bytes) {
     const size_t per = coll == ALLGATHER || coll == REDUCESCATTER ? (size_t)nranks : 1;
@@ -177,9 +221,12 @@ static size_t *sweep_counts(const struct options *o, size_t *n) {
     if (counts == NULL) break;
     if (*n == 0 || counts[*n - 1] != count) counts[(*n)++] = count;
     if (o->step_factor > 1) {
-      if (size == 0) size = 1;
-      else if (size > o->max_bytes / o->step_factor) break;
-      else size *= o->step_factor;
+      if (size == 0)
+        size = 1;
+      else if (size > o->max_bytes / o->step_factor)
+        break;
+      else
+        size *= o->step_factor;
     } else {
       if (o->step_bytes == 0 || size > o->max_bytes - o->step_bytes) break;
       size += o->step_bytes;
@@ -211,13 +258,15 @@ static int64_t value_bound(void) {
   return b < 1 ? 1 : (b > 1000 ? 1000 : b);
 }
 
-static void fill_input(float *buf, size_t count, uint64_t seed) {
+static void fill_input(float* buf, size_t count, uint64_t seed) {
   const int64_t bound = value_bound();
   for (size_t i = 0; i < count; ++i) buf[i] = input_value(seed, rank, i, bound);
 }
 
 /* Elements of the receive buffer (out of place) and of the input, per collective. */
-static size_t recv_elems(size_t count) { return coll == ALLGATHER ? count * (size_t)nranks : count; }
+static size_t recv_elems(size_t count) {
+  return coll == ALLGATHER ? count * (size_t)nranks : count;
+}
 static size_t send_elems(size_t count) {
   return coll == REDUCESCATTER ? count * (size_t)nranks : count;
 }
@@ -225,8 +274,10 @@ static size_t send_elems(size_t count) {
 /* Element i of what this rank must hold after the call. */
 static float expected(uint64_t seed, size_t i, size_t count, int64_t bound) {
   switch (coll) {
-    case ALLGATHER: return input_value(seed, (int)(i / count), i % count, bound);
-    case BROADCAST: return input_value(seed, root, i, bound);
+    case ALLGATHER:
+      return input_value(seed, (int)(i / count), i % count, bound);
+    case BROADCAST:
+      return input_value(seed, root, i, bound);
     case REDUCESCATTER: {
       double sum = 0.0;
       for (int r = 0; r < nranks; ++r) sum += input_value(seed, r, (size_t)rank * count + i, bound);
@@ -240,7 +291,7 @@ static float expected(uint64_t seed, size_t i, size_t count, int64_t bound) {
   }
 }
 
-static int64_t count_wrong(const float *out, size_t count, uint64_t seed, int in_place) {
+static int64_t count_wrong(const float* out, size_t count, uint64_t seed, int in_place) {
   const int64_t bound = value_bound();
   int64_t wrong = 0;
   for (size_t i = 0; i < recv_elems(count); ++i) {
@@ -249,7 +300,7 @@ static int64_t count_wrong(const float *out, size_t count, uint64_t seed, int in
   }
   out += recv_elems(count);
   if (!in_place) { /* nothing may be written past the receive buffer */
-    const unsigned char *guard = (const unsigned char *)out;
+    const unsigned char* guard = (const unsigned char*)out;
     for (size_t j = 0; j < GUARD_BYTES; j += sizeof(float)) {
       for (size_t k = j; k < j + sizeof(float); ++k) {
         if (guard[k] != POISON) {
@@ -262,11 +313,11 @@ static int64_t count_wrong(const float *out, size_t count, uint64_t seed, int in
   return wrong;
 }
 
-static void *allocate(size_t bytes) {
+static void* allocate(size_t bytes) {
   const size_t align = 4096;
   size_t rounded = (bytes + align - 1) / align * align;
   if (rounded == 0) rounded = align;
-  void *p = aligned_alloc(align, rounded);
+  void* p = aligned_alloc(align, rounded);
   if (p == NULL) {
     fprintf(stderr, "mpi_coll_perf: rank %d: cannot allocate %zu bytes\n", rank, rounded);
     MPI_Abort(MPI_COMM_WORLD, 1);
@@ -282,7 +333,7 @@ struct placement {
 
 /* Out of place: sendbuf -> recvbuf. In place: the input is written into recvbuf, and the call
  * gets MPI_IN_PLACE. */
-static void prepare(float *sendbuf, float *recvbuf, size_t count, int in_place, uint64_t seed) {
+static void prepare(float* sendbuf, float* recvbuf, size_t count, int in_place, uint64_t seed) {
   const size_t total = coll == REDUCESCATTER ? send_elems(count) : recv_elems(count);
   memset(recvbuf, POISON, total * sizeof(float) + (in_place ? 0 : GUARD_BYTES));
   if (coll == BROADCAST) { /* one buffer: the root's holds the input */
@@ -296,20 +347,23 @@ static void prepare(float *sendbuf, float *recvbuf, size_t count, int in_place, 
   }
 }
 
-static int call(const void *src, float *recvbuf, int n) {
+static int call(const void* src, float* recvbuf, int n) {
   switch (coll) {
-    case ALLGATHER: return MPI_Allgather(src, n, MPI_FLOAT, recvbuf, n, MPI_FLOAT, MPI_COMM_WORLD);
+    case ALLGATHER:
+      return MPI_Allgather(src, n, MPI_FLOAT, recvbuf, n, MPI_FLOAT, MPI_COMM_WORLD);
     case REDUCESCATTER:
       return MPI_Reduce_scatter_block(src, recvbuf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    case BROADCAST: return MPI_Bcast(recvbuf, n, MPI_FLOAT, root, MPI_COMM_WORLD);
-    default: return MPI_Allreduce(src, recvbuf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    case BROADCAST:
+      return MPI_Bcast(recvbuf, n, MPI_FLOAT, root, MPI_COMM_WORLD);
+    default:
+      return MPI_Allreduce(src, recvbuf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   }
 }
 
-static struct placement run_placement(const struct options *o, float *sendbuf, float *recvbuf,
+static struct placement run_placement(const struct options* o, float* sendbuf, float* recvbuf,
                                       size_t count, int in_place, uint64_t seed) {
   struct placement res = {0, 0, 0, -1};
-  const void *src = in_place ? MPI_IN_PLACE : (const void *)sendbuf;
+  const void* src = in_place ? MPI_IN_PLACE : (const void*)sendbuf;
   const int n = (int)count; /* count <= INT_MAX checked in main */
   prepare(sendbuf, recvbuf, count, in_place, seed);
 
@@ -322,9 +376,10 @@ static struct placement run_placement(const struct options *o, float *sendbuf, f
   seconds = total / nranks;
 
   res.time_us = seconds * 1e6;
-  const size_t bytes = (coll == REDUCESCATTER ? send_elems(count) : recv_elems(count)) * sizeof(float);
+  const size_t bytes =
+      (coll == REDUCESCATTER ? send_elems(count) : recv_elems(count)) * sizeof(float);
   res.algbw = seconds > 0.0 ? (double)bytes / seconds / 1e9 : 0.0;
-  res.busbw = res.algbw * (coll == ALLREDUCE ? 2.0 * (nranks - 1) / nranks
+  res.busbw = res.algbw * (coll == ALLREDUCE   ? 2.0 * (nranks - 1) / nranks
                            : coll == BROADCAST ? 1.0
                                                : (double)(nranks - 1) / nranks);
 
@@ -344,7 +399,7 @@ static struct placement run_placement(const struct options *o, float *sendbuf, f
 }
 
 /* nccl-tests number format: 2 decimals, fewer when the number would not fit the width. */
-static const char *fmt_num(char *buf, size_t len, double v, int width) {
+static const char* fmt_num(char* buf, size_t len, double v, int width) {
   for (int d = 2; d >= 0; --d) {
     snprintf(buf, len, "%.*f", d, v);
     if ((int)strlen(buf) <= width) break;
@@ -352,38 +407,44 @@ static const char *fmt_num(char *buf, size_t len, double v, int width) {
   return buf;
 }
 
-static void print_placement(const struct placement *p) {
+static void print_placement(const struct placement* p) {
   char t[64], a[64], b[64];
   fmt_num(t, sizeof t, p->time_us, 7);
   fmt_num(a, sizeof a, p->algbw, 6);
   fmt_num(b, sizeof b, p->busbw, 6);
-  if (p->wrong < 0) printf("  %7s  %6s  %6s  %6s", t, a, b, "N/A");
-  else printf("  %7s  %6s  %6s  %6g", t, a, b, (double)p->wrong);
+  if (p->wrong < 0)
+    printf("  %7s  %6s  %6s  %6s", t, a, b, "N/A");
+  else
+    printf("  %7s  %6s  %6s  %6g", t, a, b, (double)p->wrong);
 }
 
-static void print_preamble(const struct options *o) {
+static void print_preamble(const struct options* o) {
   char lib[MPI_MAX_LIBRARY_VERSION_STRING];
   int len = 0;
   MPI_Get_library_version(lib, &len);
-  char *nl = strchr(lib, '\n');
+  char* nl = strchr(lib, '\n');
   if (nl != NULL) *nl = '\0';
   const int factor = o->step_factor > 1;
   printf("# %s: %s\n", prog_names[coll], lib);
   printf("# Collective test starting: %s\n", prog_names[coll]);
-  printf("# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d "
-         "agg iters: 1 validation: %d graph: 0\n",
-         o->min_bytes, o->max_bytes, factor ? o->step_factor : o->step_bytes,
-         factor ? "factor" : "bytes", o->warmup, o->iters, o->check);
+  printf(
+      "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d "
+      "agg iters: 1 validation: %d graph: 0\n",
+      o->min_bytes, o->max_bytes, factor ? o->step_factor : o->step_bytes,
+      factor ? "factor" : "bytes", o->warmup, o->iters, o->check);
   printf("#\n# Using devices\n");
 }
 
 static void print_header(void) {
-  printf("#                                                              out-of-place"
-         "                       in-place\n");
-  printf("#       size         count      type   redop    root     time   algbw   busbw #wrong"
-         "     time   algbw   busbw #wrong\n");
-  printf("#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
-         "            (us)  (GB/s)  (GB/s)\n");
+  printf(
+      "#                                                              out-of-place"
+      "                       in-place\n");
+  printf(
+      "#       size         count      type   redop    root     time   algbw   busbw #wrong"
+      "     time   algbw   busbw #wrong\n");
+  printf(
+      "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
+      "            (us)  (GB/s)  (GB/s)\n");
 }
 
 /* The "#  Rank ..." lines: pid and host of every rank, printed by rank 0. */
@@ -407,7 +468,7 @@ static void print_devices(void) {
   free(all);
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
@@ -427,9 +488,9 @@ int main(int argc, char **argv) {
   }
 
   size_t ncounts = 0;
-  size_t *counts = sweep_counts(&o, &ncounts);
-  float *sendbuf = allocate(o.max_bytes);
-  float *recvbuf = allocate(o.max_bytes + GUARD_BYTES);
+  size_t* counts = sweep_counts(&o, &ncounts);
+  float* sendbuf = allocate(o.max_bytes);
+  float* recvbuf = allocate(o.max_bytes + GUARD_BYTES);
 
   if (rank == 0) print_preamble(&o);
   print_devices();
@@ -446,7 +507,7 @@ int main(int argc, char **argv) {
     struct placement oop = run_placement(&o, sendbuf, recvbuf, count, 0, mix64(seed ^ 1));
     struct placement ip = run_placement(&o, sendbuf, recvbuf, count, 1, mix64(seed ^ 2));
     for (int j = 0; j < 2; ++j) {
-      const struct placement *p = j == 0 ? &oop : &ip;
+      const struct placement* p = j == 0 ? &oop : &ip;
       if (p->wrong > 0) wrong_total += p->wrong;
       busbw_sum += p->busbw;
       ++entries;
@@ -455,7 +516,8 @@ int main(int argc, char **argv) {
       const size_t bytes =
           (coll == REDUCESCATTER ? send_elems(count) : recv_elems(count)) * sizeof(float);
       printf("%12li  %12li  %8s  %6s  %6i", (long)bytes, (long)count, "float",
-             coll == ALLGATHER || coll == BROADCAST ? "none" : "sum", coll == BROADCAST ? root : -1);
+             coll == ALLGATHER || coll == BROADCAST ? "none" : "sum",
+             coll == BROADCAST ? root : -1);
       print_placement(&oop);
       print_placement(&ip);
       printf("\n");
@@ -463,7 +525,8 @@ int main(int argc, char **argv) {
     }
   }
   if (rank == 0) {
-    printf("# Out of bounds values : %ld %s\n", (long)wrong_total, wrong_total == 0 ? "OK" : "FAILED");
+    printf("# Out of bounds values : %ld %s\n", (long)wrong_total,
+           wrong_total == 0 ? "OK" : "FAILED");
     printf("# Avg bus bandwidth    : %g\n", entries > 0 ? busbw_sum / entries : 0.0);
     printf("#\n# Collective test concluded: %s\n", prog_names[coll]);
     fflush(stdout);

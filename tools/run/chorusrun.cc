@@ -16,18 +16,16 @@
 //
 // Only libc, POSIX/Linux system calls and the C++ standard library are used.
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <signal.h>
-#include <dirent.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-
-#include "netns.h"
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -48,6 +46,8 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "netns.h"
 
 extern char** environ;
 
@@ -184,10 +184,10 @@ void EnsureStdFds() {
 
 struct Options {
   int nranks = 0;
-  int nnodes = 0;  // --nodes Q: emulated nodes (0: not emulated)
-  bool netns = false;     // --netns: a network namespace per emulated node
+  int nnodes = 0;               // --nodes Q: emulated nodes (0: not emulated)
+  bool netns = false;           // --netns: a network namespace per emulated node
   std::string bindTo = "auto";  // --bind-to core|none|auto (auto: core when ranks <= cores)
-  std::string linkRate;   // --link-rate RATE: tc shaping of every node's link
+  std::string linkRate;         // --link-rate RATE: tc shaping of every node's link
   bool prefix = true;
   std::optional<double> timeout_s;
   // -x NAME=VALUE; a -x NAME without '=' copies NAME from chorusrun's own environment.
@@ -436,7 +436,7 @@ RankPlacement PlaceRank(const Options& opts, int rank) {
 // never leak into a rank.
 constexpr const char* kOwnedVars[] = {
     "CHORUS_RANK",    "CHORUS_NRANKS", "CHORUS_LOCAL_RANK", "CHORUS_LOCAL_NRANKS",
-    "CHORUS_COMM_ID", "CHORUS_SECRET", "CHORUS_HOSTID", "CHORUS_NNODES",
+    "CHORUS_COMM_ID", "CHORUS_SECRET", "CHORUS_HOSTID",     "CHORUS_NNODES",
 };
 
 void SetEnv(std::vector<std::string>& env, std::string_view name, std::string_view value) {

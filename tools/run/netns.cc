@@ -69,8 +69,8 @@ bool EmulatedNet::Setup(int nodes, const std::string& linkRate, std::string* err
     if (!linkRate.empty()) {
       // Token bucket on both ends: node -> switch and switch -> node.
       for (auto [n, dev] : {std::make_pair(ns, vn), std::make_pair(switchNs_, vs)})
-        cmds.push_back({"tc", "-n", n, "qdisc", "add", "dev", dev, "root", "tbf", "rate",
-                        linkRate, "burst", "256kb", "latency", "50ms"});
+        cmds.push_back({"tc", "-n", n, "qdisc", "add", "dev", dev, "root", "tbf", "rate", linkRate,
+                        "burst", "256kb", "latency", "50ms"});
     }
   }
   for (const auto& c : cmds) {

@@ -42,35 +42,42 @@ double timeAllReduce(int n, size_t bytes, const char* algo, const char* proto, i
       std::vector<float> a(count, 1.0f), b(count);
       for (int rep = 0; rep < 5; ++rep) {
         for (int w = 0; w < 2; ++w)
-          chorusAllReduce(a.data(), b.data(), count, chorusFloat32, chorusSum, comms[size_t(r)], nullptr);
+          chorusAllReduce(a.data(), b.data(), count, chorusFloat32, chorusSum, comms[size_t(r)],
+                          nullptr);
         auto t0 = std::chrono::steady_clock::now();
         for (int i = 0; i < iters; ++i)
-          chorusAllReduce(a.data(), b.data(), count, chorusFloat32, chorusSum, comms[size_t(r)], nullptr);
-        double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+          chorusAllReduce(a.data(), b.data(), count, chorusFloat32, chorusSum, comms[size_t(r)],
+                          nullptr);
+        double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                        .count() /
+                    iters;
         if (r == 0) samples.push_back(us);
       }
     });
   for (auto& t : ts) t.join();
   for (auto c : comms) chorusCommDestroy(c);
-  for (const char* v : {"CHORUS_ALGO", "CHORUS_PROTO", "CHORUS_MIN_NCHANNELS", "CHORUS_MAX_NCHANNELS"})
+  for (const char* v :
+       {"CHORUS_ALGO", "CHORUS_PROTO", "CHORUS_MIN_NCHANNELS", "CHORUS_MAX_NCHANNELS"})
     unsetenv(v);
   std::sort(samples.begin(), samples.end());
   return samples[samples.size() / 2];
 }
 
 void printTable(const char* collective, int n) {
-  static const std::pair<const char*, OpKind> kinds[] = {
-      {"allreduce", OpKind::kAllReduce}, {"broadcast", OpKind::kBroadcast},
-      {"reduce", OpKind::kReduce},       {"allgather", OpKind::kAllGather},
-      {"reducescatter", OpKind::kReduceScatter}};
+  static const std::pair<const char*, OpKind> kinds[] = {{"allreduce", OpKind::kAllReduce},
+                                                         {"broadcast", OpKind::kBroadcast},
+                                                         {"reduce", OpKind::kReduce},
+                                                         {"allgather", OpKind::kAllGather},
+                                                         {"reducescatter", OpKind::kReduceScatter}};
   OpKind kind = OpKind::kAllReduce;
   for (auto& k : kinds)
     if (strcmp(k.first, collective) == 0) kind = k.second;
   const MachineModel& m = machineModel();
-  printf("# model (%s): simple hop %.2f us base %.2f us bw %.2f GB/s; ll hop %.2f us base %.2f us "
-         "bw %.2f GB/s; channel gain %.2f spawn %.1f us\n",
-         m.calibrated ? "calibrated" : "built-in defaults", m.hopUs[0], m.baseUs[0], m.bwGBs[0],
-         m.hopUs[1], m.baseUs[1], m.bwGBs[1], m.channelGain, m.channelSpawnUs);
+  printf(
+      "# model (%s): simple hop %.2f us base %.2f us bw %.2f GB/s; ll hop %.2f us base %.2f us "
+      "bw %.2f GB/s; channel gain %.2f spawn %.1f us\n",
+      m.calibrated ? "calibrated" : "built-in defaults", m.hopUs[0], m.baseUs[0], m.bwGBs[0],
+      m.hopUs[1], m.baseUs[1], m.bwGBs[1], m.channelGain, m.channelSpawnUs);
   printf("# predicted time (us) of %s on %d ranks; * marks the tuner's choice\n", collective, n);
   struct Col {
     Algo a;
@@ -104,7 +111,8 @@ void printTable(const char* collective, int n) {
       if (t < best) best = t, bi = i;
     }
     for (size_t i = 0; i < cols.size(); ++i)
-      printf(" %14.1f%s", predictUs(kind, cols[i].a, cols[i].p, cols[i].ch, Shape{n, 1, true}, bytes),
+      printf(" %14.1f%s",
+             predictUs(kind, cols[i].a, cols[i].p, cols[i].ch, Shape{n, 1, true}, bytes),
              i == bi ? "*" : " ");
     printf("\n");
   }
@@ -126,17 +134,28 @@ int main(int argc, char** argv) {
   int c;
   while ((c = getopt_long(argc, argv, "n:spPc:h", opts, nullptr)) != -1) {
     switch (c) {
-      case 'n': n = atoi(optarg); break;
-      case 's': save = false; break;
-      case 'p': print = true; break;
-      case 'P': print = true, measure = false; break;
-      case 'c': collective = optarg; break;
+      case 'n':
+        n = atoi(optarg);
+        break;
+      case 's':
+        save = false;
+        break;
+      case 'p':
+        print = true;
+        break;
+      case 'P':
+        print = true, measure = false;
+        break;
+      case 'c':
+        collective = optarg;
+        break;
       default:
-        printf("usage: chorus-tune [--ranks N] [--no-save] [--print] [--print-only] "
-               "[--collective allreduce|broadcast|reduce|allgather|reducescatter]\n"
-               "Measures hand-off latency and bandwidth per protocol on N thread ranks (default 2),\n"
-               "writes the tuner cache (%s), and with --print shows the model's predictions.\n",
-               tuneCachePath().c_str());
+        printf(
+            "usage: chorus-tune [--ranks N] [--no-save] [--print] [--print-only] "
+            "[--collective allreduce|broadcast|reduce|allgather|reducescatter]\n"
+            "Measures hand-off latency and bandwidth per protocol on N thread ranks (default 2),\n"
+            "writes the tuner cache (%s), and with --print shows the model's predictions.\n",
+            tuneCachePath().c_str());
         return c == 'h' ? 0 : 2;
     }
   }
@@ -174,7 +193,8 @@ int main(int argc, char** argv) {
                             {Algo::kRing, Proto::kLL, 1},     {Algo::kRing, Proto::kLL, 2},
                             {Algo::kTree, Proto::kSimple, 1}, {Algo::kTree, Proto::kLL, 1}};
     for (const Probe& pr : probes) {
-      const size_t mid = size_t(64) << 10, big = pr.p == Proto::kSimple ? size_t(16) << 20 : size_t(4) << 20;
+      const size_t mid = size_t(64) << 10,
+                   big = pr.p == Proto::kSimple ? size_t(16) << 20 : size_t(4) << 20;
       const char* an = algoName(pr.a);
       const char* pn = protoName(pr.p);
       double tSmall = timeAllReduce(n, 8, an, pn, pr.ch, 3000);
@@ -188,8 +208,10 @@ int main(int argc, char** argv) {
       fit.bwGBs = double(big - mid) * factor / std::max(1.0, tBig - tMid) / 1e3;
       fit.measured = true;
       m.allreduce[int(pr.a)][int(pr.p)][pr.ch - 1] = fit;
-      printf("allreduce %-4s %-6s %d ch: 8 B %.2f us, 64 KiB %.1f us, %zu B %.1f us -> hop %.3f us, bw %.2f GB/s\n",
-             an, pn, pr.ch, tSmall, tMid, big, tBig, fit.hopUs, fit.bwGBs);
+      printf(
+          "allreduce %-4s %-6s %d ch: 8 B %.2f us, 64 KiB %.1f us, %zu B %.1f us -> hop %.3f us, "
+          "bw %.2f GB/s\n",
+          an, pn, pr.ch, tSmall, tMid, big, tBig, fit.hopUs, fit.bwGBs);
     }
     printf("base (1 rank, 8 B): %.3f us\n", base);
     m.calibrated = true;

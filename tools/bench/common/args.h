@@ -41,8 +41,8 @@ struct Options {
   bool calibrate = false;                    // --calibrate: measure B (and I) before the sweep
   size_t calibrateBytes = size_t{32} << 20;  // --calibrate-bytes: the message it exchanges
   bool device = false;  // --device: CUDA device buffers on device communicators (docs/cuda.md)
-  std::vector<std::string> argv;             // the command line, for the JSON document
-  std::vector<std::string> notes;            // "# ..." lines to print (ignored flags)
+  std::vector<std::string> argv;   // the command line, for the JSON document
+  std::vector<std::string> notes;  // "# ..." lines to print (ignored flags)
 };
 
 enum class ParseStatus { kOk, kHelp, kError };

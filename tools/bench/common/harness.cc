@@ -165,7 +165,7 @@ struct Process {
   int nranks = 1;
   int nnodes = 1;
   int ndevices = 0;  // --device: CUDA devices of this process
-  RunInfo run;  // filled by global rank 0
+  RunInfo run;       // filled by global rank 0
   Watchdog watchdog;
   std::atomic<int> exitCode{0};
 };
@@ -363,7 +363,8 @@ void RankRunner::init() {
     deviceSelect(device_);
     chorusConfig_t cfg = CHORUS_CONFIG_INITIALIZER;
     cfg.cudaDevice = device_;
-    check(chorusCommSplit(comm_, 0, rank_, &devComm_, &cfg), "chorusCommSplit (device communicator)");
+    check(chorusCommSplit(comm_, 0, rank_, &devComm_, &cfg),
+          "chorusCommSplit (device communicator)");
     p_->watchdog.add(devComm_);
     devSend_ = deviceAlloc(capBytes_);
     devRecv_ = deviceAlloc(capBytes_ + kGuardBytes);
@@ -545,8 +546,8 @@ void RankRunner::printPreamble() {
   std::printf("#\n# Using devices\n");
   for (const DeviceInfo& dev : p_->run.devices) {
     if (o_.device) {
-      std::printf("#  Rank %2d Group %2d Pid %6d on %10s device %2d [cuda]\n", dev.rank, 0,
-                  dev.pid, dev.hostname.c_str(), dev.rank % std::max(1, p_->ndevices));
+      std::printf("#  Rank %2d Group %2d Pid %6d on %10s device %2d [cuda]\n", dev.rank, 0, dev.pid,
+                  dev.hostname.c_str(), dev.rank % std::max(1, p_->ndevices));
       continue;
     }
     std::printf("#  Rank %2d Group %2d Pid %6d on %10s device %2d [cpu]\n", dev.rank, 0, dev.pid,
