@@ -16,9 +16,9 @@
 
 #include "core/error.h"
 #include "cuda/backend.h"
-#include "cuda/direct.h"
 #include "cuda/functors.h"
 #include "cuda/ipc.h"
+#include "cuda/ipc_direct.h"
 #include "cuda/staging.h"
 #include "reduce/reduce.h"
 

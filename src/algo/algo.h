@@ -76,7 +76,7 @@ struct P2PTransfer {
   size_t bytes;
 };
 void runP2P(chorusComm* comm, const std::vector<P2PTransfer>& transfers, const char* what);
-// Direct algorithms built on runP2P: AlltoAll, Gather, Scatter (algo/direct.cc).
+// Direct algorithms built on runP2P: AlltoAll, Gather, Scatter (algo/p2p_collectives.cc).
 void directCollective(chorusComm* comm, const OpDesc& op);
 
 // Runs one collective (not send/recv) to completion with the algorithm chosen for it.

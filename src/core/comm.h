@@ -80,11 +80,11 @@ struct chorusComm {
   std::vector<std::vector<chorus::RecvConn>> recvConns[2];
   std::unique_ptr<chorus::TcpTransport> tcp;  // links to ranks on other nodes, if any
   std::vector<std::vector<char>> scratch;     // [channel]: 4 Simple slots of scratch for LL / trees
-  // Point-to-point batches (algo/p2p.cc, core/exec.cc, algo/direct.cc): kept from call to call,
-  // so that a batch no larger than an earlier one allocates nothing.
+  // Point-to-point batches (algo/p2p.cc, core/exec.cc, algo/p2p_collectives.cc): kept from call to
+  // call, so that a batch no larger than an earlier one allocates nothing.
   struct P2PScratch {
     std::vector<chorus::P2PTransfer> ops;    // a group's sends and receives (exec.cc)
-    std::vector<chorus::P2PTransfer> batch;  // a direct collective's transfers (direct.cc)
+    std::vector<chorus::P2PTransfer> batch;  // a direct collective's transfers (p2p_collectives.cc)
     std::vector<int32_t> next;              // per transfer: the next one to the same peer/direction
     std::vector<size_t> done;               // per transfer: bytes moved so far
     std::vector<int32_t> head[2], tail[2];  // [send, recv][peer]: first / last pending, -1: none

@@ -17,8 +17,8 @@
 #include "core/error.h"
 #include "core/param.h"
 #include "core/wait.h"
-#include "cuda/direct.h"
 #include "cuda/ipc.h"
+#include "cuda/ipc_direct.h"
 #include "cuda/kernels.h"
 #include "cuda/staging.h"
 
@@ -129,7 +129,7 @@ struct CudaComm {
   cudaEvent_t userDone = nullptr;
   unsigned char* staging = nullptr;  // pinned host memory
   size_t stagingBytes = 0;
-  // CHORUS_CUDA_IPC=1: the direct AllReduce on user buffers (src/cuda/direct.h).
+  // CHORUS_CUDA_IPC=1: the direct AllReduce on user buffers (src/cuda/ipc_direct.h).
   bool ipcEnabled = false;          // CHORUS_CUDA_IPC, read when the communicator is created
   size_t ipcCacheCapacity = 64;     // CHORUS_CUDA_IPC_CACHE (0: unmap after every call)
   IpcRegCache* ipcCache = nullptr;  // created at the first direct call
@@ -339,7 +339,7 @@ void cudaRunStaged(chorusComm* comm, const std::vector<const OpDesc*>& ops, Host
 
 // ---- CHORUS_CUDA_IPC=1: the direct AllReduce on user buffers (experimental, never run). ----
 //
-// Per call (docs/cuda.md, src/cuda/direct.h):
+// Per call (docs/cuda.md, src/cuda/ipc_direct.h):
 //  1. wait for the user's prior work (the copy stream waits for it): this rank's sendbuff is
 //     final and nothing of its own still uses recvbuff;
 //  2. describe sendbuff and recvbuff (allocation base, buffer id, offset: one driver call) and

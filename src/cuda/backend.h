@@ -43,7 +43,7 @@ void cudaRunStaged(chorusComm* comm, const std::vector<const OpDesc*>& ops, Host
 // CHORUS_CUDA_IPC=1 (experimental, untested on a GPU): runs `op` (an AllReduce alone in its
 // batch, every rank on one node, at most cuda::kMaxReduceMany ranks) directly on the ranks'
 // buffers mapped through CUDA IPC: rank r reduces block r of every sendbuff into block r of every
-// recvbuff (src/cuda/direct.h). Returns false when the op is not eligible (the caller stages it
+// recvbuff (src/cuda/ipc_direct.h). Returns false when the op is not eligible (the caller stages it
 // then; every rank decides alike).
 bool cudaTryIpcAllReduce(chorusComm* comm, const OpDesc& op, HostRunner runHost);
 

@@ -1,4 +1,4 @@
-#include "cuda/direct.h"
+#include "cuda/ipc_direct.h"
 
 #include <algorithm>
 
