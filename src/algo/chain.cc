@@ -1,4 +1,4 @@
-// Pipelined chains along the ring order, starting or ending at the root (seed 003's ring
+// Pipelined chains along the ring order, starting or ending at the root (NCCL's ring
 // Broadcast / Reduce): every slot-sized chunk moves one hop per step, so after the first chunk
 // reaches the end the chain delivers one chunk per step.
 #include <algorithm>

@@ -1,6 +1,6 @@
 // Hierarchical AllReduce for several nodes of P ranks each: the bytes that cross nodes drop from
 // 2(N-1)/N of the data per rank (one ring over all ranks) to 2(Q-1)/Q of a 1/P share per rank,
-// so every rank of a node uses the network at once and busbw approaches seed 001's
+// so every rank of a node uses the network at once and busbw approaches the ideal-busbw model's
 // I·(N-1)·Q / (N·(Q-1)).
 //   A. reduce-scatter on the node's ring: local rank i ends with the node's sum of block i;
 //   B. ring AllReduce of block i among the Q ranks of local index i (one per node);

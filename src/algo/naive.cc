@@ -1,6 +1,6 @@
-// The naive ring AllReduce of seed 004, kept to show what the real one gains: one channel, no
-// pipelining, built only from whole-chunk Send/Recv exchanges, with a separate reduction pass
-// after each receive and a full synchronisation per step.
+// The naive ring AllReduce of the naive-ring study, kept to show what the real one gains: one
+// channel, no pipelining, built only from whole-chunk Send/Recv exchanges, with a separate
+// reduction pass after each receive and a full synchronisation per step.
 #include <cstring>
 #include <vector>
 

@@ -1,4 +1,4 @@
-// Ring AllReduce, AllGather and ReduceScatter on one channel (seed 003).
+// Ring AllReduce, AllGather and ReduceScatter on one channel (NCCL's internals).
 //
 // AllReduce processes the channel's elements in loops of nranks chunks; in each loop chunk k
 // covers [off + k*real, off + (k+1)*real) where real = min(slot elements, ceil(remaining /

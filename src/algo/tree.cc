@@ -1,5 +1,5 @@
-// Tree algorithms (seed 002): AllReduce on the double binary tree, Broadcast and Reduce on one
-// tree rooted at the operation's root.
+// Tree algorithms (NCCL's tree and tuning design): AllReduce on the double binary tree, Broadcast
+// and Reduce on one tree rooted at the operation's root.
 //
 // AllReduce: tree t carries elements [t*half, ...) on channel t. Per chunk, a rank reduces its
 // children's partial results with its own input and sends the sum to its parent (send /
@@ -8,7 +8,7 @@
 // (recvCopySend / recv). All chunks of both trees progress in one non-blocking loop, so the
 // reduce-up of later chunks overlaps the broadcast-down of earlier ones, and neither tree waits
 // for the other. Chunks shrink for small messages so that the pipeline holds about two chunks
-// per tree level (seed 002's chunk-size shrinking by depth).
+// per tree level (the chunk-size shrinking by depth of NCCL's tree design).
 #include "topo/tree.h"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
-// The primitives of seed 003 over one channel's connections: each moves one chunk (at most one
-// slot) from the receive connection and/or to the send connection, fused with a copy or a
+// The primitives of NCCL's internals over one channel's connections: each moves one chunk (at most
+// one slot) from the receive connection and/or to the send connection, fused with a copy or a
 // reduction. Algorithms are loops over these calls; both ends of a connection compute the same
 // chunk sizes, and the receiver checks them (a mismatch means mismatched calls across ranks).
 #pragma once

@@ -1,4 +1,4 @@
-// The double binary tree of seed 002.
+// The double binary tree of NCCL's tree and tuning design.
 //
 // Tree 1 numbers the ranks 1..n in in-order (position p = rank + 1): the root is the largest
 // power of two <= n; a node whose lowest set bit is L >= 2 has the left child p - L/2 and, as

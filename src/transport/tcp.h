@@ -1,4 +1,4 @@
-// TCP transport between nodes (seed 003's socket path). For each remote peer and channel the
+// TCP transport between nodes (NCCL's socket path). For each remote peer and channel the
 // rank keeps the same FIFO interface as shared memory:
 //   outgoing: the rank posts into a local staging FIFO; the proxy thread drains each slot into
 //             the peer's sockets ({u64 bytes, data}; slot i goes on socket i % nsocks);

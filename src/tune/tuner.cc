@@ -247,7 +247,8 @@ double modelByteFactor(OpKind kind, Algo a, int n) {
     return kind == OpKind::kAllGather ? 0.5 * (nn - 1) / nn : 0.5;
   switch (kind) {
     case OpKind::kAllReduce:
-      if (a == Algo::kTree) return n > 2 ? 2.0 : 1.0;  // seed 002: tree ratio 0.5 (interior nodes)
+      if (a == Algo::kTree)
+        return n > 2 ? 2.0 : 1.0;  // NCCL's tree and tuning design: tree ratio 0.5 (interior nodes)
       if (a == Algo::kNaive) return 4.0 * (nn - 1) / nn;  // plus a separate reduction pass
       if (a == Algo::kOneShot) return nn;  // copy in, then read and reduce all n inputs
       return 2.0 * (nn - 1) / nn;

@@ -1,7 +1,8 @@
 // The tuner: for every (collective, algorithm, protocol) a time = latency + bytes / bandwidth
-// model in the shape of seed 002, parameterised by this machine's measured hop latency and
-// bandwidth per protocol (chorus-tune measures them and caches them; see tune/calibration.h),
-// and NCCL-style overrides CHORUS_ALGO / CHORUS_PROTO, CHORUS_MIN/MAX_NCHANNELS.
+// model in the shape of NCCL's tree and tuning design, parameterised by this machine's measured hop
+// latency and bandwidth per protocol (chorus-tune measures them and caches them; see
+// tune/calibration.h), and NCCL-style overrides CHORUS_ALGO / CHORUS_PROTO,
+// CHORUS_MIN/MAX_NCHANNELS.
 #pragma once
 
 #include <cstddef>

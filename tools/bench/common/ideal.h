@@ -1,5 +1,5 @@
 // The ideal bus bandwidth a collective can reach on a given machine, and the efficiency of a
-// measured bus bandwidth against it (seed 001).
+// measured bus bandwidth against it (the ideal-busbw model).
 //
 // Symbols: B = per-rank one-way intra-node bandwidth, I = per-node one-way inter-node bandwidth,
 // P ranks per node, Q nodes, N = P * Q ranks.
