@@ -10,7 +10,7 @@ B=${1:-build-aarch64}
 sudo=
 [ "$(id -u)" -eq 0 ] || sudo=sudo
 need=()
-for pkg in g++-aarch64-linux-gnu qemu-user libgtest-dev cmake; do
+for pkg in g++-aarch64-linux-gnu qemu-user libgtest-dev cmake nlohmann-json3-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -22,7 +22,8 @@ CXX=aarch64-linux-gnu-g++
 JOBS=$(nproc)
 
 cmake -S . -B "$B" -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DCMAKE_BUILD_TYPE=Release \
-  -DCHORUS_CUDA=OFF -DCHORUS_BUILD_TESTS=OFF -DCHORUS_WERROR=ON >/dev/null
+  -DCHORUS_CUDA=OFF -DCHORUS_BUILD_TESTS=OFF -DCHORUS_PYTHON=OFF -DCHORUS_WERROR=ON \
+  -Dnlohmann_json_DIR=/usr/share/cmake/nlohmann_json >/dev/null  # header-only: the host's serves
 cmake --build "$B" -j"$JOBS" --target chorus_static
 
 GT=/usr/src/googletest/googletest
