@@ -36,6 +36,7 @@
 #include <sys/prctl.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -199,17 +200,26 @@ uint64_t peerAddr(const chorusComm* comm, int p) {
 
 }  // namespace
 
-// The root and the others share the copying, so that every core works (a FIFO broadcast keeps
-// two cores busy too: the root fills slots while the receiver empties them): the root writes the
-// first 1/n of the data (whole pages) into every other rank's buffer, each of them reads the rest.
+// The copying is shared so that it ends at the same time on every core: the root writes the
+// first `head` bytes (whole pages) into every receiver, each receiver reads the rest. The root's
+// work is its own out-of-place copy L (0 in place) plus (n-1) head, a receiver's is bytes - head:
+// equal for head = (bytes - L) / n. So in place the root writes 1/n into each receiver (both cores
+// copy; 2 ranks at 2 MiB: 52 us against 192 when the receiver reads it all, each core's buffers
+// then fitting its L2), and out of place the root only copies its own buffer while the receivers
+// read everything (210 against 247 us with the old 1/n split). The root publishes `head`.
 void cmaBroadcast(chorusComm* comm, const OpDesc& op) {
   const size_t bytes = op.count * chorusTypeSize(op.type);
   if (bytes == 0) return;  // every rank knows: nothing to agree on
   const uint64_t k = ++comm->copySeq;
   const bool root = comm->rank == op.root;
-  const size_t head = bytes / size_t(comm->nranks) / 4096 * 4096;  // the root's share
+  if (root) {
+    const size_t own = op.recvbuff != op.sendbuff ? bytes : 0;
+    const size_t head = (bytes - own) / size_t(comm->nranks) / 4096 * 4096;
+    comm->mySegment.header()->copy.head.store(head, std::memory_order_relaxed);
+  }
   if (publish(comm, k, root ? op.sendbuff : op.recvbuff, "Broadcast")) {
     if (root) {
+      const size_t head = comm->mySegment.header()->copy.head.load(std::memory_order_relaxed);
       for (int i = 1; i < comm->nranks; ++i) {
         const int p = (comm->rank + i) % comm->nranks;
         copyPeer(comm, p, peerAddr(comm, p), const_cast<void*>(op.sendbuff), head, /*read=*/false,
@@ -217,6 +227,10 @@ void cmaBroadcast(chorusComm* comm, const OpDesc& op) {
       }
       if (op.recvbuff != op.sendbuff) memcpy(op.recvbuff, op.sendbuff, bytes);
     } else {
+      // Published before the root's seq (release), read after it (acquire in publish).
+      const size_t head = std::min<size_t>(
+          bytes,
+          comm->peerSegments[size_t(op.root)].header()->copy.head.load(std::memory_order_relaxed));
       copyPeer(comm, op.root, peerAddr(comm, op.root) + head,
                static_cast<char*>(op.recvbuff) + head, bytes - head, /*read=*/true, "Broadcast");
     }
