@@ -78,6 +78,13 @@ size_t oneShotLimit(OpKind kind, int nranks);
 // walk). Measured against the FIFO path on 2 ranks (docs/performance.md): single copy already
 // wins at 4-8 KiB, so no extra cost; the model then crosses over at about 8 KiB.
 constexpr double kCmaSetupUs = 0.0;
+// The single-copy AllReduce (two kernel copies and one reduction against the ring's copy,
+// reduce-and-copy, copy through the FIFOs) measured on 2 ranks, best of 5 interleaved rounds
+// (docs/performance.md): 0.78-0.86 of the ring's time per byte at 2-8 MiB, behind it up to about
+// 1 MiB (5 us more at 128 KiB, even at 512 KiB). Modelled as that byte factor of the ring's plus
+// a fixed cost that puts the crossover near 1.5 MiB.
+constexpr double kCmaAllReduceByteRatio = 0.82;
+constexpr double kCmaAllReduceSetupUs = 36.0;
 // Hand-offs on the critical path and the share of the bytes a rank moves, per algorithm.
 double modelHops(OpKind kind, Algo a, int nranks, int treeDepth = -1);
 double modelByteFactor(OpKind kind, Algo a, int nranks);
