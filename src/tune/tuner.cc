@@ -308,7 +308,14 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
     bw *= 1.0 + m.channelGain * (nch - 1);
     extra = m.channelSpawnUs * (nch - 1);
   }
-  return m.baseUs[pi] + extra + modelHops(kind, a, n, shape.treeDepth) * hop +
+  int depth = shape.treeDepth;
+  // More ranks than cores: a small tree Broadcast / Reduce waits for every rank to be scheduled
+  // like the chain does, and the chain's one send per rank lets each run further ahead (measured
+  // at 4 ranks on 2 cores, docs/performance.md): the tree gets the chain's n - 1 hops.
+  if (shape.oversubscribed && a == Algo::kTree && bytes <= kOversubscribedChainBytes &&
+      (kind == OpKind::kBroadcast || kind == OpKind::kReduce))
+    depth = n - 1;
+  return m.baseUs[pi] + extra + modelHops(kind, a, n, depth) * hop +
          S * modelByteFactor(kind, a, n) / (bw * 1e3);
 }
 

@@ -70,7 +70,12 @@ struct Shape {
   // Single-copy Broadcast / AllGather (algo/copy.cc) may run: cleared on every rank of a
   // communicator, together, when the kernel refused cross-memory attach to one of them.
   bool singleCopy = true;
+  // One node with more ranks than online cores (the same on every rank of the node).
+  bool oversubscribed = false;
 };
+// Up to this size, Broadcast / Reduce on an oversubscribed node model the tree with the chain's
+// hops (measured: the chain wins below 16-32 KiB at 4 ranks on 2 cores, the tree above).
+constexpr size_t kOversubscribedChainBytes = size_t(16) << 10;
 // The one-shot collectives' size limit on the model's bytes (algo/oneshot.cc): every rank's
 // published input must fit its slot (AllGather publishes one block of bytes / nranks).
 size_t oneShotLimit(OpKind kind, int nranks);
