@@ -1,6 +1,7 @@
-// Tests of the chorusrun launcher (tools/run/chorusrun.cc). They start the real binary
-// (CHORUSRUN_PATH) through /bin/sh -c and check its environment, output relay, exit statuses and
-// process cleanup. Everything here is bounded by deadlines: a hung launcher fails the test.
+// Tests of the chorusrun launcher (tools/run/: chorusrun.cc and the files it is split into). They
+// start the real binary (CHORUSRUN_PATH) through /bin/sh -c and check its environment, output
+// relay, exit statuses and process cleanup. Everything here is bounded by deadlines: a hung
+// launcher fails the test.
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
