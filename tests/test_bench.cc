@@ -24,6 +24,7 @@
 #include "../tools/bench/common/ideal.h"
 #include "../tools/bench/common/json.h"
 #include "base/half.h"
+#include "util.h"
 
 #ifndef BENCH_DIR
 #error "BENCH_DIR must name the build directory holding the *_perf tools"
@@ -48,17 +49,15 @@ std::string ToolPath(const std::string& tool) {
   return std::string(BENCH_DIR) + "/" + tool;
 }
 
-// Runs `command` through /bin/sh under a hard time limit.
+// Runs `command` through /bin/sh under a hard time limit (runCommand: the test's one launcher,
+// which kills the whole process group at the limit). stdout only, unless the command folds
+// stderr in (2>&1).
 RunResult RunShell(const std::string& command) {
   RunResult r;
-  const std::string bounded = "timeout -k 5 180 " + command;
-  FILE* p = popen(bounded.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  const ctest::CommandResult c =
+      ctest::runCommand({"/bin/sh", "-c", "{ " + command + "\n} 2>/dev/null"}, 180);
+  r.out = c.output;
+  r.status = c.timedOut ? -1 : c.exitCode;
   return r;
 }
 

@@ -25,6 +25,8 @@
 #include <thread>
 #include <vector>
 
+#include "process.h"
+
 #ifndef CHORUSRUN_PATH
 #error "CHORUSRUN_PATH must name the chorusrun binary"
 #endif
@@ -67,27 +69,18 @@ struct Proc {
 };
 
 Proc Start(const std::string& cmd) {
-  int out[2], err[2];
-  EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
-  EXPECT_EQ(pipe2(err, O_CLOEXEC), 0);
+  ctest::SpawnSpec spec;
+  spec.argv = {"/bin/sh", "-c", cmd};
+  spec.in = ctest::ChildStdin::kNull;
+  spec.out = ctest::ChildOutput::kSeparatePipes;
+  spec.newGroup = true;  // so the harness can kill everything if the launcher hangs
   Proc p;
   p.start = Clock::now();
-  p.pid = fork();
-  if (p.pid == 0) {
-    setpgid(0, 0);  // so the harness can kill everything if the launcher hangs
-    int devnull = open("/dev/null", O_RDONLY);
-    dup2(devnull, 0);
-    dup2(out[1], 1);
-    dup2(err[1], 2);
-    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  EXPECT_GT(p.pid, 0);
-  setpgid(p.pid, p.pid);
-  close(out[1]);
-  close(err[1]);
-  p.out_fd = out[0];
-  p.err_fd = err[0];
+  const ctest::Child c = ctest::spawnProcess(spec);
+  EXPECT_GT(c.pid, 0) << c.error;
+  p.pid = c.pid;
+  p.out_fd = c.outFd;
+  p.err_fd = c.errFd;
   return p;
 }
 

@@ -21,6 +21,7 @@
 #include "cuda/ipc_direct.h"
 #include "cuda/staging.h"
 #include "reduce/reduce.h"
+#include "util.h"
 
 namespace {
 
@@ -1007,16 +1008,11 @@ TEST(CudaErrors, BenchDeviceFlagWithoutGpu) {
   for (const char* tool :
        {"all_reduce_perf", "all_gather_perf", "reduce_scatter_perf", "broadcast_perf",
         "reduce_perf", "alltoall_perf", "gather_perf", "scatter_perf", "sendrecv_perf"}) {
-    const std::string cmd =
-        std::string("timeout 60 ") + BENCH_DIR + "/" + tool + " --device -b 8 -e 8 2>&1";
-    FILE* f = popen(cmd.c_str(), "r");
-    ASSERT_NE(f, nullptr);
-    std::string out;
-    char buf[512];
-    while (fgets(buf, sizeof buf, f) != nullptr) out += buf;
-    const int status = pclose(f);
-    ASSERT_TRUE(WIFEXITED(status)) << tool << ": " << out;
-    EXPECT_EQ(WEXITSTATUS(status), 2) << tool << ": " << out;
+    const ctest::CommandResult r = ctest::runCommand(
+        {std::string(BENCH_DIR) + "/" + tool, "--device", "-b", "8", "-e", "8"}, 60);
+    const std::string& out = r.output;  // stdout and stderr
+    ASSERT_FALSE(r.timedOut) << tool << ": " << out;
+    EXPECT_EQ(r.exitCode, 2) << tool << ": " << out;
     EXPECT_NE(out.find("--device: "), std::string::npos) << tool << ": " << out;
     EXPECT_NE(out.find(chorus::cudaBuilt() ? "no CUDA device" : "built without CUDA"),
               std::string::npos)

@@ -56,6 +56,7 @@
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/siphash.h"
 #include "gtest_helpers.h"
+#include "process.h"
 #include "transport/tcp_wire.h"
 #include "util.h"
 
@@ -272,50 +273,18 @@ struct Proc {
 
 Proc spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
   Proc p;
-  int out[2], in[2];
-  if (pipe2(out, O_CLOEXEC) != 0) return p;
-  if (pipe2(in, O_CLOEXEC) != 0) {
-    close(out[0]);
-    close(out[1]);
-    return p;
-  }
-  std::vector<std::string> envStrings;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string s = *e;
-    bool overridden = false;
-    for (const auto& x : env)
-      overridden = overridden || s.substr(0, s.find('=') + 1) == x.substr(0, x.find('=') + 1);
-    if (!overridden) envStrings.push_back(s);
-  }
-  envStrings.insert(envStrings.end(), env.begin(), env.end());
-  std::vector<char*> envp, args;
-  for (auto& s : envStrings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argvCopy = argv;
-  for (auto& a : argvCopy) args.push_back(a.data());
-  args.push_back(nullptr);
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the test
-    if (getppid() != parent) _exit(127);
-    dup2(in[0], 0);
-    dup2(out[1], 1);
-    dup2(out[1], 2);
-    execve(args[0], args.data(), envp.data());
-    _exit(127);
-  }
-  close(out[1]);
-  close(in[0]);
-  if (pid < 0) {
-    close(out[0]);
-    close(in[1]);
-    return p;
-  }
-  fcntl(out[0], F_SETFL, O_NONBLOCK);
-  p.pid = pid;
-  p.outFd = out[0];
-  p.inFd = in[1];
+  SpawnSpec spec;
+  spec.argv = argv;
+  spec.env = env;
+  spec.in = ChildStdin::kPipe;
+  spec.out = ChildOutput::kPipe;
+  spec.dieWithParent = true;  // never outlive the test
+  const Child c = spawnProcess(spec);
+  if (c.pid < 0) return p;
+  fcntl(c.outFd, F_SETFL, O_NONBLOCK);
+  p.pid = c.pid;
+  p.outFd = c.outFd;
+  p.inFd = c.inFd;
   return p;
 }
 

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -24,6 +25,7 @@
 
 #include "core/comm.h"
 #include "core/shrink_wire.h"
+#include "process.h"
 #include "util.h"
 
 namespace {
@@ -319,58 +321,24 @@ std::vector<Rank> startRanks(int n, int nodes, const std::vector<std::string>& a
     Rank& k = ranks[size_t(r)];
     k.outPath = "/tmp/chorus-shrink-" + std::to_string(getpid()) + "-" + tag + "-" +
                 std::to_string(r) + ".log";
-    // Everything the child needs is built here: after fork() it only opens, dups and execs
-    // (async-signal-safe; other threads of this process may hold the allocator's lock).
-    std::vector<std::string> env = {
-        "CHORUS_RANK=" + std::to_string(r), "CHORUS_NRANKS=" + std::to_string(n),
-        "CHORUS_COMM_ID=127.0.0.1:" + std::to_string(port), std::string("CHORUS_SECRET=") + secret,
-        "CHORUS_HOSTID=shrinknode" + std::to_string(r * nodes / n)};
-    for (char** e = environ; *e; ++e) {
-      const std::string kv = *e;
-      const std::string name = kv.substr(0, kv.find('='));
-      if (name != "CHORUS_RANK" && name != "CHORUS_NRANKS" && name != "CHORUS_COMM_ID" &&
-          name != "CHORUS_SECRET" && name != "CHORUS_HOSTID")
-        env.push_back(kv);
-    }
-    std::vector<std::string> argv = {SHRINK_WORKER_PATH};
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<char*> cargv, cenv;
-    for (auto& a : argv) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    for (auto& e : env) cenv.push_back(e.data());
-    cenv.push_back(nullptr);
-    const char* out = k.outPath.c_str();
-    k.pid = fork();
-    if (k.pid == 0) {
-      const int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      execve(cargv[0], cargv.data(), cenv.data());
-      _exit(127);
-    }
+    // spawnProcess builds everything before fork(): the child only opens, dups and execs.
+    SpawnSpec spec;
+    spec.argv = {SHRINK_WORKER_PATH};
+    spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+    spec.env = {"CHORUS_RANK=" + std::to_string(r), "CHORUS_NRANKS=" + std::to_string(n),
+                "CHORUS_COMM_ID=127.0.0.1:" + std::to_string(port),
+                std::string("CHORUS_SECRET=") + secret,
+                "CHORUS_HOSTID=shrinknode" + std::to_string(r * nodes / n)};
+    spec.out = ChildOutput::kFile;
+    spec.outFile = k.outPath;
+    k.pid = spawnProcess(spec).pid;
   }
   return ranks;
 }
 
 void waitRanks(std::vector<Rank>& ranks, double seconds) {
   const double until = nowSeconds() + seconds * timeoutScale();
-  for (auto& k : ranks) {
-    while (true) {
-      int st = 0;
-      const pid_t p = waitpid(k.pid, &st, WNOHANG);
-      if (p == k.pid) {
-        k.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        break;
-      }
-      if (nowSeconds() > until) {
-        kill(k.pid, SIGKILL);
-        waitpid(k.pid, &st, 0);
-        k.status = -2;  // hung
-        break;
-      }
-      usleep(10000);
-    }
-  }
+  for (auto& k : ranks) k.status = waitProcess(k.pid, std::max(0.0, until - nowSeconds()));
 }
 
 std::map<std::string, std::string> fieldsOf(const std::string& out, const std::string& tag) {

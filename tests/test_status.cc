@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "launch.h"
+#include "process.h"
 #include "util.h"
 
 #ifndef STATUS_WORKER_PATH
@@ -110,18 +111,11 @@ TEST(StatusReport, TimeoutReportsThreads) {
 
 // Starts argv with stdout and stderr into `outFile`; returns the pid.
 pid_t startToFile(const std::vector<std::string>& argv, const std::string& outFile) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int fd = open(outFile.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  return pid;
+  SpawnSpec spec;
+  spec.argv = argv;
+  spec.out = ChildOutput::kFile;
+  spec.outFile = outFile;
+  return spawnProcess(spec).pid;
 }
 
 std::string readFile(const std::string& path) {

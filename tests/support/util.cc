@@ -23,7 +23,7 @@
 #include <thread>
 #include <utility>
 
-extern char** environ;
+#include "process.h"
 
 namespace ctest {
 
@@ -276,32 +276,17 @@ chorusResult_t CommSet::destroyAll() {
 CommandResult runCommand(const std::vector<std::string>& argv, double timeoutSeconds) {
   CommandResult res;
   const double start = nowSeconds();
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) {
-    res.output = std::string("pipe: ") + std::strerror(errno);
+  SpawnSpec spec;
+  spec.argv = argv;
+  spec.out = ChildOutput::kPipe;
+  spec.newGroup = true;
+  const Child child = spawnProcess(spec);
+  if (child.pid < 0) {
+    res.output = child.error;
     return res;
   }
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) {
-    res.output = std::string("fork: ") + std::strerror(errno);
-    close(fds[0]);
-    close(fds[1]);
-    return res;
-  }
-  if (pid == 0) {
-    setpgid(0, 0);
-    dup2(fds[1], 1);
-    dup2(fds[1], 2);
-    execve(args[0], args.data(), environ);
-    const char msg[] = "runCommand: exec failed\n";
-    (void)!write(2, msg, sizeof msg - 1);
-    _exit(127);
-  }
-  setpgid(pid, pid);
-  close(fds[1]);
+  const pid_t pid = child.pid;
+  const int outFd = child.outFd;
   const double limit = timeoutSeconds * timeoutScale();
   bool eof = false;
   int status = 0;
@@ -320,11 +305,11 @@ CommandResult runCommand(const std::vector<std::string>& argv, double timeoutSec
       if (!exited) std::this_thread::sleep_for(std::chrono::milliseconds(20));
       continue;
     }
-    pollfd p{fds[0], POLLIN, 0};
+    pollfd p{outFd, POLLIN, 0};
     const int pr = poll(&p, 1, 100);
     if (pr > 0) {
       char buf[4096];
-      const ssize_t n = read(fds[0], buf, sizeof buf);
+      const ssize_t n = read(outFd, buf, sizeof buf);
       if (n > 0) {
         res.output.append(buf, static_cast<size_t>(n));
       } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
@@ -334,7 +319,7 @@ CommandResult runCommand(const std::vector<std::string>& argv, double timeoutSec
     // After a kill, grandchildren may keep the pipe open for a moment: give up on it.
     if (res.timedOut && exited && nowSeconds() - start > limit + 5) eof = true;
   }
-  close(fds[0]);
+  close(outFd);
   if (WIFEXITED(status)) {
     res.exitCode = WEXITSTATUS(status);
   } else if (WIFSIGNALED(status)) {

@@ -1,0 +1,48 @@
+// The tests' one way to start a process: fork + exec with every argument, environment entry and
+// file name prepared before fork(), so that the child only dups, opens and execs
+// (async-signal-safe: other threads of the test may hold the allocator's lock). Used by
+// runCommand (util.h) and by the tests that start ranks themselves (launcher variables, kills,
+// lingering survivors, status signals).
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace ctest {
+
+enum class ChildStdin { kInherit, kNull, kPipe };  // kPipe: the test holds the write end
+enum class ChildOutput {
+  kInherit,
+  kPipe,           // stdout and stderr into one pipe
+  kSeparatePipes,  // stdout and stderr into two pipes
+  kFile,           // stdout and stderr into outFile (created or truncated)
+};
+
+struct SpawnSpec {
+  std::vector<std::string> argv;  // argv[0]: the program's path (no PATH search)
+  // NAME=VALUE entries that replace (or add to) this process's environment in the child.
+  std::vector<std::string> env;
+  ChildStdin in = ChildStdin::kInherit;
+  ChildOutput out = ChildOutput::kPipe;
+  std::string outFile;         // ChildOutput::kFile
+  bool newGroup = false;       // the child leads its own process group (kill(-pid) reaches all)
+  bool dieWithParent = false;  // PR_SET_PDEATHSIG=SIGKILL: never outlive the test
+};
+
+struct Child {
+  pid_t pid = -1;  // -1: not started (error says why)
+  int outFd = -1;  // read ends this process holds (close-on-exec), per ChildOutput
+  int errFd = -1;
+  int inFd = -1;  // write end of the child's stdin (ChildStdin::kPipe)
+  std::string error;
+};
+
+Child spawnProcess(const SpawnSpec& spec);
+
+// Waits up to `seconds` (not scaled) for pid; returns its exit status or 128 + signal, or -2
+// after killing it (its group too when `group`) with SIGKILL at the deadline.
+int waitProcess(pid_t pid, double seconds, bool group = false);
+
+}  // namespace ctest
