@@ -53,8 +53,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/siphash.h"
 #include "bootstrap/bootstrap.h"
-#include "bootstrap/siphash.h"
 #include "gtest_helpers.h"
 #include "transport/tcp_wire.h"
 #include "util.h"

@@ -41,9 +41,9 @@
 #include <cstring>
 
 #include "algo/algo.h"
+#include "base/debug.h"
+#include "base/error.h"
 #include "core/comm.h"
-#include "core/debug.h"
-#include "core/error.h"
 #include "core/wait.h"
 
 namespace chorus {

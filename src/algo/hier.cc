@@ -25,10 +25,10 @@
 #include <vector>
 
 #include "algo/algo.h"
+#include "base/debug.h"
+#include "base/error.h"
+#include "base/param.h"
 #include "core/comm.h"
-#include "core/debug.h"
-#include "core/error.h"
-#include "core/param.h"
 #include "core/wait.h"
 #include "prims/prims.h"
 

@@ -4,8 +4,8 @@
 #include <algorithm>
 
 #include "algo/algo.h"
+#include "base/error.h"
 #include "core/comm.h"
-#include "core/error.h"
 #include "core/wait.h"
 #include "reduce/reduce.h"
 

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "algo/algo.h"
+#include "base/debug.h"
+#include "base/error.h"
 #include "core/comm.h"
-#include "core/debug.h"
-#include "core/error.h"
 #include "tune/tuner.h"
 
 namespace chorus {

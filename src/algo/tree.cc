@@ -15,8 +15,8 @@
 #include <cstring>
 
 #include "algo/algo.h"
+#include "base/error.h"
 #include "core/comm.h"
-#include "core/error.h"
 #include "core/wait.h"
 #include "reduce/reduce.h"
 

@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/error.h"
 #include "core/comm.h"
-#include "core/error.h"
 #include "core/exec.h"
 #include "core/group.h"
 #include "cuda/backend.h"

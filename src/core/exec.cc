@@ -6,8 +6,8 @@
 #include <thread>
 
 #include "algo/algo.h"
+#include "base/error.h"
 #include "core/comm.h"
-#include "core/error.h"
 #include "core/wait.h"
 #include "cuda/backend.h"
 

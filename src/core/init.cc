@@ -10,11 +10,11 @@
 #include <mutex>
 #include <unordered_set>
 
-#include "bootstrap/siphash.h"
+#include "base/debug.h"
+#include "base/error.h"
+#include "base/param.h"
+#include "base/siphash.h"
 #include "core/comm.h"
-#include "core/debug.h"
-#include "core/error.h"
-#include "core/param.h"
 #include "core/wait.h"
 #include "cuda/backend.h"
 

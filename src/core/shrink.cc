@@ -33,11 +33,11 @@
 #include <thread>
 #include <vector>
 
+#include "base/debug.h"
+#include "base/error.h"
+#include "base/param.h"
 #include "bootstrap/bootstrap.h"
 #include "core/comm.h"
-#include "core/debug.h"
-#include "core/error.h"
-#include "core/param.h"
 #include "core/shrink_wire.h"
 #include "core/wait.h"
 

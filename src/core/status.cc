@@ -14,10 +14,10 @@
 #include <thread>
 #include <vector>
 
+#include "base/debug.h"
+#include "base/error.h"
+#include "base/param.h"
 #include "core/comm.h"
-#include "core/debug.h"
-#include "core/error.h"
-#include "core/param.h"
 
 namespace chorus {
 

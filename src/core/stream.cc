@@ -11,8 +11,8 @@
 #include <thread>
 #include <unordered_set>
 
+#include "base/error.h"
 #include "core/comm.h"
-#include "core/error.h"
 #include "core/exec.h"
 #include "cuda/backend.h"
 

@@ -11,8 +11,8 @@
 #include <exception>
 #include <string>
 
+#include "base/error.h"
 #include "core/comm.h"
-#include "core/error.h"
 #include "core/status.h"
 #include "transport/doorbell.h"
 

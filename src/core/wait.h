@@ -6,7 +6,7 @@
 
 #include <sys/types.h>
 
-#include "bootstrap/socket.h"
+#include "base/clock.h"
 
 struct chorusComm;
 

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
+#include "base/param.h"
 #include "core/comm.h"
-#include "core/error.h"
-#include "core/param.h"
 #include "core/wait.h"
 #include "cuda/ipc.h"
 #include "cuda/ipc_direct.h"

@@ -3,8 +3,8 @@
 #include <cstddef>
 #include <cstring>
 
+#include "base/error.h"
 #include "core/comm.h"
-#include "core/error.h"
 
 namespace chorus {
 

@@ -2,8 +2,8 @@
 
 #include <cstring>
 
+#include "base/error.h"
 #include "core/comm.h"
-#include "core/error.h"
 #include "core/wait.h"
 #include "reduce/reduce.h"
 

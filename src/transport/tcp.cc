@@ -15,10 +15,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "base/debug.h"
+#include "base/error.h"
+#include "base/param.h"
 #include "core/comm.h"
-#include "core/debug.h"
-#include "core/error.h"
-#include "core/param.h"
 #include "core/wait.h"
 #include "transport/tcp_wire.h"
 

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "algo/algo.h"
+#include "base/error.h"
+#include "base/param.h"
 #include "core/comm.h"
-#include "core/error.h"
-#include "core/param.h"
 #include "topo/tree.h"
 #include "transport/segment.h"
 #include "tune/calibration.h"
