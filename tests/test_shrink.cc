@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/shrink_wire.h"
 #include "util.h"
 

@@ -43,8 +43,8 @@
 #include "algo/algo.h"
 #include "base/debug.h"
 #include "base/error.h"
-#include "core/comm.h"
-#include "core/wait.h"
+#include "comm/comm.h"
+#include "comm/wait.h"
 
 namespace chorus {
 

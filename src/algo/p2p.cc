@@ -5,8 +5,8 @@
 
 #include "algo/algo.h"
 #include "base/error.h"
-#include "core/comm.h"
-#include "core/wait.h"
+#include "comm/comm.h"
+#include "comm/wait.h"
 #include "reduce/reduce.h"
 
 namespace chorus {

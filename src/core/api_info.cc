@@ -1,6 +1,6 @@
 // Version, error strings, type sizes and the last-error query.
 #include "base/error.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 
 using namespace chorus;
 

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/exec.h"
 #include "core/group.h"
 #include "cuda/backend.h"

@@ -7,8 +7,8 @@
 
 #include "algo/algo.h"
 #include "base/error.h"
-#include "core/comm.h"
-#include "core/wait.h"
+#include "comm/comm.h"
+#include "comm/wait.h"
 #include "cuda/backend.h"
 
 namespace chorus {

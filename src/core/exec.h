@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "core/op.h"
+#include "comm/op.h"
 
 namespace chorus {
 

@@ -12,7 +12,7 @@
 #include <unordered_set>
 
 #include "base/error.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/exec.h"
 #include "cuda/backend.h"
 

@@ -15,8 +15,8 @@
 
 #include "base/error.h"
 #include "base/param.h"
-#include "core/comm.h"
-#include "core/wait.h"
+#include "comm/comm.h"
+#include "comm/wait.h"
 #include "cuda/ipc.h"
 #include "cuda/ipc_direct.h"
 #include "cuda/kernels.h"

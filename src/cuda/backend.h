@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/op.h"
+#include "comm/op.h"
 
 struct chorusComm;
 

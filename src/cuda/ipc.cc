@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "base/error.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 
 namespace chorus {
 

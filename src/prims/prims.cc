@@ -3,8 +3,8 @@
 #include <cstring>
 
 #include "base/error.h"
-#include "core/comm.h"
-#include "core/wait.h"
+#include "comm/comm.h"
+#include "comm/wait.h"
 #include "reduce/reduce.h"
 
 namespace chorus {

@@ -1,6 +1,6 @@
-// Status reports (core/status.h): formatting, the on-demand signal and its watcher thread, and
+// Status reports (comm/status.h): formatting, the on-demand signal and its watcher thread, and
 // chorusCommPrintStatus.
-#include "core/status.h"
+#include "comm/status.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -17,7 +17,8 @@
 #include "base/debug.h"
 #include "base/error.h"
 #include "base/param.h"
-#include "core/comm.h"
+#include "comm/comm.h"
+#include "proto/proto.h"
 
 namespace chorus {
 

@@ -1,4 +1,4 @@
-#include "core/wait.h"
+#include "comm/wait.h"
 
 #include <sched.h>
 #include <signal.h>
@@ -12,8 +12,8 @@
 #include <string>
 
 #include "base/error.h"
-#include "core/comm.h"
-#include "core/status.h"
+#include "comm/comm.h"
+#include "comm/status.h"
 #include "transport/doorbell.h"
 
 namespace chorus {
@@ -127,7 +127,7 @@ Waiter::Waiter(chorusComm* comm, int peer, const char* what, bool fifoWait)
       bell_(fifoWait && comm->mySegment.base() != nullptr ? &comm->mySegment.header()->bell
                                                           : nullptr) {}
 
-// A wait past its spin phase tells the status report (core/status.h) what it waits for: a few
+// A wait past its spin phase tells the status report (comm/status.h) what it waits for: a few
 // relaxed stores, on the slow path only (the clock was just read).
 void Waiter::publish(Clock::time_point now) {
   OpTrace& t = comm_->trace;
