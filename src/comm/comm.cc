@@ -106,3 +106,17 @@ ApiGuard::~ApiGuard() {
 }
 
 }  // namespace chorus
+
+using namespace chorus;
+
+const char* chorusGetLastError(chorusComm_t comm) {
+  if (comm != nullptr && isLiveComm(comm)) {
+    std::lock_guard<std::mutex> l(comm->errMutex);
+    if (!comm->lastError.empty()) {
+      thread_local std::string copy;
+      copy = comm->lastError;
+      return copy.c_str();
+    }
+  }
+  return threadLastError();
+}

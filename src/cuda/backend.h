@@ -37,8 +37,12 @@ void cudaCheckBuffers(const char* fn, chorusComm* comm, const OpDesc& op, size_t
 // host copies, `runHost` on the host view, host -> device copies; returns when the results are
 // in device memory. Ordered after prior work of a CUDA-wrapped stream and of the legacy default
 // stream. Throws Failure.
+// `cudaStreamOf` gives the cudaStream_t a Chorus stream wraps (kLegacyCudaStream for the default
+// stream 0, nullptr when it wraps none): the streams are the API layer's (core/stream.cc).
 using HostRunner = void (*)(chorusComm* comm, const std::vector<const OpDesc*>& ops);
-void cudaRunStaged(chorusComm* comm, const std::vector<const OpDesc*>& ops, HostRunner runHost);
+using StreamCudaHandle = void* (*)(chorusStream_t stream);
+void cudaRunStaged(chorusComm* comm, const std::vector<const OpDesc*>& ops, HostRunner runHost,
+                   StreamCudaHandle cudaStreamOf);
 
 // CHORUS_CUDA_IPC=1 (experimental, untested on a GPU): runs `op` (an AllReduce alone in its
 // batch, every rank on one node, at most cuda::kMaxReduceMany ranks) directly on the ranks'
@@ -65,9 +69,7 @@ CudaIpcStats cudaIpcStats(const chorusComm* comm);
 // Host communicators classify buffers from now on (a CUDA stream was wrapped).
 void markCudaUsed();
 
-// Stream internals (stream.cc): the cudaStream_t a Chorus stream wraps, kLegacyCudaStream for
-// the default stream 0, nullptr when it wraps none.
-void* streamCudaHandle(chorusStream_t stream);
+// What a stream wrapping CUDA's legacy default stream (0) reports as its cudaStream_t.
 inline void* const kLegacyCudaStream = reinterpret_cast<void*>(uintptr_t{1});  // cudaStreamLegacy
 
 }  // namespace chorus
