@@ -6,7 +6,12 @@
 # listing every edge that points up or sideways, every cycle, and every folder not declared.
 #   scripts/layer_check.sh            check (CI runs it)
 #   scripts/layer_check.sh --graph    also print the folder graph (edges with include counts)
-# Needs bash, grep and awk only.
+#   scripts/layer_check.sh --objects BUILD_DIR
+#                                     also check the calls: every function an object file of a
+#                                     folder uses from another folder is defined (strongly) in
+#                                     a folder below it (a declaration in a lower layer defined
+#                                     in a higher one breaks this); needs nm and a build
+# Needs bash, grep and awk only (nm for --objects).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,7 +19,13 @@ cd "$(dirname "$0")/.."
 LAYERS=(base reduce topo bootstrap transport proto comm prims net tune algo cuda core)
 
 graph=0
-[ "${1:-}" = "--graph" ] && graph=1
+objdir=
+case "${1:-}" in
+  --graph) graph=1 ;;
+  --objects) objdir=${2:?"--objects needs the build directory"}/CMakeFiles/chorus_obj.dir/src ;;
+  "") ;;
+  *) echo "usage: $0 [--graph | --objects BUILD_DIR]" >&2; exit 2 ;;
+esac
 
 mapfile -t dirs < <(find src -mindepth 1 -maxdepth 1 -type d -printf '%f\n' | sort)
 mapfile -t files < <(find src -mindepth 2 -type f \( -name '*.h' -o -name '*.cc' -o -name '*.cu' \
@@ -90,4 +101,35 @@ mapfile -t files < <(find src -mindepth 2 -type f \( -name '*.h' -o -name '*.cc'
     }
     printf "layer_check: %d folders, %d edges, no cycle, every edge points down (%s)\n", nd, ne,
            layers
+  }'
+
+[ -n "$objdir" ] || exit 0
+[ -d "$objdir" ] || { echo "layer_check: no objects in $objdir (build first)" >&2; exit 1; }
+# folder <TAB> object <TAB> D|U <TAB> symbol, for the objects whose source still exists.
+for o in "$objdir"/*/*.o; do
+  rel=${o#"$objdir"/}
+  [ -f "src/${rel%.o}" ] || continue
+  d=${rel%%/*}
+  nm --defined-only "$o" | awk -v d="$d" -v o="$rel" '$2 ~ /^[TDBR]$/ { print d "\t" o "\tD\t" $3 }'
+  nm -u "$o" | awk -v d="$d" -v o="$rel" '{ print d "\t" o "\tU\t" $2 }'
+done | awk -F'\t' -v layers="${LAYERS[*]}" '
+  BEGIN { n = split(layers, L, " "); for (i = 1; i <= n; ++i) rank[L[i]] = i }
+  $3 == "D" { def[$4] = $1 }
+  $3 == "U" { use[++nu] = $0 }
+  END {
+    bad = 0
+    for (i = 1; i <= nu; ++i) {
+      split(use[i], u, "\t")
+      if (!(u[4] in def) || def[u[4]] == u[1]) continue
+      if (rank[def[u[4]]] > rank[u[1]]) {
+        cmd = "c++filt " u[4]; name = u[4]
+        if ((cmd | getline dm) > 0) name = dm
+        close(cmd)
+        printf "layer_check: src/%s calls %s, defined in %s/ (above %s/)\n", u[2], name, def[u[4]],
+               u[1]
+        bad = 1
+      }
+    }
+    if (bad) { print "layer_check: FAILED (calls)"; exit 1 }
+    print "layer_check: every call between folders points down too (" nu " undefined references read)"
   }'

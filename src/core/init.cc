@@ -7,8 +7,6 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
-#include <mutex>
-#include <unordered_set>
 
 #include "base/debug.h"
 #include "base/error.h"
