@@ -1,6 +1,8 @@
-// The CUDA backend's hooks into the core (src/core): device communicators, buffer location
-// checks, host staging of device buffers, CUDA-wrapped streams. Declared for every build; without
-// CHORUS_HAVE_CUDA the device paths report "built without CUDA".
+// The CUDA backend as the API layer (src/core) calls it: device communicators, buffer location
+// checks, host staging of device buffers, CUDA-wrapped streams. It uses the communicator
+// (src/comm) and nothing above it: what it needs of the API is passed in (HostRunner,
+// StreamCudaHandle). Declared for every build; without CHORUS_HAVE_CUDA the device paths report
+// "built without CUDA".
 #pragma once
 
 #include <cstddef>
