@@ -1,13 +1,15 @@
 # Shared by the comparison scripts (sourced, not run): busy competitors and the Open MPI
 # benchmark's build.
 
-# start_busy N: starts N busy processes (a pure-Python spin: the data loader / compute thread of
-# a training job) and kills them when the calling script exits. Their pids are in busy_pids.
+# start_busy N [CPU]: starts N busy processes (a pure-Python spin: the data loader / compute
+# thread of a training job), pinned to core CPU when given, and kills them when the calling
+# script exits. Their pids are in busy_pids.
 busy_pids=()
 start_busy() {
-  local i
+  local i pin=()
+  [ -n "${2:-}" ] && pin=(taskset -c "$2")
   for ((i = 0; i < $1; i++)); do
-    /usr/bin/python3 -c "while True: pass" &
+    "${pin[@]}" /usr/bin/python3 -c "while True: pass" &
     busy_pids+=($!)
   done
   trap '[ ${#busy_pids[@]} -gt 0 ] && kill "${busy_pids[@]}" 2>/dev/null' EXIT

@@ -3,7 +3,9 @@
 #   scripts/latency_ab.sh ROUNDS "label=ENV... DIR" "label=ENV... DIR" ... -- all_reduce_perf args
 # Each variant is "label=VAR=value,VAR=value:BUILD_DIR" (the env part may be empty: "new=:build").
 # Prints, per size, the best and the median out-of-place and in-place time (us) of each variant.
+# BUSY=N runs N busy competitor processes during every run (BUSY_CPU=c pins them to core c).
 set -euo pipefail
+source "$(dirname "$0")/compare_common.sh"
 rounds=$1
 shift
 variants=()
@@ -11,6 +13,7 @@ while [ $# -gt 0 ] && [ "$1" != "--" ]; do variants+=("$1"); shift; done
 shift
 args=("$@")
 out=$(mktemp -d)
+start_busy "${BUSY:-0}" "${BUSY_CPU:-}"
 for ((r = 0; r < rounds; ++r)); do
   for v in "${variants[@]}"; do
     label=${v%%=*}; rest=${v#*=}; envs=${rest%%:*}; dir=${rest#*:}
@@ -18,7 +21,7 @@ for ((r = 0; r < rounds; ++r)); do
       awk -v l="$label" '$1 == "[0]" && $2 ~ /^[0-9]+$/ { print l, $2, $7, $11 }' >>"$out/all"
   done
 done
-python3 - "$out/all" <<'PY'
+/usr/bin/python3 - "$out/all" <<'PY'
 import sys, statistics, collections
 d = collections.defaultdict(lambda: ([], []))
 labels, sizes = [], []

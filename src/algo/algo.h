@@ -62,6 +62,9 @@ void oneShotReduceScatter(chorusComm* comm, const OpDesc& op);
 // algorithm, on every rank together, where the kernel refuses cross-memory attach.
 void cmaBroadcast(chorusComm* comm, const OpDesc& op);
 void cmaAllGather(chorusComm* comm, const OpDesc& op);
+// Single-copy AllReduce: each rank reduces its block of every rank's input (read through
+// scratch) and then reads the other ranks' reduced blocks.
+void cmaAllReduce(chorusComm* comm, const OpDesc& op);
 
 // Point-to-point (algo/p2p.cc): every transfer of the batch (comm/op.h P2PTransfer) progresses
 // together, so no call order can deadlock. Transfers to the same peer keep their order.

@@ -7,7 +7,7 @@
 #include "base/error.h"
 #include "comm/comm.h"
 #include "comm/wait.h"
-#include "reduce/reduce.h"
+#include "prims/fan.h"
 
 namespace chorus {
 
@@ -41,12 +41,11 @@ void runP2P(chorusComm* comm, const std::vector<P2PTransfer>& transfers, const c
       int32_t& sq = sc.head[0][size_t(p)];
       if (sq >= 0) {
         SendConn& s = comm->sendConn(0, channel, p);
-        while (sq >= 0 && s.slotFree()) {
+        while (sq >= 0) {
           const P2PTransfer& t = transfers[size_t(sq)];
           size_t& done = sc.done[size_t(sq)];
-          size_t k = std::min(s.slotBytes, t.bytes - done);
-          copyKernel(s.slot(), nullptr, t.buf + done, k);
-          s.post(k);
+          const size_t k = trySendChunk(s, t.buf + done, t.bytes - done);
+          if (k == 0) break;
           done += k;
           progressed = true;
           if (done == t.bytes) {
@@ -59,17 +58,11 @@ void runP2P(chorusComm* comm, const std::vector<P2PTransfer>& transfers, const c
       int32_t& rq = sc.head[1][size_t(p)];
       if (rq >= 0) {
         RecvConn& rc = comm->recvConn(0, channel, p);
-        while (rq >= 0 && rc.dataReady()) {
+        while (rq >= 0) {
           const P2PTransfer& t = transfers[size_t(rq)];
           size_t& done = sc.done[size_t(rq)];
-          size_t k = rc.slotSize();
-          if (k > t.bytes - done || k == 0)
-            fail(chorusInvalidUsage,
-                 "rank %d: %s: rank %d sent more data than this rank receives (%zu bytes "
-                 "expected); do the counts of chorusSend and chorusRecv match?",
-                 comm->rank, what, p, t.bytes);
-          copyKernel(t.buf + done, nullptr, rc.slot(), k);
-          rc.release();
+          const size_t k = tryRecvChunk(comm, rc, t.buf + done, t.bytes - done, what);
+          if (k == 0) break;
           done += k;
           progressed = true;
           if (done == t.bytes) {

@@ -134,6 +134,8 @@ void runCollective(const OpDesc& op) {
   } else if (c.algo == Algo::kCma) {
     if (op.kind == OpKind::kBroadcast)
       cmaBroadcast(comm, op);
+    else if (op.kind == OpKind::kAllReduce)
+      cmaAllReduce(comm, op);
     else
       cmaAllGather(comm, op);
   } else if (op.kind == OpKind::kAllReduce && c.algo == Algo::kNaive) {

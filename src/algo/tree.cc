@@ -18,52 +18,44 @@
 #include "base/error.h"
 #include "comm/comm.h"
 #include "comm/wait.h"
-#include "reduce/reduce.h"
+#include "prims/fan.h"
 
 namespace chorus {
 
 namespace {
 
 struct TreeRun {
-  chorusComm* comm;
   const OpDesc* op;
-  ProtoIO io;
   size_t esz;
   bool doUp, doDown;  // reduce towards the root / broadcast from it
   int parent = -1, child[3] = {-1, -1, -1}, nchildren = 0;
-  SendConn* toParent = nullptr;
-  RecvConn* fromParent = nullptr;
-  SendConn* toChild[3] = {nullptr, nullptr, nullptr};
-  RecvConn* fromChild[3] = {nullptr, nullptr, nullptr};
-  char* scratch[3];
+  // up: children -> parent (at the root: -> children when it also broadcasts, else nobody);
+  // down: parent (none at a broadcast's root) -> children.
+  FanPrims upP, downP;
   size_t begin = 0, end = 0, chunk = 1, nchunks = 0, up = 0, down = 0;
 
   void setup(chorusComm* c, const OpDesc& o, Proto proto, int channel, const TreeNode& node,
              size_t b, size_t e, int depth) {
-    comm = c;
     op = &o;
     esz = chorusTypeSize(o.type);
-    io.proto = proto;
-    const int pr = int(proto);
     parent = node.parent;
-    if (parent >= 0) {
-      toParent = &c->sendConn(pr, channel, parent);
-      fromParent = &c->recvConn(pr, channel, parent);
+    for (int k = 0; k < 3; ++k)
+      if (node.child[k] >= 0) child[nchildren++] = node.child[k];
+    const char* name = opKindName(o.kind);
+    if (doUp) {
+      const bool toChildren = parent < 0 && doDown;
+      upP.init(c, channel, proto, child, nchildren, toChildren ? child : &parent,
+               toChildren    ? nchildren
+               : parent >= 0 ? 1
+                             : 0,
+               o.type, o.op, name);
     }
-    for (int k = 0; k < 3; ++k) {
-      int ch = node.child[k];
-      if (ch < 0) continue;
-      child[nchildren] = ch;
-      toChild[nchildren] = &c->sendConn(pr, channel, ch);
-      fromChild[nchildren] = &c->recvConn(pr, channel, ch);
-      ++nchildren;
-    }
-    char* base = c->scratch[size_t(channel)].data();
-    for (int k = 0; k < 3; ++k) scratch[k] = base + size_t(k) * c->slotBytes[0];
-    io.sendScratch = base + 3 * c->slotBytes[0];
+    if (doDown && (parent >= 0 || !doUp))
+      downP.init(c, channel, proto, &parent, parent >= 0 ? 1 : 0, child, nchildren, o.type, o.op,
+                 name);
     begin = b;
     end = e;
-    const size_t cap = protoSlotCapacity(proto, c->slotBytes[pr]) / esz;
+    const size_t cap = (doUp ? upP : downP).chunkElems();
     const size_t target = (end - begin + size_t(2 * depth) - 1) / size_t(std::max(1, 2 * depth));
     const size_t minChunk = std::max<size_t>(1, 512 / esz);
     chunk = std::clamp(target, std::min(minChunk, cap), cap);
@@ -75,61 +67,18 @@ struct TreeRun {
   bool done() const { return up == nchunks && down == nchunks; }
   size_t elems(size_t i) const { return std::min(chunk, end - begin - i * chunk); }
   size_t offset(size_t i) const { return (begin + i * chunk) * esz; }
-
-  const char* received(RecvConn& r, size_t bytes, char* scratchBuf) {
-    size_t got = io.recvBytes(r, bytes);
-    if (got != bytes)
-      fail(chorusInvalidUsage,
-           "rank %d: %s: received %zu bytes from rank %d where %zu were expected (do all ranks "
-           "call the same operation with the same count and type?)",
-           comm->rank, opKindName(op->kind), got, r.peer, bytes);
-    return io.recvData(r, bytes, scratchBuf);
-  }
-  void sendFrom(SendConn& s, const char* data, size_t bytes) {
-    if (io.proto == Proto::kSimple) {
-      copyKernel(s.slot(), nullptr, data, bytes);
-      s.post(bytes);
-    } else {
-      io.sendPost(s, data, bytes);
-    }
-  }
+  const char* in(size_t o) const { return static_cast<const char*>(op->sendbuff) + o; }
+  char* out(size_t o) const { return static_cast<char*>(op->recvbuff) + o; }
 
   // Reduce-up of chunk `up`: children's partials + own input -> parent (or the result, at the
   // root, which then also starts the broadcast-down when doDown).
   bool tryUp() {
     if (up == nchunks) return false;
-    const size_t ne = elems(up), bytes = ne * esz, o = offset(up);
-    for (int k = 0; k < nchildren; ++k)
-      if (!io.recvReady(*fromChild[k], bytes)) return false;
-    if (parent >= 0) {
-      if (!toParent->slotFree()) return false;
-    } else if (doDown) {
-      for (int k = 0; k < nchildren; ++k)
-        if (!toChild[k]->slotFree()) return false;
-    }
-    const char* src = static_cast<const char*>(op->sendbuff) + o;
-    const char* in[3];
-    for (int k = 0; k < nchildren; ++k) in[k] = received(*fromChild[k], bytes, scratch[k]);
-    // Fold the children's partials into `out` one by one (avg divides at the root's last fold).
-    auto fold = [&](char* out, int div) {
-      if (nchildren == 0) copyKernel(out, nullptr, src, bytes);
-      for (int k = 0; k < nchildren; ++k)
-        reduceKernel(op->type, op->op, ne, in[k], k == 0 ? src : out, out, nullptr,
-                     k == nchildren - 1 ? div : 0);
-    };
-    if (parent >= 0) {
-      char* out = io.sendBuffer(*toParent, io.sendScratch);
-      fold(out, 0);
-      io.sendPost(*toParent, out, bytes);
-    } else {
-      char* dst = static_cast<char*>(op->recvbuff) + o;
-      fold(dst, op->op == chorusAvg ? comm->nranks : 0);
-      if (doDown) {
-        for (int k = 0; k < nchildren; ++k) sendFrom(*toChild[k], dst, bytes);
-        ++down;
-      }
-    }
-    for (int k = 0; k < nchildren; ++k) fromChild[k]->release();
+    const size_t o = offset(up);
+    const bool ok = parent >= 0 ? upP.tryReduce(in(o), nullptr, elems(up), false)
+                                : upP.tryReduce(in(o), out(o), elems(up), true);
+    if (!ok) return false;
+    if (parent < 0 && doDown) ++down;
     ++up;
     return true;
   }
@@ -137,15 +86,7 @@ struct TreeRun {
   // Broadcast-down of chunk `down` at a non-root rank: parent -> own output and children.
   bool tryDown() {
     if (down == nchunks || parent < 0) return false;
-    const size_t bytes = elems(down) * esz, o = offset(down);
-    if (!io.recvReady(*fromParent, bytes)) return false;
-    for (int k = 0; k < nchildren; ++k)
-      if (!toChild[k]->slotFree()) return false;
-    const char* in = received(*fromParent, bytes, scratch[2]);
-    char* dst = static_cast<char*>(op->recvbuff) + o;
-    copyKernel(dst, nullptr, in, bytes);
-    for (int k = 0; k < nchildren; ++k) sendFrom(*toChild[k], in, bytes);
-    fromParent->release();
+    if (!downP.tryCopy(nullptr, out(offset(down)), elems(down))) return false;
     ++down;
     return true;
   }
@@ -153,13 +94,8 @@ struct TreeRun {
   // Broadcast at the root: own input -> children (and own output out of place).
   bool tryRootSend() {
     if (down == nchunks) return false;
-    const size_t bytes = elems(down) * esz, o = offset(down);
-    for (int k = 0; k < nchildren; ++k)
-      if (!toChild[k]->slotFree()) return false;
-    const char* src = static_cast<const char*>(op->sendbuff) + o;
-    char* dst = static_cast<char*>(op->recvbuff) + o;
-    if (src != dst) copyKernel(dst, nullptr, src, bytes);
-    for (int k = 0; k < nchildren; ++k) sendFrom(*toChild[k], src, bytes);
+    const size_t o = offset(down);
+    if (!downP.tryCopy(in(o), out(o), elems(down))) return false;
     ++down;
     return true;
   }

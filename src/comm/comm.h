@@ -118,9 +118,6 @@ struct chorusComm {
   std::chrono::nanoseconds pollPhase{std::chrono::microseconds(50)};
   bool oversubscribed = false;
   bool pinned = false;  // this rank's thread may run on one core only (chorusrun --bind-to core)
-  // Until this time (Clock ticks), FIFO waits skip the poll phase: a recent wait was long
-  // (comm/wait.cc).
-  std::atomic<int64_t> sleepFirstUntil{0};
   size_t streamThreshold = 0;  // CHORUS_STREAM_THRESHOLD: outputs this large use streaming stores
                                // // CHORUS_CHECK: agree on every collective's arguments first
 

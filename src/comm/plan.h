@@ -34,6 +34,8 @@ struct Shape {
   // Single-copy Broadcast / AllGather (algo/copy.cc) may run: cleared on every rank of a
   // communicator, together, when the kernel refused cross-memory attach to one of them.
   bool singleCopy = true;
+  // One node with more ranks than online cores (the same on every rank of the node).
+  bool oversubscribed = false;
 };
 
 // The tuner's environment (CHORUS_ALGO, CHORUS_PROTO, CHORUS_MIN/MAX_NCHANNELS), parsed once:

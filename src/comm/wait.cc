@@ -30,10 +30,7 @@ constexpr auto kYieldPhase = std::chrono::microseconds(500);
 // A sleep on a doorbell lasts at most this (an abort is noticed within it; peer health and the
 // timeout are checked every kCheckEvery as before).
 constexpr long kBellSleepNs = 10'000'000;
-constexpr auto kLongWait = std::chrono::milliseconds(1);
 constexpr uint32_t kPollClockEvery = 64;  // spin-polls between two clock reads (a power of 2)
-constexpr auto kLongWaitOversubscribed = std::chrono::milliseconds(20);
-constexpr auto kSleepFirstFor = std::chrono::milliseconds(200);
 constexpr auto kCheckEvery = std::chrono::milliseconds(50);
 }  // namespace
 
@@ -82,8 +79,7 @@ void Waiter::pause() {
     check(now);
     nextCheck_ = now + kCheckEvery;
   }
-  if (bell_ != nullptr && now - start_ < comm_->pollPhase &&
-      now.time_since_epoch().count() >= comm_->sleepFirstUntil.load(std::memory_order_relaxed)) {
+  if (bell_ != nullptr && now - start_ < comm_->pollPhase) {
     // Keep polling a while before sleeping: waking a sleeper costs the waker a system call and
     // the sleeper tens of microseconds on a VM (an idle vCPU must be woken), and a wait that
     // sleeps makes the peer's next wait longer, so a too-early sleep feeds on itself. Yield
@@ -194,19 +190,6 @@ Waiter::~Waiter() {
       comm_->mySegment.header()->waitingFor.store(0, std::memory_order_relaxed);
   }
   if (everArmed_) disarmDoorbell(bell_);
-  // Only a rank pinned to one core learns from a long wait (elsewhere the scheduler can move a
-  // rank away from a busy process, and sleeping first would make every hand-off wait for a
-  // wake-up). A wait this long there means it was descheduled beside a busy process: polling
-  // then only burns the scheduler credit that lets a sleeper preempt that process when its bell
-  // rings, and costs a whole time slice when the credit runs out. So sleep right after the spin
-  // for a while, then poll again (one slow wait per period if the load stays). With more ranks
-  // than cores siblings preempt each other for whole slices anyway: only a much longer wait
-  // counts there.
-  if (bell_ == nullptr || !comm_->pinned || iter_ < comm_->spinIters) return;
-  const auto now = Clock::now();
-  if (now - start_ > (comm_->oversubscribed ? kLongWaitOversubscribed : kLongWait))
-    comm_->sleepFirstUntil.store((now + kSleepFirstFor).time_since_epoch().count(),
-                                 std::memory_order_relaxed);
 }
 
 void Waiter::check(Clock::time_point now) {

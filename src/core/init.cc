@@ -210,6 +210,8 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
     const int cores = mine == 1 ? std::max(1, online) : mine;
     c->spinIters = uint32_t(std::max<int64_t>(1, envInt("CHORUS_SPIN", local > cores ? 1 : 256)));
     c->oversubscribed = local > cores;
+    // The tuner's view must be the same on every rank: one node, compared with its online cores.
+    c->shape.oversubscribed = c->nnodes == 1 && local > online;
     c->pinned = mine == 1;
     c->pollPhase = std::chrono::microseconds(std::max<int64_t>(0, envInt("CHORUS_POLL_US", 50)));
   }

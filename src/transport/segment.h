@@ -19,7 +19,9 @@ namespace chorus {
 struct alignas(64) CopyPost {
   std::atomic<uint64_t> seq;   // (call << 2) | status (algo/copy.cc): `addr` belongs to `call`
   std::atomic<uint64_t> addr;  // the buffer peers read (its address in the owner's process)
-  std::atomic<uint64_t> done;  // the last call in which this rank finished reading its peers
+  std::atomic<uint64_t> done;  // 2 call - 1: its first step done (AllReduce); 2 call: all done
+  std::atomic<uint64_t> head;  // Broadcast root: the leading bytes it writes into every receiver
+  std::atomic<uint64_t> out;   // AllReduce: the owner's recvbuff (its reduced block is read there)
 };
 
 struct SegmentHeader {

@@ -157,6 +157,7 @@ bool algoSupports(Algo a, OpKind kind, const Shape& shape) {
     case OpKind::kAllReduce:
       if (a == Algo::kHier) return shape.nnodes > 1 && shape.evenNodes;
       if (a == Algo::kOneShot) return shape.nnodes == 1 && nranks > 1;
+      if (a == Algo::kCma) return shape.nnodes == 1 && nranks > 1 && shape.singleCopy;
       return a == Algo::kRing || a == Algo::kTree || a == Algo::kNaive;
     case OpKind::kAllGather:
       if (a == Algo::kOneShot) return shape.nnodes == 1 && nranks > 1;
@@ -198,7 +199,7 @@ double modelHops(OpKind kind, Algo a, int n, int depth) {
   // Single copy: publish the buffer, every peer says it has read; each step waits for every
   // peer (the chain's root waits for nobody), so n - 1 wake-ups per step on a loaded node
   // (measured at 4 ranks on 2 cores: 4-5 us at 8 B where the chain takes 0.5 us).
-  if (a == Algo::kCma) return 2.0 * (nn - 1);
+  if (a == Algo::kCma) return (kind == OpKind::kAllReduce ? 3.0 : 2.0) * (nn - 1);
   switch (kind) {
     case OpKind::kAllReduce:
       if (a == Algo::kTree) return 2.0 * depth;      // up and down
@@ -219,9 +220,11 @@ double modelByteFactor(OpKind kind, Algo a, int n) {
     // AllGather: one block in, n - 1 out; Broadcast: in at the root, out at the others (one
     // after the other); ReduceScatter: all in, then n blocks of 1/n read and reduced.
     return kind == OpKind::kAllGather ? 1.0 : 2.0;
-  if (a == Algo::kCma)
+  if (a == Algo::kCma) {
+    if (kind == OpKind::kAllReduce) return kCmaAllReduceByteRatio * 2.0 * (nn - 1) / nn;
     // One copy instead of the FIFOs' two (into a slot, out of it), at the same bandwidth.
     return kind == OpKind::kAllGather ? 0.5 * (nn - 1) / nn : 0.5;
+  }
   switch (kind) {
     case OpKind::kAllReduce:
       if (a == Algo::kTree)
@@ -250,7 +253,7 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
   if (a == Algo::kOneShot && bytes > oneShotLimit(kind, n))  // does not fit its slots
     return std::numeric_limits<double>::infinity();
   if (n <= 1) return m.baseUs[pi];
-  if (a == Algo::kCma) extra += kCmaSetupUs;
+  if (a == Algo::kCma) extra += kind == OpKind::kAllReduce ? kCmaAllReduceSetupUs : kCmaSetupUs;
   const double S = double(bytes);
   if (shape.nnodes > 1) {
     // Across nodes the network link is the bottleneck: per node, a ring sends 2(N-1)/N of the
@@ -282,7 +285,14 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
     bw *= 1.0 + m.channelGain * (nch - 1);
     extra = m.channelSpawnUs * (nch - 1);
   }
-  return m.baseUs[pi] + extra + modelHops(kind, a, n, shape.treeDepth) * hop +
+  int depth = shape.treeDepth;
+  // More ranks than cores: a small tree Broadcast / Reduce waits for every rank to be scheduled
+  // like the chain does, and the chain's one send per rank lets each run further ahead (measured
+  // at 4 ranks on 2 cores, docs/performance.md): the tree gets the chain's n - 1 hops.
+  if (shape.oversubscribed && a == Algo::kTree && bytes <= kOversubscribedChainBytes &&
+      (kind == OpKind::kBroadcast || kind == OpKind::kReduce))
+    depth = n - 1;
+  return m.baseUs[pi] + extra + modelHops(kind, a, n, depth) * hop +
          S * modelByteFactor(kind, a, n) / (bw * 1e3);
 }
 

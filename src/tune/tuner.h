@@ -46,6 +46,9 @@ struct MachineModel {
   bool calibrated;
 };
 
+// Up to this size, Broadcast / Reduce on an oversubscribed node model the tree with the chain's
+// hops (measured: the chain wins below 16-32 KiB at 4 ranks on 2 cores, the tree above).
+constexpr size_t kOversubscribedChainBytes = size_t(16) << 10;
 // The one-shot collectives' size limit on the model's bytes (algo/oneshot.cc): every rank's
 // published input must fit its slot (AllGather publishes one block of bytes / nranks).
 size_t oneShotLimit(OpKind kind, int nranks);
@@ -53,6 +56,13 @@ size_t oneShotLimit(OpKind kind, int nranks);
 // walk). Measured against the FIFO path on 2 ranks (docs/performance.md): single copy already
 // wins at 4-8 KiB, so no extra cost; the model then crosses over at about 8 KiB.
 constexpr double kCmaSetupUs = 0.0;
+// The single-copy AllReduce (two kernel copies and one reduction against the ring's copy,
+// reduce-and-copy, copy through the FIFOs) measured on 2 ranks, best of 5 interleaved rounds
+// (docs/performance.md): 0.78-0.86 of the ring's time per byte at 2-8 MiB, behind it up to about
+// 1 MiB (5 us more at 128 KiB, even at 512 KiB). Modelled as that byte factor of the ring's plus
+// a fixed cost that puts the crossover near 1.5 MiB.
+constexpr double kCmaAllReduceByteRatio = 0.82;
+constexpr double kCmaAllReduceSetupUs = 36.0;
 // Hand-offs on the critical path and the share of the bytes a rank moves, per algorithm.
 double modelHops(OpKind kind, Algo a, int nranks, int treeDepth = -1);
 double modelByteFactor(OpKind kind, Algo a, int nranks);

@@ -1,0 +1,130 @@
+#include "prims/fan.h"
+
+#include "base/error.h"
+#include "comm/comm.h"
+#include "reduce/reduce.h"
+
+namespace chorus {
+
+void FanPrims::init(chorusComm* comm, int channel, Proto proto, const int* recvPeers, int nrecv,
+                    const int* sendPeers, int nsend, chorusDataType_t type, chorusRedOp_t op,
+                    const char* opName) {
+  comm_ = comm;
+  type_ = type;
+  op_ = op;
+  esz_ = chorusTypeSize(type);
+  opName_ = opName;
+  io_.proto = proto;
+  const int pr = int(proto);
+  char* base = comm->scratch[size_t(channel)].data();
+  nrecv_ = nrecv;
+  nsend_ = nsend;
+  for (int k = 0; k < nrecv; ++k) {
+    recv_[k] = &comm->recvConn(pr, channel, recvPeers[k]);
+    recvScratch_[k] = base + size_t(k) * comm->slotBytes[0];
+  }
+  for (int k = 0; k < nsend; ++k) send_[k] = &comm->sendConn(pr, channel, sendPeers[k]);
+  io_.sendScratch = base + size_t(kMaxFan) * comm->slotBytes[0];
+  chunkElems_ = protoSlotCapacity(proto, comm->slotBytes[pr]) / esz_;
+}
+
+int FanPrims::recvPeer(int k) const {
+  return recv_[k]->peer;
+}
+
+int FanPrims::sendPeer(int k) const {
+  return send_[k]->peer;
+}
+
+bool FanPrims::ready(size_t bytes) const {
+  for (int k = 0; k < nrecv_; ++k)
+    if (!io_.recvReady(*recv_[k], bytes)) return false;
+  for (int k = 0; k < nsend_; ++k)
+    if (!send_[k]->slotFree()) return false;
+  return true;
+}
+
+const char* FanPrims::received(int k, size_t bytes) {
+  const size_t got = io_.recvBytes(*recv_[k], bytes);
+  if (got != bytes)
+    fail(chorusInvalidUsage,
+         "rank %d: %s: received %zu bytes from rank %d where %zu were expected (do all ranks "
+         "call the same operation with the same count and type?)",
+         comm_->rank, opName_, got, recv_[k]->peer, bytes);
+  return io_.recvData(*recv_[k], bytes, recvScratch_[k]);
+}
+
+void FanPrims::sendFrom(int k, const char* data, size_t bytes) {
+  SendConn& s = *send_[k];
+  if (io_.proto == Proto::kSimple) {
+    copyKernel(s.slot(), nullptr, data, bytes);
+    s.post(bytes);
+  } else {
+    io_.sendPost(s, data, bytes);
+  }
+}
+
+bool FanPrims::tryReduce(const void* src, void* dst, size_t n, bool final) {
+  const size_t bytes = n * esz_;
+  if (!ready(bytes)) return false;
+  const char* in[kMaxFan];
+  for (int k = 0; k < nrecv_; ++k) in[k] = received(k, bytes);
+  char* out = static_cast<char*>(dst);
+  // The fold's target: the first send slot (Simple) or the send scratch (LL) when sending, with
+  // dst as the second destination of the last fold; else dst itself.
+  char* second = nullptr;
+  if (nsend_ > 0) {
+    out = io_.sendBuffer(*send_[0], io_.sendScratch);
+    second = static_cast<char*>(dst);
+  }
+  const char* s = static_cast<const char*>(src);
+  if (nrecv_ == 0) {
+    if (out != s) copyKernel(out, second != s ? second : nullptr, s, bytes);
+  } else {
+    const int div = final && op_ == chorusAvg ? comm_->nranks : 0;
+    for (int k = 0; k < nrecv_; ++k) {
+      const bool last = k == nrecv_ - 1;
+      reduceKernel(type_, op_, n, in[k], k == 0 ? s : out, out, last ? second : nullptr,
+                   last ? div : 0);
+    }
+  }
+  if (nsend_ > 0) {
+    io_.sendPost(*send_[0], out, bytes);
+    for (int k = 1; k < nsend_; ++k) sendFrom(k, out, bytes);
+  }
+  for (int k = 0; k < nrecv_; ++k) recv_[k]->release();
+  return true;
+}
+
+bool FanPrims::tryCopy(const void* src, void* dst, size_t n) {
+  const size_t bytes = n * esz_;
+  if (!ready(bytes)) return false;
+  const char* in = nrecv_ > 0 ? received(0, bytes) : static_cast<const char*>(src);
+  if (dst != nullptr && dst != in) copyKernel(static_cast<char*>(dst), nullptr, in, bytes);
+  for (int k = 0; k < nsend_; ++k) sendFrom(k, in, bytes);
+  if (nrecv_ > 0) recv_[0]->release();
+  return true;
+}
+
+size_t trySendChunk(SendConn& s, const char* src, size_t bytes) {
+  if (!s.slotFree()) return 0;
+  const size_t k = bytes < s.slotBytes ? bytes : s.slotBytes;
+  copyKernel(s.slot(), nullptr, src, k);
+  s.post(k);
+  return k;
+}
+
+size_t tryRecvChunk(chorusComm* comm, RecvConn& r, char* dst, size_t room, const char* what) {
+  if (!r.dataReady()) return 0;
+  const size_t k = r.slotSize();
+  if (k > room || k == 0)
+    fail(chorusInvalidUsage,
+         "rank %d: %s: rank %d sent more data than this rank receives (%zu bytes still expected); "
+         "do the counts of chorusSend and chorusRecv match?",
+         comm->rank, what, r.peer, room);
+  copyKernel(dst, nullptr, r.slot(), k);
+  r.release();
+  return k;
+}
+
+}  // namespace chorus

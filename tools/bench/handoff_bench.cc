@@ -1,0 +1,185 @@
+// handoff_bench: the cost of one hand-off between two ranks through Chorus against the physical
+// floor, a spin-flag ping-pong on a shared cache line (issue 12, item 3).
+//
+// Two processes (fork), pinned to cores 0 and 1 when the machine has two or more:
+//   floor        a flag in a MAP_SHARED page, bounced back and forth: one-way = round trip / 2;
+//   send/recv    chorusSend / chorusRecv of 8 bytes, bounced the same way: one-way = round trip /
+//   2; allreduce    chorusAllReduce of 8 bytes in a loop: time per call (one hand-off each way, at
+//                the same time);
+//   broadcast    chorusBroadcast of 8 bytes from rank 0 in a loop: time per call (the root can run
+//                ahead by the FIFO depth).
+// Each figure is the best and the median of --reps repetitions of --iters iterations, in
+// microseconds. Usage: handoff_bench [--iters N (100000)] [--reps N (7)]
+#include <getopt.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "chorus/chorus.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct alignas(64) Line {
+  std::atomic<uint64_t> v;
+};
+struct Shared {
+  Line ping, pong;  // the floor's two flags, one cache line each
+  Line go;          // start barrier of the floor test
+  double results[4][64];
+  chorusUniqueId id;
+};
+
+void pin(int cpu) {
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) return;
+  cpu_set_t s;
+  CPU_ZERO(&s);
+  CPU_SET(cpu, &s);
+  sched_setaffinity(0, sizeof(s), &s);
+}
+
+inline void relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+double usSince(Clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+// One-way hand-off through a bare flag: rank 0 writes ping = i, rank 1 answers pong = i.
+double floorRun(Shared* sh, int rank, int iters, uint64_t base) {
+  const auto t0 = Clock::now();
+  for (uint64_t i = base + 1; i <= base + uint64_t(iters); ++i) {
+    if (rank == 0) {
+      sh->ping.v.store(i, std::memory_order_release);
+      while (sh->pong.v.load(std::memory_order_acquire) != i) relax();
+    } else {
+      while (sh->ping.v.load(std::memory_order_acquire) != i) relax();
+      sh->pong.v.store(i, std::memory_order_release);
+    }
+  }
+  return usSince(t0) / iters / 2;
+}
+
+bool ok(chorusResult_t r, const char* what) {
+  if (r == chorusSuccess) return true;
+  fprintf(stderr, "handoff_bench: %s: %s\n", what, chorusGetErrorString(r));
+  return false;
+}
+
+int runRank(Shared* sh, int rank, int iters, int reps) {
+  pin(rank);
+  // The floor first (both processes meet at `go` before each repetition).
+  for (int r = 0; r < reps; ++r) {
+    sh->go.v.fetch_add(1);
+    while (sh->go.v.load() < uint64_t(2 * (r + 1))) relax();
+    const double t = floorRun(sh, rank, iters, uint64_t(r) * uint64_t(iters));
+    if (rank == 0) sh->results[0][r] = t;
+  }
+  chorusComm_t comm;
+  if (!ok(chorusCommInitRank(&comm, 2, sh->id, rank), "chorusCommInitRank")) return 1;
+  uint64_t send = uint64_t(rank) + 1, recv = 0;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = Clock::now();
+    for (int i = 0; i < iters; ++i) {
+      if (rank == 0) {
+        if (!ok(chorusSend(&send, 1, chorusUint64, 1, comm, nullptr), "chorusSend") ||
+            !ok(chorusRecv(&recv, 1, chorusUint64, 1, comm, nullptr), "chorusRecv"))
+          return 1;
+      } else {
+        if (!ok(chorusRecv(&recv, 1, chorusUint64, 0, comm, nullptr), "chorusRecv") ||
+            !ok(chorusSend(&send, 1, chorusUint64, 0, comm, nullptr), "chorusSend"))
+          return 1;
+      }
+    }
+    if (rank == 0) sh->results[1][r] = usSince(t0) / iters / 2;
+    if (recv != uint64_t(2 - rank)) {
+      fprintf(stderr, "handoff_bench: rank %d received %llu\n", rank, (unsigned long long)recv);
+      return 1;
+    }
+    t0 = Clock::now();
+    for (int i = 0; i < iters; ++i)
+      if (!ok(chorusAllReduce(&send, &recv, 1, chorusUint64, chorusSum, comm, nullptr),
+              "chorusAllReduce"))
+        return 1;
+    if (rank == 0) sh->results[2][r] = usSince(t0) / iters;
+    if (recv != 3) {
+      fprintf(stderr, "handoff_bench: AllReduce gave %llu, not 3\n", (unsigned long long)recv);
+      return 1;
+    }
+    // Broadcast: both ranks time their loop; a final AllReduce makes the receiver's end count.
+    t0 = Clock::now();
+    for (int i = 0; i < iters; ++i)
+      if (!ok(chorusBroadcast(&send, &recv, 1, chorusUint64, 0, comm, nullptr), "chorusBroadcast"))
+        return 1;
+    if (!ok(chorusAllReduce(&send, &recv, 1, chorusUint64, chorusSum, comm, nullptr), "sync"))
+      return 1;
+    if (rank == 0) sh->results[3][r] = usSince(t0) / iters;
+  }
+  return ok(chorusCommDestroy(comm), "chorusCommDestroy") ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int iters = 100000, reps = 7;
+  static const option opts[] = {{"iters", required_argument, nullptr, 'n'},
+                                {"reps", required_argument, nullptr, 'r'},
+                                {"help", no_argument, nullptr, 'h'},
+                                {nullptr, 0, nullptr, 0}};
+  for (int c; (c = getopt_long(argc, argv, "n:r:h", opts, nullptr)) != -1;) {
+    if (c == 'n') {
+      iters = std::max(1, atoi(optarg));
+    } else if (c == 'r') {
+      reps = std::clamp(atoi(optarg), 1, 64);
+    } else {
+      fprintf(stderr, "usage: %s [--iters N (100000)] [--reps N (7)]\n", argv[0]);
+      return c == 'h' ? 0 : 2;
+    }
+  }
+  void* mem =
+      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) {
+    perror("handoff_bench: mmap");
+    return 1;
+  }
+  Shared* sh = new (mem) Shared{};
+  if (!ok(chorusGetUniqueId(&sh->id), "chorusGetUniqueId")) return 1;
+  fflush(stdout);
+  const pid_t child = fork();
+  if (child < 0) {
+    perror("handoff_bench: fork");
+    return 1;
+  }
+  if (child == 0) _exit(runRank(sh, 1, iters, reps));
+  const int mine = runRank(sh, 0, iters, reps);
+  int status = 0;
+  waitpid(child, &status, 0);
+  if (mine != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;
+  const char* names[4] = {"floor (spin flag, one way)", "send/recv 8 B (one way)",
+                          "allreduce 8 B (per call)", "broadcast 8 B (per call)"};
+  printf("# handoff_bench: 2 processes, %d iterations x %d repetitions, times in us\n", iters,
+         reps);
+  printf("%-28s %8s %8s %10s\n", "what", "best", "median", "best/floor");
+  double floorBest = 0;
+  for (int k = 0; k < 4; ++k) {
+    std::vector<double> v(sh->results[k], sh->results[k] + reps);
+    std::sort(v.begin(), v.end());
+    if (k == 0) floorBest = v[0];
+    printf("%-28s %8.3f %8.3f %10.2f\n", names[k], v[0], v[size_t(reps) / 2], v[0] / floorBest);
+  }
+  return 0;
+}
