@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "base/error.h"
 #include "bootstrap/bootstrap.h"
-#include "core/error.h"
 #include "fuzz_check.h"
 
 using namespace chorus;

@@ -25,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/status.h"
+#include "comm/status.h"
 
 namespace {
 

@@ -45,7 +45,7 @@
 #include <vector>
 
 #include "checker.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "gtest_helpers.h"
 #include "matrix.h"
 #include "reference.h"

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "gtest_helpers.h"
 #include "util.h"
 

@@ -53,8 +53,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/siphash.h"
 #include "bootstrap/bootstrap.h"
-#include "bootstrap/siphash.h"
 #include "gtest_helpers.h"
 #include "process.h"
 #include "transport/tcp_wire.h"
@@ -766,7 +766,7 @@ INSTANTIATE_TEST_SUITE_P(Processes, CascadeAcrossNodes,
 // ---------------------------------------------------------------------------------------------
 // HangCulprit: rank 2 never calls and every rank has CHORUS_TIMEOUT=2. All the others time out
 // at about the same moment, most of them waiting for a rank that only waits too; each must name
-// rank 2, the one behind (core/wait.cc follows the published waits), on one node and on two.
+// rank 2, the one behind (comm/wait.cc follows the published waits), on one node and on two.
 struct HangCase {
   const char* coll;
   int nodes;

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "core/shrink_wire.h"
 #include "process.h"
 #include "util.h"

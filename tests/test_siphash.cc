@@ -1,4 +1,4 @@
-// SipHash-2-4 (src/bootstrap/siphash.cc) against the reference test vectors of Aumasson and
+// SipHash-2-4 (src/base/siphash.cc) against the reference test vectors of Aumasson and
 // Bernstein's paper and reference implementation (vectors.h of github.com/veorq/SipHash): key
 // 00 01 .. 0f, messages of length 0..63 whose bytes are 00 01 02 ..
 //
@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "bootstrap/siphash.h"
+#include "base/siphash.h"
 
 namespace chorus {
 namespace {

@@ -10,8 +10,8 @@
 #include <cstdio>
 #include <string>
 
+#include "base/error.h"
 #include "bootstrap/socket.h"
-#include "core/error.h"
 #include "util.h"
 
 namespace {

@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "core/op.h"
+#include "comm/op.h"
 #include "proto/proto.h"
 
 struct chorusComm;
@@ -34,11 +34,7 @@ void ringAllReduceOn(chorusComm* comm, const std::vector<int>& ring, int pos, co
 // share across nodes between ranks of the same local index, AllGather inside the node. Needs
 // every node to hold the same number of ranks.
 void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto);
-// Slices the hierarchical AllReduce pipelines its three phases over: one per
-// kHierMinSliceBytes, at most CHORUS_HIER_SLICES (default 8; 1 turns pipelining off), and 1
-// when a node has a single rank (nothing to overlap).
-constexpr size_t kHierMinSliceBytes = size_t(1) << 20;
-int hierSlices(size_t bytes, int ranksPerNode);
+// Its slices: tune/tuner.h hierSlices.
 void ringAllGather(chorusComm* comm, const OpDesc& op, const Work& w);
 void ringReduceScatter(chorusComm* comm, const OpDesc& op, const Work& w);
 // Pipelined chains along the ring (algo/chain.cc).
@@ -70,14 +66,8 @@ void cmaAllGather(chorusComm* comm, const OpDesc& op);
 // scratch) and then reads the other ranks' reduced blocks.
 void cmaAllReduce(chorusComm* comm, const OpDesc& op);
 
-// Point-to-point (algo/p2p.cc): every transfer of the batch progresses together, so no call
-// order can deadlock. Transfers to the same peer keep their order.
-struct P2PTransfer {
-  bool isSend;
-  int peer;
-  char* buf;
-  size_t bytes;
-};
+// Point-to-point (algo/p2p.cc): every transfer of the batch (comm/op.h P2PTransfer) progresses
+// together, so no call order can deadlock. Transfers to the same peer keep their order.
 void runP2P(chorusComm* comm, const std::vector<P2PTransfer>& transfers, const char* what);
 // Direct algorithms built on runP2P: AlltoAll, Gather, Scatter (algo/p2p_collectives.cc).
 void directCollective(chorusComm* comm, const OpDesc& op);

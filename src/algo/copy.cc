@@ -43,10 +43,10 @@
 #include <vector>
 
 #include "algo/algo.h"
-#include "core/comm.h"
-#include "core/debug.h"
-#include "core/error.h"
-#include "core/wait.h"
+#include "base/debug.h"
+#include "base/error.h"
+#include "comm/comm.h"
+#include "comm/wait.h"
 #include "reduce/reduce.h"
 
 namespace chorus {

@@ -25,21 +25,15 @@
 #include <vector>
 
 #include "algo/algo.h"
-#include "core/comm.h"
-#include "core/debug.h"
-#include "core/error.h"
-#include "core/param.h"
-#include "core/wait.h"
+#include "base/debug.h"
+#include "base/error.h"
+#include "base/param.h"
+#include "comm/comm.h"
+#include "comm/wait.h"
 #include "prims/prims.h"
+#include "tune/tuner.h"
 
 namespace chorus {
-
-int hierSlices(size_t bytes, int ranksPerNode) {
-  if (ranksPerNode < 2) return 1;
-  static const int64_t maxSlices = envInt("CHORUS_HIER_SLICES", 8);
-  const int64_t bySize = int64_t(bytes / kHierMinSliceBytes);
-  return int(std::clamp<int64_t>(std::min(bySize, maxSlices), 1, 64));
-}
 
 namespace {
 

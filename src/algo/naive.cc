@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "algo/algo.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "reduce/reduce.h"
 
 namespace chorus {

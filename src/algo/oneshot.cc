@@ -16,8 +16,8 @@
 #include <cstring>
 
 #include "algo/algo.h"
-#include "core/comm.h"
-#include "core/wait.h"
+#include "comm/comm.h"
+#include "comm/wait.h"
 #include "reduce/reduce.h"
 
 namespace chorus {

@@ -4,9 +4,9 @@
 #include <algorithm>
 
 #include "algo/algo.h"
-#include "core/comm.h"
-#include "core/error.h"
-#include "core/wait.h"
+#include "base/error.h"
+#include "comm/comm.h"
+#include "comm/wait.h"
 #include "prims/fan.h"
 
 namespace chorus {

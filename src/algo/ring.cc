@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "algo/algo.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "prims/prims.h"
 #include "reduce/reduce.h"
 

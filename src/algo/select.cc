@@ -9,38 +9,12 @@
 #include <vector>
 
 #include "algo/algo.h"
-#include "core/comm.h"
-#include "core/debug.h"
-#include "core/error.h"
+#include "base/debug.h"
+#include "base/error.h"
+#include "comm/comm.h"
 #include "tune/tuner.h"
 
 namespace chorus {
-
-const char* opKindName(OpKind kind) {
-  switch (kind) {
-    case OpKind::kAllReduce:
-      return "AllReduce";
-    case OpKind::kBroadcast:
-      return "Broadcast";
-    case OpKind::kReduce:
-      return "Reduce";
-    case OpKind::kAllGather:
-      return "AllGather";
-    case OpKind::kReduceScatter:
-      return "ReduceScatter";
-    case OpKind::kAlltoAll:
-      return "AlltoAll";
-    case OpKind::kGather:
-      return "Gather";
-    case OpKind::kScatter:
-      return "Scatter";
-    case OpKind::kSend:
-      return "Send";
-    case OpKind::kRecv:
-      return "Recv";
-  }
-  return "?";
-}
 
 void naiveAllReduce(chorusComm* comm, const OpDesc& op);
 
@@ -115,7 +89,7 @@ void runChannel(chorusComm* comm, const OpDesc& op, const Choice& c, const Work&
 
 void runCollective(const OpDesc& op) {
   chorusComm* comm = op.comm;
-  // The status trace (core/status.h): in flight from here, the algorithm known once chosen.
+  // The status trace (comm/status.h): in flight from here, the algorithm known once chosen.
   traceBegin(comm->trace, comm->opCount,
              traceDesc(op.kind, op.type, op.op, kTraceNoChoice, kTraceNoChoice, kTraceNoChoice),
              op.count, op.root);

@@ -15,9 +15,9 @@
 #include <cstring>
 
 #include "algo/algo.h"
-#include "core/comm.h"
-#include "core/error.h"
-#include "core/wait.h"
+#include "base/error.h"
+#include "comm/comm.h"
+#include "comm/wait.h"
 #include "prims/fan.h"
 
 namespace chorus {

@@ -10,10 +10,10 @@
 #include <string>
 #include <thread>
 
-#include "bootstrap/siphash.h"
-#include "core/debug.h"
-#include "core/error.h"
-#include "core/param.h"
+#include "base/debug.h"
+#include "base/error.h"
+#include "base/param.h"
+#include "base/siphash.h"
 
 namespace chorus {
 

@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/error.h"
-#include "core/param.h"
+#include "base/error.h"
+#include "base/param.h"
 
 namespace chorus {
 

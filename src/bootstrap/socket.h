@@ -10,16 +10,9 @@
 #include <cstdint>
 #include <string>
 
-namespace chorus {
+#include "base/clock.h"
 
-using Clock = std::chrono::steady_clock;
-using Deadline = Clock::time_point;
-inline Deadline noDeadline() {
-  return Deadline::max();
-}
-inline Deadline deadlineIn(double seconds) {
-  return Clock::now() + std::chrono::microseconds(int64_t(seconds * 1e6));
-}
+namespace chorus {
 
 struct SockAddr {
   sockaddr_storage ss{};

@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/comm.h"
-#include "core/error.h"
+#include "base/error.h"
+#include "comm/comm.h"
 #include "core/exec.h"
 #include "core/group.h"
 #include "cuda/backend.h"

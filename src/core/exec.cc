@@ -6,9 +6,9 @@
 #include <thread>
 
 #include "algo/algo.h"
-#include "core/comm.h"
-#include "core/error.h"
-#include "core/wait.h"
+#include "base/error.h"
+#include "comm/comm.h"
+#include "comm/wait.h"
 #include "cuda/backend.h"
 
 namespace chorus {
@@ -83,7 +83,8 @@ void runCommOpsHostVector(chorusComm* comm, const std::vector<const OpDesc*>& op
 // A device communicator runs the same operations on pinned host copies of its buffers.
 void runCommOps(chorusComm* comm, OpSpan ops) {
   if (comm->cuda != nullptr) {
-    cudaRunStaged(comm, std::vector<const OpDesc*>(ops.begin(), ops.end()), &runCommOpsHostVector);
+    cudaRunStaged(comm, std::vector<const OpDesc*>(ops.begin(), ops.end()), &runCommOpsHostVector,
+                  &streamCudaHandle);
   } else {
     runCommOpsHost(comm, ops);
   }

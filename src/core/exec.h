@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "core/op.h"
+#include "comm/op.h"
 
 namespace chorus {
 
@@ -23,5 +23,8 @@ chorusResult_t executeGroupNow(const std::vector<OpDesc>& ops);
 // Stream internals used by submit.
 void streamEnqueue(chorusStream_t stream, std::vector<OpDesc> ops);
 bool isLiveStream(chorusStream_t stream);
+// The cudaStream_t a Chorus stream wraps (cuda/backend.h kLegacyCudaStream for the default
+// stream 0), nullptr when it wraps none.
+void* streamCudaHandle(chorusStream_t stream);
 
 }  // namespace chorus

@@ -2,7 +2,7 @@
 // are collected and submitted together when the outermost group ends.
 #pragma once
 
-#include "core/op.h"
+#include "comm/op.h"
 
 namespace chorus {
 int groupDepth();

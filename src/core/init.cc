@@ -7,22 +7,20 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
-#include <mutex>
-#include <unordered_set>
 
-#include "bootstrap/siphash.h"
-#include "core/comm.h"
-#include "core/debug.h"
-#include "core/error.h"
-#include "core/param.h"
-#include "core/wait.h"
+#include "base/debug.h"
+#include "base/error.h"
+#include "base/param.h"
+#include "base/siphash.h"
+#include "comm/comm.h"
+#include "comm/wait.h"
 #include "cuda/backend.h"
+#include "net/tcp.h"
+#include "tune/tuner.h"
 
 namespace chorus {
 
 namespace {
-std::mutex gCommsMu;
-std::unordered_set<chorusComm*> gComms;
 
 uint64_t hostHash(std::string* hostnameOut) {
   char host[256] = {0};
@@ -87,7 +85,7 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
   // No silent hang by default: 30 minutes without progress fail the call, the default of
   // PyTorch's process groups (its Gloo backend included; Gloo's own default is 30 s), long
   // enough for any step of real work between two collectives; CHORUS_TIMEOUT=0 waits without
-  // bound. The rank then prints its status report (core/status.h).
+  // bound. The rank then prints its status report (comm/status.h).
   c->timeoutSec = cfg && cfg->timeoutMs >= 0 ? double(cfg->timeoutMs) / 1000.0
                                              : double(envInt("CHORUS_TIMEOUT", kDefaultTimeoutSec));
   c->checkCalls = envInt("CHORUS_CHECK", 0) != 0;
@@ -250,96 +248,7 @@ chorusResult_t report(chorusComm* comm, const Failure& e) {
   return e.code;
 }
 
-uint64_t threadToken() {
-  static thread_local char tag;
-  return reinterpret_cast<uint64_t>(&tag);
-}
-
 }  // namespace
-
-// The registry changes rarely (init, destroy); every call checks its handle. A thread remembers
-// the last handle it found live and the registry's generation then; unregistering bumps the
-// generation, so the remembered answer holds exactly while nothing was unregistered, and the
-// common check (the same communicator again) takes no lock.
-namespace {
-std::atomic<uint64_t> gCommsGeneration{1};
-thread_local chorusComm* tLiveComm = nullptr;
-thread_local uint64_t tLiveGeneration = 0;
-}  // namespace
-
-void registerComm(chorusComm* comm) {
-  std::lock_guard<std::mutex> l(gCommsMu);
-  gComms.insert(comm);
-}
-void unregisterComm(chorusComm* comm) {
-  std::lock_guard<std::mutex> l(gCommsMu);
-  gComms.erase(comm);
-  gCommsGeneration.fetch_add(1, std::memory_order_acq_rel);
-}
-bool isLiveComm(chorusComm* comm) {
-  if (comm == tLiveComm && tLiveGeneration == gCommsGeneration.load(std::memory_order_acquire))
-    return true;
-  std::lock_guard<std::mutex> l(gCommsMu);
-  if (gComms.count(comm) == 0) return false;
-  tLiveComm = comm;
-  tLiveGeneration = gCommsGeneration.load(std::memory_order_relaxed);  // stable under the lock
-  return true;
-}
-
-void withLiveComms(const std::function<void(std::vector<chorusComm*>&)>& fn) {
-  std::lock_guard<std::mutex> l(gCommsMu);
-  std::vector<chorusComm*> comms(gComms.begin(), gComms.end());
-  fn(comms);
-}
-
-void markFailed(chorusComm* comm, chorusResult_t code, const std::string& message, int cause) {
-  // The cause is made readable by every peer before anything else: before the state says
-  // failed (a sibling channel that stops on that state must find the cause, not record itself),
-  // and before the caller's call returns (the application may exit at once, and its peers must
-  // then read the real cause instead of concluding that this rank died).
-  if (comm->mySegment.base()) {
-    // The first cause sticks: later failures (a sibling channel stopping) must not hide it.
-    int32_t none = 0;
-    comm->mySegment.header()->failed.compare_exchange_strong(none,
-                                                             (cause >= 0 ? cause : comm->rank) + 1);
-  }
-  // Peers on other nodes: a notice on the TCP control connections, written to the sockets
-  // before this returns (first cause sticks too).
-  if (comm->tcp) comm->tcp->notifyFailure(cause >= 0 ? cause : comm->rank, message);
-  int expected = chorusSuccess;
-  comm->asyncError.compare_exchange_strong(expected, code);
-  comm->state.store(CommState::kFailed);
-  CHORUS_WARN(comm->rank, "communicator failed: %s", message.c_str());
-}
-
-void setLastError(chorusComm_t comm, const std::string& message) {
-  setThreadLastError(message);
-  if (comm && isLiveComm(comm)) {
-    std::lock_guard<std::mutex> l(comm->errMutex);
-    comm->lastError = message;
-  }
-}
-
-// Guards an API call on a communicator: it must be live, and no other thread may be inside a
-// call on it at the same time (NCCL's rule: one thread drives a communicator).
-ApiGuard::ApiGuard(chorusComm_t comm, const char* fn) : comm_(nullptr) {
-  if (comm == nullptr) fail(chorusInvalidArgument, "%s: comm is NULL", fn);
-  if (!isLiveComm(comm))
-    fail(chorusInvalidArgument, "%s: comm is not a live communicator (destroyed or never created)",
-         fn);
-  uint64_t me = threadToken(), expected = 0;
-  if (!comm->apiOwner.compare_exchange_strong(expected, me) && expected != me)
-    fail(chorusInvalidUsage,
-         "%s (rank %d): called from a second thread while another thread is inside a call on "
-         "this communicator (a communicator must be driven by one thread at a time)",
-         fn, comm->rank);
-  owned_ = expected == 0;
-  comm_ = comm;
-}
-
-ApiGuard::~ApiGuard() {
-  if (comm_ && owned_) comm_->apiOwner.store(0);
-}
 
 }  // namespace chorus
 

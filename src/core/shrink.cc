@@ -5,7 +5,7 @@
 // rank that died, so the agreement runs over the parent's own channels: a mailbox in every rank's
 // segment header for same-node peers (transport/segment.h, ShrinkBox; readable even after its
 // owner died) and kShrink notices on the TCP control connections for peers on other nodes
-// (transport/tcp.h). The messages are those of core/shrink_wire.h.
+// (net/tcp.h). The messages are those of core/shrink_wire.h.
 //
 //   1. Every caller publishes a view: the exclude list, plus the ranks it knows are gone (their
 //      process died, they destroyed or aborted the parent, their control connection closed).
@@ -33,13 +33,13 @@
 #include <thread>
 #include <vector>
 
+#include "base/debug.h"
+#include "base/error.h"
+#include "base/param.h"
 #include "bootstrap/bootstrap.h"
-#include "core/comm.h"
-#include "core/debug.h"
-#include "core/error.h"
-#include "core/param.h"
+#include "comm/comm.h"
+#include "comm/wait.h"
 #include "core/shrink_wire.h"
-#include "core/wait.h"
 
 namespace chorus {
 

@@ -11,8 +11,8 @@
 #include <thread>
 #include <unordered_set>
 
-#include "core/comm.h"
-#include "core/error.h"
+#include "base/error.h"
+#include "comm/comm.h"
 #include "core/exec.h"
 #include "cuda/backend.h"
 

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "core/comm.h"
-#include "core/error.h"
-#include "core/param.h"
-#include "core/wait.h"
+#include "base/error.h"
+#include "base/param.h"
+#include "comm/comm.h"
+#include "comm/wait.h"
 #include "cuda/ipc.h"
 #include "cuda/ipc_direct.h"
 #include "cuda/kernels.h"
@@ -63,7 +63,8 @@ CudaIpcStats cudaIpcStats(const chorusComm*) {
   return {};
 }
 
-void cudaRunStaged(chorusComm* comm, const std::vector<const OpDesc*>&, HostRunner) {
+void cudaRunStaged(chorusComm* comm, const std::vector<const OpDesc*>&, HostRunner,
+                   StreamCudaHandle) {
   fail(chorusInternalError, "rank %d: device communicator in a build without CUDA", comm->rank);
 }
 
@@ -288,14 +289,15 @@ void ensureStaging(chorusComm* comm, CudaComm* cc, size_t bytes) {
 
 }  // namespace
 
-void cudaRunStaged(chorusComm* comm, const std::vector<const OpDesc*>& ops, HostRunner runHost) {
+void cudaRunStaged(chorusComm* comm, const std::vector<const OpDesc*>& ops, HostRunner runHost,
+                   StreamCudaHandle cudaStreamOf) {
   CudaComm* cc = comm->cuda;
   DeviceScope scope(cc->device);
   check(comm, scope.result(), "cudaSetDevice");
   // Order after the user's prior work on wrapped streams (the copy stream is a blocking stream,
   // so it is already ordered after the legacy default stream).
   for (const OpDesc* op : ops) {
-    void* us = op->stream != nullptr ? streamCudaHandle(op->stream) : nullptr;
+    void* us = op->stream != nullptr ? cudaStreamOf(op->stream) : nullptr;
     if (us == nullptr) continue;
     check(comm, cudaEventRecord(cc->userDone, static_cast<cudaStream_t>(us)),
           "cudaEventRecord on the user's stream");

@@ -1,13 +1,15 @@
-// The CUDA backend's hooks into the core (src/core): device communicators, buffer location
-// checks, host staging of device buffers, CUDA-wrapped streams. Declared for every build; without
-// CHORUS_HAVE_CUDA the device paths report "built without CUDA".
+// The CUDA backend as the API layer (src/core) calls it: device communicators, buffer location
+// checks, host staging of device buffers, CUDA-wrapped streams. It uses the communicator
+// (src/comm) and nothing above it: what it needs of the API is passed in (HostRunner,
+// StreamCudaHandle). Declared for every build; without CHORUS_HAVE_CUDA the device paths report
+// "built without CUDA".
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
-#include "core/op.h"
+#include "comm/op.h"
 
 struct chorusComm;
 
@@ -37,8 +39,12 @@ void cudaCheckBuffers(const char* fn, chorusComm* comm, const OpDesc& op, size_t
 // host copies, `runHost` on the host view, host -> device copies; returns when the results are
 // in device memory. Ordered after prior work of a CUDA-wrapped stream and of the legacy default
 // stream. Throws Failure.
+// `cudaStreamOf` gives the cudaStream_t a Chorus stream wraps (kLegacyCudaStream for the default
+// stream 0, nullptr when it wraps none): the streams are the API layer's (core/stream.cc).
 using HostRunner = void (*)(chorusComm* comm, const std::vector<const OpDesc*>& ops);
-void cudaRunStaged(chorusComm* comm, const std::vector<const OpDesc*>& ops, HostRunner runHost);
+using StreamCudaHandle = void* (*)(chorusStream_t stream);
+void cudaRunStaged(chorusComm* comm, const std::vector<const OpDesc*>& ops, HostRunner runHost,
+                   StreamCudaHandle cudaStreamOf);
 
 // CHORUS_CUDA_IPC=1 (experimental, untested on a GPU): runs `op` (an AllReduce alone in its
 // batch, every rank on one node, at most cuda::kMaxReduceMany ranks) directly on the ranks'
@@ -65,9 +71,7 @@ CudaIpcStats cudaIpcStats(const chorusComm* comm);
 // Host communicators classify buffers from now on (a CUDA stream was wrapped).
 void markCudaUsed();
 
-// Stream internals (stream.cc): the cudaStream_t a Chorus stream wraps, kLegacyCudaStream for
-// the default stream 0, nullptr when it wraps none.
-void* streamCudaHandle(chorusStream_t stream);
+// What a stream wrapping CUDA's legacy default stream (0) reports as its cudaStream_t.
 inline void* const kLegacyCudaStream = reinterpret_cast<void*>(uintptr_t{1});  // cudaStreamLegacy
 
 }  // namespace chorus

@@ -3,8 +3,8 @@
 #include <cstddef>
 #include <cstring>
 
-#include "core/comm.h"
-#include "core/error.h"
+#include "base/error.h"
+#include "comm/comm.h"
 
 namespace chorus {
 

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/op.h"
+#include "comm/op.h"
 
 namespace chorus {
 

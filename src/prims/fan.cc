@@ -1,7 +1,7 @@
 #include "prims/fan.h"
 
-#include "core/comm.h"
-#include "core/error.h"
+#include "base/error.h"
+#include "comm/comm.h"
 #include "reduce/reduce.h"
 
 namespace chorus {

@@ -6,7 +6,7 @@
 // Every try* call moves one whole chunk or, when a connection is not ready (no data yet, no free
 // slot), touches nothing and returns false. So one loop can drive several of them (both trees of
 // the double binary tree, every transfer of a batch) and never blocks on one; the caller waits
-// (core/wait.h) only when none progressed.
+// (comm/wait.h) only when none progressed.
 #pragma once
 
 #include <cstddef>

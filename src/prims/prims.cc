@@ -2,9 +2,9 @@
 
 #include <cstring>
 
-#include "core/comm.h"
-#include "core/error.h"
-#include "core/wait.h"
+#include "base/error.h"
+#include "comm/comm.h"
+#include "comm/wait.h"
 #include "reduce/reduce.h"
 
 namespace chorus {

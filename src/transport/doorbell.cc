@@ -1,4 +1,5 @@
-// Doorbells (fifo.h): futex wake and wait on a word of a FIFO's control block. The word may live
+// Doorbells (fifo.h): futex wake and wait on a word of a FIFO's control block, and the TCP
+// proxy's eventfd wake-up. The word may live
 // in shared memory mapped by several processes, so the futexes are not process-private.
 #include "transport/doorbell.h"
 
@@ -32,6 +33,13 @@ void sleepOnDoorbell(Doorbell* d, uint32_t bellValue, long timeoutNs) {
 
 void disarmDoorbell(Doorbell* d) {
   d->sleeping.fetch_sub(1, std::memory_order_relaxed);
+}
+
+// The proxy's wake-up (net/tcp.cc): one write to its eventfd.
+void SendConn::wakeProxy() const {
+  uint64_t one = 1;
+  ssize_t n = write(wakeFd, &one, sizeof(one));
+  (void)n;  // a full eventfd counter already means "wake up"
 }
 
 }  // namespace chorus

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <new>
 
+#include "base/error.h"
 #include "bootstrap/socket.h"
-#include "core/error.h"
 
 namespace chorus {
 

@@ -40,7 +40,7 @@ struct SegmentHeader {
   Doorbell bell;  // the owner sleeps here in long waits for its FIFOs (fifo.h)
   CopyPost copy;  // single-copy Broadcast / AllGather (algo/copy.cc)
   // peer + 1 while the owner is in a long wait (past its spin) for that peer, else 0: a rank
-  // that times out follows these to the rank that is behind (core/wait.cc).
+  // that times out follows these to the rank that is behind (comm/wait.cc).
   std::atomic<int32_t> waitingFor;
 };
 

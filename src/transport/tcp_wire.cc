@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "bootstrap/siphash.h"
+#include "base/siphash.h"
 
 namespace chorus::tcpwire {
 

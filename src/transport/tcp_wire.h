@@ -1,4 +1,4 @@
-// The TCP transport's wire format (src/transport/tcp.cc), as pure functions so that every parser
+// The TCP transport's wire format (src/net/tcp.cc), as pure functions so that every parser
 // of bytes from the network can be fuzzed on its own (fuzz/fuzz_data_hello.cc,
 // fuzz/fuzz_frames.cc, fuzz/fuzz_notice.cc).
 //

@@ -9,9 +9,9 @@
 #include <sstream>
 #include <thread>
 
+#include "base/debug.h"
+#include "base/param.h"
 #include "chorus/chorus.h"  // CHORUS_VERSION_STRING (chorus/version.h)
-#include "core/debug.h"
-#include "core/param.h"
 
 namespace chorus {
 

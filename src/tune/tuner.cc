@@ -13,37 +13,14 @@
 #include <string>
 #include <vector>
 
-#include "algo/algo.h"
-#include "core/comm.h"
-#include "core/error.h"
-#include "core/param.h"
+#include "base/error.h"
+#include "base/param.h"
+#include "comm/comm.h"
 #include "topo/tree.h"
 #include "transport/segment.h"
 #include "tune/calibration.h"
 
 namespace chorus {
-
-const char* algoName(Algo a) {
-  switch (a) {
-    case Algo::kRing:
-      return "ring";
-    case Algo::kTree:
-      return "tree";
-    case Algo::kChain:
-      return "chain";
-    case Algo::kDirect:
-      return "direct";
-    case Algo::kNaive:
-      return "naive";
-    case Algo::kHier:
-      return "hier";
-    case Algo::kOneShot:
-      return "oneshot";
-    case Algo::kCma:
-      return "cma";
-  }
-  return "?";
-}
 
 const char* collectiveKey(OpKind kind) {
   switch (kind) {
@@ -375,11 +352,6 @@ Choice chooseFor(const chorusComm* comm, OpKind kind, size_t bytes, const TunerE
   return best;
 }
 
-void PlanCache::clear() {
-  for (auto& perKind : classes)
-    for (auto& c : perKind) c.state = 0;
-}
-
 namespace {
 
 // Builds the segments of one size class: [lo, hi] is cut into pieces on which every candidate's
@@ -483,6 +455,13 @@ Choice choose(chorusComm* comm, const OpDesc& op) {
 double predictChoice(const chorusComm* comm, const OpDesc& op, const Choice& c) {
   return predictUs(op.kind, c.algo, c.proto, c.nchannels, comm->shape,
                    modelBytes(op.kind, op.count, op.type, comm->nranks));
+}
+
+int hierSlices(size_t bytes, int ranksPerNode) {
+  if (ranksPerNode < 2) return 1;
+  static const int64_t maxSlices = envInt("CHORUS_HIER_SLICES", 8);
+  const int64_t bySize = int64_t(bytes / kHierMinSliceBytes);
+  return int(std::clamp<int64_t>(std::min(bySize, maxSlices), 1, 64));
 }
 
 }  // namespace chorus

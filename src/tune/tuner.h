@@ -9,25 +9,13 @@
 #include <cstdint>
 #include <string>
 
-#include "core/op.h"
+#include "comm/op.h"
+#include "comm/plan.h"
 #include "proto/proto.h"
 
 struct chorusComm;
 
 namespace chorus {
-
-enum class Algo : int {
-  kRing = 0,
-  kTree = 1,
-  kChain = 2,
-  kDirect = 3,
-  kNaive = 4,
-  kHier = 5,
-  kOneShot = 6,
-  kCma = 7  // single copy straight from the peers' buffers (algo/copy.cc)
-};
-constexpr int kNumAlgos = 8;
-const char* algoName(Algo a);
 
 struct Choice {
   Algo algo;
@@ -58,21 +46,6 @@ struct MachineModel {
   bool calibrated;
 };
 
-// The communicator's shape as the model sees it.
-struct Shape {
-  int nranks;
-  int nnodes;
-  bool evenNodes;      // every node holds nranks / nnodes ranks
-  int treeDepth = -1;  // deepest of the two trees (edges); -1: compute
-  // The hierarchical AllReduce pipelines its phases (assumed until its first large calls have
-  // decided: hier.cc).
-  bool hierPipelined = true;
-  // Single-copy Broadcast / AllGather (algo/copy.cc) may run: cleared on every rank of a
-  // communicator, together, when the kernel refused cross-memory attach to one of them.
-  bool singleCopy = true;
-  // One node with more ranks than online cores (the same on every rank of the node).
-  bool oversubscribed = false;
-};
 // Up to this size, Broadcast / Reduce on an oversubscribed node model the tree with the chain's
 // hops (measured: the chain wins below 16-32 KiB at 4 ranks on 2 cores, the tree above).
 constexpr size_t kOversubscribedChainBytes = size_t(16) << 10;
@@ -103,19 +76,8 @@ bool protoSupports(Algo a, Proto p);
 // Predicted microseconds for `bytes` (the nccl-tests size of the operation).
 double predictUs(OpKind kind, Algo a, Proto p, int nchannels, const Shape& shape, size_t bytes);
 Shape shapeOf(const chorusComm* comm);
-// The tuner's environment (CHORUS_ALGO, CHORUS_PROTO, CHORUS_MIN/MAX_NCHANNELS), parsed once:
-// per collective, which algorithms and protocols the overrides allow.
-constexpr int kNumOpKinds = 10;  // OpKind's values
-struct TunerEnv {
-  uint8_t algoAllowed[kNumOpKinds];   // bit a: CHORUS_ALGO allows algorithm a
-  uint8_t protoAllowed[kNumOpKinds];  // bit p: CHORUS_PROTO allows protocol p
-  bool naiveNamed[kNumOpKinds];       // CHORUS_ALGO names the naive ring for this collective
-  int64_t minChannels;                // CHORUS_MIN_NCHANNELS, 1 when unset
-  bool maxChannelsSet;                // CHORUS_MAX_NCHANNELS is set (else: every channel)
-  int64_t maxChannels;
-  bool operator==(const TunerEnv&) const = default;
-};
-TunerEnv readTunerEnv();  // reads the environment now
+
+TunerEnv readTunerEnv();  // comm/plan.h's TunerEnv, from the environment now
 
 // The model's choice for `bytes` (the size predictUs takes) under the overrides `env`.
 Choice chooseFor(const chorusComm* comm, OpKind kind, size_t bytes, const TunerEnv& env);
@@ -123,32 +85,11 @@ Choice chooseFor(const chorusComm* comm, OpKind kind, size_t bytes, const TunerE
 // direct collectives count every rank's block).
 size_t modelBytes(OpKind kind, size_t count, chorusDataType_t type, int nranks);
 
-// A communicator's plans: the tuner's choice per collective and size class (log2 of the bytes),
-// decided on the first call of a class and looked up afterwards, so that a call evaluates no
-// model and parses no environment. A class keeps every boundary at which the model's choice
-// changes inside it (found by bisection: each candidate's predicted time is affine in the
-// bytes, so the sizes where one candidate wins form an interval), so a lookup gives exactly the
-// choice chooseFor would make. Used by the executing thread only (one at a time: ExecGuard).
-constexpr int kPlanClasses = 65;  // 0 bytes, then [2^(c-1), 2^c) for c = 1..64
-constexpr int kPlanSegments = 6;
-struct PlanSegment {
-  uint64_t firstBytes;  // the segment runs from here to the next segment's first byte
-  uint8_t algo, proto;
-  uint16_t nchannels;
-};
-struct PlanClass {
-  uint8_t state;  // 0: not decided yet; 1: segments; 2: too many boundaries: evaluate per call
-  uint8_t nsegments;
-  PlanSegment segments[kPlanSegments];
-};
-struct PlanCache {
-  uint64_t modelGeneration = 0;  // the machine model the plans were made with
-  PlanClass classes[kNumOpKinds][kPlanClasses] = {};
-  void clear();
-};
-inline int planClassOf(size_t bytes) {
-  return bytes == 0 ? 0 : 64 - __builtin_clzll(static_cast<unsigned long long>(bytes));
-}
+// Slices the hierarchical AllReduce (algo/hier.cc) pipelines its three phases over: one per
+// kHierMinSliceBytes, at most CHORUS_HIER_SLICES (default 8; 1 turns pipelining off), and 1
+// when a node has a single rank (nothing to overlap).
+constexpr size_t kHierMinSliceBytes = size_t(1) << 20;
+int hierSlices(size_t bytes, int ranksPerNode);
 // Bumped by setMachineModel: plans made with an older model are dropped.
 uint64_t machineModelGeneration();
 

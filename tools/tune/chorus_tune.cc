@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "chorus/chorus.h"
-#include "core/comm.h"
+#include "comm/comm.h"
 #include "tune/calibration.h"
 #include "tune/tuner.h"
 

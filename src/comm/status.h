@@ -41,7 +41,7 @@ struct OpTrace {
   TraceEntry ring[kTraceEntries];
   std::atomic<uint64_t> completed{0};  // operations recorded as complete; the next goes there
   std::atomic<bool> inFlight{false};   // ring[completed % kTraceEntries] is running
-  // The wait (core/wait.h) that outlasted its spin phase most recently and has not ended: which
+  // The wait (comm/wait.h) that outlasted its spin phase most recently and has not ended: which
   // peer, for what, since when (steady clock, ns). waiter == nullptr: none.
   std::atomic<const void*> waiter{nullptr};
   std::atomic<int> waitPeer{-1};

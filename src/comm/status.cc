@@ -1,6 +1,6 @@
-// Status reports (core/status.h): formatting, the on-demand signal and its watcher thread, and
+// Status reports (comm/status.h): formatting, the on-demand signal and its watcher thread, and
 // chorusCommPrintStatus.
-#include "core/status.h"
+#include "comm/status.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -14,10 +14,11 @@
 #include <thread>
 #include <vector>
 
-#include "core/comm.h"
-#include "core/debug.h"
-#include "core/error.h"
-#include "core/param.h"
+#include "base/debug.h"
+#include "base/error.h"
+#include "base/param.h"
+#include "comm/comm.h"
+#include "proto/proto.h"
 
 namespace chorus {
 

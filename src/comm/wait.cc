@@ -1,4 +1,4 @@
-#include "core/wait.h"
+#include "comm/wait.h"
 
 #include <sched.h>
 #include <signal.h>
@@ -11,9 +11,9 @@
 #include <exception>
 #include <string>
 
-#include "core/comm.h"
-#include "core/error.h"
-#include "core/status.h"
+#include "base/error.h"
+#include "comm/comm.h"
+#include "comm/status.h"
 #include "transport/doorbell.h"
 
 namespace chorus {
@@ -123,7 +123,7 @@ Waiter::Waiter(chorusComm* comm, int peer, const char* what, bool fifoWait)
       bell_(fifoWait && comm->mySegment.base() != nullptr ? &comm->mySegment.header()->bell
                                                           : nullptr) {}
 
-// A wait past its spin phase tells the status report (core/status.h) what it waits for: a few
+// A wait past its spin phase tells the status report (comm/status.h) what it waits for: a few
 // relaxed stores, on the slow path only (the clock was just read).
 void Waiter::publish(Clock::time_point now) {
   OpTrace& t = comm_->trace;

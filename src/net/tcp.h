@@ -1,4 +1,5 @@
-// TCP transport between nodes (NCCL's socket path). For each remote peer and channel the
+// TCP transport between nodes (NCCL's socket path): the communicator's RemoteLinks
+// (comm/remote.h), with a proxy thread per communicator. For each remote peer and channel the
 // rank keeps the same FIFO interface as shared memory:
 //   outgoing: the rank posts into a local staging FIFO; the proxy thread drains each slot into
 //             the peer's sockets ({u64 bytes, data}; slot i goes on socket i % nsocks);
@@ -14,7 +15,7 @@
 // connection. When a communicator is marked failed (markFailed), the proxy sends every remote
 // peer a notice naming the rank that caused the failure (itself, or a rank that died), so that
 // peers on other nodes stop waiting at once instead of when the sockets close; a peer whose data
-// sockets close or reset is failed too. Either way a wait on that peer fails (core/wait.cc) with
+// sockets close or reset is failed too. Either way a wait on that peer fails (comm/wait.cc) with
 // chorusRemoteError naming the cause.
 // A rank may exit as soon as its failed call returns, so the notice is written to the control
 // sockets by the failing thread itself before markFailed returns (not left queued for the proxy,
@@ -35,6 +36,7 @@
 #include <vector>
 
 #include "bootstrap/socket.h"
+#include "comm/remote.h"
 #include "transport/fifo.h"
 
 struct chorusComm;
@@ -74,33 +76,33 @@ class DataListener {
   std::thread thread_;
 };
 
-class TcpTransport {
+class TcpTransport final : public RemoteLinks {
  public:
   // Connects to every remote peer (lower rank connects, higher accepts through `listener`),
   // authenticates, allocates staging FIFOs, starts the proxy. `addrs[r]` is rank r's listener.
   TcpTransport(chorusComm* comm, DataListener& listener, const std::vector<SockAddr>& addrs,
                const uint8_t secret[16]);
-  ~TcpTransport();
+  ~TcpTransport() override;
 
   // The FIFO a rank posts into to send to remote `peer` on `channel`.
-  void bindSendConn(int peer, int channel, SendConn* conn);
-  bool peerFailed(int peer) const { return failed_[size_t(peer)].load() != 0; }
+  void bindSendConn(int peer, int channel, SendConn* conn) override;
+  bool peerFailed(int peer) const override { return failed_[size_t(peer)].load() != 0; }
   // Once peerFailed: why (a phrase naming the rank that caused it) and that rank.
-  const char* failureReason(int peer) const;
-  int failureCause(int peer) const { return causes_[size_t(peer)]; }
+  const char* failureReason(int peer) const override;
+  int failureCause(int peer) const override { return causes_[size_t(peer)]; }
   // Whether this rank knows `rank` (on another node) died: its connection was lost, or a peer's
   // notice said so.
-  bool seenDead(int rank) const { return dead_[size_t(rank)].load(); }
+  bool seenDead(int rank) const override { return dead_[size_t(rank)].load(); }
   // Tells every remote peer that this communicator failed because of rank `cause` (this rank or
   // a peer); only the first call sends anything. Any thread.
-  void notifyFailure(int cause, const std::string& message);
+  void notifyFailure(int cause, const std::string& message) override;
 
   // chorusCommShrink (core/shrink.cc): sends a shrink message (core/shrink_wire.h) to every
   // remote peer, after whatever is queued; and the latest one received from `peer` (false if
   // none). controlClosed: the peer's control connection ended (it died or left). Any thread.
-  void publishShrink(const std::string& message);
-  bool latestShrink(int peer, std::string* message);
-  bool controlClosed(int peer) const { return controlClosed_[size_t(peer)].load(); }
+  void publishShrink(const std::string& message) override;
+  bool latestShrink(int peer, std::string* message) override;
+  bool controlClosed(int peer) const override { return controlClosed_[size_t(peer)].load(); }
 
  private:
   struct Link;

@@ -1,4 +1,4 @@
-#include "core/debug.h"
+#include "base/debug.h"
 
 #include <sys/syscall.h>
 #include <unistd.h>

@@ -11,11 +11,11 @@
 #include <cstring>
 #include <string>
 
+#include "base/debug.h"
+#include "base/error.h"
+#include "base/param.h"
+#include "base/siphash.h"
 #include "bootstrap/bootstrap.h"
-#include "bootstrap/siphash.h"
-#include "core/debug.h"
-#include "core/error.h"
-#include "core/param.h"
 
 namespace chorus {
 

@@ -1,4 +1,5 @@
-// One operation as the user issued it, after validation.
+// One operation as the user issued it, after validation, and one transfer of a point-to-point
+// batch.
 #pragma once
 
 #include <cstddef>
@@ -19,6 +20,7 @@ enum class OpKind {
   kSend,
   kRecv
 };
+constexpr int kNumOpKinds = 10;  // OpKind's values
 
 struct OpDesc {
   OpKind kind;
@@ -32,7 +34,15 @@ struct OpDesc {
   chorusStream_t stream;
 };
 
-const char* opKindName(OpKind kind);
+// One send or receive of a point-to-point batch (algo/p2p.cc runP2P).
+struct P2PTransfer {
+  bool isSend;
+  int peer;
+  char* buf;
+  size_t bytes;
+};
+
+const char* opKindName(OpKind kind);  // "AllReduce", ...
 inline bool isP2P(OpKind k) {
   return k == OpKind::kSend || k == OpKind::kRecv;
 }

@@ -1,4 +1,4 @@
-#include "transport/tcp.h"
+#include "net/tcp.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -15,22 +15,16 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/comm.h"
-#include "core/debug.h"
-#include "core/error.h"
-#include "core/param.h"
-#include "core/wait.h"
+#include "base/debug.h"
+#include "base/error.h"
+#include "base/param.h"
+#include "comm/comm.h"
+#include "comm/wait.h"
 #include "transport/tcp_wire.h"
 
 namespace chorus {
 
 using namespace tcpwire;
-
-void SendConn::wakeProxy() const {
-  uint64_t one = 1;
-  ssize_t n = write(wakeFd, &one, sizeof(one));
-  (void)n;  // a full eventfd counter already means "wake up"
-}
 
 namespace {
 constexpr size_t kCtrlBytes = 4096;

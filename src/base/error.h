@@ -1,5 +1,5 @@
 // Errors: an exception type that carries an NCCL-style code through the layers, and the
-// per-thread / per-communicator "last error" text behind chorusGetLastError.
+// per-thread "last error" text behind chorusGetLastError (a communicator's own: comm/comm.h).
 #pragma once
 
 #include <string>
@@ -18,8 +18,6 @@ struct Failure {
     __attribute__((format(printf, 2, 3)));
 std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
-// Records `message` as the calling thread's last error (and the communicator's, if any).
-void setLastError(chorusComm_t comm, const std::string& message);
 void setThreadLastError(const std::string& message);
 const char* threadLastError();
 

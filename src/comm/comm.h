@@ -13,14 +13,14 @@
 #include <thread>
 #include <vector>
 
-#include "algo/algo.h"
 #include "bootstrap/bootstrap.h"
 #include "chorus/chorus.h"
-#include "core/status.h"
+#include "comm/op.h"
+#include "comm/plan.h"
+#include "comm/remote.h"
+#include "comm/status.h"
 #include "transport/fifo.h"
 #include "transport/segment.h"
-#include "transport/tcp.h"
-#include "tune/tuner.h"
 
 namespace chorus {
 
@@ -78,8 +78,8 @@ struct chorusComm {
   // [proto][channel][peer]
   std::vector<std::vector<chorus::SendConn>> sendConns[2];
   std::vector<std::vector<chorus::RecvConn>> recvConns[2];
-  std::unique_ptr<chorus::TcpTransport> tcp;  // links to ranks on other nodes, if any
-  std::vector<std::vector<char>> scratch;     // [channel]: 4 Simple slots of scratch for LL / trees
+  std::unique_ptr<chorus::RemoteLinks> tcp;  // links to ranks on other nodes (net/tcp.h), if any
+  std::vector<std::vector<char>> scratch;    // [channel]: 4 Simple slots of scratch for LL / trees
   // Point-to-point batches (algo/p2p.cc, core/exec.cc, algo/p2p_collectives.cc): kept from call to
   // call, so that a batch no larger than an earlier one allocates nothing.
   struct P2PScratch {
@@ -102,7 +102,7 @@ struct chorusComm {
   std::atomic<int> executing{0};
   std::atomic<int> pending{0};  // operations queued on streams, not yet finished
   uint64_t opCount = 0;
-  chorus::OpTrace trace;    // the last operations and the current wait (core/status.h)
+  chorus::OpTrace trace;    // the last operations and the current wait (comm/status.h)
   uint64_t oneShotSeq = 0;  // one-shot collectives run so far (algo/oneshot.cc)
   uint64_t copySeq = 0;     // single-copy collectives run so far (algo/copy.cc)
   uint8_t copyState = 0;    // cross-memory attach: untried, armed, usable, refused (algo/copy.cc)
@@ -112,7 +112,7 @@ struct chorusComm {
   // Busy-poll iterations before yielding: none when this node has more ranks than cores (the
   // peer we wait for needs our core), a few hundred otherwise (CHORUS_SPIN overrides).
   uint32_t spinIters = 256;
-  // FIFO waits (core/wait.h) poll this long after the spin (spinning when pinned to one core
+  // FIFO waits (comm/wait.h) poll this long after the spin (spinning when pinned to one core
   // and not oversubscribed, yielding otherwise), then sleep on the rank's doorbell.
   // CHORUS_POLL_US overrides.
   std::chrono::nanoseconds pollPhase{std::chrono::microseconds(50)};
@@ -149,6 +149,10 @@ void withLiveComms(const std::function<void(std::vector<chorusComm*>&)>& fn);
 // Marks the communicator failed with `code` (async error) and tells its peers: same-node ones
 // through the segment's failure flag, remote ones through a TCP failure notice.
 void markFailed(chorusComm* comm, chorusResult_t code, const std::string& message, int cause = -1);
+
+// Records `message` as the calling thread's last error (base/error.h) and the communicator's,
+// if any.
+void setLastError(chorusComm_t comm, const std::string& message);
 
 }  // namespace chorus
 

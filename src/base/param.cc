@@ -1,8 +1,8 @@
-#include "core/param.h"
+#include "base/param.h"
 
 #include <cstdlib>
 
-#include "core/debug.h"
+#include "base/debug.h"
 
 namespace chorus {
 

@@ -1,4 +1,4 @@
-#include "bootstrap/siphash.h"
+#include "base/siphash.h"
 
 #include <cstring>
 

@@ -1,6 +1,7 @@
-// Version, error strings, type sizes and the last-error query.
-#include "core/comm.h"
-#include "core/error.h"
+// The public API's plain functions: version, error strings, type sizes (every layer may call
+// them; the last-error query is the communicator's: comm/comm.cc).
+#include "base/error.h"
+#include "chorus/chorus.h"
 
 using namespace chorus;
 
@@ -36,18 +37,6 @@ const char* chorusGetErrorString(chorusResult_t result) {
     default:
       return "unknown result code";
   }
-}
-
-const char* chorusGetLastError(chorusComm_t comm) {
-  if (comm != nullptr && isLiveComm(comm)) {
-    std::lock_guard<std::mutex> l(comm->errMutex);
-    if (!comm->lastError.empty()) {
-      thread_local std::string copy;
-      copy = comm->lastError;
-      return copy.c_str();
-    }
-  }
-  return threadLastError();
 }
 
 size_t chorusTypeSize(chorusDataType_t t) {

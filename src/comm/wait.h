@@ -6,7 +6,7 @@
 
 #include <sys/types.h>
 
-#include "bootstrap/socket.h"
+#include "base/clock.h"
 
 struct chorusComm;
 
@@ -48,7 +48,7 @@ class Waiter {
   bool spinPolling_ = false;  // in a spin-poll phase: the clock is read every 64 polls
   bool armed_ = false;        // the bell was read since the last sleep: the next pause sleeps
   bool everArmed_ = false;
-  bool published_ = false;  // this wait is the communicator's published one (core/status.h)
+  bool published_ = false;  // this wait is the communicator's published one (comm/status.h)
   uint32_t bellValue_ = 0;
   uint32_t iter_ = 0;
   uint32_t checks_ = 0;

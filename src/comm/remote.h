@@ -1,0 +1,39 @@
+// Links to the ranks on other nodes, as the communicator sees them: its waits (comm/wait.cc),
+// markFailed (comm/comm.cc), init (core/init.cc) and chorusCommShrink (core/shrink.cc). The TCP
+// transport (net/tcp.h) implements it and init creates it, so the communicator's layer does not
+// depend on the proxy that lives above it.
+#pragma once
+
+#include <string>
+
+namespace chorus {
+
+struct SendConn;  // transport/fifo.h
+
+class RemoteLinks {
+ public:
+  virtual ~RemoteLinks() = default;
+
+  // The FIFO a rank posts into to send to remote `peer` on `channel`.
+  virtual void bindSendConn(int peer, int channel, SendConn* conn) = 0;
+  // Whether the link to `peer` failed; once it did: why (a phrase naming the rank that caused
+  // it) and that rank.
+  virtual bool peerFailed(int peer) const = 0;
+  virtual const char* failureReason(int peer) const = 0;
+  virtual int failureCause(int peer) const = 0;
+  // Whether this rank knows `rank` (on another node) died: its connection was lost, or a peer's
+  // notice said so.
+  virtual bool seenDead(int rank) const = 0;
+  // Tells every remote peer that this communicator failed because of rank `cause` (this rank or
+  // a peer); only the first call sends anything. Any thread.
+  virtual void notifyFailure(int cause, const std::string& message) = 0;
+
+  // chorusCommShrink: sends a shrink message (core/shrink_wire.h) to every remote peer, after
+  // whatever is queued; and the latest one received from `peer` (false if none).
+  // controlClosed: the peer's control connection ended (it died or left). Any thread.
+  virtual void publishShrink(const std::string& message) = 0;
+  virtual bool latestShrink(int peer, std::string* message) = 0;
+  virtual bool controlClosed(int peer) const = 0;
+};
+
+}  // namespace chorus
