@@ -161,7 +161,12 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
         if (!c->isRemote(p.rank)) Segment::unlinkPeerName(p.pid, p.rank, nonce);
     throw;
   }
+  // Every rank removes every name of this node, not only its own: a rank killed right after the
+  // barrier, before its own unlink, would otherwise leave its segment in /dev/shm.
   c->mySegment.unlinkName();
+  if (otherProcess)
+    for (const auto& p : c->peers)
+      if (!c->isRemote(p.rank) && p.rank != c->rank) Segment::unlinkPeerName(p.pid, p.rank, nonce);
 
   if (c->nnodes > 1) {
     std::vector<SockAddr> addrs(static_cast<size_t>(c->nranks));
