@@ -227,7 +227,8 @@ TEST(BenchJson, EscapesSurviveWriterAndReader) {
 // Header-only pieces.
 
 TEST(BenchIdeal, SeedExample) {
-  // Seed 001: B = 450, I = 100 GB/s, 8 ranks per node, 2 nodes: min(187.5, 482.1) = 187.5.
+  // The ideal-busbw model's worked example: B = 450, I = 100 GB/s, 8 ranks per node, 2 nodes:
+  // min(187.5, 482.1) = 187.5.
   EXPECT_DOUBLE_EQ(idealBusBw(450, 100, 8, 2), 187.5);
 }
 

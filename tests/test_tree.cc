@@ -62,9 +62,9 @@ TEST(DoubleBinaryTree, SmallShapes) {
   EXPECT_EQ(treeNode(1, 0, 1).nchildren(), 0);
 }
 
-// Seed 002's multi-node trees: chains inside nodes, a binary tree over nodes; every rank is
-// reached exactly once, the root has no parent, and with more than one rank per node the two
-// trees send across nodes from different ranks.
+// NCCL's multi-node trees (the tree design): chains inside nodes, a binary tree over nodes; every
+// rank is reached exactly once, the root has no parent, and with more than one rank per node the
+// two trees send across nodes from different ranks.
 TEST(NodeTree, InvariantsForUnevenNodes) {
   for (int q = 2; q <= 6; ++q)
     for (int n = q; n <= 3 * q + 1; ++n) {

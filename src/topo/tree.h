@@ -26,8 +26,8 @@ int treeRoot(int n, int which);
 // Depth of the deepest node (root = 0).
 int treeDepth(int n, int which);
 
-// Seed 002's tree for several nodes: tree `which` over the Q nodes (the same construction on node
-// indices), and inside each node a chain of its ranks hanging from the node's head. Tree 0's
+// NCCL's tree design for several nodes: tree `which` over the Q nodes (the same construction on
+// node indices), and inside each node a chain of its ranks hanging from the node's head. Tree 0's
 // heads are each node's first rank in `ring` order and its chains run forward; tree 1's heads
 // are the last ranks and its chains run backward, so the two trees cross nodes through
 // different ranks. A head has up to three children (next in its chain, two child nodes' heads).
