@@ -141,6 +141,16 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
   c->mySegment = Segment::create(layout, c->rank, otherProcess, nonce);
   mine.segAddr = reinterpret_cast<uint64_t>(c->mySegment.base());
   snprintf(mine.segName, sizeof(mine.segName), "%s", c->mySegment.name().c_str());
+  // Removes the segment name of every rank of this node, not only this rank's (shm_unlink of a
+  // name already gone is harmless): a peer that dies between creating its segment and its own
+  // unlink (before the barrier, or right after it) then leaves nothing in /dev/shm.
+  auto unlinkNodeNames = [&] {
+    c->mySegment.unlinkName();
+    if (otherProcess)
+      for (const auto& p : c->peers)
+        if (!c->isRemote(p.rank) && p.rank != c->rank)
+          Segment::unlinkPeerName(p.pid, p.rank, nonce);
+  };
   try {
     c->bootstrap->allGather(&mine, sizeof(mine), c->peers.data(), deadline);
     c->peerSegments.resize(size_t(c->nranks));
@@ -153,20 +163,10 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
     // Every peer has mapped every segment: the names can go, so a crash leaves no trace.
     c->bootstrap->barrier(deadline);
   } catch (...) {
-    // A peer may have died between creating its segment and the barrier: remove every name of
-    // this node's ranks, so a crash during init leaves nothing in /dev/shm either.
-    c->mySegment.unlinkName();
-    if (otherProcess)
-      for (const auto& p : c->peers)
-        if (!c->isRemote(p.rank)) Segment::unlinkPeerName(p.pid, p.rank, nonce);
+    unlinkNodeNames();
     throw;
   }
-  // Every rank removes every name of this node, not only its own: a rank killed right after the
-  // barrier, before its own unlink, would otherwise leave its segment in /dev/shm.
-  c->mySegment.unlinkName();
-  if (otherProcess)
-    for (const auto& p : c->peers)
-      if (!c->isRemote(p.rank) && p.rank != c->rank) Segment::unlinkPeerName(p.pid, p.rank, nonce);
+  unlinkNodeNames();
 
   if (c->nnodes > 1) {
     std::vector<SockAddr> addrs(static_cast<size_t>(c->nranks));
