@@ -37,13 +37,9 @@ struct CallDesc {
 };
 
 std::string describe(const CallDesc& d) {
-  static const char* types[] = {"int8",   "uint8",   "int32",   "uint32",  "int64",
-                                "uint64", "float16", "float32", "float64", "bfloat16"};
-  static const char* ops[] = {"sum", "prod", "max", "min", "avg"};
   return format("%s(seq %llu, count %llu, %s, op %s, root %d)", opKindName(OpKind(d.kind)),
-                (unsigned long long)d.seq, (unsigned long long)d.count,
-                d.type >= 0 && d.type < 10 ? types[d.type] : "?",
-                d.op >= 0 && d.op < 5 ? ops[d.op] : "none", d.root);
+                (unsigned long long)d.seq, (unsigned long long)d.count, dataTypeName(d.type),
+                d.op >= 0 ? redOpName(d.op) : "none", d.root);
 }
 
 void checkMatching(chorusComm* comm, const OpDesc& op) {

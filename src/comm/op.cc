@@ -28,4 +28,15 @@ const char* opKindName(OpKind kind) {
   return "?";
 }
 
+const char* dataTypeName(int type) {
+  static const char* names[] = {"int8",   "uint8",   "int32",   "uint32",  "int64",
+                                "uint64", "float16", "float32", "float64", "bfloat16"};
+  return type >= 0 && type < int(sizeof names / sizeof names[0]) ? names[type] : "?";
+}
+
+const char* redOpName(int op) {
+  static const char* names[] = {"sum", "prod", "max", "min", "avg"};
+  return op >= 0 && op < int(sizeof names / sizeof names[0]) ? names[op] : "?";
+}
+
 }  // namespace chorus

@@ -43,6 +43,10 @@ struct P2PTransfer {
 };
 
 const char* opKindName(OpKind kind);  // "AllReduce", ...
+// Names of a chorusDataType_t / chorusRedOp_t value as an int ("float32", "sum"); "?" when out
+// of range (status reports and call checks print values read back from other ranks).
+const char* dataTypeName(int type);
+const char* redOpName(int op);
 inline bool isP2P(OpKind k) {
   return k == OpKind::kSend || k == OpKind::kRecv;
 }

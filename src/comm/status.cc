@@ -24,16 +24,6 @@ namespace chorus {
 
 namespace {
 
-const char* typeName(int t) {
-  static const char* names[] = {"int8",   "uint8",   "int32",   "uint32",  "int64",
-                                "uint64", "float16", "float32", "float64", "bfloat16"};
-  return t >= 0 && t < 10 ? names[t] : "?";
-}
-const char* redOpName(int op) {
-  static const char* names[] = {"sum", "prod", "max", "min", "avg"};
-  return op >= 0 && op < 5 ? names[op] : "?";
-}
-
 // One entry as plain values, read from the atomics.
 struct EntryView {
   uint64_t seq, count, desc;
@@ -58,7 +48,7 @@ std::string describeEntry(const EntryView& v) {
   }
   const OpKind k = OpKind(kind);
   s = format("%s seq %llu: %llu x %s", opKindName(k), (unsigned long long)v.seq,
-             (unsigned long long)v.count, typeName(type));
+             (unsigned long long)v.count, dataTypeName(type));
   if (k == OpKind::kAllReduce || k == OpKind::kReduce || k == OpKind::kReduceScatter)
     s += format(" %s", redOpName(op));
   if (isP2P(k))
