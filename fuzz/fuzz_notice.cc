@@ -36,7 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(p.consumed - sizeof(NoticeHeader) == p.text.size());
     FUZZ_CHECK(p.cause >= 0 && p.cause < nranks);
     FUZZ_CHECK(p.kind == NoticeKind::kFailed || p.kind == NoticeKind::kDied ||
-               p.kind == NoticeKind::kShrink);
+               p.kind == NoticeKind::kLeft || p.kind == NoticeKind::kShrink);
     if (p.kind == NoticeKind::kShrink) {
       // Shrink messages are binary (parsed again by fuzz_shrink): kept byte for byte.
       FUZZ_CHECK(p.text.size() <= kMaxShrinkBytes);

@@ -56,6 +56,7 @@
 #include "base/siphash.h"
 #include "bootstrap/bootstrap.h"
 #include "gtest_helpers.h"
+#include "handstart.h"
 #include "process.h"
 #include "transport/tcp_wire.h"
 #include "util.h"
@@ -111,20 +112,6 @@ bool readExactly(int fd, void* buf, size_t n, double seconds) {
 
 void sendBytes(int fd, const void* data, size_t n) {
   ASSERT_EQ(send(fd, data, n, MSG_NOSIGNAL), ssize_t(n));
-}
-
-int freePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  int port = -1;
-  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  if (fd >= 0) close(fd);
-  return port;
 }
 
 std::string randomSecret(std::mt19937_64& rng) {
@@ -297,7 +284,7 @@ class Job {
   Job(int nranks, const std::vector<std::string>& workerArgs,
       const std::vector<std::string>& extraEnv, std::mt19937_64& rng, int nodes = 1,
       const std::function<std::vector<std::string>(int)>& rankEnv = {})
-      : port_(freePort()) {
+      : port_(freeLoopbackPort()) {
     const std::string secret = randomSecret(rng);
     for (int r = 0; r < nranks; ++r) {
       std::vector<std::string> argv = {RELIABILITY_WORKER_PATH};

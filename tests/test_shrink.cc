@@ -25,6 +25,7 @@
 
 #include "comm/comm.h"
 #include "core/shrink_wire.h"
+#include "handstart.h"
 #include "process.h"
 #include "util.h"
 
@@ -285,77 +286,10 @@ TEST(Shrink, SilentRankIsDroppedAtTheBound) {
 
 // ---- processes ----
 
-int freePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-struct Rank {
-  pid_t pid = -1;
-  std::string outPath;
-  int status = -1;
-  std::string output() const {
-    std::ifstream in(outPath);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-};
-
-// Starts n workers with launcher variables; rank r on emulated node r * nodes / n.
-std::vector<Rank> startRanks(int n, int nodes, const std::vector<std::string>& args,
-                             const std::string& tag) {
-  const int port = freePort();
-  std::vector<Rank> ranks(static_cast<size_t>(n));
-  char secret[33];
-  for (int i = 0; i < 32; ++i) secret[i] = "0123456789abcdef"[(getpid() * 7 + i * 13 + port) % 16];
-  secret[32] = 0;
-  for (int r = 0; r < n; ++r) {
-    Rank& k = ranks[size_t(r)];
-    k.outPath = "/tmp/chorus-shrink-" + std::to_string(getpid()) + "-" + tag + "-" +
-                std::to_string(r) + ".log";
-    // spawnProcess builds everything before fork(): the child only opens, dups and execs.
-    SpawnSpec spec;
-    spec.argv = {SHRINK_WORKER_PATH};
-    spec.argv.insert(spec.argv.end(), args.begin(), args.end());
-    spec.env = {"CHORUS_RANK=" + std::to_string(r), "CHORUS_NRANKS=" + std::to_string(n),
-                "CHORUS_COMM_ID=127.0.0.1:" + std::to_string(port),
-                std::string("CHORUS_SECRET=") + secret,
-                "CHORUS_HOSTID=shrinknode" + std::to_string(r * nodes / n)};
-    spec.out = ChildOutput::kFile;
-    spec.outFile = k.outPath;
-    k.pid = spawnProcess(spec).pid;
-  }
-  return ranks;
-}
-
-void waitRanks(std::vector<Rank>& ranks, double seconds) {
-  const double until = nowSeconds() + seconds * timeoutScale();
-  for (auto& k : ranks) k.status = waitProcess(k.pid, std::max(0.0, until - nowSeconds()));
-}
-
-std::map<std::string, std::string> fieldsOf(const std::string& out, const std::string& tag) {
-  std::map<std::string, std::string> f;
-  std::istringstream in(out);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(tag + " ", 0) != 0 && line != tag) continue;
-    f["_found"] = "1";
-    std::istringstream ls(line.substr(tag.size()));
-    std::string kv;
-    while (ls >> kv) {
-      const size_t eq = kv.find('=');
-      if (eq != std::string::npos) f[kv.substr(0, eq)] = kv.substr(eq + 1);
-    }
-  }
-  return f;
+// Rank r on emulated node r * nodes / n, started by hand (tests/support/handstart.h).
+std::vector<HandRank> startRanks(int n, int nodes, const std::vector<std::string>& args,
+                                 const std::string& tag) {
+  return startRanksByHand(SHRINK_WORKER_PATH, n, nodes, args, "shrink-" + tag);
 }
 
 // n ranks on `nodes` emulated nodes; `kills` as the worker's --kill; every rank not killed must
@@ -363,9 +297,9 @@ std::map<std::string, std::string> fieldsOf(const std::string& out, const std::s
 void killAndShrink(int n, int nodes, const std::string& kills, int nkills, const std::string& tag) {
   Watchdog watchdog(240, "Shrink." + tag);
   const std::set<std::string> shmBefore = shmEntries();
-  std::vector<Rank> ranks = startRanks(
+  std::vector<HandRank> ranks = startRanks(
       n, nodes, {"--iters", "30", "--count", "3000", "--kill", kills, "--timeout", "150"}, tag);
-  waitRanks(ranks, 180);
+  waitRanksByHand(ranks, 180);
   std::set<int> victims;
   {
     std::stringstream ss(kills);
@@ -376,7 +310,7 @@ void killAndShrink(int n, int nodes, const std::string& kills, int nkills, const
   for (int r = 0; r < n; ++r)
     all += "--- rank " + std::to_string(r) + "\n" + ranks[size_t(r)].output();
   for (int r = 0; r < n; ++r) {
-    const Rank& k = ranks[size_t(r)];
+    const HandRank& k = ranks[size_t(r)];
     const std::string out = k.output();
     if (victims.count(r)) {
       EXPECT_EQ(k.status, 128 + SIGKILL) << "victim rank " << r << "\n" << all;
@@ -384,13 +318,13 @@ void killAndShrink(int n, int nodes, const std::string& kills, int nkills, const
     }
     EXPECT_EQ(k.status, 0) << tag << ": rank " << r << "\n" << all;
     EXPECT_EQ(out.find("MISMATCH"), std::string::npos) << tag << ": rank " << r << "\n" << out;
-    const auto done = fieldsOf(out, "DONE");
+    const auto done = fieldsOfLine(out, "DONE");
     EXPECT_EQ(done.count("ok") ? done.at("ok") : "", "1") << tag << ": rank " << r << "\n" << out;
     int shrinks = 0;
     for (size_t p = out.find("SHRUNK "); p != std::string::npos; p = out.find("SHRUNK ", p + 1))
       ++shrinks;
     EXPECT_EQ(shrinks, nkills) << tag << ": rank " << r << "\n" << out;
-    const auto leaks = fieldsOf(out, "LEAKS");
+    const auto leaks = fieldsOfLine(out, "LEAKS");
     EXPECT_EQ(leaks.count("threads") ? leaks.at("threads") : "?", "0") << tag << " rank " << r;
     EXPECT_EQ(leaks.count("listeners") ? leaks.at("listeners") : "?", "0") << tag << " rank " << r;
     EXPECT_EQ(leaks.count("shm") ? leaks.at("shm") : "?", "0") << tag << " rank " << r;
@@ -429,9 +363,9 @@ TEST(ShrinkProcesses, SevenKillsOfEightRanksTwoNodes) {
 // Excluding a live rank on purpose, every rank (it too) calling, as processes across nodes.
 TEST(ShrinkProcesses, ExcludeLiveRankTwoNodes) {
   Watchdog watchdog(200, "ShrinkProcesses.ExcludeLiveRankTwoNodes");
-  std::vector<Rank> ranks = startRanks(
+  std::vector<HandRank> ranks = startRanks(
       4, 2, {"--iters", "12", "--count", "500", "--exclude", "2@4", "--timeout", "120"}, "exclude");
-  waitRanks(ranks, 150);
+  waitRanksByHand(ranks, 150);
   for (int r = 0; r < 4; ++r) {
     const std::string out = ranks[size_t(r)].output();
     EXPECT_EQ(ranks[size_t(r)].status, 0) << "rank " << r << "\n" << out;

@@ -100,11 +100,14 @@ struct TreeRun {
     return true;
   }
 
-  int someNeighbor(uint32_t k) const {
-    int nb[4], m = 0;
-    if (parent >= 0) nb[m++] = parent;
-    for (int i = 0; i < nchildren; ++i) nb[m++] = child[i];
-    return m ? nb[k % uint32_t(m)] : -1;
+  // After a pass that moved nothing: the neighbours this run waits for (its up and its down
+  // step each wait on one), into out; returns how many.
+  int blockers(int* out) const {
+    int m = 0;
+    if (up < nchunks && upP.blocker() >= 0) out[m++] = upP.blocker();
+    if (down < nchunks && (parent >= 0 || !doUp) && downP.blocker() >= 0)
+      out[m++] = downP.blocker();
+    return m;
   }
 };
 
@@ -124,10 +127,13 @@ void runAll(chorusComm* comm, TreeRun* runs, int nruns, bool rootSend) {
     }
     if (all) return;
     if (!progressed) {
-      // Each health check looks at the next neighbour of the next run (all are checked in
-      // turn, whatever the pauses in between).
-      const uint32_t k = waiter.checks();
-      waiter.setPeer(runs[k % uint32_t(nruns)].someNeighbor(k / uint32_t(nruns)));
+      // Each health check looks at the next neighbour a run waits for (all in turn, whatever
+      // the pauses in between). Only those: a neighbour that finished its part and destroyed
+      // its communicator must not fail a rank that waits for another one.
+      int waits[4], m = 0;  // two runs at most (the double binary tree), two waits each
+      for (int t = 0; t < nruns; ++t)
+        if (!runs[t].done()) m += runs[t].blockers(waits + m);
+      waiter.setPeer(m > 0 ? waits[waiter.checks() % uint32_t(m)] : -1);
       waiter.pause();
     }
   }

@@ -24,6 +24,12 @@ class RemoteLinks {
   // Whether this rank knows `rank` (on another node) died: its connection was lost, or a peer's
   // notice said so.
   virtual bool seenDead(int rank) const = 0;
+  // Whether `peer` destroyed its communicator cleanly (its kLeft notice came: everything it
+  // posted was written to its sockets before it closed them); drained: and every data
+  // connection from it reached its end, so all it sent is in this rank's FIFOs. A departure
+  // fails no wait by itself: only a wait that still needs the peer (comm/wait.cc).
+  virtual bool peerLeft(int peer) const = 0;
+  virtual bool peerDrained(int peer) const = 0;
   // Tells every remote peer that this communicator failed because of rank `cause` (this rank or
   // a peer); only the first call sends anything. Any thread.
   virtual void notifyFailure(int cause, const std::string& message) = 0;

@@ -192,6 +192,33 @@ Waiter::~Waiter() {
   if (everArmed_) disarmDoorbell(bell_);
 }
 
+// peer_ destroyed its communicator while this rank waits on it. Its departure is no failure by
+// itself (a rank leaves after its last call while others finish theirs), and what it sent before
+// going may have landed after this wait last looked: the first sight is only noted, and the
+// caller tests its condition again before the next check. Seen again once everything it sent
+// is in (drained), the wait still needs it: it will never come (the ranks' calls differ). Not
+// drained (TCP: a connection from it not read to its end, e.g. this rank's FIFO from it is full
+// while this rank waits to send to it): 5 s after the first sight.
+void Waiter::departed(Clock::time_point now, bool drained) {
+  int slot = -1;
+  for (int i = 0; i < kDepartedSlots && slot < 0; ++i)
+    if (departedPeer_[i] == peer_) slot = i;
+  if (slot < 0) {
+    int oldest = 0;
+    for (int i = 1; i < kDepartedSlots; ++i)
+      if (departedAt_[i] < departedAt_[oldest]) oldest = i;
+    departedPeer_[oldest] = peer_;
+    departedAt_[oldest] = now;
+    return;
+  }
+  if (!drained && now - departedAt_[slot] < std::chrono::seconds(5)) return;
+  throw Failure{chorusRemoteError,
+                format("rank %d: %s: peer rank %d destroyed its communicator while this rank "
+                       "still waits for it (do all ranks make the same calls?)",
+                       comm_->rank, what_, peer_),
+                peer_};
+}
+
 void Waiter::check(Clock::time_point now) {
   ++checks_;
   chorusComm* c = comm_;
@@ -216,21 +243,29 @@ void Waiter::check(Clock::time_point now) {
       throw Failure{chorusRemoteError,
                     format("rank %d: %s: %s", c->rank, what_, c->tcp->failureReason(peer_)),
                     c->tcp->failureCause(peer_)};
+    if (c->tcp && c->tcp->peerLeft(peer_)) departed(now, c->tcp->peerDrained(peer_));
   } else if (peer_ >= 0 && peer_ != c->rank) {
     const SegmentHeader* h = c->peerHeader(peer_);
     pid_t pid = c->peers[size_t(peer_)].pid;
     // A peer that failed because of another rank records that cause before it exits: read it
     // first (and again once the peer is found dead), so that a survivor which exits at once
     // is not blamed for the failure it only reported.
+    // A peer that destroyed its communicator (then maybe exited) wrote everything it sent into
+    // this rank's segment first: a departure, not a death. Its `left` flag is read before its
+    // failure flag (an abort sets that one first).
+    const ShrinkBox* box = c->peerSegments[size_t(peer_)].shrinkBox();
+    bool left = box->left.load(std::memory_order_acquire) != 0;
     int32_t f = h->failed.load(std::memory_order_acquire);
-    if (f == 0 && pid != getpid() && !processAlive(pid)) {
+    if (f == 0 && !left && pid != getpid() && !processAlive(pid)) {
+      left = box->left.load(std::memory_order_acquire) != 0;
       f = h->failed.load(std::memory_order_acquire);
-      if (f == 0)
+      if (f == 0 && !left)
         throw Failure{
             chorusRemoteError,
             format("rank %d: %s: peer rank %d (pid %d) died", c->rank, what_, peer_, int(pid)),
             peer_};
     }
+    if (f == 0 && left) departed(now, true);
     if (f != 0) {
       const int cause = f - 1;
       if (cause == peer_)

@@ -40,6 +40,7 @@ class Waiter {
 
  private:
   void check(Clock::time_point now);
+  void departed(Clock::time_point now, bool drained);
   void publish(Clock::time_point now);
   chorusComm* comm_;
   int peer_;
@@ -54,6 +55,11 @@ class Waiter {
   uint32_t checks_ = 0;
   Clock::time_point start_{};
   Clock::time_point nextCheck_{};
+  // Peers this wait found gone by chorusCommDestroy (not dead, not failed), and when: a wait
+  // fails on such a peer at a later check, once what it sent is all in (comm/wait.cc).
+  static constexpr int kDepartedSlots = 4;
+  int departedPeer_[kDepartedSlots] = {-1, -1, -1, -1};
+  Clock::time_point departedAt_[kDepartedSlots] = {};
 };
 
 }  // namespace chorus

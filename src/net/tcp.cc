@@ -203,6 +203,7 @@ struct TcpTransport::Link {
   SendConn local;  // the rank's receive FIFO from the peer, filled from the sockets
   size_t outDone = 0;
   FrameReader in{0};
+  bool inEnded = false, outEnded = false;  // end of file or an error; nothing more moves there
 };
 
 struct TcpTransport::Control {
@@ -225,7 +226,12 @@ TcpTransport::TcpTransport(chorusComm* comm, DataListener& listener,
          kMaxChannels);
   failed_.reset(new std::atomic<int>[size_t(n)]);
   dead_.reset(new std::atomic<bool>[size_t(n)]);
-  for (int i = 0; i < n; ++i) failed_[size_t(i)].store(0), dead_[size_t(i)].store(false);
+  left_.reset(new std::atomic<bool>[size_t(n)]);
+  drained_.reset(new std::atomic<bool>[size_t(n)]);
+  for (int i = 0; i < n; ++i) {
+    failed_[size_t(i)].store(0), dead_[size_t(i)].store(false);
+    left_[size_t(i)].store(false), drained_[size_t(i)].store(false);
+  }
   controlClosed_.reset(new std::atomic<bool>[size_t(n)]);
   for (int i = 0; i < n; ++i) controlClosed_[size_t(i)].store(false);
   shrinkIn_.assign(size_t(n), "");
@@ -414,7 +420,8 @@ bool TcpTransport::flushNotices() {
 // because of another rank and left: its notice, written before it could exit, is then on the
 // control connection, ahead of that connection's end of file. settleLoss decides.
 void TcpTransport::peerLost(int peer, const std::string& why) {
-  if (failed_[size_t(peer)].load() || !lossWhy_[size_t(peer)].empty()) return;
+  if (failed_[size_t(peer)].load() || left_[size_t(peer)].load() || !lossWhy_[size_t(peer)].empty())
+    return;
   lossWhy_[size_t(peer)] = format("lost the connection to rank %d (node %d): %s", peer,
                                   comm_->nodeOf[size_t(peer)], why.c_str());
   lossUntil_[size_t(peer)] = Clock::now() + kNoticeGrace;
@@ -422,11 +429,18 @@ void TcpTransport::peerLost(int peer, const std::string& why) {
   settleLoss(peer, Clock::now());
 }
 
-// Reads the lost peer's control connection: a notice fails the peer with its cause; end of
-// file (or the grace over) without one means the peer itself died or left. True once settled.
+// Reads the lost peer's control connection: a kLeft notice settles it as a departure, another
+// notice fails the peer with its cause; end of file (or the grace over) without one means the
+// peer itself died or exited without destroying its communicator. True once settled.
 bool TcpTransport::settleLoss(int peer, Clock::time_point now) {
   Control* c = controlOf_[size_t(peer)];
   if (c != nullptr) progressControl(*c);
+  if (left_[size_t(peer)].load() && !failed_[size_t(peer)].load()) {
+    lossWhy_[size_t(peer)].clear();
+    --lossesPending_;
+    noteDrained(peer);
+    return true;
+  }
   if (!failed_[size_t(peer)].load() &&
       (c == nullptr || c->closed || now >= lossUntil_[size_t(peer)])) {
     dead_[size_t(peer)].store(true);  // its sockets closed or reset, no notice: it died or left
@@ -501,7 +515,9 @@ bool TcpTransport::progressIn(Link& l) {
     FrameReader::Status st = FrameReader::Status::kComplete;
     if (want > 0) {  // (a zero-length frame is complete with its header)
       ssize_t k = recv(fd, dest, want, 0);
-      if (k == 0) fail(chorusRemoteError, "rank %d closed the connection", l.peer);
+      if (k == 0)
+        fail(chorusRemoteError, "rank %d closed the connection%s", l.peer,
+             header && l.in.headerWant() == 8 ? "" : " in the middle of a slot");
       if (k < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return did;
         fail(chorusRemoteError, "receive from rank %d: %s", l.peer, strerror(errno));
@@ -518,6 +534,23 @@ bool TcpTransport::progressIn(Link& l) {
     did = true;
   }
   return did;
+}
+
+// A data connection ended in one direction (end of file, reset, an error): nothing more moves
+// there. The peer is lost unless it left (a departure after its last slot). Proxy thread.
+void TcpTransport::linkEnded(Link& l, bool in, const std::string& why) {
+  (in ? l.inEnded : l.outEnded) = true;
+  peerLost(l.peer, why);
+  noteDrained(l.peer);
+}
+
+// A peer that left is drained once every link from it reached its end: all it sent is in this
+// rank's FIFOs (posted before the flag is set). Proxy thread.
+void TcpTransport::noteDrained(int peer) {
+  if (!left_[size_t(peer)].load() || drained_[size_t(peer)].load()) return;
+  for (auto& l : links_)
+    if (l->peer == peer && !l->inEnded) return;
+  drained_[size_t(peer)].store(true, std::memory_order_release);
 }
 
 // Reads the peer's notice (flushNotices sends ours). Proxy thread.
@@ -549,6 +582,13 @@ void TcpTransport::progressControl(Control& c) {
     if (np.kind == NoticeKind::kShrink) {  // not a failure: core/shrink.cc parses it
       std::lock_guard<std::mutex> l(shrinkMu_);
       shrinkIn_[size_t(c.peer)] = np.text;
+      continue;
+    }
+    if (np.kind == NoticeKind::kLeft) {  // a departure (the sender only speaks for itself)
+      if (np.cause == c.peer) {
+        left_[size_t(c.peer)].store(true);
+        noteDrained(c.peer);
+      }
       continue;
     }
     if (np.kind == NoticeKind::kDied) dead_[size_t(np.cause)].store(true);
@@ -604,14 +644,18 @@ void TcpTransport::proxyLoop() {
       if (!lossWhy_[p].empty() && !settleLoss(int(p), now)) lossPending = true;
     for (auto& l : links_) {
       if (failed_[size_t(l->peer)].load() || !lossWhy_[size_t(l->peer)].empty()) continue;
-      try {
-        did = progressOut(*l) || did;
-        did = progressIn(*l) || did;
-        if (!l->local.slotFree()) fifoFull = true;
-      } catch (const Failure& e) {
-        peerLost(l->peer, e.message);
-        if (!lossWhy_[size_t(l->peer)].empty()) lossPending = true;
-      }
+      if (!l->outEnded) try {
+          did = progressOut(*l) || did;
+        } catch (const Failure& e) {
+          linkEnded(*l, false, e.message);
+        }
+      if (!l->inEnded) try {
+          did = progressIn(*l) || did;
+          if (!l->local.slotFree()) fifoFull = true;
+        } catch (const Failure& e) {
+          linkEnded(*l, true, e.message);
+        }
+      if (!lossWhy_[size_t(l->peer)].empty()) lossPending = true;
     }
     if (did) {
       idle = 0;
@@ -647,11 +691,26 @@ TcpTransport::~TcpTransport() {
     Deadline flush = deadlineIn(10);
     // Compare what the rank posted (its own tail) with what the proxy released (the atomic
     // head); the proxy's `staged` cursor is its own and is not read here.
-    for (auto& l : links_)
+    bool delivered = true;
+    for (auto& l : links_) {
       while (l->sender && !failed_[size_t(l->peer)].load() &&
              l->staged.ctrl->head.load(std::memory_order_acquire) < l->sender->tail &&
              Clock::now() < flush)
         usleep(100);
+      if (l->sender && l->staged.ctrl->head.load() < l->sender->tail) delivered = false;
+    }
+    // Every slot is in the sockets: tell the peers this end of file is a departure (a peer may
+    // still be finishing its last call with other ranks). Written before the data connections
+    // close, on the control connection (which carries nothing else now).
+    if (delivered) {
+      {
+        std::lock_guard<std::mutex> l(noticeMu_);
+        const std::string bytes = encodeNotice(NoticeKind::kLeft, comm_->rank, "");
+        for (auto& c : controls_) queueControl(*c, bytes);
+      }
+      Deadline until = deadlineIn(0.2);
+      while (!flushNotices() && Clock::now() < until) usleep(200);
+    }
   }
   stop_.store(true);
   if (wakeFd_ >= 0) wake(wakeFd_);

@@ -22,6 +22,10 @@
 // which dies with the process). On the receiving side, a data socket that closes or resets is not
 // taken for the peer's death at once: its control connection is read first, until a notice or
 // end of file, for at most kNoticeGrace, and a notice found there names the real cause.
+// A rank that destroys its communicator first writes every posted slot to its sockets, then a
+// kLeft notice on each control connection, then closes: its peers take that end of file for a
+// departure, not a failure, and keep reading its other connections to their end (a peer that
+// finished its last call leaves while others still finish theirs with the rest of the ranks).
 #pragma once
 
 #include <atomic>
@@ -93,6 +97,8 @@ class TcpTransport final : public RemoteLinks {
   // Whether this rank knows `rank` (on another node) died: its connection was lost, or a peer's
   // notice said so.
   bool seenDead(int rank) const override { return dead_[size_t(rank)].load(); }
+  bool peerLeft(int peer) const override { return left_[size_t(peer)].load(); }
+  bool peerDrained(int peer) const override { return drained_[size_t(peer)].load(); }
   // Tells every remote peer that this communicator failed because of rank `cause` (this rank or
   // a peer); only the first call sends anything. Any thread.
   void notifyFailure(int cause, const std::string& message) override;
@@ -116,6 +122,8 @@ class TcpTransport final : public RemoteLinks {
   void peerLost(int peer, const std::string& why);
   bool settleLoss(int peer, Clock::time_point now);
   void failPeer(int peer, int cause, const std::string& reason);
+  void linkEnded(Link& l, bool in, const std::string& why);
+  void noteDrained(int peer);
 
   chorusComm* comm_;
   int nsocks_ = 1;
@@ -126,7 +134,9 @@ class TcpTransport final : public RemoteLinks {
   std::unique_ptr<std::atomic<int>[]> failed_;
   std::vector<std::string> reasons_;  // written once, before failed_ is set
   std::vector<int> causes_;
-  std::unique_ptr<std::atomic<bool>[]> dead_;  // rank seen dead (connection lost, or notice)
+  std::unique_ptr<std::atomic<bool>[]> dead_;     // rank seen dead (connection lost, or notice)
+  std::unique_ptr<std::atomic<bool>[]> left_;     // kLeft notice read (proxy writes)
+  std::unique_ptr<std::atomic<bool>[]> drained_;  // left, and every link from it at its end
   std::mutex noticeMu_;  // guards notice_ and every control connection's output (out, outDone)
   std::string notice_;   // the one notice to send (empty: none yet)
   std::atomic<bool> noticeQueued_{false};  // output still to be written (the proxy finishes it)

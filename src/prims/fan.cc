@@ -38,9 +38,15 @@ int FanPrims::sendPeer(int k) const {
 
 bool FanPrims::ready(size_t bytes) const {
   for (int k = 0; k < nrecv_; ++k)
-    if (!io_.recvReady(*recv_[k], bytes)) return false;
+    if (!io_.recvReady(*recv_[k], bytes)) {
+      blocker_ = recv_[k]->peer;
+      return false;
+    }
   for (int k = 0; k < nsend_; ++k)
-    if (!send_[k]->slotFree()) return false;
+    if (!send_[k]->slotFree()) {
+      blocker_ = send_[k]->peer;
+      return false;
+    }
   return true;
 }
 

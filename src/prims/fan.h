@@ -36,6 +36,9 @@ class FanPrims {
   int sendPeer(int k) const;
   int nrecv() const { return nrecv_; }
   int nsend() const { return nsend_; }
+  // The peer the last try* that moved nothing waits for (no data from it, or no free slot to
+  // it); -1 before any. What a wait watches (comm/wait.h): a peer that is gone fails it.
+  int blocker() const { return blocker_; }
 
   // Reduce: src (n elements) folded with the chunk of every receive peer, in order
   // (in0 op src, then in1 op that, ...; avg divides at the last fold when `final`), written to
@@ -61,6 +64,7 @@ class FanPrims {
   size_t esz_ = 1;
   size_t chunkElems_ = 0;
   const char* opName_ = "";
+  mutable int blocker_ = -1;
 };
 
 // Whole-message point-to-point chunks over one connection (Simple framing: the slot carries the

@@ -97,7 +97,7 @@ NoticeParse parseNotice(const void* bytes, size_t len, int nranks) {
   const bool shrink = h.kind == uint32_t(NoticeKind::kShrink);
   if (h.magic != kNoticeMagic ||
       (h.kind != uint32_t(NoticeKind::kFailed) && h.kind != uint32_t(NoticeKind::kDied) &&
-       !shrink) ||
+       h.kind != uint32_t(NoticeKind::kLeft) && !shrink) ||
       h.cause < 0 || h.cause >= nranks ||
       h.textBytes > (shrink ? kMaxShrinkBytes : kMaxNoticeText)) {
     r.status = NoticeParse::Status::kBad;

@@ -84,6 +84,8 @@ enum class NoticeKind : uint32_t {
   kDied = 2,    // rank `cause` died, as the sender saw it
   kShrink = 3,  // chorusCommShrink's agreement: `cause` is the sender, the text a message of
                 // core/shrink_wire.h (binary, up to kMaxShrinkBytes, kept as is)
+  kLeft = 4,    // rank `cause` (the sender) destroyed its communicator after every slot it posted
+                // was written to its sockets: its end of file is a departure, not a failure
 };
 constexpr uint32_t kMaxShrinkBytes = 4096;
 struct NoticeHeader {
