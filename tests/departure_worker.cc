@@ -127,8 +127,8 @@ int main(int argc, char** argv) {
     // The others destroy and exit right after their last call: give them a moment to be gone.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     const double t0 = now();
-    const chorusResult_t r = chorusAllReduce(send.data(), recv.data(), count, chorusFloat32,
-                                             chorusSum, comm, nullptr);
+    const chorusResult_t r =
+        chorusAllReduce(send.data(), recv.data(), count, chorusFloat32, chorusSum, comm, nullptr);
     std::printf("EXTRA code=%s seconds=%.3f msg=%s\n", chorusGetErrorString(r), now() - t0,
                 r == chorusSuccess ? "" : chorusGetLastError(comm));
     ok = r == chorusRemoteError;

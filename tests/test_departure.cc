@@ -29,8 +29,8 @@ struct Case {
 };
 
 std::string caseName(const Case& c) {
-  return std::to_string(c.nodes) + "nodes_" + std::to_string(c.nranks) + "ranks_" + c.coll +
-         "_" + (c.algo.empty() ? "auto" : c.algo);
+  return std::to_string(c.nodes) + "nodes_" + std::to_string(c.nranks) + "ranks_" + c.coll + "_" +
+         (c.algo.empty() ? "auto" : c.algo);
 }
 
 // Runs the worker on every rank; returns every rank's output, and checks each exit status.
@@ -54,7 +54,9 @@ std::string runJob(const Case& c, const std::vector<std::string>& args, const st
   return all;
 }
 
-void PrintTo(const Case& c, std::ostream* os) { *os << caseName(c); }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << caseName(c);
+}
 
 class EarlyLeavers : public ::testing::TestWithParam<Case> {};
 
@@ -86,11 +88,10 @@ class ExtraCall : public ::testing::TestWithParam<Case> {};
 TEST_P(ExtraCall, FailsNamingTheRankThatLeft) {
   const Case& c = GetParam();
   Watchdog watchdog(120, "ExtraCall." + caseName(c));
-  const std::string all = runJob(
-      c,
-      {"--coll", c.coll, "--iters", "5", "--extra", std::to_string(c.nranks - 1), "--timeout",
-       "60"},
-      "extra");
+  const std::string all = runJob(c,
+                                 {"--coll", c.coll, "--iters", "5", "--extra",
+                                  std::to_string(c.nranks - 1), "--timeout", "60"},
+                                 "extra");
   EXPECT_NE(all.find("destroyed its communicator while this rank still waits"), std::string::npos)
       << all;
 }
@@ -122,8 +123,8 @@ TEST(DepartureThreads, RootLeavesWhileOthersFinishThenAnExtraCallFails) {
     for (int it = 0; it < 4; ++it) {
       if (r == 1 && it == 3) std::this_thread::sleep_for(std::chrono::milliseconds(700));
       for (size_t k = 0; k < count; ++k) buf[k] = r == 0 ? float(it * 1000 + int(k % 500)) : -1;
-      last[size_t(r)] = chorusBroadcast(buf.data(), buf.data(), count, chorusFloat32, 0, comm,
-                                        nullptr);
+      last[size_t(r)] =
+          chorusBroadcast(buf.data(), buf.data(), count, chorusFloat32, 0, comm, nullptr);
       if (last[size_t(r)] != chorusSuccess) break;
       for (size_t k = 0; k < count; ++k)
         if (buf[k] != float(it * 1000 + int(k % 500))) ++wrong[size_t(r)];
@@ -131,8 +132,8 @@ TEST(DepartureThreads, RootLeavesWhileOthersFinishThenAnExtraCallFails) {
     if (r == 2 && last[size_t(r)] == chorusSuccess) {
       // Ranks 0 and 1 destroy theirs right after their last call.
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      extra[size_t(r)] = chorusAllReduce(buf.data(), buf.data(), count, chorusFloat32, chorusSum,
-                                         comm, nullptr);
+      extra[size_t(r)] =
+          chorusAllReduce(buf.data(), buf.data(), count, chorusFloat32, chorusSum, comm, nullptr);
       msg[size_t(r)] = chorusGetLastError(comm);
     }
     chorusCommDestroy(comm);

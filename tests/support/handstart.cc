@@ -36,8 +36,7 @@ std::string HandRank::output() const {
 }
 
 std::vector<HandRank> startRanksByHand(const std::string& program, int n, int nodes,
-                                       const std::vector<std::string>& args,
-                                       const std::string& tag,
+                                       const std::vector<std::string>& args, const std::string& tag,
                                        const std::vector<std::string>& extraEnv) {
   const int port = freeLoopbackPort();
   std::vector<HandRank> ranks(static_cast<size_t>(n));
@@ -46,8 +45,8 @@ std::vector<HandRank> startRanksByHand(const std::string& program, int n, int no
   secret[32] = 0;
   for (int r = 0; r < n; ++r) {
     HandRank& k = ranks[size_t(r)];
-    k.outPath = "/tmp/chorus-" + tag + "-" + std::to_string(getpid()) + "-" + std::to_string(r) +
-                ".log";
+    k.outPath =
+        "/tmp/chorus-" + tag + "-" + std::to_string(getpid()) + "-" + std::to_string(r) + ".log";
     // spawnProcess builds everything before fork(): the child only opens, dups and execs.
     SpawnSpec spec;
     spec.argv = {program};

@@ -25,8 +25,7 @@ struct HandRank {
 // Starts n ranks of `program args...`; rank r on emulated node r * nodes / n. Each one's output
 // goes to /tmp/chorus-<tag>-<test pid>-<r>.log.
 std::vector<HandRank> startRanksByHand(const std::string& program, int n, int nodes,
-                                       const std::vector<std::string>& args,
-                                       const std::string& tag,
+                                       const std::vector<std::string>& args, const std::string& tag,
                                        const std::vector<std::string>& extraEnv = {});
 
 // Waits for all of them, seconds x timeoutScale() in all (then SIGKILL: status -2).
