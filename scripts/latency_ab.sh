@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Interleaved A/B latency comparison of all_reduce_perf builds (or environments), round by round:
 #   scripts/latency_ab.sh ROUNDS "label=ENV... DIR" "label=ENV... DIR" ... -- all_reduce_perf args
+# BENCH=broadcast_perf (or any <coll>_perf) and NP=4 change the benchmark and the rank count.
 # Each variant is "label=VAR=value,VAR=value:BUILD_DIR" (the env part may be empty: "new=:build").
 # Prints, per size, the best and the median out-of-place and in-place time (us) of each variant.
 # BUSY=N runs N busy competitor processes during every run (BUSY_CPU=c pins them to core c).
@@ -17,7 +18,7 @@ start_busy "${BUSY:-0}" "${BUSY_CPU:-}"
 for ((r = 0; r < rounds; ++r)); do
   for v in "${variants[@]}"; do
     label=${v%%=*}; rest=${v#*=}; envs=${rest%%:*}; dir=${rest#*:}
-    env ${envs//,/ } "$dir/chorusrun" -np 2 "$dir/all_reduce_perf" "${args[@]}" 2>&1 |
+    env ${envs//,/ } "$dir/chorusrun" -np "${NP:-2}" "$dir/${BENCH:-all_reduce_perf}" "${args[@]}" 2>&1 |
       awk -v l="$label" '$1 == "[0]" && $2 ~ /^[0-9]+$/ { print l, $2, $7, $11 }' >>"$out/all"
   done
 done

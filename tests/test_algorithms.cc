@@ -5,17 +5,17 @@
 //    protocol) that applies to the collective, forced with CHORUS_ALGO / CHORUS_PROTO (AllReduce:
 //    ring, tree with simple and ll, naive and oneshot with simple (oneshot up to 4 KiB: larger
 //    counts must fall back to ring); Broadcast, Reduce: chain and tree (n > 2) with simple and
-//    ll; AllGather, ReduceScatter: ring with simple and ll), on n = 2, 3, 4, 5, 8
-//    ranks (threads of one process, chorusCommInitAll): every type x every op (where the
-//    collective reduces) x counts 0, 1, 7, 1000, 70001 (70001: four types only, see kLargeTypes)
-//    x in place / out of place x roots 0, n-1 and n/2 (rooted collectives). Each result is
-//    compared with tests/support/reference.h (bit for bit; float avg within 1 ULP, as
-//    tests/support/matrix.cc allows); inputs must stay unchanged where they are not outputs,
-//    non-root outputs of Reduce untouched, and guard bytes around every buffer intact. Rings and
-//    chains also run with CHORUS_MIN_NCHANNELS=CHORUS_MAX_NCHANNELS=2, so that the data is split
-//    over both channels of the communicator. Before each forced setting runs, chorusTunerChoice
-//    must report exactly the forced algorithm and protocol (and 2 channels) for every (count,
-//    type) of the matrix, on every rank.
+//    ll, and Broadcast's eager oneshot up to 248 B (then chain); AllGather, ReduceScatter: ring
+//    with simple and ll), on n = 2, 3, 4, 5, 8 ranks (threads of one process, chorusCommInitAll):
+//    every type x every op (where the collective reduces) x counts 0, 1, 7, 1000, 70001 (70001:
+//    four types only, see kLargeTypes) x in place / out of place x roots 0, n-1 and n/2 (rooted
+//    collectives). Each result is compared with tests/support/reference.h (bit for bit; float avg
+//    within 1 ULP, as tests/support/matrix.cc allows); inputs must stay unchanged where they are
+//    not outputs, non-root outputs of Reduce untouched, and guard bytes around every buffer intact.
+//    Rings and chains also run with CHORUS_MIN_NCHANNELS=CHORUS_MAX_NCHANNELS=2, so that the data
+//    is split over both channels of the communicator. Before each forced setting runs,
+//    chorusTunerChoice must report exactly the forced algorithm and protocol (and 2 channels) for
+//    every (count, type) of the matrix, on every rank.
 //  * AlgorithmsTuner.*: the override syntax (lists, ^ exclusion, "coll:list;coll:list", case),
 //    an impossible request (tree for AllGather) falling back to ring and still computing the
 //    right result, and the default choice (ring or tree for AllReduce, deterministic, the same
@@ -34,6 +34,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -50,6 +51,7 @@
 #include "matrix.h"
 #include "reference.h"
 #include "test_types.h"
+#include "transport/segment.h"
 #include "tune/tuner.h"
 #include "util.h"
 #include "values.h"
@@ -128,7 +130,7 @@ std::vector<Setting> settingsFor(Coll c) {
               {"tree", "ll", false, 3},
               {"chain", "simple", true, 2},
               {"chain", "ll", true, 2},
-              {"oneshot", "simple", false, 2, 4096, "chain"},
+              {"oneshot", "simple", false, 2, 248, "chain"},
               {"cma", "simple", false, 2}};
     case Coll::Reduce:
       return {{"chain", "simple", false, 2}, {"chain", "ll", false, 2},
@@ -740,11 +742,13 @@ TEST_F(AlgorithmsTuner, PerCollectiveSyntax) {
     ForcedEnv env(noOverride());
     before = sweep({"allreduce", "broadcast", "reduce"});
   }
-  size_t broadcastTreeBefore = 0;
+  // The default picks something else than the chain for Broadcast somewhere (the eager
+  // oneshot for small sizes, single copy for large ones), so forcing the chain changes choices.
+  size_t broadcastNotChainBefore = 0;
   for (const Seen& s : before) {
-    broadcastTreeBefore += s.coll == "broadcast" && s.c.algorithm == std::string("tree");
+    broadcastNotChainBefore += s.coll == "broadcast" && s.c.algorithm != std::string("chain");
   }
-  ASSERT_GT(broadcastTreeBefore, 0u) << "the default model never picks tree for Broadcast";
+  ASSERT_GT(broadcastNotChainBefore, 0u) << "the default model always picks chain for Broadcast";
   {
     ScopedEnv algo("CHORUS_ALGO", "allreduce:tree;broadcast:chain"), proto("CHORUS_PROTO", nullptr);
     const std::vector<Seen> after = sweep({"allreduce", "broadcast", "reduce"});
@@ -1056,9 +1060,11 @@ TEST(AlgorithmsDebug, OperationsRunTheForcedChoice) {
         env.push_back("CHORUS_MIN_NCHANNELS=2");
         env.push_back("CHORUS_MAX_NCHANNELS=2");
       }
+      // 4 KiB, or a size within the algorithm's limit (the eager Broadcast: 248 B).
+      const std::string size = s.maxBytes != 0 && s.maxBytes < 4096 ? "128" : "4K";
       const CommandResult res =
           runBench(env, benchFor(coll),
-                   {"-b", "4K", "-e", "4K", "-n", "1", "-w", "0", "-c", "1", "-t", "4", "-r", "3"});
+                   {"-b", size, "-e", size, "-n", "1", "-w", "0", "-c", "1", "-t", "4", "-r", "3"});
       const std::string what = std::string(benchFor(coll)) + " forced " + s.name();
       ASSERT_FALSE(res.timedOut) << what << "\n" << res.output;
       EXPECT_EQ(res.exitCode, 0) << what << "\n" << res.output;
@@ -1073,6 +1079,58 @@ TEST(AlgorithmsDebug, OperationsRunTheForcedChoice) {
       }
     }
   }
+}
+
+// The eager Broadcast (CHORUS_ALGO=broadcast:oneshot): 600 calls back to back wrap its 64-cell
+// ring many times, with the root moving (every 150 calls), every size from 1 to 248 bytes
+// (uint8) and in place or not; a receiver pauses after each change of root, so that the root runs
+// ahead by the ring's depth and waits for acknowledgements. Every rank checks every call's bytes
+// against what the root wrote (a function of the call and the index), and the root's input stays
+// unchanged.
+TEST(EagerBroadcast, BackToBackWrapsTheRingWithMovingRootsAndASlowReceiver) {
+  Watchdog watchdog(120, "EagerBroadcast");
+  constexpr int n = 3, calls = 600;
+  ScopedEnv algo("CHORUS_ALGO", "broadcast:oneshot"), proto("CHORUS_PROTO", nullptr);
+  std::unique_ptr<CommSet> comms = makeForcedComms(n);
+  ASSERT_EQ(comms->initResult(), chorusSuccess);
+  std::vector<int> wrong(n, 0), failed(n, 0);
+  std::vector<std::string> why(n);
+  runThreads(n, [&](int r) {
+    chorusComm_t comm = (*comms)[r];
+    std::vector<uint8_t> in(chorus::kEagerCellBytes), out(chorus::kEagerCellBytes);
+    for (int i = 0; i < calls; ++i) {
+      const int root = (i / 150) % n;  // 150 calls per root: its ring wraps twice
+      const size_t count = size_t(1 + (i * 37) % 248);
+      const bool inPlace = (i / n) % 2 == 0;
+      auto value = [&](size_t k) { return uint8_t((i * 131 + int(k) * 7 + root) & 0xff); };
+      for (size_t k = 0; k < in.size(); ++k) in[k] = r == root ? value(k) : uint8_t(0xee);
+      std::fill(out.begin(), out.end(), uint8_t(0xdd));
+      uint8_t* recv = inPlace ? in.data() : out.data();
+      // A late receiver: the root fills its ring and waits for acknowledgements.
+      if (r == (root + 1) % n && i % 150 == 3)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      const chorusResult_t res =
+          chorusBroadcast(in.data(), recv, count, chorusUint8, root, comm, nullptr);
+      if (res != chorusSuccess) {
+        ++failed[size_t(r)];
+        why[size_t(r)] = chorusGetLastError(comm);
+        return;
+      }
+      for (size_t k = 0; k < count; ++k)
+        if (recv[k] != value(k) || (r == root && in[k] != value(k))) ++wrong[size_t(r)];
+      if (!inPlace && recv[count] != 0xdd) ++wrong[size_t(r)];  // nothing past the count
+    }
+  });
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(failed[size_t(r)], 0) << "rank " << r << ": " << why[size_t(r)];
+    EXPECT_EQ(wrong[size_t(r)], 0) << "rank " << r;
+  }
+  // Every call of the run was the eager one (up to 248 bytes).
+  chorusChoice_t c{};
+  ASSERT_EQ(chorusTunerChoice((*comms)[0], "broadcast", 248, chorusUint8, &c), chorusSuccess);
+  EXPECT_EQ(std::string(c.algorithm), "oneshot");
+  ASSERT_EQ(chorusTunerChoice((*comms)[0], "broadcast", 249, chorusUint8, &c), chorusSuccess);
+  EXPECT_NE(std::string(c.algorithm), "oneshot");
 }
 
 }  // namespace

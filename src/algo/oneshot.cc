@@ -1,6 +1,6 @@
 // One-shot collectives for latency-bound sizes: one hand-off instead of the ring's or chain's
-// n - 1 or more. AllReduce, AllGather, Broadcast and ReduceScatter share the exchange below;
-// each then reads what it needs from the slots.
+// n - 1 or more. AllReduce, AllGather and ReduceScatter share the exchange below; each then
+// reads what it needs from the slots. Broadcast has its own eager ring (oneShotBroadcast).
 //
 // Every rank copies its input into one of its two one-shot slots (transport/segment.h), the one
 // of the call's parity, and publishes the call's sequence number (release). It then waits for
@@ -13,6 +13,11 @@
 // after it has finished call k-2 (including reading this rank's slot). So nobody reads a slot
 // while its owner rewrites it. A peer's slot can only hold call k or an older call while this
 // rank waits in call k: a peer cannot publish k+2 before this rank published k+1.
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+#include <algorithm>
 #include <cstring>
 
 #include "algo/algo.h"
@@ -23,14 +28,33 @@
 namespace chorus {
 
 namespace {
+// PREFETCHW where the CPU has it (x86: CPUID 0x80000001 ECX bit 8; decided once, at load), else
+// an ordinary prefetch.
+#if defined(__x86_64__)
+bool hasPrefetchW() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(0x80000001u, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 8)) != 0;
+}
+const bool kPrefetchW = hasPrefetchW();
+inline void prefetchForWrite(const void* p) {
+  if (kPrefetchW)
+    asm volatile("prefetchw %0" : : "m"(*static_cast<const char*>(p)));
+  else
+    __builtin_prefetch(p, 1);
+}
+#else
+inline void prefetchForWrite(const void* p) {
+  __builtin_prefetch(p, 1);
+}
+#endif
+
 const char* slotData(const OneShotSlot* s) {
   return reinterpret_cast<const char*>(s) + 64;
 }
 
 // Publishes `bytes` of `src` in this rank's slot of the call's parity and waits until every
 // peer's slot of that parity holds the same call (see above); returns the parity. Every rank of
-// the communicator takes part, whatever it publishes (a Broadcast's non-roots publish nothing
-// but the sequence number, which is what lets the root reuse its slot two calls later).
+// the communicator takes part.
 int exchange(chorusComm* comm, const void* src, size_t bytes, const char* what) {
   const int n = comm->nranks;
   const uint64_t seq = ++comm->oneShotSeq;
@@ -104,16 +128,70 @@ void oneShotAllGather(chorusComm* comm, const OpDesc& op) {
     memcpy(out + size_t(p) * block, input(comm, p, parity), block);
 }
 
-// Broadcast: the root publishes its buffer, every other rank copies it.
+// Broadcast, eager (up to kEagerMaxBytes): the root writes call k into cell k % kEagerCells of
+// its ring (transport/segment.h) and returns; every other rank waits for the cell to show k and
+// copies it out. Nobody waits for the root's receivers, so back-to-back calls pipeline: the root
+// runs ahead by up to kEagerCells calls, and the receivers read consecutive cells that it wrote
+// while they were busy, instead of one hand-off and one slot release per call. Reuse: the root
+// writes cell k % kEagerCells again at call k + kEagerCells only after every receiver has
+// acknowledged call k or later; receivers acknowledge every kEagerAckEvery calls (one line
+// write per 16 calls, not one per call). No deadlock: a receiver that has read every call
+// before the root's current one has acknowledged at least the current one minus
+// kEagerAckEvery, which is past the call the root waits for.
 void oneShotBroadcast(chorusComm* comm, const OpDesc& op) {
   const size_t bytes = op.count * chorusTypeSize(op.type);
-  const bool root = comm->rank == op.root;
-  if (bytes == 0) return;
-  const int parity = exchange(comm, op.sendbuff, root ? bytes : 0, "Broadcast");
-  if (!root)
-    memcpy(op.recvbuff, input(comm, op.root, parity), bytes);
-  else if (op.recvbuff != op.sendbuff)
-    memcpy(op.recvbuff, op.sendbuff, bytes);
+  if (bytes == 0) return;  // every rank knows: no call to count
+  const int root = op.root, me = comm->rank;
+  const uint64_t k = ++comm->eagerSeq[size_t(root)];
+  if (me == root) {
+    const Segment& seg = comm->mySegment;
+    if (k > comm->eagerAcked + kEagerCells) {
+      uint64_t lowest = ~uint64_t(0);
+      for (int p = 0; p < comm->nranks; ++p) {
+        if (p == me) continue;
+        const std::atomic<uint64_t>* ack = seg.eagerAck(p);
+        if (ack->load(std::memory_order_acquire) + kEagerCells < k) {
+          Waiter w(comm, p, "Broadcast", /*fifoWait=*/true);
+          while (ack->load(std::memory_order_acquire) + kEagerCells < k) w.pause();
+        }
+        lowest = std::min(lowest, ack->load(std::memory_order_acquire));
+      }
+      comm->eagerAcked = lowest;
+    }
+    EagerCell* cell = seg.eagerCell(k);
+    memcpy(reinterpret_cast<char*>(cell) + 8, op.sendbuff, bytes);
+    cell->seq.store(k, std::memory_order_release);
+    // Wake the receivers asleep on their doorbells (one fence orders the publication before
+    // every `sleeping` load: transport/fifo.h).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    for (int p = 0; p < comm->nranks; ++p) {
+      if (p == me) continue;
+      Doorbell* d = &comm->peerSegments[size_t(p)].header()->bell;
+      if (d->sleeping.load(std::memory_order_relaxed) != 0) ringDoorbell(d);
+    }
+    // Take the next cell's lines (as many as this call used) for writing now: a receiver read
+    // them a lap ago and may hold them, and their transfer then overlaps the rest of this call
+    // instead of stalling the next one.
+    const char* next = reinterpret_cast<const char*>(seg.eagerCell(k + 1));
+    for (size_t line = 0; line < 8 + bytes; line += 64) prefetchForWrite(next + line);
+    if (op.recvbuff != op.sendbuff) memcpy(op.recvbuff, op.sendbuff, bytes);
+    return;
+  }
+  const Segment& seg = comm->peerSegments[size_t(root)];
+  const EagerCell* cell = seg.eagerCell(k);
+  if (cell->seq.load(std::memory_order_acquire) != k) {
+    Waiter w(comm, root, "Broadcast", /*fifoWait=*/true);
+    while (cell->seq.load(std::memory_order_acquire) != k) w.pause();
+  }
+  memcpy(op.recvbuff, reinterpret_cast<const char*>(cell) + 8, bytes);
+  // The next cell (as many lines as this call used): a root running ahead has written it, and
+  // it crosses while this call returns.
+  const char* next = reinterpret_cast<const char*>(seg.eagerCell(k + 1));
+  for (size_t line = 0; line < 8 + bytes; line += 64) __builtin_prefetch(next + line);
+  if (k % kEagerAckEvery == 0) {
+    seg.eagerAck(me)->store(k, std::memory_order_release);
+    notifySleeper(&seg.header()->bell);  // the root may sleep waiting for this
+  }
 }
 
 // ReduceScatter: every rank publishes its n blocks; rank r reduces block r of every input.

@@ -104,10 +104,14 @@ struct chorusComm {
   uint64_t opCount = 0;
   chorus::OpTrace trace;    // the last operations and the current wait (comm/status.h)
   uint64_t oneShotSeq = 0;  // one-shot collectives run so far (algo/oneshot.cc)
-  uint64_t copySeq = 0;     // single-copy collectives run so far (algo/copy.cc)
-  uint8_t copyState = 0;    // cross-memory attach: untried, armed, usable, refused (algo/copy.cc)
-  uint32_t shrinkSeq = 0;   // chorusCommShrink calls on this communicator (core/shrink.cc)
-  double timeoutSec = 0;    // CHORUS_TIMEOUT
+  // Eager Broadcasts run so far per root (algo/oneshot.cc), and as a root the lowest call every
+  // receiver has acknowledged when last read.
+  std::vector<uint64_t> eagerSeq;
+  uint64_t eagerAcked = 0;
+  uint64_t copySeq = 0;    // single-copy collectives run so far (algo/copy.cc)
+  uint8_t copyState = 0;   // cross-memory attach: untried, armed, usable, refused (algo/copy.cc)
+  uint32_t shrinkSeq = 0;  // chorusCommShrink calls on this communicator (core/shrink.cc)
+  double timeoutSec = 0;   // CHORUS_TIMEOUT
   bool checkCalls = false;
   // Busy-poll iterations before yielding: none when this node has more ranks than cores (the
   // peer we wait for needs our core), a few hundred otherwise (CHORUS_SPIN overrides).

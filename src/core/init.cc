@@ -178,6 +178,7 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
   }
   listener.reset();
 
+  c->eagerSeq.assign(size_t(c->nranks), 0);
   for (int pr = 0; pr < 2; ++pr) {
     c->sendConns[pr].assign(size_t(c->nchannels), std::vector<SendConn>(size_t(c->nranks)));
     c->recvConns[pr].assign(size_t(c->nchannels), std::vector<RecvConn>(size_t(c->nranks)));

@@ -89,6 +89,9 @@ Segment Segment::create(const SegmentLayout& layout, int rank, bool shared, uint
           h->bytes.store(0);
         }
       }
+  s.eager_ = s.base_ + s.bytes_ - 2 * kOneShotSlotStride - eagerBytes(layout.nranks);
+  for (uint64_t k = 0; k < kEagerCells; ++k) new (s.eagerCell(k)) EagerCell{0};
+  for (int r = 0; r < layout.nranks; ++r) new (s.eagerAck(r)) std::atomic<uint64_t>(0);
   for (int parity = 0; parity < 2; ++parity) new (s.oneShotSlot(parity)) OneShotSlot{0};
   return s;
 }
@@ -99,6 +102,7 @@ Segment Segment::attach(const std::string& name, void* addrInOwner, pid_t ownerP
     s.base_ = static_cast<char*>(addrInOwner);
     s.inProcess_ = true;
     s.bytes_ = s.header()->totalBytes;
+    s.eager_ = s.base_ + s.bytes_ - 2 * kOneShotSlotStride - eagerBytes(s.header()->nranks);
     s.header()->refs.fetch_add(1);
     return s;
   }
@@ -121,6 +125,11 @@ Segment Segment::attach(const std::string& name, void* addrInOwner, pid_t ownerP
     munmap(p, s.bytes_);
     fail(chorusSystemError, "shm segment %s is not a Chorus segment", name.c_str());
   }
+  if (s.bytes_ < 2 * kOneShotSlotStride + eagerBytes(s.header()->nranks)) {
+    munmap(p, s.bytes_);
+    fail(chorusSystemError, "shm segment %s is truncated", name.c_str());
+  }
+  s.eager_ = s.base_ + s.bytes_ - 2 * kOneShotSlotStride - eagerBytes(s.header()->nranks);
   return s;
 }
 

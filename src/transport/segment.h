@@ -67,6 +67,23 @@ struct OneShotSlot {
   std::atomic<uint64_t> seq;  // the one-shot call whose input the data holds (0: none yet)
 };
 
+// Eager Broadcast (algo/oneshot.cc), before the one-shot slots: a ring of kEagerCells cells in
+// the root's segment, each a sequence word followed by up to kEagerMaxBytes of data (a small
+// message and its word share a line; consecutive calls use consecutive cells), then one line per
+// rank where that rank, as a receiver, acknowledges the root's calls it has read (every
+// kEagerAckEvery calls). The root runs ahead of its receivers by up to kEagerCells calls.
+constexpr size_t kEagerCells = 256;
+constexpr size_t kEagerCellBytes = 256;
+constexpr size_t kEagerMaxBytes = kEagerCellBytes - 8;
+constexpr uint64_t kEagerAckEvery = 32;
+static_assert(kEagerAckEvery < kEagerCells);
+struct EagerCell {
+  std::atomic<uint64_t> seq;  // the root's eager call whose data follows (0: none yet)
+};
+inline size_t eagerBytes(int nranks) {
+  return kEagerCells * kEagerCellBytes + size_t(nranks) * 64;
+}
+
 // Two sets of FIFOs, one per protocol (index 0: Simple, 1: LL), each nchannels x nranks, so
 // that a slot only ever holds one protocol's framing.
 struct SegmentLayout {
@@ -79,7 +96,7 @@ struct SegmentLayout {
     return fifoStride(proto) * size_t(nranks) * size_t(nchannels);
   }
   size_t totalBytes() const {
-    return headerBytes() + setBytes(0) + setBytes(1) + 2 * kOneShotSlotStride;
+    return headerBytes() + setBytes(0) + setBytes(1) + eagerBytes(nranks) + 2 * kOneShotSlotStride;
   }
   size_t fifoOffset(int proto, int channel, int peer) const {
     return headerBytes() + (proto == 1 ? setBytes(0) : 0) +
@@ -109,6 +126,13 @@ class Segment {
   FifoCtrl* fifoCtrl(int proto, int channel, int peer) const;
   char* fifoData(int proto, int channel, int peer) const;
   // One-shot slot `parity` (0 or 1); its data starts 64 bytes after it.
+  EagerCell* eagerCell(uint64_t call) const {
+    return reinterpret_cast<EagerCell*>(eager_ + (call % kEagerCells) * kEagerCellBytes);
+  }
+  std::atomic<uint64_t>* eagerAck(int receiver) const {
+    return reinterpret_cast<std::atomic<uint64_t>*>(eager_ + kEagerCells * kEagerCellBytes +
+                                                    size_t(receiver) * 64);
+  }
   OneShotSlot* oneShotSlot(int parity) const {
     return reinterpret_cast<OneShotSlot*>(base_ + bytes_ - 2 * kOneShotSlotStride +
                                           size_t(parity) * kOneShotSlotStride);
@@ -118,6 +142,7 @@ class Segment {
   char* base_ = nullptr;
   size_t bytes_ = 0;
   std::string name_;
+  char* eager_ = nullptr;   // the eager Broadcast's cells (set where the layout is known)
   bool inProcess_ = false;  // base_ belongs to this process's owner; reference counted
   bool linked_ = false;
 };

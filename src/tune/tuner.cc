@@ -192,10 +192,11 @@ bool protoSupports(Algo a, Proto p) {
 double modelHops(OpKind kind, Algo a, int n, int depth) {
   const double nn = double(n);
   if (depth < 0) depth = std::max(treeDepth(n, 0), treeDepth(n, 1));  // edges root -> leaf
-  // One-shot: publish once, read every input. Its Broadcast waits for every rank's publication
-  // (so that the root may reuse its slot), which the chain's root does not: n - 1 wake-ups on a
-  // loaded node, so it only wins where forced (measured: docs/performance.md).
-  if (a == Algo::kOneShot) return kind == OpKind::kBroadcast ? nn - 1 : 1.0;
+  // One-shot: publish once, read every input. Its Broadcast is the eager ring: the root waits for
+  // nobody, each receiver for one publication, and back-to-back calls overlap (the root runs
+  // ahead; receivers find their cells written): half a hand-off per call (measured:
+  // docs/performance.md, "Eager Broadcast").
+  if (a == Algo::kOneShot) return kind == OpKind::kBroadcast ? 0.5 : 1.0;
   // Single copy: publish the buffer, every peer says it has read; each step waits for every
   // peer (the chain's root waits for nobody), so n - 1 wake-ups per step on a loaded node
   // (measured at 4 ranks on 2 cores: 4-5 us at 8 B where the chain takes 0.5 us).
@@ -241,6 +242,7 @@ double modelByteFactor(OpKind kind, Algo a, int n) {
 }
 
 size_t oneShotLimit(OpKind kind, int nranks) {
+  if (kind == OpKind::kBroadcast) return kEagerMaxBytes;  // one eager cell
   return kind == OpKind::kAllGather ? kOneShotMaxBytes * size_t(std::max(nranks, 1))
                                     : kOneShotMaxBytes;
 }
