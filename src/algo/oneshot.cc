@@ -135,7 +135,7 @@ void oneShotAllGather(chorusComm* comm, const OpDesc& op) {
 // while they were busy, instead of one hand-off and one slot release per call. Reuse: the root
 // writes cell k % kEagerCells again at call k + kEagerCells only after every receiver has
 // acknowledged call k or later; receivers acknowledge every kEagerAckEvery calls (one line
-// write per 16 calls, not one per call). No deadlock: a receiver that has read every call
+// write per 32 calls, not one per call). No deadlock: a receiver that has read every call
 // before the root's current one has acknowledged at least the current one minus
 // kEagerAckEvery, which is past the call the root waits for.
 void oneShotBroadcast(chorusComm* comm, const OpDesc& op) {
