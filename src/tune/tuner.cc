@@ -294,7 +294,11 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
   if (shape.oversubscribed && a == Algo::kTree && bytes <= kOversubscribedChainBytes &&
       (kind == OpKind::kBroadcast || kind == OpKind::kReduce))
     depth = n - 1;
-  return m.baseUs[pi] + extra + modelHops(kind, a, n, depth) * hop +
+  // More ranks than cores: every step of the single copy waits for every rank to be scheduled,
+  // and half of them are not (measured at 4 ranks on 2 cores, docs/performance.md: the chain
+  // and the ring beat it at 32 KiB, not from 128 KiB): each of its wake-ups counts twice.
+  const double wakeups = shape.oversubscribed && a == Algo::kCma ? 2.0 : 1.0;
+  return m.baseUs[pi] + extra + wakeups * modelHops(kind, a, n, depth) * hop +
          S * modelByteFactor(kind, a, n) / (bw * 1e3);
 }
 
