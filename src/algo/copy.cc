@@ -218,15 +218,20 @@ uint64_t peerAddr(const chorusComm* comm, int p) {
 // work is its own out-of-place copy L (0 in place) plus (n-1) head, a receiver's is bytes - head:
 // equal for head = (bytes - L) / n. So in place the root writes 1/n into each receiver (both cores
 // copy; 2 ranks at 2 MiB: 52 us against 192 when the receiver reads it all, each core's buffers
-// then fitting its L2), and out of place the root only copies its own buffer while the receivers
-// read everything (210 against 247 us with the old 1/n split). The root publishes `head`.
+// then fitting its L2); out of place the root copies its own buffer and writes a quarter of a
+// share (below). The root publishes `head`.
 void cmaBroadcast(chorusComm* comm, const OpDesc& op) {
   const size_t bytes = op.count * chorusTypeSize(op.type);
   if (bytes == 0) return;  // every rank knows: nothing to agree on
   const uint64_t k = ++comm->copySeq;
   const bool root = comm->rank == op.root;
   if (root) {
-    const size_t own = op.recvbuff != op.sendbuff ? bytes : 0;
+    // Out of place the root also copies its own buffer, at about 3/4 of a kernel copy's cost
+    // per byte while the receivers read (2 ranks, docs/performance.md): counting it so still
+    // leaves the root a quarter of a share to write. Not where ranks outnumber cores: there the
+    // root's extra writes delay the ranks that share its core.
+    const size_t own =
+        op.recvbuff == op.sendbuff ? 0 : comm->oversubscribed ? bytes : bytes - bytes / 4;
     const size_t head = (bytes - own) / size_t(comm->nranks) / 4096 * 4096;
     comm->mySegment.header()->copy.head.store(head, std::memory_order_relaxed);
   }
