@@ -230,8 +230,9 @@ void cmaBroadcast(chorusComm* comm, const OpDesc& op) {
     // per byte while the receivers read (2 ranks, docs/performance.md): counting it so still
     // leaves the root a quarter of a share to write. Not where ranks outnumber cores: there the
     // root's extra writes delay the ranks that share its core.
-    const size_t own =
-        op.recvbuff == op.sendbuff ? 0 : comm->oversubscribed ? bytes : bytes - bytes / 4;
+    const size_t own = op.recvbuff == op.sendbuff ? 0
+                       : comm->oversubscribed     ? bytes
+                                                  : bytes - bytes / 4;
     const size_t head = (bytes - own) / size_t(comm->nranks) / 4096 * 4096;
     comm->mySegment.header()->copy.head.store(head, std::memory_order_relaxed);
   }
