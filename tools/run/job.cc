@@ -36,24 +36,34 @@ extern char** environ;
 namespace chorusrun {
 
 std::optional<int> PickFreePort(std::string* err) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    *err = std::string("socket: ") + std::strerror(errno);
-    return std::nullopt;
+  auto bindAny = [](int port, int* fd) {
+    *fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (*fd < 0) return -1;
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    addr.sin_port = htons(uint16_t(port));
+    socklen_t len = sizeof(addr);
+    if (bind(*fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        getsockname(*fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+      return -1;
+    return int(ntohs(addr.sin_port));
+  };
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    int a = -1, b = -1;
+    const int port = bindAny(0, &a);
+    if (port < 0) {
+      *err = std::string("bind 0.0.0.0:0: ") + std::strerror(errno);
+      if (a >= 0) close(a);
+      return std::nullopt;
+    }
+    const bool pair = port < 65535 && bindAny(port + 1, &b) == port + 1;
+    close(a);
+    if (b >= 0) close(b);
+    if (pair) return port;
   }
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    *err = std::string("bind 127.0.0.1:0: ") + std::strerror(errno);
-    close(fd);
-    return std::nullopt;
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
+  *err = "no free pair of consecutive TCP ports found in 64 tries";
+  return std::nullopt;
 }
 
 // 128 random bits as 32 lowercase hex characters (getrandom, falling back to /dev/urandom).

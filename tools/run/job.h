@@ -16,8 +16,10 @@ struct JobInfo {
   std::string secret;   // 32 lowercase hex characters
 };
 
-// Finds a TCP port on 127.0.0.1 that is free right now (bind port 0, read it back, close).
-// Rank 0 binds it later; another process could take it in between, which the bootstrap reports.
+// Finds a TCP port P such that P and P + 1 are free right now on every address (both bound
+// together on 0.0.0.0, then closed): the bootstrap root listens on P, and under chorusrun
+// chorus.torch gives torch's store P + 1 (MASTER_PORT). Rank 0 binds P later; another process
+// could take it in between, which the bootstrap reports.
 std::optional<int> PickFreePort(std::string* err);
 // 128 random bits as 32 lowercase hex characters (getrandom, falling back to /dev/urandom).
 std::optional<std::string> RandomSecret(std::string* err);
