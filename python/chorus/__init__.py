@@ -104,15 +104,17 @@ def unique_id_from_env():
 def free_port_pair(host="127.0.0.1"):
     """A free TCP port P on `host` whose neighbour P + 1 is free too: with only torchrun-style
     variables, torch's store listens on MASTER_PORT and Chorus's bootstrap root on
-    MASTER_PORT + 1."""
+    MASTER_PORT + 1. On loopback both are checked on every address (torch's store binds
+    0.0.0.0 and [::])."""
+    bind_host = "" if host in ("127.0.0.1", "localhost") else host
     for _ in range(100):
         with socket.socket() as a, socket.socket() as b:
-            a.bind((host, 0))
+            a.bind((bind_host, 0))
             port = a.getsockname()[1]
             if port >= 65535:
                 continue
             try:
-                b.bind((host, port + 1))
+                b.bind((bind_host, port + 1))
             except OSError:
                 continue
             return port
