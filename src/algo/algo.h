@@ -50,6 +50,7 @@ void treeReduce(chorusComm* comm, const OpDesc& op, const Work& w);
 // reduces every rank's input, in rank order, into its output: one hand-off, and bit-identical
 // results on every rank. Same node only, at most kOneShotMaxBytes (transport/segment.h).
 void oneShotAllReduce(chorusComm* comm, const OpDesc& op);
+void twoShotAllReduce(chorusComm* comm, const OpDesc& op);
 // The same one hand-off for AllGather (every rank's block fits a slot), Broadcast and
 // ReduceScatter (the whole input fits a slot): tune/tuner.h oneShotLimit.
 void oneShotAllGather(chorusComm* comm, const OpDesc& op);

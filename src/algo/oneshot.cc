@@ -48,44 +48,58 @@ inline void prefetchForWrite(const void* p) {
 }
 #endif
 
-const char* slotData(const OneShotSlot* s) {
-  return reinterpret_cast<const char*>(s) + 64;
+char* slotData(OneShotSlot* s) {
+  return reinterpret_cast<char*>(s) + kOneShotDataOffset;
+}
+// The result area (two-shot AllReduce: the block this rank reduced, at its offset).
+char* slotResult(OneShotSlot* s) {
+  return slotData(s) + kTwoShotMaxBytes;
 }
 
-// Publishes `bytes` of `src` in this rank's slot of the call's parity and waits until every
-// peer's slot of that parity holds the same call (see above); returns the parity. Every rank of
-// the communicator takes part.
-int exchange(chorusComm* comm, const void* src, size_t bytes, const char* what) {
-  const int n = comm->nranks;
-  const uint64_t seq = ++comm->oneShotSeq;
-  const int parity = int(seq & 1);
-  OneShotSlot* mine = comm->mySegment.oneShotSlot(parity);
-  if (bytes > 0) memcpy(reinterpret_cast<char*>(mine) + 64, src, bytes);
-  mine->seq.store(seq, std::memory_order_release);
-  // Wake the peers that sleep on their doorbells waiting for this input (transport/fifo.h): one
-  // fence orders the publication before every `sleeping` load.
+// Stores `seq` into one of this rank's publication words (release), then wakes the peers that
+// sleep on their doorbells waiting for it (transport/fifo.h): one fence orders the publication
+// before every `sleeping` load.
+void publish(chorusComm* comm, std::atomic<uint64_t>* word, uint64_t seq) {
+  word->store(seq, std::memory_order_release);
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  for (int p = 0; p < n; ++p) {
+  for (int p = 0; p < comm->nranks; ++p) {
     if (p == comm->rank) continue;
     Doorbell* d = &comm->peerSegments[size_t(p)].header()->bell;
     if (d->sleeping.load(std::memory_order_relaxed) != 0) ringDoorbell(d);
   }
-  // Wait for every peer's input (any order; each wait watches abort, death and the timeout, and
-  // sleeps on this rank's doorbell once it has polled a while).
+}
+
+// Waits until every peer's word `word` of its slot `parity` shows `seq` (any order; each wait
+// watches abort, death and the timeout, and sleeps on this rank's doorbell once it has polled a
+// while), then fails if a peer failed or aborted after it published (its segment's failure
+// flag, a cheap read of a quiet line), as the ring's later hand-offs would.
+void waitPeers(chorusComm* comm, int parity, std::atomic<uint64_t> OneShotSlot::*word,
+               uint64_t seq, const char* what) {
+  const int n = comm->nranks;
   for (int p = 0; p < n; ++p) {
     if (p == comm->rank) continue;
-    const OneShotSlot* s = comm->peerSegments[size_t(p)].oneShotSlot(parity);
-    if (s->seq.load(std::memory_order_acquire) != seq) {
-      Waiter w(comm, p, what, /*fifoWait=*/true);
-      while (s->seq.load(std::memory_order_acquire) != seq) w.pause();
+    const std::atomic<uint64_t>& w = comm->peerSegments[size_t(p)].oneShotSlot(parity)->*word;
+    if (w.load(std::memory_order_acquire) != seq) {
+      Waiter waiter(comm, p, what, /*fifoWait=*/true);
+      while (w.load(std::memory_order_acquire) != seq) waiter.pause();
     }
   }
-  // A peer that failed or aborted after it published its input must fail this call too, as the
-  // ring's later hand-offs would (its segment's failure flag; a cheap read of a quiet line).
   for (int p = 0; p < n; ++p)
     if (p != comm->rank && comm->peerHeader(p)->failed.load(std::memory_order_relaxed) != 0)
       Waiter(comm, p, what).checkNow();
-  return parity;
+}
+
+// Publishes `bytes` of `src` in this rank's slot of the call's parity and waits until every
+// peer's slot of that parity holds the same call (see above); returns the call's sequence
+// number (its parity picks the slots). Every rank of the communicator takes part.
+uint64_t exchange(chorusComm* comm, const void* src, size_t bytes, const char* what) {
+  const uint64_t seq = ++comm->oneShotSeq;
+  const int parity = int(seq & 1);
+  OneShotSlot* mine = comm->mySegment.oneShotSlot(parity);
+  if (bytes > 0) memcpy(slotData(mine), src, bytes);
+  publish(comm, &mine->seq, seq);
+  waitPeers(comm, parity, &OneShotSlot::seq, seq, what);
+  return seq;
 }
 
 // Rank p's published data of the call's parity.
@@ -111,7 +125,7 @@ void reduceInputs(chorusComm* comm, const OpDesc& op, int parity, size_t offset,
 
 void oneShotAllReduce(chorusComm* comm, const OpDesc& op) {
   const size_t bytes = op.count * chorusTypeSize(op.type);
-  const int parity = exchange(comm, op.sendbuff, bytes, "AllReduce");
+  const int parity = int(exchange(comm, op.sendbuff, bytes, "AllReduce") & 1);
   if (bytes == 0) return;
   // recvbuff may be sendbuff (in place): the inputs are all read from the slots.
   reduceInputs(comm, op, parity, 0, op.count, op.recvbuff);
@@ -122,7 +136,7 @@ void oneShotAllReduce(chorusComm* comm, const OpDesc& op) {
 void oneShotAllGather(chorusComm* comm, const OpDesc& op) {
   const size_t block = op.count * chorusTypeSize(op.type);
   if (block == 0) return;  // every rank knows: nothing to exchange
-  const int parity = exchange(comm, op.sendbuff, block, "AllGather");
+  const int parity = int(exchange(comm, op.sendbuff, block, "AllGather") & 1);
   char* out = static_cast<char*>(op.recvbuff);
   for (int p = 0; p < comm->nranks; ++p)
     memcpy(out + size_t(p) * block, input(comm, p, parity), block);
@@ -198,8 +212,50 @@ void oneShotBroadcast(chorusComm* comm, const OpDesc& op) {
 void oneShotReduceScatter(chorusComm* comm, const OpDesc& op) {
   const size_t block = op.count * chorusTypeSize(op.type);
   if (block == 0) return;
-  const int parity = exchange(comm, op.sendbuff, block * size_t(comm->nranks), "ReduceScatter");
+  const int parity =
+      int(exchange(comm, op.sendbuff, block * size_t(comm->nranks), "ReduceScatter") & 1);
   reduceInputs(comm, op, parity, block * size_t(comm->rank), op.count, op.recvbuff);
+}
+
+}  // namespace chorus
+
+namespace chorus {
+
+// Two-shot AllReduce (up to kTwoShotMaxBytes): the exchange above publishes every rank's input;
+// rank r then reduces only block r of the n inputs (in rank order, so every rank's block is the
+// same expression as the one-shot's) into the result area of its slot, publishes it (the slot's
+// `reduced` word), and copies every rank's reduced block into its output. Two hand-offs instead
+// of one, but each rank reads (n - 1)/n of the data from its peers twice instead of n - 1 times
+// and reduces 1/n of it instead of all: it takes over from the one-shot where reading the peers'
+// inputs costs more than a hand-off (more ranks, larger sizes). Slot reuse as above: call k
+// writes the areas call k - 2 used, and a rank starts call k only after every peer has published
+// call k - 1, i.e. finished call k - 2 (including its reads of this rank's result area).
+void twoShotAllReduce(chorusComm* comm, const OpDesc& op) {
+  const size_t esz = chorusTypeSize(op.type);
+  const size_t bytes = op.count * esz;
+  const int n = comm->nranks;
+  const uint64_t seq = exchange(comm, op.sendbuff, bytes, "AllReduce");
+  if (bytes == 0) return;
+  const int parity = int(seq & 1);
+  // Blocks of whole 64-byte lines (the ring's split), the last one shorter or empty.
+  const size_t align = std::max<size_t>(1, 64 / esz);
+  const size_t share = ((op.count + size_t(n) - 1) / size_t(n) + align - 1) / align * align;
+  auto first = [&](int p) { return std::min(op.count, share * size_t(p)); };
+  auto countOf = [&](int p) { return first(p + 1) - first(p); };
+  OneShotSlot* mine = comm->mySegment.oneShotSlot(parity);
+  char* out = static_cast<char*>(op.recvbuff);
+  const int me = comm->rank;
+  const size_t myOffset = first(me) * esz, myCount = countOf(me);
+  if (myCount > 0) reduceInputs(comm, op, parity, myOffset, myCount, slotResult(mine) + myOffset);
+  publish(comm, &mine->reduced, seq);
+  if (myCount > 0) memcpy(out + myOffset, slotResult(mine) + myOffset, myCount * esz);
+  waitPeers(comm, parity, &OneShotSlot::reduced, seq, "AllReduce");
+  for (int p = 0; p < n; ++p) {
+    if (p == me || countOf(p) == 0) continue;
+    const size_t off = first(p) * esz;
+    memcpy(out + off, slotResult(comm->peerSegments[size_t(p)].oneShotSlot(parity)) + off,
+           countOf(p) * esz);
+  }
 }
 
 }  // namespace chorus

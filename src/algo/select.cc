@@ -112,6 +112,8 @@ void runCollective(const OpDesc& op) {
     treeAllReduce(comm, op, c.proto);
   } else if (op.kind == OpKind::kAllReduce && c.algo == Algo::kHier) {
     hierAllReduce(comm, op, c.proto);
+  } else if (c.algo == Algo::kTwoShot) {
+    twoShotAllReduce(comm, op);
   } else if (c.algo == Algo::kOneShot) {
     switch (op.kind) {
       case OpKind::kAllReduce:

@@ -18,6 +18,8 @@ const char* algoName(Algo a) {
       return "hier";
     case Algo::kOneShot:
       return "oneshot";
+    case Algo::kTwoShot:
+      return "twoshot";
     case Algo::kCma:
       return "cma";
   }

@@ -17,9 +17,10 @@ enum class Algo : int {
   kNaive = 4,
   kHier = 5,
   kOneShot = 6,
-  kCma = 7  // single copy straight from the peers' buffers (algo/copy.cc)
+  kCma = 7,     // single copy straight from the peers' buffers (algo/copy.cc)
+  kTwoShot = 8  // AllReduce: publish, reduce one block, publish it, gather (algo/oneshot.cc)
 };
-constexpr int kNumAlgos = 8;
+constexpr int kNumAlgos = 9;
 const char* algoName(Algo a);
 
 // The communicator's shape as the model sees it.
@@ -41,7 +42,7 @@ struct Shape {
 // The tuner's environment (CHORUS_ALGO, CHORUS_PROTO, CHORUS_MIN/MAX_NCHANNELS), parsed once:
 // per collective, which algorithms and protocols the overrides allow.
 struct TunerEnv {
-  uint8_t algoAllowed[kNumOpKinds];   // bit a: CHORUS_ALGO allows algorithm a
+  uint16_t algoAllowed[kNumOpKinds];  // bit a: CHORUS_ALGO allows algorithm a
   uint8_t protoAllowed[kNumOpKinds];  // bit p: CHORUS_PROTO allows protocol p
   bool naiveNamed[kNumOpKinds];       // CHORUS_ALGO names the naive ring for this collective
   int64_t minChannels;                // CHORUS_MIN_NCHANNELS, 1 when unset

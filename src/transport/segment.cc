@@ -92,7 +92,7 @@ Segment Segment::create(const SegmentLayout& layout, int rank, bool shared, uint
   s.eager_ = s.base_ + s.bytes_ - 2 * kOneShotSlotStride - eagerBytes(layout.nranks);
   for (uint64_t k = 0; k < kEagerCells; ++k) new (s.eagerCell(k)) EagerCell{0};
   for (int r = 0; r < layout.nranks; ++r) new (s.eagerAck(r)) std::atomic<uint64_t>(0);
-  for (int parity = 0; parity < 2; ++parity) new (s.oneShotSlot(parity)) OneShotSlot{0};
+  for (int parity = 0; parity < 2; ++parity) new (s.oneShotSlot(parity)) OneShotSlot{};
   return s;
 }
 

@@ -60,12 +60,20 @@ static_assert(sizeof(SegmentHeader) <= kShrinkBoxOffset);
 static_assert(kShrinkBoxOffset + sizeof(ShrinkBox) <= 4096);  // SegmentLayout::headerBytes()
 
 // One-shot slots (algo/oneshot.cc) at the end of every segment: two per rank, used by call
-// parity, each a sequence word on its own cache line followed by up to kOneShotMaxBytes of data.
+// parity, each a sequence word and a `reduced` word on cache lines of their own, then an input
+// area of kTwoShotMaxBytes and a result area of the same size. The one-shot collectives use the
+// input area up to kOneShotMaxBytes (their model's limit); the two-shot AllReduce all of it, and
+// the result area for the block this rank reduced.
 constexpr size_t kOneShotMaxBytes = 4096;
-constexpr size_t kOneShotSlotStride = 64 + kOneShotMaxBytes;
+constexpr size_t kTwoShotMaxBytes = 64 * 1024;
+constexpr size_t kOneShotDataOffset = 128;
+constexpr size_t kOneShotSlotStride = kOneShotDataOffset + 2 * kTwoShotMaxBytes;
 struct OneShotSlot {
   std::atomic<uint64_t> seq;  // the one-shot call whose input the data holds (0: none yet)
+  char pad[56];
+  std::atomic<uint64_t> reduced;  // the two-shot call whose reduced block the result area holds
 };
+static_assert(sizeof(OneShotSlot) <= kOneShotDataOffset);
 
 // Eager Broadcast (algo/oneshot.cc), before the one-shot slots: a ring of kEagerCells cells in
 // the root's segment, each a sequence word followed by up to kEagerMaxBytes of data (a small
@@ -125,7 +133,6 @@ class Segment {
   const std::string& name() const { return name_; }
   FifoCtrl* fifoCtrl(int proto, int channel, int peer) const;
   char* fifoData(int proto, int channel, int peer) const;
-  // One-shot slot `parity` (0 or 1); its data starts 64 bytes after it.
   EagerCell* eagerCell(uint64_t call) const {
     return reinterpret_cast<EagerCell*>(eager_ + (call % kEagerCells) * kEagerCellBytes);
   }
@@ -133,6 +140,7 @@ class Segment {
     return reinterpret_cast<std::atomic<uint64_t>*>(eager_ + kEagerCells * kEagerCellBytes +
                                                     size_t(receiver) * 64);
   }
+  // One-shot slot `parity` (0 or 1); its input area starts kOneShotDataOffset bytes after it.
   OneShotSlot* oneShotSlot(int parity) const {
     return reinterpret_cast<OneShotSlot*>(base_ + bytes_ - 2 * kOneShotSlotStride +
                                           size_t(parity) * kOneShotSlotStride);

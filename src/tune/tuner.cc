@@ -138,7 +138,7 @@ TunerEnv readTunerEnv() {
   for (int k = 0; k < kNumOpKinds; ++k) {
     const char* coll = collectiveKey(OpKind(k));
     for (int a = 0; a < kNumAlgos; ++a)
-      if (allowsIn(algo, coll, algoName(Algo(a)))) e.algoAllowed[k] |= uint8_t(1u << a);
+      if (allowsIn(algo, coll, algoName(Algo(a)))) e.algoAllowed[k] |= uint16_t(1u << a);
     for (int p = 0; p < kNumProtos; ++p)
       if (allowsIn(proto, coll, protoName(Proto(p)))) e.protoAllowed[k] |= uint8_t(1u << p);
     // The naive ring exists to be compared against: only when asked for by name.
@@ -156,7 +156,7 @@ bool algoSupports(Algo a, OpKind kind, const Shape& shape) {
   switch (kind) {
     case OpKind::kAllReduce:
       if (a == Algo::kHier) return shape.nnodes > 1 && shape.evenNodes;
-      if (a == Algo::kOneShot) return shape.nnodes == 1 && nranks > 1;
+      if (a == Algo::kOneShot || a == Algo::kTwoShot) return shape.nnodes == 1 && nranks > 1;
       if (a == Algo::kCma) return shape.nnodes == 1 && nranks > 1 && shape.singleCopy;
       return a == Algo::kRing || a == Algo::kTree || a == Algo::kNaive;
     case OpKind::kAllGather:
@@ -184,7 +184,8 @@ bool algoSupports(Algo a, OpKind kind, const Shape& shape) {
 
 bool protoSupports(Algo a, Proto p) {
   // Point-to-point batches and the naive ring move whole messages through Simple slots.
-  if (a == Algo::kDirect || a == Algo::kNaive || a == Algo::kOneShot || a == Algo::kCma)
+  if (a == Algo::kDirect || a == Algo::kNaive || a == Algo::kOneShot || a == Algo::kCma ||
+      a == Algo::kTwoShot)
     return p == Proto::kSimple;
   return true;
 }
@@ -197,6 +198,8 @@ double modelHops(OpKind kind, Algo a, int n, int depth) {
   // ahead; receivers find their cells written): half a hand-off per call (measured:
   // docs/performance.md, "Eager Broadcast").
   if (a == Algo::kOneShot) return kind == OpKind::kBroadcast ? 0.5 : 1.0;
+  // Two-shot AllReduce: publish the input, then the reduced block.
+  if (a == Algo::kTwoShot) return 2.0;
   // Single copy: publish the buffer, every peer says it has read; each step waits for every
   // peer (the chain's root waits for nobody), so n - 1 wake-ups per step on a loaded node
   // (measured at 4 ranks on 2 cores: 4-5 us at 8 B where the chain takes 0.5 us).
@@ -221,6 +224,8 @@ double modelByteFactor(OpKind kind, Algo a, int n) {
     // AllGather: one block in, n - 1 out; Broadcast: in at the root, out at the others (one
     // after the other); ReduceScatter: all in, then n blocks of 1/n read and reduced.
     return kind == OpKind::kAllGather ? 1.0 : 2.0;
+  // Two-shot: copy in, read and reduce 1/n of every input, copy (n - 1)/n of the result out.
+  if (a == Algo::kTwoShot) return 1.0 + 2.0 * (nn - 1) / nn;
   if (a == Algo::kCma) {
     if (kind == OpKind::kAllReduce) return kCmaAllReduceByteRatio * 2.0 * (nn - 1) / nn;
     // One copy instead of the FIFOs' two (into a slot, out of it), at the same bandwidth.
@@ -254,6 +259,7 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
   double extra = 0;
   if (a == Algo::kOneShot && bytes > oneShotLimit(kind, n))  // does not fit its slots
     return std::numeric_limits<double>::infinity();
+  if (a == Algo::kTwoShot && bytes > kTwoShotMaxBytes) return std::numeric_limits<double>::infinity();
   if (n <= 1) return m.baseUs[pi];
   if (a == Algo::kCma) extra += kind == OpKind::kAllReduce ? kCmaAllReduceSetupUs : kCmaSetupUs;
   const double S = double(bytes);
@@ -377,12 +383,13 @@ class PlanBuilder {
     const uint64_t hi = cls == 0 ? 0 : cls == 64 ? UINT64_MAX : (uint64_t(1) << cls) - 1;
     // Sizes where a candidate's cost is not affine across: the hier slice steps, and the
     // one-shot's size limit (beyond it the one-shot cannot run).
-    uint64_t cuts[66];
+    uint64_t cuts[67];
     int ncuts = 0;
     if (kind_ == OpKind::kAllReduce && algoSupports(Algo::kHier, kind_, comm_->shape))
       for (uint64_t k = 2; k <= 64; ++k) cuts[ncuts++] = k * kHierMinSliceBytes;
     if (algoSupports(Algo::kOneShot, kind_, comm_->shape))
       cuts[ncuts++] = oneShotLimit(kind_, comm_->shape.nranks) + 1;
+    if (algoSupports(Algo::kTwoShot, kind_, comm_->shape)) cuts[ncuts++] = kTwoShotMaxBytes + 1;
     std::sort(cuts, cuts + ncuts);
     uint64_t a = lo;
     for (int i = 0; i < ncuts; ++i) {
