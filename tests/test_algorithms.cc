@@ -122,7 +122,7 @@ std::vector<Setting> settingsFor(Coll c) {
               {"tree", "simple", false, 2},  {"tree", "ll", false, 2},
               {"naive", "simple", false, 2}, {"ring", "simple", true, 2},
               {"ring", "ll", true, 2},       {"oneshot", "simple", false, 2, 4096},
-              {"cma", "simple", false, 2}};
+              {"cma", "simple", false, 2},   {"twoshot", "simple", false, 2, 65536}};
     case Coll::Broadcast:
       return {{"chain", "simple", false, 2},
               {"chain", "ll", false, 2},
@@ -689,7 +689,7 @@ TEST_F(AlgorithmsTuner, ExclusionSyntax) {
   size_t treeBefore = 0, llBefore = 0;
   {
     ForcedEnv env(noOverride());
-    ScopedEnv noOneShot("CHORUS_ALGO", "^oneshot");
+    ScopedEnv noOneShot("CHORUS_ALGO", "^oneshot,twoshot");
     for (const Seen& s : sweep(colls)) {
       treeBefore += s.c.algorithm == std::string("tree");
       llBefore += s.c.protocol == std::string("ll");
@@ -698,7 +698,7 @@ TEST_F(AlgorithmsTuner, ExclusionSyntax) {
   ASSERT_GT(treeBefore, 0u) << "the default model never picks tree: the exclusion test is moot";
   ASSERT_GT(llBefore, 0u) << "the default model never picks ll: the exclusion test is moot";
   {
-    ScopedEnv algo("CHORUS_ALGO", "^tree,oneshot"), proto("CHORUS_PROTO", nullptr);
+    ScopedEnv algo("CHORUS_ALGO", "^tree,oneshot,twoshot"), proto("CHORUS_PROTO", nullptr);
     Problems problems;
     size_t ll = 0;
     for (const Seen& s : sweep(colls)) {
@@ -710,7 +710,7 @@ TEST_F(AlgorithmsTuner, ExclusionSyntax) {
     EXPECT_GT(ll, 0u) << "CHORUS_ALGO=^tree must not restrict the protocol";
   }
   {
-    ScopedEnv algo("CHORUS_ALGO", "^oneshot"), proto("CHORUS_PROTO", "^ll");
+    ScopedEnv algo("CHORUS_ALGO", "^oneshot,twoshot"), proto("CHORUS_PROTO", "^ll");
     Problems problems;
     size_t tree = 0;
     for (const Seen& s : sweep(colls)) {
@@ -825,8 +825,9 @@ TEST_F(AlgorithmsTuner, DefaultIsRingOrTreeAndDeterministic) {
             algos.insert(first.algorithm);
             if (first.algorithm != std::string("ring") && first.algorithm != std::string("tree") &&
                 first.algorithm != std::string("oneshot") &&
+                first.algorithm != std::string("twoshot") &&
                 first.algorithm != std::string("cma")) {
-              problems.add("not ring, tree, oneshot or cma: " + what);
+              problems.add("not ring, tree, oneshot, twoshot or cma: " + what);
             }
           }
           if (first.protocol != std::string("simple") && first.protocol != std::string("ll")) {
@@ -849,8 +850,8 @@ TEST_F(AlgorithmsTuner, DefaultIsRingOrTreeAndDeterministic) {
   EXPECT_TRUE(problems.empty()) << problems.str();
   // The single copy (large sizes, one node) may or may not be in the sweep's range.
   algos.erase("cma");
-  EXPECT_EQ(algos, (std::set<std::string>{"oneshot", "ring", "tree"}))
-      << "the sweep should cross the oneshot/ring/tree crossovers";
+  EXPECT_EQ(algos, (std::set<std::string>{"oneshot", "twoshot", "ring", "tree"}))
+      << "the sweep should cross the oneshot/twoshot/ring/tree crossovers";
 }
 
 // The plans a communicator looks up (tune/tuner.h: one class per power of two, split where the

@@ -473,7 +473,8 @@ TEST(BenchChoice, AutomaticChoiceIsOneTheLibraryHasAndSendRecvIsDirect) {
   const auto choices = Choices(doc);
   ASSERT_EQ(choices.size(), 4u);
   for (const RowChoice& rc : choices) {
-    EXPECT_TRUE(rc.algorithm == "ring" || rc.algorithm == "tree" || rc.algorithm == "oneshot")
+    EXPECT_TRUE(rc.algorithm == "ring" || rc.algorithm == "tree" || rc.algorithm == "oneshot" ||
+                rc.algorithm == "twoshot")
         << rc.algorithm;
     EXPECT_TRUE(rc.protocol == "simple" || rc.protocol == "ll") << rc.protocol;
     EXPECT_GE(rc.nchannels, 1.0);

@@ -216,13 +216,15 @@ TEST_P(SmallSlots, Matrix) {
 
 std::vector<AlgoParam> smallSlotParams() {
   std::vector<AlgoParam> v = {{nullptr, nullptr, 3}, {nullptr, nullptr, 8}};
-  for (const char* algo : {"ring", "tree", "chain", "direct", "naive", "oneshot", "cma"}) {
+  for (const char* algo :
+       {"ring", "tree", "chain", "direct", "naive", "oneshot", "twoshot", "cma"}) {
     for (const char* proto : {"simple", "ll"}) {
-      // Direct (point-to-point batches), naive, one-shot and single-copy move whole messages:
+      // Direct (point-to-point batches), naive, one-/two-shot and single-copy move whole messages:
       // Simple only.
       if (std::string(proto) == "ll" &&
           (std::string(algo) == "direct" || std::string(algo) == "naive" ||
-           std::string(algo) == "oneshot" || std::string(algo) == "cma")) {
+           std::string(algo) == "oneshot" || std::string(algo) == "twoshot" ||
+           std::string(algo) == "cma")) {
         continue;
       }
       v.push_back({algo, proto, 5});

@@ -64,12 +64,14 @@ TEST_F(MultiProcessMisc, SingleCopyAndOneShotForced) {
     const char* colls;
     const char* counts;
   };
-  for (const Case& c : {Case{"broadcast:cma;allgather:cma;allreduce:cma", nullptr,
-                             "Broadcast,AllGather,AllReduce", "0,1,7,1000,300001"},
-                        Case{"broadcast:cma;allgather:cma;allreduce:cma", "0",
-                             "Broadcast,AllGather,AllReduce", "7,70001"},
-                        Case{"broadcast:oneshot;allgather:oneshot;reducescatter:oneshot", nullptr,
-                             "Broadcast,AllGather,ReduceScatter", "0,1,7,100"}}) {
+  for (const Case& c :
+       {Case{"broadcast:cma;allgather:cma;allreduce:cma", nullptr, "Broadcast,AllGather,AllReduce",
+             "0,1,7,1000,300001"},
+        Case{"broadcast:cma;allgather:cma;allreduce:cma", "0", "Broadcast,AllGather,AllReduce",
+             "7,70001"},
+        Case{"broadcast:oneshot;allgather:oneshot;reducescatter:oneshot", nullptr,
+             "Broadcast,AllGather,ReduceScatter", "0,1,7,100"},
+        Case{"allreduce:twoshot", nullptr, "AllReduce", "0,1,7,1000,16383,16400"}}) {
     ScopedEnv algo("CHORUS_ALGO", c.algo), cma("CHORUS_CMA", c.cma);
     for (int np : {2, 3, 5}) {
       const CommandResult r =

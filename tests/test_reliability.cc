@@ -544,7 +544,8 @@ void deadPeerKills(const std::string& name, int nodes, long defaultKills,
            {"Hier", {"CHORUS_ALGO=hier"}},
            {"Ring2ch", {"CHORUS_ALGO=ring", "CHORUS_MIN_NCHANNELS=2"}},
            {"Cma", {"CHORUS_ALGO=cma"}},
-           {"OneShot", {"CHORUS_ALGO=oneshot"}}}) {
+           {"OneShot", {"CHORUS_ALGO=oneshot"}},
+           {"TwoShot", {"CHORUS_ALGO=twoshot"}}}) {
     if (name.size() > suffix.size() &&
         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
       coll = name.substr(0, name.size() - suffix.size());
@@ -567,8 +568,10 @@ void deadPeerKills(const std::string& name, int nodes, long defaultKills,
       args.push_back("--linger");
     else
       args.insert(args.end(), {"--exit-on-failure", mode});
-    // The one-shot collectives run up to 4 KiB of input per rank.
+    // The one-shot collectives run up to 4 KiB of input per rank, the two-shot up to 64 KiB.
     if (!env.empty() && env[0] == "CHORUS_ALGO=oneshot") args.insert(args.end(), {"--count", "64"});
+    if (!env.empty() && env[0] == "CHORUS_ALGO=twoshot")
+      args.insert(args.end(), {"--count", "4096"});
     Job job(kRanks, args, env, rng, nodes);
     ASSERT_TRUE(job.started()) << "cannot start the ranks";
     const bool ready = job.pumpUntil(monoNow() + 60 * timeoutScale(), [&] {
@@ -726,7 +729,8 @@ INSTANTIATE_TEST_SUITE_P(Processes, DeadPeer,
                                            "SendRecv", "AllReduceTree", "BroadcastTree",
                                            "ReduceTree", "AllReduceRing2ch", "AllGatherRing2ch",
                                            "BroadcastCma", "AllGatherCma", "BroadcastOneShot",
-                                           "AllGatherOneShot", "ReduceScatterOneShot"),
+                                           "AllGatherOneShot", "ReduceScatterOneShot",
+                                           "AllReduceTwoShot"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 INSTANTIATE_TEST_SUITE_P(Processes, DeadPeerAcrossNodes,
@@ -741,7 +745,8 @@ INSTANTIATE_TEST_SUITE_P(Processes, Cascade,
                                            "SendRecv", "AllReduceTree", "BroadcastTree",
                                            "ReduceTree", "AllReduceRing2ch", "AllGatherRing2ch",
                                            "BroadcastCma", "AllGatherCma", "BroadcastOneShot",
-                                           "AllGatherOneShot", "ReduceScatterOneShot"),
+                                           "AllGatherOneShot", "ReduceScatterOneShot",
+                                           "AllReduceTwoShot"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 INSTANTIATE_TEST_SUITE_P(Processes, CascadeAcrossNodes,

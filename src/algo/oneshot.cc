@@ -73,8 +73,8 @@ void publish(chorusComm* comm, std::atomic<uint64_t>* word, uint64_t seq) {
 // watches abort, death and the timeout, and sleeps on this rank's doorbell once it has polled a
 // while), then fails if a peer failed or aborted after it published (its segment's failure
 // flag, a cheap read of a quiet line), as the ring's later hand-offs would.
-void waitPeers(chorusComm* comm, int parity, std::atomic<uint64_t> OneShotSlot::*word,
-               uint64_t seq, const char* what) {
+void waitPeers(chorusComm* comm, int parity, std::atomic<uint64_t> OneShotSlot::*word, uint64_t seq,
+               const char* what) {
   const int n = comm->nranks;
   for (int p = 0; p < n; ++p) {
     if (p == comm->rank) continue;

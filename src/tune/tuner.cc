@@ -198,8 +198,10 @@ double modelHops(OpKind kind, Algo a, int n, int depth) {
   // ahead; receivers find their cells written): half a hand-off per call (measured:
   // docs/performance.md, "Eager Broadcast").
   if (a == Algo::kOneShot) return kind == OpKind::kBroadcast ? 0.5 : 1.0;
-  // Two-shot AllReduce: publish the input, then the reduced block.
-  if (a == Algo::kTwoShot) return 2.0;
+  // Two-shot AllReduce: publish the input, then the reduced block; each publication is one line
+  // like the one-shot's, but the second waits for the slowest rank's reduction: 1.5 (fitted at
+  // 2 ranks: it overtakes the one-shot between 1 and 2 KiB, docs/performance.md).
+  if (a == Algo::kTwoShot) return 1.5;
   // Single copy: publish the buffer, every peer says it has read; each step waits for every
   // peer (the chain's root waits for nobody), so n - 1 wake-ups per step on a loaded node
   // (measured at 4 ranks on 2 cores: 4-5 us at 8 B where the chain takes 0.5 us).
@@ -224,8 +226,9 @@ double modelByteFactor(OpKind kind, Algo a, int n) {
     // AllGather: one block in, n - 1 out; Broadcast: in at the root, out at the others (one
     // after the other); ReduceScatter: all in, then n blocks of 1/n read and reduced.
     return kind == OpKind::kAllGather ? 1.0 : 2.0;
-  // Two-shot: copy in, read and reduce 1/n of every input, copy (n - 1)/n of the result out.
-  if (a == Algo::kTwoShot) return 1.0 + 2.0 * (nn - 1) / nn;
+  // Two-shot: (n - 1)/n of the data crosses to the ranks that reduce it and (n - 1)/n of the
+  // result back, as in the ring, but in two publications instead of 2(n - 1) FIFO steps.
+  if (a == Algo::kTwoShot) return 2.0 * (nn - 1) / nn;
   if (a == Algo::kCma) {
     if (kind == OpKind::kAllReduce) return kCmaAllReduceByteRatio * 2.0 * (nn - 1) / nn;
     // One copy instead of the FIFOs' two (into a slot, out of it), at the same bandwidth.
@@ -259,7 +262,8 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
   double extra = 0;
   if (a == Algo::kOneShot && bytes > oneShotLimit(kind, n))  // does not fit its slots
     return std::numeric_limits<double>::infinity();
-  if (a == Algo::kTwoShot && bytes > kTwoShotMaxBytes) return std::numeric_limits<double>::infinity();
+  if (a == Algo::kTwoShot && bytes > kTwoShotMaxBytes)
+    return std::numeric_limits<double>::infinity();
   if (n <= 1) return m.baseUs[pi];
   if (a == Algo::kCma) extra += kind == OpKind::kAllReduce ? kCmaAllReduceSetupUs : kCmaSetupUs;
   const double S = double(bytes);
@@ -303,7 +307,13 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
   // More ranks than cores: every step of the single copy waits for every rank to be scheduled,
   // and half of them are not (measured at 4 ranks on 2 cores, docs/performance.md: the chain
   // and the ring beat it at 32 KiB, not from 128 KiB): each of its wake-ups counts twice.
-  const double wakeups = shape.oversubscribed && a == Algo::kCma ? 2.0 : 1.0;
+  // The two-shot's second wait, for every rank's reduced block, comes after every rank has
+  // been scheduled once more: fitted at 4 ranks on 2 cores, where it overtakes the one-shot
+  // between 4 and 8 KiB (docs/performance.md, "Two-shot AllReduce").
+  const double wakeups = !shape.oversubscribed ? 1.0
+                         : a == Algo::kCma     ? 2.0
+                         : a == Algo::kTwoShot ? 3.0
+                                               : 1.0;
   return m.baseUs[pi] + extra + wakeups * modelHops(kind, a, n, depth) * hop +
          S * modelByteFactor(kind, a, n) / (bw * 1e3);
 }
