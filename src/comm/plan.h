@@ -37,6 +37,8 @@ struct Shape {
   bool singleCopy = true;
   // One node with more ranks than online cores (the same on every rank of the node).
   bool oversubscribed = false;
+  // The node's online cores when oversubscribed (0: unknown).
+  int onlineCores = 0;
 };
 
 // The tuner's environment (CHORUS_ALGO, CHORUS_PROTO, CHORUS_MIN/MAX_NCHANNELS), parsed once:

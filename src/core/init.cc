@@ -218,6 +218,7 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
     c->oversubscribed = local > cores;
     // The tuner's view must be the same on every rank: one node, compared with its online cores.
     c->shape.oversubscribed = c->nnodes == 1 && local > online;
+    c->shape.onlineCores = online;
     c->pinned = mine == 1;
     c->pollPhase = std::chrono::microseconds(std::max<int64_t>(0, envInt("CHORUS_POLL_US", 50)));
   }

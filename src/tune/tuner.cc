@@ -307,12 +307,17 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
   // More ranks than cores: every step of the single copy waits for every rank to be scheduled,
   // and half of them are not (measured at 4 ranks on 2 cores, docs/performance.md: the chain
   // and the ring beat it at 32 KiB, not from 128 KiB): each of its wake-ups counts twice.
-  // The two-shot's second wait, for every rank's reduced block, comes after every rank has
-  // been scheduled once more: fitted at 4 ranks on 2 cores, where it overtakes the one-shot
-  // between 4 and 8 KiB (docs/performance.md, "Two-shot AllReduce").
+  // The two-shot's second wait, for every rank's reduced block, ends only after the ranks
+  // beyond the cores have each been scheduled again: its hand-offs count 2 n / cores - 1 times,
+  // at most 3 (3 ranks on 2 cores: 2, 4 ranks and more: 3; fitted where it overtakes the
+  // one-shot and the tree / ring at 3, 4, 5 and 8 ranks on 2 cores: docs/performance.md,
+  // "Two-shot AllReduce"; beyond 3 the model's tree and ring, which it does not penalise for
+  // oversubscription, would win where they are 1.3-5x slower).
+  const double twoShotWakeups =
+      shape.onlineCores > 0 ? std::clamp(2.0 * n / shape.onlineCores - 1.0, 1.0, 3.0) : 3.0;
   const double wakeups = !shape.oversubscribed ? 1.0
                          : a == Algo::kCma     ? 2.0
-                         : a == Algo::kTwoShot ? 3.0
+                         : a == Algo::kTwoShot ? twoShotWakeups
                                                : 1.0;
   return m.baseUs[pi] + extra + wakeups * modelHops(kind, a, n, depth) * hop +
          S * modelByteFactor(kind, a, n) / (bw * 1e3);
