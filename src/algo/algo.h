@@ -16,6 +16,20 @@ inline int mod(int a, int n) {
   return ((a % n) + n) % n;
 }
 
+// `count` elements of `typeSize` bytes split into `parts` blocks of whole 64-byte lines, the
+// last ones shorter or empty: block i is [begin(i), begin(i + 1)). Channels, the single-copy
+// AllReduce's blocks and the two-shot's blocks all split this way.
+struct LineBlocks {
+  size_t count;
+  size_t per;  // elements per block (a multiple of a line's elements)
+  LineBlocks(size_t n, int parts, size_t typeSize) : count(n) {
+    const size_t align = typeSize >= 64 ? 1 : 64 / typeSize;
+    per = ((n + size_t(parts) - 1) / size_t(parts) + align - 1) / align * align;
+  }
+  size_t begin(int i) const { return per * size_t(i) < count ? per * size_t(i) : count; }
+  size_t size(int i) const { return begin(i + 1) - begin(i); }
+};
+
 // The share of an operation one channel runs: elements [begin, end) of the operation's count
 // (of each rank's block for AllGather / ReduceScatter), with one protocol.
 struct Work {
@@ -52,7 +66,7 @@ void treeReduce(chorusComm* comm, const OpDesc& op, const Work& w);
 void oneShotAllReduce(chorusComm* comm, const OpDesc& op);
 void twoShotAllReduce(chorusComm* comm, const OpDesc& op);
 // The same one hand-off for AllGather (every rank's block fits a slot), Broadcast and
-// ReduceScatter (the whole input fits a slot): tune/tuner.h oneShotLimit.
+// ReduceScatter (the whole input fits a slot): tune/tuner.h slotLimit.
 void oneShotAllGather(chorusComm* comm, const OpDesc& op);
 void oneShotBroadcast(chorusComm* comm, const OpDesc& op);
 void oneShotReduceScatter(chorusComm* comm, const OpDesc& op);

@@ -295,9 +295,7 @@ void cmaAllReduce(chorusComm* comm, const OpDesc& op) {
   const int n = comm->nranks, me = comm->rank;
   const uint64_t k = ++comm->copySeq;
   const size_t align = std::max<size_t>(1, 64 / tsize);
-  const size_t share = (op.count + size_t(n) - 1) / size_t(n);
-  const size_t per = (share + align - 1) / align * align;
-  auto blockBegin = [&](int r) { return std::min(op.count, per * size_t(r)); };
+  const LineBlocks blocks(op.count, n, tsize);
   comm->mySegment.header()->copy.out.store(reinterpret_cast<uint64_t>(op.recvbuff),
                                            std::memory_order_relaxed);
   if (!publish(comm, k, op.sendbuff, "AllReduce")) {
@@ -305,7 +303,7 @@ void cmaAllReduce(chorusComm* comm, const OpDesc& op) {
     finish(comm, k, "AllReduce");
     return;
   }
-  const size_t b0 = blockBegin(me), b1 = blockBegin(me + 1);
+  const size_t b0 = blocks.begin(me), b1 = blocks.begin(me + 1);
   char* out = static_cast<char*>(op.recvbuff);
   const char* own = static_cast<const char*>(op.sendbuff);
   const int divisor = op.op == chorusAvg ? n : 0;
@@ -333,7 +331,7 @@ void cmaAllReduce(chorusComm* comm, const OpDesc& op) {
   reach(comm, 2 * k - 1, "AllReduce");
   for (int i = 1; i < n; ++i) {
     const int p = (me + i) % n;
-    const size_t p0 = blockBegin(p), p1 = blockBegin(p + 1);
+    const size_t p0 = blocks.begin(p), p1 = blocks.begin(p + 1);
     const uint64_t theirs =
         comm->peerSegments[size_t(p)].header()->copy.out.load(std::memory_order_relaxed);
     copyPeer(comm, p, theirs + p0 * tsize, out + p0 * tsize, (p1 - p0) * tsize, /*read=*/true,

@@ -217,10 +217,6 @@ void oneShotReduceScatter(chorusComm* comm, const OpDesc& op) {
   reduceInputs(comm, op, parity, block * size_t(comm->rank), op.count, op.recvbuff);
 }
 
-}  // namespace chorus
-
-namespace chorus {
-
 // Two-shot AllReduce (up to kTwoShotMaxBytes): the exchange above publishes every rank's input;
 // rank r then reduces only block r of the n inputs (in rank order, so every rank's block is the
 // same expression as the one-shot's) into the result area of its slot, publishes it (the slot's
@@ -232,29 +228,22 @@ namespace chorus {
 // call k - 1, i.e. finished call k - 2 (including its reads of this rank's result area).
 void twoShotAllReduce(chorusComm* comm, const OpDesc& op) {
   const size_t esz = chorusTypeSize(op.type);
-  const size_t bytes = op.count * esz;
-  const int n = comm->nranks;
-  const uint64_t seq = exchange(comm, op.sendbuff, bytes, "AllReduce");
-  if (bytes == 0) return;
-  const int parity = int(seq & 1);
-  // Blocks of whole 64-byte lines (the ring's split), the last one shorter or empty.
-  const size_t align = std::max<size_t>(1, 64 / esz);
-  const size_t share = ((op.count + size_t(n) - 1) / size_t(n) + align - 1) / align * align;
-  auto first = [&](int p) { return std::min(op.count, share * size_t(p)); };
-  auto countOf = [&](int p) { return first(p + 1) - first(p); };
+  const uint64_t seq = exchange(comm, op.sendbuff, op.count * esz, "AllReduce");
+  if (op.count == 0) return;
+  const int parity = int(seq & 1), me = comm->rank;
+  const LineBlocks blocks(op.count, comm->nranks, esz);
   OneShotSlot* mine = comm->mySegment.oneShotSlot(parity);
   char* out = static_cast<char*>(op.recvbuff);
-  const int me = comm->rank;
-  const size_t myOffset = first(me) * esz, myCount = countOf(me);
+  const size_t myOffset = blocks.begin(me) * esz, myCount = blocks.size(me);
   if (myCount > 0) reduceInputs(comm, op, parity, myOffset, myCount, slotResult(mine) + myOffset);
   publish(comm, &mine->reduced, seq);
   if (myCount > 0) memcpy(out + myOffset, slotResult(mine) + myOffset, myCount * esz);
   waitPeers(comm, parity, &OneShotSlot::reduced, seq, "AllReduce");
-  for (int p = 0; p < n; ++p) {
-    if (p == me || countOf(p) == 0) continue;
-    const size_t off = first(p) * esz;
-    memcpy(out + off, slotResult(comm->peerSegments[size_t(p)].oneShotSlot(parity)) + off,
-           countOf(p) * esz);
+  for (int p = 0; p < comm->nranks; ++p) {
+    const size_t offset = blocks.begin(p) * esz, bytes = blocks.size(p) * esz;
+    if (p != me && bytes > 0)
+      memcpy(out + offset, slotResult(comm->peerSegments[size_t(p)].oneShotSlot(parity)) + offset,
+             bytes);
   }
 }
 

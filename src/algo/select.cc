@@ -141,8 +141,7 @@ void runCollective(const OpDesc& op) {
   } else {
     // Split the elements over channels in 64-byte aligned shares.
     const int nch = c.nchannels;
-    const size_t align = std::max<size_t>(1, 64 / chorusTypeSize(op.type));
-    const size_t share = ((op.count + size_t(nch) - 1) / size_t(nch) + align - 1) / align * align;
+    const LineBlocks shares(op.count, nch, chorusTypeSize(op.type));
     if (nch == 1) {  // no thread to start, nothing to allocate
       runChannel(comm, op, c, Work{0, c.proto, 0, op.count});
       ++comm->opCount;
@@ -155,9 +154,7 @@ void runCollective(const OpDesc& op) {
         -1};  // report the cause, not a sibling's "failed on another channel"
     auto runShare = [&](int ch) {
       try {
-        runChannel(comm, op, c,
-                   Work{ch, c.proto, std::min(op.count, share * size_t(ch)),
-                        std::min(op.count, share * size_t(ch + 1))});
+        runChannel(comm, op, c, Work{ch, c.proto, shares.begin(ch), shares.begin(ch + 1)});
       } catch (const Failure& e) {
         errors[size_t(ch)] = std::current_exception();
         int none = -1;
