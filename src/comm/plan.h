@@ -37,7 +37,7 @@ struct Shape {
   bool singleCopy = true;
   // One node with more ranks than online cores (the same on every rank of the node).
   bool oversubscribed = false;
-  // The node's online cores when oversubscribed (0: unknown).
+  // The node's online cores (0: unknown; the tuner then assumes the worst oversubscription).
   int onlineCores = 0;
 };
 

@@ -249,20 +249,42 @@ double modelByteFactor(OpKind kind, Algo a, int n) {
   }
 }
 
-size_t oneShotLimit(OpKind kind, int nranks) {
+size_t slotLimit(Algo a, OpKind kind, int nranks) {
+  if (a == Algo::kTwoShot) return kTwoShotMaxBytes;
+  if (a != Algo::kOneShot) return SIZE_MAX;
   if (kind == OpKind::kBroadcast) return kEagerMaxBytes;  // one eager cell
   return kind == OpKind::kAllGather ? kOneShotMaxBytes * size_t(std::max(nranks, 1))
                                     : kOneShotMaxBytes;
 }
+
+namespace {
+// How many times a hand-off counts when the node has more ranks than cores (1 otherwise).
+double oversubscribedWakeups(Algo a, const Shape& shape) {
+  if (!shape.oversubscribed) return 1.0;
+  // Every step of the single copy waits for every rank to be scheduled, and half of them are
+  // not (measured at 4 ranks on 2 cores, docs/performance.md: the chain and the ring beat it at
+  // 32 KiB, not from 128 KiB): each of its wake-ups counts twice.
+  if (a == Algo::kCma) return 2.0;
+  // The two-shot's second wait, for every rank's reduced block, ends only after the ranks
+  // beyond the cores have each been scheduled again: its hand-offs count 2 n / cores - 1 times,
+  // at most 3 (3 ranks on 2 cores: 2, 4 ranks and more: 3; fitted where it overtakes the
+  // one-shot and the tree / ring at 3, 4, 5 and 8 ranks on 2 cores: docs/performance.md,
+  // "Two-shot AllReduce"; beyond 3 the model's tree and ring, which it does not penalise for
+  // oversubscription, would win where they are 1.3-5x slower).
+  if (a == Algo::kTwoShot)
+    return shape.onlineCores > 0
+               ? std::clamp(2.0 * shape.nranks / shape.onlineCores - 1.0, 1.0, 3.0)
+               : 3.0;
+  return 1.0;
+}
+}  // namespace
 
 double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size_t bytes) {
   const MachineModel& m = machineModel();
   const int pi = int(p);
   const int n = shape.nranks;
   double extra = 0;
-  if (a == Algo::kOneShot && bytes > oneShotLimit(kind, n))  // does not fit its slots
-    return std::numeric_limits<double>::infinity();
-  if (a == Algo::kTwoShot && bytes > kTwoShotMaxBytes)
+  if (bytes > slotLimit(a, kind, n))  // does not fit its slots
     return std::numeric_limits<double>::infinity();
   if (n <= 1) return m.baseUs[pi];
   if (a == Algo::kCma) extra += kind == OpKind::kAllReduce ? kCmaAllReduceSetupUs : kCmaSetupUs;
@@ -304,21 +326,7 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
   if (shape.oversubscribed && a == Algo::kTree && bytes <= kOversubscribedChainBytes &&
       (kind == OpKind::kBroadcast || kind == OpKind::kReduce))
     depth = n - 1;
-  // More ranks than cores: every step of the single copy waits for every rank to be scheduled,
-  // and half of them are not (measured at 4 ranks on 2 cores, docs/performance.md: the chain
-  // and the ring beat it at 32 KiB, not from 128 KiB): each of its wake-ups counts twice.
-  // The two-shot's second wait, for every rank's reduced block, ends only after the ranks
-  // beyond the cores have each been scheduled again: its hand-offs count 2 n / cores - 1 times,
-  // at most 3 (3 ranks on 2 cores: 2, 4 ranks and more: 3; fitted where it overtakes the
-  // one-shot and the tree / ring at 3, 4, 5 and 8 ranks on 2 cores: docs/performance.md,
-  // "Two-shot AllReduce"; beyond 3 the model's tree and ring, which it does not penalise for
-  // oversubscription, would win where they are 1.3-5x slower).
-  const double twoShotWakeups =
-      shape.onlineCores > 0 ? std::clamp(2.0 * n / shape.onlineCores - 1.0, 1.0, 3.0) : 3.0;
-  const double wakeups = !shape.oversubscribed ? 1.0
-                         : a == Algo::kCma     ? 2.0
-                         : a == Algo::kTwoShot ? twoShotWakeups
-                                               : 1.0;
+  const double wakeups = oversubscribedWakeups(a, shape);
   return m.baseUs[pi] + extra + wakeups * modelHops(kind, a, n, depth) * hop +
          S * modelByteFactor(kind, a, n) / (bw * 1e3);
 }
@@ -396,15 +404,15 @@ class PlanBuilder {
     overflow_ = false;
     const uint64_t lo = cls == 0 ? 0 : uint64_t(1) << (cls - 1);
     const uint64_t hi = cls == 0 ? 0 : cls == 64 ? UINT64_MAX : (uint64_t(1) << cls) - 1;
-    // Sizes where a candidate's cost is not affine across: the hier slice steps, and the
-    // one-shot's size limit (beyond it the one-shot cannot run).
+    // Sizes where a candidate's cost is not affine across: the hier slice steps, and the one-
+    // and two-shot's size limits (beyond them they cannot run).
     uint64_t cuts[67];
     int ncuts = 0;
     if (kind_ == OpKind::kAllReduce && algoSupports(Algo::kHier, kind_, comm_->shape))
       for (uint64_t k = 2; k <= 64; ++k) cuts[ncuts++] = k * kHierMinSliceBytes;
-    if (algoSupports(Algo::kOneShot, kind_, comm_->shape))
-      cuts[ncuts++] = oneShotLimit(kind_, comm_->shape.nranks) + 1;
-    if (algoSupports(Algo::kTwoShot, kind_, comm_->shape)) cuts[ncuts++] = kTwoShotMaxBytes + 1;
+    for (Algo a : {Algo::kOneShot, Algo::kTwoShot})
+      if (algoSupports(a, kind_, comm_->shape))
+        cuts[ncuts++] = slotLimit(a, kind_, comm_->shape.nranks) + 1;
     std::sort(cuts, cuts + ncuts);
     uint64_t a = lo;
     for (int i = 0; i < ncuts; ++i) {

@@ -49,9 +49,10 @@ struct MachineModel {
 // Up to this size, Broadcast / Reduce on an oversubscribed node model the tree with the chain's
 // hops (measured: the chain wins below 16-32 KiB at 4 ranks on 2 cores, the tree above).
 constexpr size_t kOversubscribedChainBytes = size_t(16) << 10;
-// The one-shot collectives' size limit on the model's bytes (algo/oneshot.cc): every rank's
-// published input must fit its slot (AllGather publishes one block of bytes / nranks).
-size_t oneShotLimit(OpKind kind, int nranks);
+// The one- and two-shot collectives' size limit on the model's bytes (algo/oneshot.cc): every
+// rank's published input must fit its slot (AllGather publishes one block of bytes / nranks);
+// SIZE_MAX for the other algorithms.
+size_t slotLimit(Algo a, OpKind kind, int nranks);
 // Fixed cost of a single-copy call beyond its two hand-offs (a system call per peer, the page
 // walk). Measured against the FIFO path on 2 ranks (docs/performance.md): single copy already
 // wins at 4-8 KiB, so no extra cost; the model then crosses over at about 8 KiB.
