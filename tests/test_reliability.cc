@@ -537,19 +537,27 @@ std::vector<std::string> cascadeModes() {
 // survivors do after their failure.
 void deadPeerKills(const std::string& name, int nodes, long defaultKills,
                    Survivors survivors = Survivors::kLinger) {
-  std::string coll = name;
+  // A name's suffix forces the algorithm; the one-shot collectives run up to 4 KiB of input per
+  // rank, the two-shot up to 64 KiB, so they get a count that fits (empty: the worker's 1 MiB).
+  struct Variant {
+    std::string suffix;
+    std::vector<std::string> env;
+    std::string count;
+  };
+  std::string coll = name, count;
   std::vector<std::string> env;
-  for (const auto& [suffix, vars] : std::vector<std::pair<std::string, std::vector<std::string>>>{
-           {"Tree", {"CHORUS_ALGO=tree"}},
-           {"Hier", {"CHORUS_ALGO=hier"}},
-           {"Ring2ch", {"CHORUS_ALGO=ring", "CHORUS_MIN_NCHANNELS=2"}},
-           {"Cma", {"CHORUS_ALGO=cma"}},
-           {"OneShot", {"CHORUS_ALGO=oneshot"}},
-           {"TwoShot", {"CHORUS_ALGO=twoshot"}}}) {
-    if (name.size() > suffix.size() &&
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      coll = name.substr(0, name.size() - suffix.size());
-      env = vars;
+  for (const Variant& v :
+       std::vector<Variant>{{"Tree", {"CHORUS_ALGO=tree"}, ""},
+                            {"Hier", {"CHORUS_ALGO=hier"}, ""},
+                            {"Ring2ch", {"CHORUS_ALGO=ring", "CHORUS_MIN_NCHANNELS=2"}, ""},
+                            {"Cma", {"CHORUS_ALGO=cma"}, ""},
+                            {"OneShot", {"CHORUS_ALGO=oneshot"}, "64"},
+                            {"TwoShot", {"CHORUS_ALGO=twoshot"}, "4096"}}) {
+    if (name.size() > v.suffix.size() &&
+        name.compare(name.size() - v.suffix.size(), v.suffix.size(), v.suffix) == 0) {
+      coll = name.substr(0, name.size() - v.suffix.size());
+      env = v.env;
+      count = v.count;
     }
   }
   const bool linger = survivors == Survivors::kLinger;
@@ -568,10 +576,7 @@ void deadPeerKills(const std::string& name, int nodes, long defaultKills,
       args.push_back("--linger");
     else
       args.insert(args.end(), {"--exit-on-failure", mode});
-    // The one-shot collectives run up to 4 KiB of input per rank, the two-shot up to 64 KiB.
-    if (!env.empty() && env[0] == "CHORUS_ALGO=oneshot") args.insert(args.end(), {"--count", "64"});
-    if (!env.empty() && env[0] == "CHORUS_ALGO=twoshot")
-      args.insert(args.end(), {"--count", "4096"});
+    if (!count.empty()) args.insert(args.end(), {"--count", count});
     Job job(kRanks, args, env, rng, nodes);
     ASSERT_TRUE(job.started()) << "cannot start the ranks";
     const bool ready = job.pumpUntil(monoNow() + 60 * timeoutScale(), [&] {
