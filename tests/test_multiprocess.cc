@@ -7,12 +7,15 @@
 // the threads tests (test_collectives.cc) cover the big-count subset more widely.
 #include <chorus/chorus.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <string>
 #include <vector>
 
 #include "gtest_helpers.h"
+#include "handstart.h"
 #include "launch.h"
+#include "process.h"
 #include "util.h"
 
 namespace {
@@ -81,6 +84,48 @@ TEST_F(MultiProcessMisc, SingleCopyAndOneShotForced) {
                                << " ranks:\n"
                                << outputTail(r.output);
     }
+  }
+}
+
+// The small and medium AllReduce (one-shot up to 4 KiB, two-shot to 64 KiB, ring beyond) the way
+// a training job meets it: ranks started by hand with the launcher variables, more ranks than
+// cores, and two busy processes spinning on the same cores the whole time. Every rank checks
+// every result against an independent reference (mp_worker), with the tuner's own choice and
+// with the two-shot forced.
+TEST_F(MultiProcessMisc, SmallAllReduceByHandBesideBusyProcesses) {
+  std::vector<pid_t> busy;
+  for (int i = 0; i < 2; ++i) {
+    SpawnSpec spec;
+    spec.argv = {"/bin/sh", "-c", "while :; do :; done"};
+    spec.out = ChildOutput::kInherit;
+    spec.newGroup = true;
+    spec.dieWithParent = true;
+    const Child c = spawnProcess(spec);
+    ASSERT_GT(c.pid, 0) << c.error;
+    busy.push_back(c.pid);
+  }
+  for (const char* algo : {"", "allreduce:twoshot"}) {
+    for (int np : {3, 4}) {
+      std::vector<std::string> env;
+      if (*algo) env.push_back(std::string("CHORUS_ALGO=") + algo);
+      std::vector<HandRank> ranks = startRanksByHand(
+          MP_WORKER_PATH, np, 1,
+          {"--colls", "AllReduce", "--types", "float32,bfloat16,int32,int64", "--counts",
+           "0,1,7,1000,4000,16383", "--big", "none", "--timeout", "200"},
+          "busy", env);
+      waitRanksByHand(ranks, 240);
+      for (int r = 0; r < np; ++r) {
+        EXPECT_EQ(ranks[size_t(r)].status, 0)
+            << "CHORUS_ALGO=" << algo << ", " << np << " ranks, rank " << r << ":\n"
+            << outputTail(ranks[size_t(r)].output());
+      }
+      if (!::testing::Test::HasFailure())
+        for (auto& k : ranks) unlink(k.outPath.c_str());
+    }
+  }
+  for (pid_t pid : busy) {
+    kill(-pid, SIGKILL);
+    waitProcess(pid, 10, true);
   }
 }
 
