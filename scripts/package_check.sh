@@ -6,7 +6,11 @@
 #     package imported;
 #  2. the .deb built by CPack, installed with apt (dependencies resolved), and
 #     `chorusrun -np 2 all_reduce_perf` and `import chorus.torch` run from it; then removed;
-#  3. a clang Release build of the library, tools and tests (warnings as errors; the tests are
+#  3. Debian's own torch (python3-torch: 1.13 on Debian 12, 2.6 on Debian 13): the torch backend
+#     of the Release build (built against it, for /usr/bin/python3) runs the torch tests;
+#  4. `pip install --no-build-isolation .` into a fresh venv holding torch 2.13 from pip, the way
+#     a new user installs it, then `torchrun --nproc-per-node 2` of the FSDP2 example from there;
+#  5. a clang Release build of the library, tools and tests (warnings as errors; the tests are
 #     built, not run: the suite runs on the RelWithDebInfo g++ build).
 # Usage: scripts/package_check.sh [work-dir (default: a temporary one)]
 set -euo pipefail
@@ -61,6 +65,19 @@ LD_LIBRARY_PATH=$libdir "$prefix/bin/chorusrun" -np 2 "$prefix/bin/all_reduce_pe
 step "installed Python package"
 PYTHONPATH=$(ls -d "$prefix"/lib/python3*/dist-packages) /usr/bin/python3 -c \
   "import chorus, numpy as np; c = chorus.Comm.from_env(); print('chorus', chorus.version(), c.all_reduce(np.ones(2)))"
+
+step "Debian's torch ($(/usr/bin/python3 -c 'import torch; print(torch.__version__)' 2>/dev/null)): torch tests on this build"
+(cd python/tests && PYTHONPATH=$work/build/python CHORUS_BUILD_DIR=$work/build PYTHONDONTWRITEBYTECODE=1 \
+  /usr/bin/python3 -m pytest -q -p no:cacheprovider test_torch.py -k "matrix or errors or ddp or torch2")
+
+step "pip install --no-build-isolation . into a fresh venv with torch 2.13; torchrun FSDP2 example"
+"${CHORUS_VENV_PYTHON:-python3}" -m venv "$work/venv"
+"$work/venv/bin/python" -m pip install -q --disable-pip-version-check -r python/requirements-dev.txt
+"$work/venv/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation \
+  --config-settings=build-dir="$work/pip-build" .
+(cd / && "$work/venv/bin/python" -c "import chorus, chorus.torch, torch; print('pip-installed chorus', chorus.version(), 'for torch', torch.__version__, 'at', chorus.__file__)")
+(cd "$work" && PATH=$work/venv/bin:$PATH torchrun --nproc-per-node 2 "$src/examples/python/fsdp2_train.py" \
+  --backend chorus --steps 5 | tail -n 3)
 
 step ".deb (cpack) installed with apt"
 (cd "$work/build" && cpack -G DEB >/dev/null)

@@ -1,29 +1,47 @@
 #!/usr/bin/env bash
-# Installs what the build needs (Debian 12, as root or with sudo) and configures + builds Chorus.
+# Installs what the build needs and configures + builds Chorus (Debian 12 or 13, as root or with
+# sudo), from a fresh machine:
+#  - Debian's packages: the compiler, CMake, GoogleTest, pybind11, nlohmann-json, matplotlib, and
+#    Debian's own torch (python3-torch + libtorch-dev), which scripts/package_check.sh builds
+#    against too;
+#  - a virtual environment, .venv, with the torch users install (torch==2.13.0 from pip) and the
+#    pinned test tools (python/requirements-dev.txt). The build's Python package and its torch
+#    backend are for that interpreter; the Python tests run with it.
 # Usage: scripts/setup.sh [build-dir] [extra cmake args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 shift || true
 
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo=sudo
 need=()
-# The Python package (python/) needs Debian's python3-dev, pybind11-dev, numpy and pytest; its
-# torch.distributed backend python3-torch and libtorch-dev. The benchmarks' JSON uses
-# nlohmann-json3-dev (header-only, build time only); chorus-plot needs python3-matplotlib.
-for pkg in cmake g++ make libgtest-dev python3-dev pybind11-dev python3-numpy python3-pytest \
-           python3-torch libtorch-dev nlohmann-json3-dev python3-matplotlib; do
+# The benchmarks' JSON uses nlohmann-json3-dev (header-only, build time only); chorus-plot needs
+# python3-matplotlib; python3-venv lets Debian's interpreter make the venv where it is the only
+# python3.
+for pkg in cmake g++ make libgtest-dev python3-dev python3-venv pybind11-dev python3-numpy \
+           python3-pytest python3-torch libtorch-dev nlohmann-json3-dev python3-matplotlib; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo=sudo
   echo "setup: installing ${need[*]}"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
 
+# The venv: the first python3 on PATH (this machine kind's CPython 3.11, for which the torch
+# wheel lies on disk), or CHORUS_VENV_PYTHON.
+venv=${CHORUS_VENV:-$PWD/.venv}
+if [ ! -x "$venv/bin/python" ]; then
+  "${CHORUS_VENV_PYTHON:-python3}" -m venv "$venv"
+fi
+if ! cmp -s python/requirements-dev.txt "$venv/.chorus-requirements" 2>/dev/null; then
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r python/requirements-dev.txt
+  cp python/requirements-dev.txt "$venv/.chorus-requirements"
+fi
+
 # The Python package and its torch backend are required here (AUTO elsewhere): the suite must
 # not skip them silently.
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHORUS_WERROR=ON -DCHORUS_PYTHON=ON -DCHORUS_TORCH=ON \
-  "$@" >/dev/null
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHORUS_WERROR=ON -DCHORUS_PYTHON=ON \
+  -DCHORUS_TORCH=ON -DPython3_EXECUTABLE="$venv/bin/python" "$@" >/dev/null
 cmake --build "$build" -j"$(nproc)"

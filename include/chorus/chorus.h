@@ -133,6 +133,11 @@ CHORUS_API chorusResult_t chorusCommDestroy(chorusComm_t comm);
 CHORUS_API chorusResult_t chorusCommAbort(chorusComm_t comm);
 CHORUS_API chorusResult_t chorusCommGetAsyncError(chorusComm_t comm, chorusResult_t* asyncError);
 CHORUS_API chorusResult_t chorusCommCount(const chorusComm_t comm, int* count);
+/* Sets the bound on waiting without progress for the calls that start after it (timeoutMs as in
+ * chorusConfig_t: 0 none, > 0 milliseconds; < 0 is an invalid argument). Call it between calls,
+ * not while one of comm's calls is in flight on another thread. The torch backend uses it for
+ * per-call timeouts and setTimeout. */
+CHORUS_API chorusResult_t chorusCommSetTimeout(chorusComm_t comm, int timeoutMs);
 CHORUS_API chorusResult_t chorusCommUserRank(const chorusComm_t comm, int* rank);
 /* Chorus extension: prints this rank's status report for the communicator to stderr (the
  * operation in flight and its sequence number, what it waits for, the last operations completed;

@@ -3,23 +3,58 @@
     import torch.distributed as dist
     import chorus.torch                      # registers the backend
     dist.init_process_group("chorus")        # env:// (torchrun), tcp://, file:// or a store
+    dist.init_process_group("cpu:chorus")    # the same, as a device map
 
-Every CPU collective of torch.distributed, with float32/64, float16, bfloat16 and int8/uint8/
-int32/int64 reductions (SUM, PRODUCT, MIN, MAX, AVG). The unique id travels through the store
-torch gives the backend; the group's timeout bounds every wait. See docs/python.md.
+Every CPU collective of torch.distributed (and their _base, _into_tensor and _coalesced forms),
+point to point, barrier and monitored_barrier, with float32/64, float16, bfloat16, bool and
+int8/uint8/int32/int64 tensors and every ReduceOp (SUM, PRODUCT, MIN, MAX, AVG, PREMUL_SUM;
+BAND, BOR, BXOR on integers). On torch 2.x it is a c10d Backend for the "cpu" device (so
+DTensor, DeviceMesh, functional collectives and FSDP2 reach it); on torch 1.13 a ProcessGroup.
+The unique id travels through the store torch gives the backend; the group's timeout bounds
+every wait. See docs/python.md.
+
+The compiled part (chorus._chorus_torch) is built against one torch release (major.minor). This
+module compares it with the running torch first and raises ImportError naming both when they
+differ, before anything of the compiled part is loaded.
 """
 
+import inspect
 import os
 
-import torch  # noqa: F401  (loads libtorch before the extension)
+import torch
 import torch.distributed as dist
 
-from . import _chorus_torch
+from . import _build_info
 
-__all__ = ["BACKEND", "abort", "is_async", "env_from_launcher"]
+__all__ = ["BACKEND", "abort", "is_async", "env_from_launcher", "backend_of", "sequence_number",
+           "monitored_barrier"]
 
 BACKEND = "chorus"
 
+
+def _release(version):
+    """'2.13.0+cpu' -> (2, 13)"""
+    parts = version.split("+")[0].split(".")
+    return int(parts[0]), int(parts[1])
+
+
+def _check_torch_version():
+    built = _build_info.TORCH_VERSION
+    if not built:
+        raise ImportError(
+            "chorus.torch: this chorus was built without the torch backend (no torch was "
+            f"importable when it was built); running torch {torch.__version__}. Rebuild it in this "
+            "environment: pip install --no-build-isolation --force-reinstall <chorus source>")
+    if _release(built) != _release(torch.__version__):
+        raise ImportError(
+            f"chorus.torch: the chorus torch backend was built for torch {built}, but torch "
+            f"{torch.__version__} is running (backends have no stable ABI across torch releases). "
+            "Rebuild it against this torch: pip install --no-build-isolation --force-reinstall "
+            "<chorus source> (or install the chorus wheel built for this torch).")
+
+
+_check_torch_version()
+from . import _chorus_torch  # noqa: E402  (only once the versions match)
 
 _LAUNCHERS = (("CHORUS_RANK", "CHORUS_NRANKS", "CHORUS_LOCAL_RANK"),
               ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
@@ -55,18 +90,55 @@ def _create(store, rank, size, timeout):
     return _chorus_torch.create_process_group(store, rank, size, timeout)
 
 
-if not hasattr(dist.Backend, BACKEND.upper()):  # registering twice asserts in torch
-    dist.Backend.register_backend(BACKEND, _create)
+def _create_extended(opts, _backend_options):
+    return _chorus_torch.create_process_group(opts.store, opts.group_rank, opts.group_size,
+                                              opts.timeout)
+
+
+def _register():
+    if hasattr(dist.Backend, BACKEND.upper()):  # registering twice asserts in torch
+        return
+    params = inspect.signature(dist.Backend.register_backend).parameters
+    if _chorus_torch.BACKEND_API and "devices" in params:
+        dist.Backend.register_backend(BACKEND, _create_extended, extended_api=True,
+                                      devices=["cpu"])
+    else:  # torch 1.13: a ProcessGroup, no device map
+        dist.Backend.register_backend(BACKEND, _create)
+
+
+_register()
+
+
+def backend_of(group=None):
+    """The chorus backend object of `group` (default: the default group)."""
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    if _chorus_torch.BACKEND_API:
+        return pg._get_backend(torch.device("cpu"))
+    return pg
 
 
 def is_async(group=None):
     """Whether the group runs its collectives on a worker thread (CHORUS_TORCH_ASYNC=1)."""
-    pg = group if group is not None else dist.distributed_c10d._get_default_group()
-    return _chorus_torch.is_async(pg)
+    return _chorus_torch.is_async(backend_of(group))
 
 
 def abort(group=None):
     """Aborts the group's communicator now (also from another thread while a call waits): that
     call and every later one raise, and the peers see this rank's failure."""
+    _chorus_torch.abort(backend_of(group))
+
+
+def sequence_number(group=None):
+    """Collectives issued on the group so far (the number TORCH_DISTRIBUTED_DEBUG compares)."""
+    return _chorus_torch.sequence_number(backend_of(group))
+
+
+def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+    """torch.distributed.monitored_barrier for a chorus group (torch's own accepts gloo only):
+    rank 0 waits up to `timeout` (default: the group's) for every rank to arrive and raises
+    naming the first rank that did not (every such rank with wait_all_ranks=True); the ranks
+    that arrived raise the same report."""
     pg = group if group is not None else dist.distributed_c10d._get_default_group()
-    _chorus_torch.abort(pg)
+    if timeout is None:
+        timeout = dist.distributed_c10d._get_default_timeout(BACKEND)
+    return pg.monitored_barrier(timeout, wait_all_ranks=wait_all_ranks)

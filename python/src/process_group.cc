@@ -6,9 +6,12 @@
 #include <ATen/core/ivalue.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 namespace chorus_torch {
 
@@ -39,6 +42,7 @@ chorusDataType_t reduceType(int rank, const char* op, const at::Tensor& t) {
     case at::kChar:
       return chorusInt8;
     case at::kByte:
+    case at::kBool:  // one byte, 0 or 1: SUM is MAX, PRODUCT is MIN (as NCCL maps them)
       return chorusUint8;
     case at::kInt:
       return chorusInt32;
@@ -47,27 +51,50 @@ chorusDataType_t reduceType(int rank, const char* op, const at::Tensor& t) {
     default:
       refuse(rank, op,
              std::string("no reduction for dtype ") + c10::toString(t.scalar_type()) +
-                 " (float32, float64, float16, bfloat16, int8, uint8, int32, int64)");
+                 " (float32, float64, float16, bfloat16, int8, uint8, bool, int32, int64)");
   }
 }
 
-chorusRedOp_t redOp(int rank, const char* op, const c10d::ReduceOp& r) {
+bool isBitwise(const c10d::ReduceOp& r) {
+  return r.op_ == c10d::ReduceOp::BAND || r.op_ == c10d::ReduceOp::BOR ||
+         r.op_ == c10d::ReduceOp::BXOR;
+}
+
+// The Chorus reduction for a torch ReduceOp on tensors of `t`'s dtype. PREMUL_SUM is a SUM of
+// inputs the caller has multiplied first (premultiply); BAND/BOR/BXOR take bitwiseAllreduce.
+chorusRedOp_t redOp(int rank, const char* op, const c10d::ReduceOp& r, const at::Tensor& t) {
+  const bool isBool = t.scalar_type() == at::kBool;
   switch (r.op_) {
     case c10d::ReduceOp::SUM:
-      return chorusSum;
+      return isBool ? chorusMax : chorusSum;
     case c10d::ReduceOp::PRODUCT:
-      return chorusProd;
+      return isBool ? chorusMin : chorusProd;
     case c10d::ReduceOp::MIN:
       return chorusMin;
     case c10d::ReduceOp::MAX:
       return chorusMax;
     case c10d::ReduceOp::AVG:
+      if (isBool) refuse(rank, op, "AVG of bool tensors is undefined (use SUM, MIN or MAX)");
       return chorusAvg;
+    case c10d::ReduceOp::PREMUL_SUM:
+      if (!at::isFloatingType(t.scalar_type()))
+        refuse(rank, op, "PREMUL_SUM needs a floating-point tensor");
+      if (!preMulFactor(r))
+        refuse(rank, op, "PREMUL_SUM without its factor (make it with _make_nccl_premul_sum)");
+      return chorusSum;
     default:
-      refuse(rank, op,
-             "unsupported ReduceOp (SUM, PRODUCT, MIN, MAX, AVG; not BAND, BOR, BXOR, "
-             "PREMUL_SUM)");
+      refuse(rank, op, "unsupported ReduceOp");
   }
+}
+
+// PREMUL_SUM: `t` times the op's factor, in place.
+void premultiply(const c10d::ReduceOp& r, at::Tensor& t) {
+  if (r.op_ != c10d::ReduceOp::PREMUL_SUM) return;
+  const auto f = preMulFactor(r);
+  if (f->tensor)
+    t.mul_(f->tensor->to(t.scalar_type()));
+  else
+    t.mul_(*f->scalar);
 }
 
 // Every tensor must be a dense CPU tensor; one tensor per process (no multi-device lists).
@@ -117,6 +144,38 @@ void checkList(int rank, const char* op, const std::vector<at::Tensor>& ts, cons
     if (t.scalar_type() != like.scalar_type() || t.numel() != like.numel())
       refuse(rank, op, "every tensor of the list must have the input's dtype and element count");
   }
+}
+
+// all_gather_into_tensor: output holds size x input, same dtype.
+void checkGatherShapes(int rank, int size, const char* op, const at::Tensor& output,
+                       const at::Tensor& input) {
+  checkTensor(rank, op, output);
+  checkTensor(rank, op, input);
+  if (output.scalar_type() != input.scalar_type())
+    refuse(rank, op, "output and input dtypes differ");
+  if (output.numel() != input.numel() * size)
+    refuse(rank, op,
+           "output holds " + std::to_string(output.numel()) + " elements, expected world size x " +
+               std::to_string(input.numel()));
+}
+
+// reduce_scatter_tensor: input holds size x output, same dtype.
+void checkScatterShapes(int rank, int size, const char* op, const at::Tensor& output,
+                        const at::Tensor& input) {
+  checkTensor(rank, op, output);
+  checkTensor(rank, op, input);
+  if (output.scalar_type() != input.scalar_type())
+    refuse(rank, op, "output and input dtypes differ");
+  if (input.numel() != output.numel() * size)
+    refuse(rank, op,
+           "input holds " + std::to_string(input.numel()) + " elements, expected world size x " +
+               std::to_string(output.numel()));
+}
+
+// A torch timeout as chorusConfig_t.timeoutMs: 0 (none) for zero or negative.
+int timeoutMs(std::chrono::milliseconds t) {
+  const int64_t ms = t.count();
+  return ms <= 0 ? 0 : int(std::min<int64_t>(ms, 2000000000));
 }
 
 // One block each way per peer for the all-to-all family: `send` (sendBytes) goes to the peer,
@@ -320,10 +379,11 @@ void Engine::workerLoop() {
 // ------------------------------------------------------------------------------------------
 // ProcessGroupChorus
 
-ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                       int size, std::chrono::milliseconds timeout)
-    : c10d::ProcessGroup(rank, size) {
-  // The unique id travels through the group's store: rank 0 sets, the others wait for it.
+namespace {
+
+// The unique id travels through the group's store: rank 0 sets, the others wait for it.
+chorusComm_t initComm(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                      std::chrono::milliseconds timeout) {
   const std::string key = "chorus/unique_id";
   chorusUniqueId id;
   if (rank == 0) {
@@ -336,10 +396,57 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
     memcpy(id.internal, v.data(), sizeof(id.internal));
   }
   chorusConfig_t cfg = CHORUS_CONFIG_INITIALIZER;
-  const int64_t ms = timeout.count();
-  cfg.timeoutMs = ms <= 0 ? 0 : int(std::min<int64_t>(ms, 2000000000));
+  cfg.timeoutMs = timeoutMs(timeout);
   chorusComm_t comm = nullptr;
   check(chorusCommInitRankConfig(&comm, size, id, rank, &cfg), nullptr, "init");
+  return comm;
+}
+
+int commRank(chorusComm_t comm) {
+  int r = 0;
+  check(chorusCommUserRank(comm, &r), comm, "chorusCommUserRank");
+  return r;
+}
+
+int commSize(chorusComm_t comm) {
+  int n = 0;
+  check(chorusCommCount(comm, &n), comm, "chorusCommCount");
+  return n;
+}
+
+// Runs `job` with the call's own timeout (opts.timeout), when it has one other than the group's.
+std::function<void()> withTimeout(std::function<void()> job, chorusComm_t comm,
+                                  std::chrono::milliseconds callTimeout,
+                                  std::chrono::milliseconds groupTimeout) {
+  if (callTimeout == c10d::kUnsetTimeout || callTimeout == groupTimeout) return job;
+  const int callMs = timeoutMs(callTimeout), groupMs = timeoutMs(groupTimeout);
+  return [job = std::move(job), comm, callMs, groupMs] {
+    check(chorusCommSetTimeout(comm, callMs), comm, "timeout");
+    struct Restore {
+      chorusComm_t comm;
+      int ms;
+      ~Restore() { chorusCommSetTimeout(comm, ms); }
+    } restore{comm, groupMs};
+    job();
+  };
+}
+
+}  // namespace
+
+ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                       int size, std::chrono::milliseconds timeout)
+    : BackendBase(rank, size), store_(store) {
+  start(initComm(store, rank, size, timeout), timeout);
+}
+
+ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& store,
+                                       chorusComm_t comm, std::chrono::milliseconds timeout)
+    : BackendBase(commRank(comm), commSize(comm)), store_(store) {
+  start(comm, timeout);
+}
+
+void ProcessGroupChorus::start(chorusComm_t comm, std::chrono::milliseconds timeout) {
+  timeout_ = timeout;
   const char* a = getenv("CHORUS_TORCH_ASYNC");
   async_ = a != nullptr && atoi(a) != 0;
   engine_ = std::make_shared<Engine>(comm, async_);
@@ -347,8 +454,13 @@ ProcessGroupChorus::ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& st
 }
 
 ProcessGroupChorus::~ProcessGroupChorus() {
+  if (destroyed_) return;
   engine_->stop();
   chorusCommDestroy(engine_->comm());
+}
+
+void ProcessGroupChorus::abortComm() {
+  chorusCommAbort(engine_->comm());
 }
 
 c10::intrusive_ptr<ChorusWork> ProcessGroupChorus::makeWork(c10d::OpType type,
@@ -359,14 +471,221 @@ c10::intrusive_ptr<ChorusWork> ProcessGroupChorus::makeWork(c10d::OpType type,
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::collective(c10d::OpType type,
                                                               std::vector<at::Tensor> outputs,
-                                                              std::function<void()> job) {
+                                                              std::function<void()> job,
+                                                              std::chrono::milliseconds timeout) {
+  ++seq_;
   auto work = makeWork(type, std::move(outputs));
-  engine_->submit(work, std::move(job));
+  engine_->submit(work, withTimeout(std::move(job), engine_->comm(), timeout, timeout_));
   return work;
 }
 
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::completed(c10d::OpType type,
+                                                             std::vector<at::Tensor> outputs) {
+  auto work = makeWork(type, std::move(outputs));
+  work->complete(nullptr);
+  return work;
+}
+
+#if CHORUS_TORCH_BACKEND_API
+void ProcessGroupChorus::startCoalescing() {}
+
+// The operations issued since startCoalescing: collectives ran (or were queued) as they came;
+// the deferred point-to-point ones start now, as one group. The returned Work completes with
+// that group.
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::endCoalescing() {
+  auto work = makeWork(c10d::OpType::COALESCED, {}, /*deferred=*/true);
+  engine_->defer(work, [] {});
+  engine_->flush();
+  return work;
+}
+
+c10::intrusive_ptr<BackendBase::Options> ProcessGroupChorus::getBackendOptions() {
+  return c10::make_intrusive<Options>("chorus", timeout_);
+}
+
+void ProcessGroupChorus::setTimeout(std::chrono::milliseconds timeout) {
+  check(chorusCommSetTimeout(engine_->comm(), timeoutMs(timeout)), engine_->comm(), "setTimeout");
+  timeout_ = timeout;
+}
+
+void ProcessGroupChorus::abort() {
+  abortComm();
+}
+
+// destroy_process_group: the pending work runs, then the communicator goes (a departure, not a
+// failure, for peers still finishing their last call).
+void ProcessGroupChorus::shutdown() {
+  if (destroyed_) return;
+  engine_->stop();
+  chorusCommDestroy(engine_->comm());
+  destroyed_ = true;
+}
+
+c10::intrusive_ptr<c10d::Backend> ProcessGroupChorus::split(
+    const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+    const c10::intrusive_ptr<Options>& opts) {
+  // Every rank of this group calls with the (sorted) ranks of its own new group; disjoint groups
+  // have distinct smallest ranks, which serve as colours. Ranks in none get no group.
+  const bool member = std::find(ranks.begin(), ranks.end(), rank_) != ranks.end();
+  const int color = member ? *std::min_element(ranks.begin(), ranks.end()) : CHORUS_SPLIT_NOCOLOR;
+  const std::chrono::milliseconds timeout = opts ? opts->timeout : timeout_;
+  chorusConfig_t cfg = CHORUS_CONFIG_INITIALIZER;
+  cfg.timeoutMs = timeoutMs(timeout);
+  chorusComm_t newComm = nullptr;
+  engine_->flush();
+  check(chorusCommSplit(engine_->comm(), color, rank_, &newComm, &cfg), engine_->comm(), "split");
+  ++splits_;
+  if (newComm == nullptr) return nullptr;
+  return c10::make_intrusive<ProcessGroupChorus>(store, newComm, timeout);
+}
+
+c10::intrusive_ptr<c10d::Backend> ProcessGroupChorus::shrink(
+    const std::vector<int64_t>& ranksToExclude, int shrinkFlags,
+    const c10::intrusive_ptr<Options>& optsOverride) {
+  std::vector<int> excluded;
+  for (int64_t r : ranksToExclude) {
+    if (r < 0 || r >= size_)
+      refuse(rank_, "shrink", "rank to exclude " + std::to_string(r) + " is not in the group");
+    excluded.push_back(int(r));
+  }
+  const std::chrono::milliseconds timeout = optsOverride ? optsOverride->timeout : timeout_;
+  chorusConfig_t cfg = CHORUS_CONFIG_INITIALIZER;
+  cfg.timeoutMs = timeoutMs(timeout);
+  chorusComm_t newComm = nullptr;
+  const int flags = (shrinkFlags & 1) ? CHORUS_SHRINK_ABORT : CHORUS_SHRINK_DEFAULT;
+  check(chorusCommShrink(engine_->comm(), excluded.data(), int(excluded.size()), &newComm, &cfg,
+                         flags),
+        engine_->comm(), "shrink");
+  TORCH_CHECK(newComm != nullptr, "chorus shrink (rank ", rank_,
+              "): this rank is among the excluded ones");
+  auto store =
+      c10::make_intrusive<c10d::PrefixStore>("shrink" + std::to_string(++splits_) + "/", store_);
+  return c10::make_intrusive<ProcessGroupChorus>(store, newComm, timeout);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  static constexpr const char* op = "all_gather_into_tensor_coalesced";
+  if (outputs.size() != inputs.size()) refuse(rank_, op, "as many outputs as inputs expected");
+  std::vector<std::shared_ptr<Dense>> outs;
+  std::vector<at::Tensor> ins;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    checkGatherShapes(rank_, size_, op, outputs[i], inputs[i]);
+    ins.push_back(inputs[i].contiguous());
+    outs.push_back(std::make_shared<Dense>(outputs[i]));
+  }
+  chorusComm_t comm = engine_->comm();
+  return collective(
+      c10d::OpType::COALESCED, outputs,
+      [ins, outs, comm] {
+        check(chorusGroupStart(), comm, op);
+        chorusResult_t first = chorusSuccess;
+        for (size_t i = 0; i < ins.size(); ++i) {
+          const chorusResult_t r = chorusAllGather(ins[i].data_ptr(), outs[i]->work.data_ptr(),
+                                                   nbytes(ins[i]), chorusInt8, comm, nullptr);
+          if (first == chorusSuccess) first = r;
+        }
+        const chorusResult_t end = chorusGroupEnd();
+        check(first != chorusSuccess ? first : end, comm, op);
+        for (auto& o : outs) o->copyBack();
+      },
+      opts.timeout);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  static constexpr const char* op = "reduce_scatter_tensor_coalesced";
+  if (outputs.size() != inputs.size()) refuse(rank_, op, "as many outputs as inputs expected");
+  if (isBitwise(opts.reduceOp)) refuse(rank_, op, "BAND, BOR and BXOR: use reduce_scatter_tensor");
+  std::vector<std::shared_ptr<Dense>> outs;
+  std::vector<at::Tensor> ins;
+  std::vector<chorusDataType_t> types;
+  chorusRedOp_t rop = chorusSum;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    checkScatterShapes(rank_, size_, op, outputs[i], inputs[i]);
+    types.push_back(reduceType(rank_, op, outputs[i]));
+    rop = redOp(rank_, op, opts.reduceOp, outputs[i]);
+    at::Tensor in = inputs[i].contiguous();
+    if (opts.reduceOp.op_ == c10d::ReduceOp::PREMUL_SUM) {
+      in = in.clone();
+      premultiply(opts.reduceOp, in);
+    }
+    ins.push_back(in);
+    outs.push_back(std::make_shared<Dense>(outputs[i]));
+  }
+  chorusComm_t comm = engine_->comm();
+  return collective(
+      c10d::OpType::COALESCED, outputs,
+      [ins, outs, types, rop, comm] {
+        check(chorusGroupStart(), comm, op);
+        chorusResult_t first = chorusSuccess;
+        for (size_t i = 0; i < ins.size(); ++i) {
+          const chorusResult_t r =
+              chorusReduceScatter(ins[i].data_ptr(), outs[i]->work.data_ptr(),
+                                  size_t(outs[i]->work.numel()), types[i], rop, comm, nullptr);
+          if (first == chorusSuccess) first = r;
+        }
+        const chorusResult_t end = chorusGroupEnd();
+        check(first != chorusSuccess ? first : end, comm, op);
+        for (auto& o : outs) o->copyBack();
+      },
+      opts.timeout);
+}
+#else
+void ProcessGroupChorus::startCoalescing() {}
+
 void ProcessGroupChorus::endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& /*reqs*/) {
   engine_->flush();
+}
+#endif
+
+// Rank 0 waits (opts.timeout, else the group's) for every other rank to check in through the
+// store, then releases them; a rank that does not arrive is named on rank 0 and, through the
+// store, on every rank that did.
+void ProcessGroupChorus::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
+  const std::chrono::milliseconds timeout =
+      opts.timeout == c10d::kUnsetTimeout ? timeout_ : opts.timeout;
+  const std::string base = "chorus/monitored_barrier/" + std::to_string(++monitoredSeq_) + "/";
+  engine_->flush();
+  if (rank_ != 0) {
+    store_->set(base + std::to_string(rank_), std::vector<uint8_t>{1});
+    // Rank 0 reports within its timeout of arriving: wait for that report twice as long (and 5 s
+    // more) before naming rank 0 itself.
+    const auto patience = timeout * 2 + std::chrono::milliseconds(5000);
+    try {
+      store_->wait({base + "result"}, patience);
+    } catch (const std::exception&) {
+      TORCH_CHECK(false, "chorus monitored_barrier (rank ", rank_, "): rank 0 did not release ",
+                  "the barrier within ", patience.count(), " ms");
+    }
+    const std::vector<uint8_t> v = store_->get(base + "result");
+    const std::string result(v.begin(), v.end());
+    TORCH_CHECK(result == "ok", "chorus monitored_barrier (rank ", rank_, "): ", result);
+    return;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<int> missing;
+  for (int r = 1; r < size_; ++r) missing.push_back(r);
+  while (!missing.empty()) {
+    std::vector<int> still;
+    for (int r : missing)
+      if (!store_->check({base + std::to_string(r)})) still.push_back(r);
+    missing.swap(still);
+    if (missing.empty() || std::chrono::steady_clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::string result = "ok";
+  if (!missing.empty()) {
+    std::string names;
+    const size_t shown = waitAllRanks ? missing.size() : 1;
+    for (size_t i = 0; i < shown; ++i) names += (i ? ", " : "") + std::to_string(missing[i]);
+    result = "rank" + std::string(shown > 1 ? "s " : " ") + names +
+             " failed to pass monitored_barrier within " + std::to_string(timeout.count()) + " ms";
+  }
+  store_->set(base + "result", std::vector<uint8_t>(result.begin(), result.end()));
+  TORCH_CHECK(result == "ok", "chorus monitored_barrier (rank 0): ", result);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::broadcast(std::vector<at::Tensor>& tensors,
@@ -377,34 +696,83 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::broadcast(std::vector<at::Ten
   auto d = std::make_shared<Dense>(tensors[0]);
   chorusComm_t comm = engine_->comm();
   const int root = int(opts.rootRank);
-  return collective(c10d::OpType::BROADCAST, tensors, [d, comm, root] {
-    check(chorusBroadcast(d->work.data_ptr(), d->work.data_ptr(), nbytes(d->work), chorusInt8, root,
-                          comm, nullptr),
-          comm, "broadcast");
-    d->copyBack();
-  });
+  return collective(
+      c10d::OpType::BROADCAST, tensors,
+      [d, comm, root] {
+        check(chorusBroadcast(d->work.data_ptr(), d->work.data_ptr(), nbytes(d->work), chorusInt8,
+                              root, comm, nullptr),
+              comm, "broadcast");
+        d->copyBack();
+      },
+      opts.timeout);
+}
+
+// BAND, BOR, BXOR (Chorus has no bitwise kernels): every rank's tensor is gathered and folded
+// here, in rank order; `done` gets the result.
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::bitwise(
+    const char* op, c10d::OpType type, std::vector<at::Tensor> outputs, const at::Tensor& input,
+    c10d::ReduceOp::RedOpType rop, std::chrono::milliseconds timeout,
+    std::function<void(const at::Tensor&)> done) {
+  if (at::isFloatingType(input.scalar_type()) || at::isComplexType(input.scalar_type()))
+    refuse(rank_, op, "BAND, BOR and BXOR need an integer or bool tensor");
+  at::Tensor in = input.contiguous();
+  chorusComm_t comm = engine_->comm();
+  const int n = size_;
+  return collective(
+      type, std::move(outputs),
+      [in, comm, n, rop, op, done] {
+        at::Tensor all = at::empty({int64_t(n), in.numel()}, in.options());
+        check(chorusAllGather(in.data_ptr(), all.data_ptr(), nbytes(in), chorusInt8, comm, nullptr),
+              comm, op);
+        at::Tensor acc = all[0].clone();
+        for (int r = 1; r < n; ++r) {
+          if (rop == c10d::ReduceOp::BAND)
+            acc.bitwise_and_(all[r]);
+          else if (rop == c10d::ReduceOp::BOR)
+            acc.bitwise_or_(all[r]);
+          else
+            acc.bitwise_xor_(all[r]);
+        }
+        done(acc.view(in.sizes()));
+      },
+      timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce(std::vector<at::Tensor>& tensors,
                                                              const c10d::AllreduceOptions& opts) {
   checkSingle(rank_, "all_reduce", tensors);
-  const chorusDataType_t type = reduceType(rank_, "all_reduce", tensors[0]);
-  const chorusRedOp_t op = redOp(rank_, "all_reduce", opts.reduceOp);
-  chorusComm_t comm = engine_->comm();
-  if (tensors[0].is_contiguous()) {  // the common case: no copies, one shared_ptr less
+  if (isBitwise(opts.reduceOp)) {
     at::Tensor t = tensors[0];
-    return collective(c10d::OpType::ALLREDUCE, tensors, [t, comm, type, op] {
-      check(chorusAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()), type, op, comm, nullptr),
-            comm, "all_reduce");
-    });
+    return bitwise("all_reduce", c10d::OpType::ALLREDUCE, tensors, t, opts.reduceOp.op_,
+                   opts.timeout, [t](const at::Tensor& r) mutable { t.copy_(r); });
+  }
+  const chorusDataType_t type = reduceType(rank_, "all_reduce", tensors[0]);
+  const chorusRedOp_t op = redOp(rank_, "all_reduce", opts.reduceOp, tensors[0]);
+  chorusComm_t comm = engine_->comm();
+  if (tensors[0].is_contiguous() && opts.reduceOp.op_ != c10d::ReduceOp::PREMUL_SUM) {
+    // the common case: no copies, one shared_ptr less
+    at::Tensor t = tensors[0];
+    return collective(
+        c10d::OpType::ALLREDUCE, tensors,
+        [t, comm, type, op] {
+          check(chorusAllReduce(t.data_ptr(), t.data_ptr(), size_t(t.numel()), type, op, comm,
+                                nullptr),
+                comm, "all_reduce");
+        },
+        opts.timeout);
   }
   auto d = std::make_shared<Dense>(tensors[0]);
-  return collective(c10d::OpType::ALLREDUCE, tensors, [d, comm, type, op] {
-    check(chorusAllReduce(d->work.data_ptr(), d->work.data_ptr(), size_t(d->work.numel()), type, op,
-                          comm, nullptr),
-          comm, "all_reduce");
-    d->copyBack();
-  });
+  const c10d::ReduceOp rop = opts.reduceOp;
+  return collective(
+      c10d::OpType::ALLREDUCE, tensors,
+      [d, comm, type, op, rop] {
+        premultiply(rop, d->work);
+        check(chorusAllReduce(d->work.data_ptr(), d->work.data_ptr(), size_t(d->work.numel()), type,
+                              op, comm, nullptr),
+              comm, "all_reduce");
+        d->copyBack();
+      },
+      opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(
@@ -416,20 +784,29 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(
     types.push_back(reduceType(rank_, "all_reduce_coalesced", t));
     ds.push_back(std::make_shared<Dense>(t));
   }
-  const chorusRedOp_t op = redOp(rank_, "all_reduce_coalesced", opts.reduceOp);
+  if (isBitwise(opts.reduceOp))
+    refuse(rank_, "all_reduce_coalesced", "BAND, BOR and BXOR: use all_reduce per tensor");
+  if (tensors.empty()) return completed(c10d::OpType::ALLREDUCE_COALESCED, tensors);
+  const chorusRedOp_t op = redOp(rank_, "all_reduce_coalesced", opts.reduceOp, tensors[0]);
   chorusComm_t comm = engine_->comm();
-  return collective(c10d::OpType::ALLREDUCE_COALESCED, tensors, [ds, types, comm, op] {
-    check(chorusGroupStart(), comm, "all_reduce_coalesced");
-    chorusResult_t first = chorusSuccess;
-    for (size_t i = 0; i < ds.size(); ++i) {
-      chorusResult_t r = chorusAllReduce(ds[i]->work.data_ptr(), ds[i]->work.data_ptr(),
-                                         size_t(ds[i]->work.numel()), types[i], op, comm, nullptr);
-      if (first == chorusSuccess) first = r;
-    }
-    chorusResult_t end = chorusGroupEnd();
-    check(first != chorusSuccess ? first : end, comm, "all_reduce_coalesced");
-    for (auto& d : ds) d->copyBack();
-  });
+  const c10d::ReduceOp rop = opts.reduceOp;
+  return collective(
+      c10d::OpType::ALLREDUCE_COALESCED, tensors,
+      [ds, types, comm, op, rop] {
+        for (auto& d : ds) premultiply(rop, d->work);
+        check(chorusGroupStart(), comm, "all_reduce_coalesced");
+        chorusResult_t first = chorusSuccess;
+        for (size_t i = 0; i < ds.size(); ++i) {
+          chorusResult_t r =
+              chorusAllReduce(ds[i]->work.data_ptr(), ds[i]->work.data_ptr(),
+                              size_t(ds[i]->work.numel()), types[i], op, comm, nullptr);
+          if (first == chorusSuccess) first = r;
+        }
+        chorusResult_t end = chorusGroupEnd();
+        check(first != chorusSuccess ? first : end, comm, "all_reduce_coalesced");
+        for (auto& d : ds) d->copyBack();
+      },
+      opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce(std::vector<at::Tensor>& tensors,
@@ -437,44 +814,56 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce(std::vector<at::Tensor
   checkSingle(rank_, "reduce", tensors);
   if (opts.rootRank < 0 || opts.rootRank >= size_)
     refuse(rank_, "reduce", "root " + std::to_string(opts.rootRank) + " out of range");
-  const chorusDataType_t type = reduceType(rank_, "reduce", tensors[0]);
-  const chorusRedOp_t op = redOp(rank_, "reduce", opts.reduceOp);
-  auto d = std::make_shared<Dense>(tensors[0]);
-  chorusComm_t comm = engine_->comm();
   const int root = int(opts.rootRank);
   const bool isRoot = root == rank_;
-  return collective(c10d::OpType::REDUCE, tensors, [d, comm, type, op, root, isRoot] {
-    check(chorusReduce(d->work.data_ptr(), d->work.data_ptr(), size_t(d->work.numel()), type, op,
-                       root, comm, nullptr),
-          comm, "reduce");
-    if (isRoot) d->copyBack();
-  });
+  if (isBitwise(opts.reduceOp)) {
+    at::Tensor t = tensors[0];
+    return bitwise("reduce", c10d::OpType::REDUCE, tensors, t, opts.reduceOp.op_, opts.timeout,
+                   [t, isRoot](const at::Tensor& r) mutable {
+                     if (isRoot) t.copy_(r);
+                   });
+  }
+  const chorusDataType_t type = reduceType(rank_, "reduce", tensors[0]);
+  const chorusRedOp_t op = redOp(rank_, "reduce", opts.reduceOp, tensors[0]);
+  auto d = std::make_shared<Dense>(tensors[0]);
+  chorusComm_t comm = engine_->comm();
+  const c10d::ReduceOp rop = opts.reduceOp;
+  return collective(
+      c10d::OpType::REDUCE, tensors,
+      [d, comm, type, op, root, isRoot, rop] {
+        at::Tensor in = d->work;
+        if (rop.op_ == c10d::ReduceOp::PREMUL_SUM) {  // a non-root's tensor is only an input
+          in = isRoot ? d->work : d->work.clone();
+          premultiply(rop, in);
+        }
+        check(chorusReduce(in.data_ptr(), d->work.data_ptr(), size_t(d->work.numel()), type, op,
+                           root, comm, nullptr),
+              comm, "reduce");
+        if (isRoot) d->copyBack();
+      },
+      opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_allgather_base(
-    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& /*opts*/) {
-  checkTensor(rank_, "all_gather_into_tensor", output);
-  checkTensor(rank_, "all_gather_into_tensor", input);
-  if (output.scalar_type() != input.scalar_type())
-    refuse(rank_, "all_gather_into_tensor", "output and input dtypes differ");
-  if (output.numel() != input.numel() * size_)
-    refuse(rank_, "all_gather_into_tensor",
-           "output holds " + std::to_string(output.numel()) + " elements, expected world size x " +
-               std::to_string(input.numel()));
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+  checkGatherShapes(rank_, size_, "all_gather_into_tensor", output, input);
   at::Tensor in = input.contiguous();
   auto out = std::make_shared<Dense>(output);
   chorusComm_t comm = engine_->comm();
-  return collective(c10d::OpType::_ALLGATHER_BASE, {output}, [in, out, comm] {
-    check(
-        chorusAllGather(in.data_ptr(), out->work.data_ptr(), nbytes(in), chorusInt8, comm, nullptr),
-        comm, "all_gather_into_tensor");
-    out->copyBack();
-  });
+  return collective(
+      c10d::OpType::_ALLGATHER_BASE, {output},
+      [in, out, comm] {
+        check(chorusAllGather(in.data_ptr(), out->work.data_ptr(), nbytes(in), chorusInt8, comm,
+                              nullptr),
+              comm, "all_gather_into_tensor");
+        out->copyBack();
+      },
+      opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions& /*opts*/) {
+    const c10d::AllgatherOptions& opts) {
   checkSingle(rank_, "all_gather", inputs);
   if (outputs.size() != 1) refuse(rank_, "all_gather", "expects one output list per process");
   checkList(rank_, "all_gather", outputs[0], inputs[0], size_t(size_));
@@ -482,14 +871,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather(
   std::vector<at::Tensor> outs = outputs[0];
   chorusComm_t comm = engine_->comm();
   const int n = size_;
-  return collective(c10d::OpType::ALLGATHER, outs, [in, outs, comm, n] {
-    at::Tensor flat = at::empty({int64_t(n) * in.numel()}, in.options());
-    check(chorusAllGather(in.data_ptr(), flat.data_ptr(), nbytes(in), chorusInt8, comm, nullptr),
-          comm, "all_gather");
-    for (int r = 0; r < n; ++r)
-      outs[size_t(r)].copy_(
-          flat.narrow(0, r * in.numel(), in.numel()).view(outs[size_t(r)].sizes()));
-  });
+  return collective(
+      c10d::OpType::ALLGATHER, outs,
+      [in, outs, comm, n] {
+        at::Tensor flat = at::empty({int64_t(n) * in.numel()}, in.options());
+        check(
+            chorusAllGather(in.data_ptr(), flat.data_ptr(), nbytes(in), chorusInt8, comm, nullptr),
+            comm, "all_gather");
+        for (int r = 0; r < n; ++r)
+          outs[size_t(r)].copy_(
+              flat.narrow(0, r * in.numel(), in.numel()).view(outs[size_t(r)].sizes()));
+      },
+      opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather_coalesced(
@@ -534,15 +927,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::gather(
   at::Tensor in = inputs[0].contiguous();
   chorusComm_t comm = engine_->comm();
   const int n = size_;
-  return collective(c10d::OpType::GATHER, outs, [in, outs, comm, n, root] {
-    at::Tensor flat;
-    if (!outs.empty()) flat = at::empty({int64_t(n) * in.numel()}, in.options());
-    check(chorusGather(in.data_ptr(), flat.defined() ? flat.data_ptr() : nullptr, nbytes(in),
-                       chorusInt8, root, comm, nullptr),
-          comm, "gather");
-    for (size_t r = 0; r < outs.size(); ++r)
-      outs[r].copy_(flat.narrow(0, int64_t(r) * in.numel(), in.numel()).view(outs[r].sizes()));
-  });
+  return collective(
+      c10d::OpType::GATHER, outs,
+      [in, outs, comm, n, root] {
+        at::Tensor flat;
+        if (!outs.empty()) flat = at::empty({int64_t(n) * in.numel()}, in.options());
+        check(chorusGather(in.data_ptr(), flat.defined() ? flat.data_ptr() : nullptr, nbytes(in),
+                           chorusInt8, root, comm, nullptr),
+              comm, "gather");
+        for (size_t r = 0; r < outs.size(); ++r)
+          outs[r].copy_(flat.narrow(0, int64_t(r) * in.numel(), in.numel()).view(outs[r].sizes()));
+      },
+      opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::scatter(
@@ -564,12 +960,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::scatter(
   }
   auto out = std::make_shared<Dense>(outputs[0]);
   chorusComm_t comm = engine_->comm();
-  return collective(c10d::OpType::SCATTER, outputs, [flat, out, comm, root] {
-    check(chorusScatter(flat.defined() ? flat.data_ptr() : nullptr, out->work.data_ptr(),
-                        nbytes(out->work), chorusInt8, root, comm, nullptr),
-          comm, "scatter");
-    out->copyBack();
-  });
+  return collective(
+      c10d::OpType::SCATTER, outputs,
+      [flat, out, comm, root] {
+        check(chorusScatter(flat.defined() ? flat.data_ptr() : nullptr, out->work.data_ptr(),
+                            nbytes(out->work), chorusInt8, root, comm, nullptr),
+              comm, "scatter");
+        out->copyBack();
+      },
+      opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce_scatter(
@@ -578,47 +977,69 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce_scatter(
   checkSingle(rank_, "reduce_scatter", outputs);
   if (inputs.size() != 1) refuse(rank_, "reduce_scatter", "expects one input list per process");
   checkList(rank_, "reduce_scatter", inputs[0], outputs[0], size_t(size_));
-  const chorusDataType_t type = reduceType(rank_, "reduce_scatter", outputs[0]);
-  const chorusRedOp_t op = redOp(rank_, "reduce_scatter", opts.reduceOp);
   std::vector<at::Tensor> parts;
   for (auto& t : inputs[0]) parts.push_back(t.reshape({-1}));
   at::Tensor flat = at::cat(parts);
+  if (isBitwise(opts.reduceOp)) {
+    at::Tensor o = outputs[0];
+    const int64_t me = rank_, each = o.numel();
+    return bitwise("reduce_scatter", c10d::OpType::REDUCE_SCATTER, outputs, flat, opts.reduceOp.op_,
+                   opts.timeout, [o, me, each](const at::Tensor& r) mutable {
+                     o.copy_(r.reshape({-1}).narrow(0, me * each, each).view(o.sizes()));
+                   });
+  }
+  const chorusDataType_t type = reduceType(rank_, "reduce_scatter", outputs[0]);
+  const chorusRedOp_t op = redOp(rank_, "reduce_scatter", opts.reduceOp, outputs[0]);
+  premultiply(opts.reduceOp, flat);  // flat is our own copy
   auto out = std::make_shared<Dense>(outputs[0]);
   chorusComm_t comm = engine_->comm();
-  return collective(c10d::OpType::REDUCE_SCATTER, outputs, [flat, out, comm, type, op] {
-    check(chorusReduceScatter(flat.data_ptr(), out->work.data_ptr(), size_t(out->work.numel()),
-                              type, op, comm, nullptr),
-          comm, "reduce_scatter");
-    out->copyBack();
-  });
+  return collective(
+      c10d::OpType::REDUCE_SCATTER, outputs,
+      [flat, out, comm, type, op] {
+        check(chorusReduceScatter(flat.data_ptr(), out->work.data_ptr(), size_t(out->work.numel()),
+                                  type, op, comm, nullptr),
+              comm, "reduce_scatter");
+        out->copyBack();
+      },
+      opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  checkTensor(rank_, "reduce_scatter_tensor", output);
-  checkTensor(rank_, "reduce_scatter_tensor", input);
-  if (output.scalar_type() != input.scalar_type())
-    refuse(rank_, "reduce_scatter_tensor", "output and input dtypes differ");
-  if (input.numel() != output.numel() * size_)
-    refuse(rank_, "reduce_scatter_tensor",
-           "input holds " + std::to_string(input.numel()) + " elements, expected world size x " +
-               std::to_string(output.numel()));
-  const chorusDataType_t type = reduceType(rank_, "reduce_scatter_tensor", output);
-  const chorusRedOp_t op = redOp(rank_, "reduce_scatter_tensor", opts.reduceOp);
+  static constexpr const char* op = "reduce_scatter_tensor";
+  checkScatterShapes(rank_, size_, op, output, input);
+  if (isBitwise(opts.reduceOp)) {
+    at::Tensor o = output;
+    const int64_t me = rank_, each = o.numel();
+    return bitwise(op, c10d::OpType::_REDUCE_SCATTER_BASE, {output}, input, opts.reduceOp.op_,
+                   opts.timeout, [o, me, each](const at::Tensor& r) mutable {
+                     o.copy_(r.reshape({-1}).narrow(0, me * each, each).view(o.sizes()));
+                   });
+  }
+  const chorusDataType_t type = reduceType(rank_, op, output);
+  const chorusRedOp_t rop = redOp(rank_, op, opts.reduceOp, output);
   at::Tensor in = input.contiguous();
+  const c10d::ReduceOp premul = opts.reduceOp;
   auto out = std::make_shared<Dense>(output);
   chorusComm_t comm = engine_->comm();
-  return collective(c10d::OpType::_REDUCE_SCATTER_BASE, {output}, [in, out, comm, type, op] {
-    check(chorusReduceScatter(in.data_ptr(), out->work.data_ptr(), size_t(out->work.numel()), type,
-                              op, comm, nullptr),
-          comm, "reduce_scatter_tensor");
-    out->copyBack();
-  });
+  return collective(
+      c10d::OpType::_REDUCE_SCATTER_BASE, {output},
+      [in, out, comm, type, rop, premul]() mutable {
+        if (premul.op_ == c10d::ReduceOp::PREMUL_SUM) {  // the input is the caller's: scale a copy
+          in = in.clone();
+          premultiply(premul, in);
+        }
+        check(chorusReduceScatter(in.data_ptr(), out->work.data_ptr(), size_t(out->work.numel()),
+                                  type, rop, comm, nullptr),
+              comm, op);
+        out->copyBack();
+      },
+      opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall_base(
     at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplits,
-    std::vector<int64_t>& inputSplits, const c10d::AllToAllOptions& /*opts*/) {
+    std::vector<int64_t>& inputSplits, const c10d::AllToAllOptions& opts) {
   static constexpr const char* op = "all_to_all_single";
   checkTensor(rank_, op, output);
   checkTensor(rank_, op, input);
@@ -633,12 +1054,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall_base(
       refuse(rank_, op,
              "input and output must hold the same number of elements, a multiple of "
              "the world size");
-    return collective(c10d::OpType::ALLTOALL_BASE, {output}, [in, out, comm, n] {
-      check(chorusAlltoAll(in.data_ptr(), out->work.data_ptr(), nbytes(in) / size_t(n), chorusInt8,
-                           comm, nullptr),
-            comm, op);
-      out->copyBack();
-    });
+    return collective(
+        c10d::OpType::ALLTOALL_BASE, {output},
+        [in, out, comm, n] {
+          check(chorusAlltoAll(in.data_ptr(), out->work.data_ptr(), nbytes(in) / size_t(n),
+                               chorusInt8, comm, nullptr),
+                comm, op);
+          out->copyBack();
+        },
+        opts.timeout);
   }
   // Uneven splits, counted in rows of dimension 0: one send and one receive per peer, grouped.
   auto offsets = [&](std::vector<int64_t> splits, const at::Tensor& t, const char* which) {
@@ -673,20 +1097,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall_base(
   if (sendOff[size_t(me) + 1] - sendOff[size_t(me)] !=
       recvOff[size_t(me) + 1] - recvOff[size_t(me)])
     refuse(me, op, "the split sizes for itself differ between input and output");
-  return collective(c10d::OpType::ALLTOALL_BASE, {output},
-                    [in, out, comm, n, me, sendOff, recvOff] {
-                      std::vector<Block> blocks(static_cast<size_t>(n));
-                      for (size_t p = 0; p < size_t(n); ++p)
-                        blocks[p] = {bytesOf(in) + sendOff[p], sendOff[p + 1] - sendOff[p],
-                                     bytesOf(out->work) + recvOff[p], recvOff[p + 1] - recvOff[p]};
-                      exchange(comm, me, blocks, op);
-                      out->copyBack();
-                    });
+  return collective(
+      c10d::OpType::ALLTOALL_BASE, {output},
+      [in, out, comm, n, me, sendOff, recvOff] {
+        std::vector<Block> blocks(static_cast<size_t>(n));
+        for (size_t p = 0; p < size_t(n); ++p)
+          blocks[p] = {bytesOf(in) + sendOff[p], sendOff[p + 1] - sendOff[p],
+                       bytesOf(out->work) + recvOff[p], recvOff[p + 1] - recvOff[p]};
+        exchange(comm, me, blocks, op);
+        out->copyBack();
+      },
+      opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall(std::vector<at::Tensor>& outputs,
                                                             std::vector<at::Tensor>& inputs,
-                                                            const c10d::AllToAllOptions& /*opts*/) {
+                                                            const c10d::AllToAllOptions& opts) {
   static constexpr const char* op = "all_to_all";
   if (outputs.size() != size_t(size_) || inputs.size() != size_t(size_))
     refuse(rank_, op, "expects world size input and output tensors");
@@ -704,13 +1130,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall(std::vector<at::Tens
     refuse(rank_, op, "this rank's own input and output sizes differ");
   chorusComm_t comm = engine_->comm();
   const int n = size_, me = rank_;
-  return collective(c10d::OpType::ALLTOALL, outputs, [ins, outs, comm, n, me] {
-    std::vector<Block> blocks(static_cast<size_t>(n));
-    for (size_t p = 0; p < size_t(n); ++p)
-      blocks[p] = {bytesOf(ins[p]), nbytes(ins[p]), bytesOf(outs[p]->work), nbytes(outs[p]->work)};
-    exchange(comm, me, blocks, op);
-    for (auto& o : outs) o->copyBack();
-  });
+  return collective(
+      c10d::OpType::ALLTOALL, outputs,
+      [ins, outs, comm, n, me] {
+        std::vector<Block> blocks(static_cast<size_t>(n));
+        for (size_t p = 0; p < size_t(n); ++p)
+          blocks[p] = {bytesOf(ins[p]), nbytes(ins[p]), bytesOf(outs[p]->work),
+                       nbytes(outs[p]->work)};
+        exchange(comm, me, blocks, op);
+        for (auto& o : outs) o->copyBack();
+      },
+      opts.timeout);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::send(std::vector<at::Tensor>& tensors,
@@ -755,13 +1185,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recvAnysource(std::vector<at:
   refuse(rank_, "recv", "receiving from any source is not supported; name the source rank");
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::barrier(const c10d::BarrierOptions& /*opts*/) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::barrier(const c10d::BarrierOptions& opts) {
   at::Tensor t = barrierToken_;
   chorusComm_t comm = engine_->comm();
-  return collective(c10d::OpType::BARRIER, {}, [t, comm] {
-    check(chorusAllReduce(t.data_ptr(), t.data_ptr(), 1, chorusUint8, chorusMax, comm, nullptr),
-          comm, "barrier");
-  });
+  return collective(
+      c10d::OpType::BARRIER, {},
+      [t, comm] {
+        check(chorusAllReduce(t.data_ptr(), t.data_ptr(), 1, chorusUint8, chorusMax, comm, nullptr),
+              comm, "barrier");
+      },
+      opts.timeout);
 }
 
 }  // namespace chorus_torch

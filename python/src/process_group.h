@@ -1,5 +1,5 @@
-// ProcessGroupChorus: the torch.distributed backend "chorus" (c10d::ProcessGroup of PyTorch
-// 1.13) over one Chorus communicator per group.
+// ProcessGroupChorus: the torch.distributed backend "chorus" over one Chorus communicator per
+// group: a c10d::Backend on torch 2.x, a c10d::ProcessGroup on torch 1.13 (torch_compat.h).
 //
 // Execution. Collectives run where they are issued (the calling thread does the work, as a
 // NULL-stream Chorus call does): no thread hand-off, so an 8-byte all_reduce costs the library's
@@ -18,12 +18,12 @@
 #include <memory>
 #include <mutex>
 #include <thread>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <vector>
 
 #include "chorus/chorus.h"
+#include "torch_compat.h"
 
 namespace chorus_torch {
 
@@ -87,17 +87,59 @@ class Engine {
   std::thread worker_;
 };
 
-class ProcessGroupChorus : public c10d::ProcessGroup {
+class ProcessGroupChorus : public BackendBase {
  public:
   // Creates the group's communicator: rank 0 makes the unique id and publishes it in `store`
   // (the group's own prefixed store), the others read it. `timeout` bounds every wait.
   ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                      std::chrono::milliseconds timeout);
+  // Adopts a communicator made by split or shrink (owned from now on).
+  ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& store, chorusComm_t comm,
+                     std::chrono::milliseconds timeout);
   ~ProcessGroupChorus() override;
 
   const std::string getBackendName() const override { return "chorus"; }
-  void startCoalescing() override {}
+#if CHORUS_TORCH_BACKEND_API
+  bool supportsCoalescing() const override {
+    return true;
+  }
+  bool supportsSplitting() const override {
+    return true;
+  }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+  c10::intrusive_ptr<Options> getBackendOptions() override;
+  void setTimeout(std::chrono::milliseconds timeout) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  void abort() override;
+  void shutdown() override;
+  CHORUS_TORCH_MAYBE_OVERRIDE_BEGIN
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
+                                          const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts);
+  bool supportsShrinking() const {
+    return true;
+  }
+  c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranksToExclude,
+                                           int shrinkFlags,
+                                           const c10::intrusive_ptr<Options>& optsOverride);
+  CHORUS_TORCH_MAYBE_OVERRIDE_END
+#else
+  void startCoalescing() override;
   void endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& reqs) override;
+#endif
+  void setSequenceNumberForGroup() override {
+    seq_ = 0;
+  }
+  uint64_t getSequenceNumberForGroup() override {
+    return seq_;
+  }
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) override;
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
@@ -141,17 +183,42 @@ class ProcessGroupChorus : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
   // The Chorus communicator (for tests and for chorus.torch.comm_of).
-  chorusComm_t comm() const { return engine_->comm(); }
-  bool async() const { return async_; }
+  chorusComm_t comm() const {
+    return engine_->comm();
+  }
+  bool async() const {
+    return async_;
+  }
+  // Aborts the communicator (every waiting and later call raises); the group stays usable for
+  // shrink.
+  void abortComm();
 
  private:
+  void start(chorusComm_t comm, std::chrono::milliseconds timeout);
   c10::intrusive_ptr<ChorusWork> makeWork(c10d::OpType type, std::vector<at::Tensor> outputs,
                                           bool deferred = false);
+  // Runs or queues `job` (engine order); `timeout`: the call's own (opts.timeout), if set.
   c10::intrusive_ptr<c10d::Work> collective(c10d::OpType type, std::vector<at::Tensor> outputs,
-                                            std::function<void()> job);
+                                            std::function<void()> job,
+                                            std::chrono::milliseconds timeout);
+  // A reduction Chorus has no kernel for (BAND, BOR, BXOR): gathers every rank's `input`, folds
+  // them in rank order and hands the folded tensor to `done`.
+  c10::intrusive_ptr<c10d::Work> bitwise(const char* op, c10d::OpType type,
+                                         std::vector<at::Tensor> outputs, const at::Tensor& input,
+                                         c10d::ReduceOp::RedOpType rop,
+                                         std::chrono::milliseconds timeout,
+                                         std::function<void(const at::Tensor&)> done);
+  // A completed Work for an op that finished inside another (coalescing ends, no-ops).
+  c10::intrusive_ptr<c10d::Work> completed(c10d::OpType type, std::vector<at::Tensor> outputs);
 
+  c10::intrusive_ptr<c10d::Store> store_;
   std::shared_ptr<Engine> engine_;
+  std::chrono::milliseconds timeout_{0};
   bool async_ = false;
+  bool destroyed_ = false;
+  uint64_t seq_ = 0;           // collectives issued (TORCH_DISTRIBUTED_DEBUG's sequence number)
+  uint64_t monitoredSeq_ = 0;  // monitored barriers issued (their store keys)
+  uint64_t splits_ = 0;        // splits and shrinks made from this group (their store prefixes)
   at::Tensor barrierToken_;
 };
 

@@ -7,24 +7,40 @@
 
 namespace py = pybind11;
 
+namespace {
+
+chorus_torch::ProcessGroupChorus* chorusGroup(
+    const c10::intrusive_ptr<chorus_torch::BackendBase>& pg) {
+  auto* p = dynamic_cast<chorus_torch::ProcessGroupChorus*>(pg.get());
+  TORCH_CHECK(p != nullptr, "not a chorus process group (backend ",
+              pg ? pg->getBackendName() : std::string("None"), ")");
+  return p;
+}
+
+}  // namespace
+
 PYBIND11_MODULE(_chorus_torch, m) {
   m.doc() = "Chorus process group for torch.distributed (use chorus.torch)";
+  // The torch release this module was compiled against; chorus.torch compares it with the
+  // running torch before it loads anything else of this module.
+  m.attr("TORCH_VERSION") =
+      std::to_string(chorus_torch::kTorchMajor) + "." + std::to_string(chorus_torch::kTorchMinor);
+  m.attr("BACKEND_API") = bool(CHORUS_TORCH_BACKEND_API);
   m.def(
       "create_process_group",
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-         std::chrono::milliseconds timeout) -> c10::intrusive_ptr<c10d::ProcessGroup> {
+         std::chrono::milliseconds timeout) -> c10::intrusive_ptr<chorus_torch::BackendBase> {
         return c10::make_intrusive<chorus_torch::ProcessGroupChorus>(store, rank, size, timeout);
       },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
       py::call_guard<py::gil_scoped_release>());
-  m.def("is_async", [](const c10::intrusive_ptr<c10d::ProcessGroup>& pg) {
-    auto* p = dynamic_cast<chorus_torch::ProcessGroupChorus*>(pg.get());
-    TORCH_CHECK(p != nullptr, "not a chorus process group");
-    return p->async();
+  m.def("is_async", [](const c10::intrusive_ptr<chorus_torch::BackendBase>& pg) {
+    return chorusGroup(pg)->async();
   });
-  m.def("abort", [](const c10::intrusive_ptr<c10d::ProcessGroup>& pg) {
-    auto* p = dynamic_cast<chorus_torch::ProcessGroupChorus*>(pg.get());
-    TORCH_CHECK(p != nullptr, "not a chorus process group");
-    chorusCommAbort(p->comm());
+  m.def("abort", [](const c10::intrusive_ptr<chorus_torch::BackendBase>& pg) {
+    chorusGroup(pg)->abortComm();
+  });
+  m.def("sequence_number", [](const c10::intrusive_ptr<chorus_torch::BackendBase>& pg) {
+    return chorusGroup(pg)->getSequenceNumberForGroup();
   });
 }

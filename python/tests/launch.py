@@ -6,7 +6,7 @@ import socket
 import subprocess
 import sys
 
-PYTHON = "/usr/bin/python3"  # Debian's interpreter, with python3-torch and python3-numpy
+PYTHON = sys.executable  # the interpreter running the tests (the venv's, or Debian's)
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 

@@ -3,6 +3,7 @@ subgroups, async work and futures, error paths, a killed peer, a hung peer, and 
 against gloo. Each job's ranks are real processes started with torchrun-style variables."""
 
 import os
+import sys
 
 import pytest
 
@@ -66,7 +67,7 @@ def test_ddp_matches_gloo(mode):
 def test_examples_run(example):
     import subprocess
     path = os.path.join(HERE, "..", "..", "examples", "python", example)
-    r = subprocess.run(["/usr/bin/python3", path, "-np", "2", "--steps", "20"], text=True,
+    r = subprocess.run([sys.executable, path, "-np", "2", "--steps", "20"], text=True,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
     assert r.returncode == 0 and "step   0" in r.stdout, r.stdout
 
@@ -90,3 +91,75 @@ def test_env_from_launcher():
                                 "CHORUS_COMM_ID": "10.0.0.7:4000"})
     assert (env["RANK"], env["WORLD_SIZE"]) == ("5", "2")  # RANK kept, WORLD_SIZE filled
     assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == ("10.0.0.7", "4001")
+
+
+TORCH2 = int(torch.__version__.split(".")[0]) >= 2
+
+
+@pytest.mark.skipif(not TORCH2, reason="torch 2.x backend API")
+@pytest.mark.parametrize("world", [1, 2, 3])
+def test_torch2_features(world):
+    ok(launch(world, [WORKER, "torch2"]))
+
+
+@pytest.mark.skipif(not hasattr(torch.distributed, "shrink_group"), reason="torch has no shrink_group")
+@pytest.mark.parametrize("victim", [1, 3])
+def test_shrink_after_kill(victim):
+    results = launch(4, [WORKER, "shrink", str(victim)], timeout=180)
+    for r, (rc, text) in enumerate(results):
+        if r == victim:
+            assert rc == -9 or rc == 137 or rc == 9, report(results)
+        else:
+            assert rc == 0, report(results)
+
+
+EXAMPLES = os.path.join(HERE, "..", "..", "examples", "python")
+try:
+    from torch.distributed.fsdp import fully_shard  # noqa: F401
+    FSDP2 = True
+except ImportError:
+    FSDP2 = False
+
+
+@pytest.mark.skipif(not FSDP2, reason="torch has no FSDP2 (fully_shard)")
+@pytest.mark.parametrize("world,args", [(2, []), (3, []), (2, ["--mp", "bf16"]),
+                                        (2, ["--mp", "bf16", "--reduce-dtype", "bf16"])])
+def test_fsdp2_matches_single_process(world, args):
+    """FSDP2 training on chorus ends with the parameters of the same model trained on the whole
+    batch in one process (the example checks every parameter and exits 1 if not)."""
+    import subprocess
+    r = subprocess.run([sys.executable, os.path.join(EXAMPLES, "fsdp2_train.py"), "-np",
+                        str(world), "--steps", "8"] + args, text=True, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=300)
+    assert r.returncode == 0 and "(OK," in r.stdout, r.stdout
+
+
+def test_wrong_torch_version_is_a_clear_import_error(tmp_path):
+    """A chorus built for another torch release: `import chorus.torch` raises ImportError naming
+    both versions (before the compiled backend is loaded); `import chorus` still works."""
+    import shutil
+    import subprocess
+    import chorus
+    pkg = tmp_path / "chorus"
+    shutil.copytree(os.path.dirname(chorus.__file__), pkg)
+    (pkg / "_build_info.py").write_text('TORCH_VERSION = "1.0.0"\n')
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    r = subprocess.run([sys.executable, "-c", "import chorus.torch"], text=True, env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
+    assert r.returncode != 0 and "ImportError" in r.stdout, r.stdout
+    assert "built for torch 1.0.0" in r.stdout and torch.__version__ in r.stdout, r.stdout
+    r = subprocess.run([sys.executable, "-c", "import chorus, numpy; "
+                        "print(chorus.Comm.from_env().all_reduce(numpy.ones(3)))"],
+                       text=True, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       timeout=120)
+    assert r.returncode == 0 and "[1. 1. 1.]" in r.stdout, r.stdout
+
+
+def test_numpy_api_without_torch():
+    """`import chorus` (the numpy API) needs no torch at all."""
+    import subprocess
+    code = ("import sys; sys.modules['torch'] = None; import chorus, numpy; "
+            "print(chorus.Comm.from_env().all_reduce(numpy.arange(3.0)))")
+    r = subprocess.run([sys.executable, "-c", code], text=True, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=120)
+    assert r.returncode == 0 and "[0. 1. 2.]" in r.stdout, r.stdout

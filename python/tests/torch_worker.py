@@ -18,6 +18,7 @@ import torch.distributed as dist
 import chorus.torch  # noqa: F401  (registers "chorus")
 
 FAILURES = []
+TORCH2 = int(torch.__version__.split(".")[0]) >= 2
 FLOATS = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 INTS = [torch.int8, torch.uint8, torch.int32, torch.int64]
 OPS = {"sum": dist.ReduceOp.SUM, "product": dist.ReduceOp.PRODUCT, "min": dist.ReduceOp.MIN,
@@ -81,6 +82,51 @@ def matrix(world, rank, group=None, tag=""):
                 want = reduce_ref([data(r, count, dtype, salt, op) for r in range(n)], op, dtype)
                 dist.all_reduce(x, op=OPS[op], group=group)
                 same(x, want, f"{tag}all_reduce {op} {dtype} n={count}", exact=op != "avg")
+    # bool (SUM is OR, PRODUCT is AND), the bitwise ops on integers, PREMUL_SUM on floats.
+    for count in (0, 1, 77):
+        salt += 1
+        gb = lambda r: data(r, count, torch.int64, salt) > 3  # noqa: E731
+        for op, fold in (("sum", torch.logical_or), ("max", torch.logical_or),
+                         ("min", torch.logical_and), ("product", torch.logical_and)):
+            x = gb(grank)
+            want = gb(0)
+            for r in range(1, n):
+                want = fold(want, gb(r))
+            dist.all_reduce(x, op=OPS[op], group=group)
+            same(x, want, f"{tag}all_reduce bool {op} n={count}")
+        for dtype in (torch.uint8, torch.int32, torch.int64, torch.bool):
+            for name, fold in (("BAND", torch.bitwise_and), ("BOR", torch.bitwise_or),
+                               ("BXOR", torch.bitwise_xor)):
+                gi = lambda r: data(r, count, torch.int64, salt * 3 + r).to(dtype)  # noqa: E731
+                want = gi(0)
+                for r in range(1, n):
+                    want = fold(want, gi(r))
+                x = gi(grank)
+                dist.all_reduce(x, op=getattr(dist.ReduceOp, name), group=group)
+                same(x, want, f"{tag}all_reduce {name} {dtype} n={count}")
+                root = salt % n
+                x = gi(grank)
+                dist.reduce(x, dst=_global(root, group), op=getattr(dist.ReduceOp, name),
+                            group=group)
+                if grank == root:
+                    same(x, want, f"{tag}reduce {name} {dtype} n={count}")
+        if hasattr(dist, "_make_nccl_premul_sum"):
+            for dtype in FLOATS:
+                for factor in (0.5, torch.tensor([0.25], dtype=torch.float64)):
+                    premul = dist._make_nccl_premul_sum(
+                        factor if isinstance(factor, float) or TORCH2 else [factor])
+                    f = float(factor) if isinstance(factor, float) else float(factor.item())
+                    ins = [data(r, n * count, dtype, salt) for r in range(n)]
+                    want = (torch.stack([t.double() for t in ins]) * f).sum(0).to(dtype)
+                    x = ins[grank].clone()
+                    dist.all_reduce(x, op=premul, group=group)
+                    same(x, want, f"{tag}all_reduce PREMUL_SUM {dtype} n={count}", exact=False)
+                    out = torch.empty(count, dtype=dtype)
+                    src = ins[grank].clone()
+                    dist.reduce_scatter_tensor(out, src, op=premul, group=group)
+                    same(out, want[grank * count:(grank + 1) * count],
+                         f"{tag}reduce_scatter_tensor PREMUL_SUM {dtype} n={count}", exact=False)
+                    same(src, ins[grank], f"{tag}reduce_scatter_tensor PREMUL_SUM keeps input")
     # A large one: the pipelined ring/tree paths.
     x = data(grank, 300001, torch.float32, 999)
     dist.all_reduce(x, group=group)
@@ -251,15 +297,15 @@ def scenario_matrix(method="env"):
 def scenario_errors():
     rank, world = init()
     try:
-        dist.all_reduce(torch.zeros(3, dtype=torch.bool))
-        expect(False, "bool all_reduce raised nothing")
+        dist.all_reduce(torch.zeros(3, dtype=torch.int16))
+        expect(False, "int16 all_reduce raised nothing")
     except RuntimeError as e:
-        expect("rank" in str(e) and "dtype" in str(e), f"bool all_reduce message: {e}")
+        expect("rank" in str(e) and "dtype" in str(e), f"int16 all_reduce message: {e}")
     try:
-        dist.all_reduce(torch.zeros(3, dtype=torch.int32), op=dist.ReduceOp.BAND)
-        expect(False, "BAND raised nothing")
+        dist.all_reduce(torch.zeros(3), op=dist.ReduceOp.BAND)
+        expect(False, "BAND on float raised nothing")
     except RuntimeError as e:
-        expect("ReduceOp" in str(e), f"BAND message: {e}")
+        expect("BAND" in str(e) and "integer" in str(e), f"BAND message: {e}")
     try:
         dist.all_gather_into_tensor(torch.zeros(5), torch.zeros(2))
         expect(False, "all_gather_into_tensor size mismatch raised nothing")
@@ -279,6 +325,99 @@ def scenario_errors():
     except (RuntimeError, ValueError) as e:
         print(f"after destroy: {type(e).__name__}: {e}")
     del pg
+
+
+def scenario_torch2():
+    """torch 2.x: the backend under a device map ("cpu:chorus"), the *_tensor_coalesced ops
+    through _coalescing_manager, sequence numbers, functional collectives, and monitored_barrier
+    passing and then naming a late rank."""
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dist.init_process_group("cpu:chorus", timeout=datetime.timedelta(seconds=60))
+    n = world
+    expect("chorus" in str(dist.get_backend()), f"backend {dist.get_backend()}")
+    sizes = (1, 5, 1000)
+    ins = [data(rank, k, torch.float32, 50 + k) for k in sizes]
+    outs = [torch.empty(n * k) for k in sizes]
+    with dist._coalescing_manager(async_ops=True) as cm:
+        for o, i in zip(outs, ins):
+            dist.all_gather_into_tensor(o, i)
+    cm.wait()
+    for k, o in zip(sizes, outs):
+        same(o, torch.cat([data(r, k, torch.float32, 50 + k) for r in range(n)]),
+             f"coalesced all_gather_into_tensor n={k}")
+    for op in ("sum", "avg"):
+        ins = [data(rank, n * k, torch.float32, 60 + k) for k in sizes]
+        outs = [torch.empty(k) for k in sizes]
+        with dist._coalescing_manager(async_ops=True) as cm:
+            for o, i in zip(outs, ins):
+                dist.reduce_scatter_tensor(o, i, op=OPS[op])
+        cm.wait()
+        for k, o in zip(sizes, outs):
+            want = reduce_ref([data(r, n * k, torch.float32, 60 + k) for r in range(n)], op,
+                              torch.float32)
+            same(o, want[rank * k:(rank + 1) * k], f"coalesced reduce_scatter_tensor {op} n={k}",
+                 exact=False)
+    ts = [torch.full((k,), float(rank)) for k in sizes]
+    with dist._coalescing_manager(async_ops=True) as cm:
+        for t in ts:
+            dist.all_reduce(t)
+    cm.wait()
+    for t in ts:
+        same(t, torch.full_like(t, float(sum(range(n)))), "coalesced all_reduce")
+
+    s0 = chorus.torch.sequence_number()
+    dist.all_reduce(torch.ones(2))
+    expect(chorus.torch.sequence_number() == s0 + 1, "sequence number counts collectives")
+
+    import torch.distributed._functional_collectives as fc
+    r = fc.wait_tensor(fc.all_reduce(torch.ones(4), "sum", dist.group.WORLD))
+    same(r, torch.full((4,), float(n)), "functional all_reduce")
+    g = fc.wait_tensor(fc.all_gather_tensor(torch.full((2,), float(rank)), 0, dist.group.WORLD))
+    same(g, torch.cat([torch.full((2,), float(r)) for r in range(n)]), "functional all_gather")
+
+    # torch's dist.monitored_barrier accepts gloo only; chorus.torch.monitored_barrier is the
+    # same call on a chorus group.
+    chorus.torch.monitored_barrier(timeout=datetime.timedelta(seconds=30))
+    if n > 1:
+        late = n - 1
+        if rank == late:
+            time.sleep(3)
+        try:
+            chorus.torch.monitored_barrier(timeout=datetime.timedelta(seconds=1),
+                                           wait_all_ranks=True)
+            expect(False, "monitored_barrier passed with a late rank")
+        except RuntimeError as e:
+            expect(f"rank {late}" in str(e) or f"ranks {late}" in str(e) or
+                   f"Rank {late}" in str(e), f"monitored_barrier names rank {late}: {e}")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def scenario_shrink(victim):
+    """4 ranks loop on all_reduce; the victim is SIGKILLed mid-loop; the survivors catch the
+    error, shrink the default group without it (torch's shrink_group) and go on with 3 ranks."""
+    rank, world = init()
+    victim = int(victim)
+    t = torch.ones(1000)
+    try:
+        for i in range(1000000):
+            if i == 30 and rank == victim:
+                os.kill(os.getpid(), 9)
+            dist.all_reduce(t)
+            t.fill_(1.0)
+        expect(False, "the loop ended without an error")
+    except RuntimeError as e:
+        expect(f"rank {victim}" in str(e), f"error names rank {victim}: {e}")
+    dist.shrink_group([victim])
+    expect(dist.get_world_size() == world - 1, f"world after shrink {dist.get_world_size()}")
+    new_rank = dist.get_rank()
+    expect(new_rank == (rank if rank < victim else rank - 1), f"rank after shrink {new_rank}")
+    x = torch.full((100,), float(rank))
+    dist.all_reduce(x)
+    same(x, torch.full((100,), float(sum(r for r in range(world) if r != victim))),
+         "all_reduce after shrink")
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 def scenario_kill(victim):

@@ -503,6 +503,20 @@ chorusResult_t chorusCommCount(const chorusComm_t comm, int* count) {
   return chorusSuccess;
 }
 
+chorusResult_t chorusCommSetTimeout(chorusComm_t comm, int timeoutMs) {
+  if (comm == nullptr || !isLiveComm(comm)) {
+    setThreadLastError("chorusCommSetTimeout: comm is NULL or not a live communicator");
+    return chorusInvalidArgument;
+  }
+  if (timeoutMs < 0) {
+    setLastError(comm, format("chorusCommSetTimeout (rank %d): timeoutMs is %d, expected >= 0",
+                              comm->rank, timeoutMs));
+    return chorusInvalidArgument;
+  }
+  comm->timeoutSec = double(timeoutMs) / 1000.0;
+  return chorusSuccess;
+}
+
 chorusResult_t chorusCommUserRank(const chorusComm_t comm, int* rank) {
   if (comm == nullptr || !isLiveComm(comm)) {
     setThreadLastError("chorusCommUserRank: comm is NULL or not a live communicator");
