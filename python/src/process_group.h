@@ -100,25 +100,27 @@ class ProcessGroupChorus : public BackendBase {
 
   const std::string getBackendName() const override { return "chorus"; }
 #if CHORUS_TORCH_BACKEND_API
-  bool supportsCoalescing() const override {
-    return true;
-  }
   bool supportsSplitting() const override {
     return true;
   }
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
-  c10::intrusive_ptr<Options> getBackendOptions() override;
-  void setTimeout(std::chrono::milliseconds timeout) override;
   c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
       std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
       const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
       std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
       const c10d::ReduceScatterOptions& opts) override;
-  void abort() override;
-  void shutdown() override;
+  // Virtual in the torch releases that have them (2.13 has them all; 2.6, Debian 13's, has
+  // none of these five, nor split's and shrink's forms).
   CHORUS_TORCH_MAYBE_OVERRIDE_BEGIN
+  bool supportsCoalescing() const {
+    return true;
+  }
+  c10::intrusive_ptr<Options> getBackendOptions();
+  void setTimeout(std::chrono::milliseconds timeout);
+  void abort();
+  void shutdown();
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
                                           const std::vector<int>& ranks,
                                           const c10::intrusive_ptr<Options>& opts);

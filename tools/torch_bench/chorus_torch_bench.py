@@ -1,7 +1,7 @@
 """chorus-torch-bench: the "chorus" and "gloo" torch.distributed backends side by side, in one
 job on this machine: all_reduce 8 B .. 256 MiB, broadcast, all_gather_into_tensor (gloo in
-torch 1.13 has none: its list all_gather is timed instead) and a DDP training step of a small
-MLP. Both backends run in the same processes (a gloo group beside the default "chorus" group),
+torch 1.13 has none: its list all_gather is timed instead), reduce_scatter_tensor (torch 2.x),
+a DDP training step of a small MLP and an FSDP2 step of the same MLP (torch 2.x). Both backends run in the same processes (a gloo group beside the default "chorus" group),
 in rounds that alternate between them, so that both see the same machine; per size it prints
 the best and the median time per call over the rounds, and their ratios.
 
@@ -43,7 +43,7 @@ def parse():
     p.add_argument("-r", "--rounds", type=int, default=5, help="alternating rounds per size")
     p.add_argument("--budget", type=float, default=0.05,
                    help="seconds per timed round and backend (iterations are chosen to fill it)")
-    p.add_argument("--ops", default="all_reduce,broadcast,all_gather,ddp")
+    p.add_argument("--ops", default="all_reduce,broadcast,all_gather,reduce_scatter,ddp,fsdp2")
     p.add_argument("--backends", default="chorus,gloo")
     p.add_argument("--json", help="write the results as JSON here (rank 0)")
     return p.parse_args()
@@ -132,6 +132,7 @@ def main():
     if sizes and sizes[-1] != args.maxbytes:
         sizes.append(args.maxbytes)
     backends = list(groups)
+    torch2 = int(torch.__version__.split(".")[0]) >= 2
 
     if "all_reduce" in ops:
         header("all_reduce float32 sum", backends)
@@ -148,8 +149,8 @@ def main():
                                       for b, g in groups.items()})
             del t
     if "all_gather" in ops:
-        header("all_gather_into_tensor float32 (gloo: list all_gather; bytes = whole output)",
-               backends)
+        header("all_gather_into_tensor float32 (bytes = whole output"
+               + ("" if torch2 else "; gloo: list all_gather") + ")", backends)
         for nb in sizes:
             per = max(1, nb // 4 // world)
             x = torch.ones(per)
@@ -157,11 +158,20 @@ def main():
             ys = list(y.chunk(world))
             makers = {}
             for b, g in groups.items():
-                if b == "gloo":
+                if b == "gloo" and not torch2:
                     makers[b] = lambda g=g: dist.all_gather(ys, x, group=g)
                 else:
                     makers[b] = lambda g=g: dist.all_gather_into_tensor(y, x, group=g)
             measure("all_gather", nb, makers)
+    if "reduce_scatter" in ops and torch2:
+        header("reduce_scatter_tensor float32 sum (bytes = whole input)", backends)
+        for nb in sizes:
+            per = max(1, nb // 4 // world)
+            x = torch.ones(per * world)
+            y = torch.empty(per)
+            measure("reduce_scatter", nb,
+                    {b: (lambda g=g: dist.reduce_scatter_tensor(y, x, group=g))
+                     for b, g in groups.items()})
     if "ddp" in ops:
         from torch.nn.parallel import DistributedDataParallel as DDP
         header("DDP training step: MLP 256-1024-1024-10 (1.3M parameters, 5 MB of gradients), "
@@ -183,6 +193,33 @@ def main():
                 opt.step()
             steps[b] = step
         measure("ddp_step", "step", steps, backends + ["compute"])
+    if "fsdp2" in ops and torch2:
+        from torch.distributed.device_mesh import DeviceMesh
+        from torch.distributed.fsdp import fully_shard
+        header("FSDP2 training step: the same MLP, each Linear and the root fully_shard-ed "
+               "(fp32); compute: the step without FSDP", backends + ["compute"])
+        steps = {}
+        for b, g in list(groups.items()) + [("compute", "none")]:
+            torch.manual_seed(0)
+            model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(),
+                                        torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
+                                        torch.nn.Linear(1024, 10))
+            if g != "none":
+                pg = g if g is not None else dist.group.WORLD
+                mesh = DeviceMesh.from_group(pg, "cpu")
+                for layer in model:
+                    if isinstance(layer, torch.nn.Linear):
+                        fully_shard(layer, mesh=mesh)
+                fully_shard(model, mesh=mesh)
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            x, y = torch.randn(32, 256), torch.randint(0, 10, (32,))
+
+            def step(model=model, opt=opt, x=x, y=y):
+                opt.zero_grad()
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                opt.step()
+            steps[b] = step
+        measure("fsdp2_step", "step", steps, backends + ["compute"])
     if args.json and rank == 0:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
