@@ -1,20 +1,17 @@
 #!/usr/bin/env bash
-# Fails if any C/C++/CUDA source differs from what clang-format (Debian's, .clang-format) makes
+# Fails if any C/C++/CUDA source differs from what clang-format (14.0.6, .clang-format) makes
 # of it; `scripts/format_check.sh --fix` rewrites them instead. CI runs the check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! command -v clang-format >/dev/null; then
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo=sudo
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends clang-format
-fi
+# clang-format 14.0.6 from PyPI, pinned in python/requirements-dev.txt (Debian 13's own is 19,
+# which formats differently).
+clang_format=$(scripts/venv.sh)/bin/clang-format
 mapfile -t files < <(git ls-files '*.cc' '*.h' '*.cu' '*.c' '*.hpp')
 if [ "${1:-}" = "--fix" ]; then
-  clang-format -i "${files[@]}"
+  "$clang_format" -i "${files[@]}"
   exit 0
 fi
-if ! clang-format --dry-run -Werror "${files[@]}"; then
+if ! "$clang_format" --dry-run -Werror "${files[@]}"; then
   echo "format_check: the files above are not clang-formatted; run scripts/format_check.sh --fix" >&2
   exit 1
 fi

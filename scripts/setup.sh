@@ -17,9 +17,8 @@ sudo=""
 [ "$(id -u)" -eq 0 ] || sudo=sudo
 need=()
 # The benchmarks' JSON uses nlohmann-json3-dev (header-only, build time only); chorus-plot needs
-# python3-matplotlib; python3-venv lets Debian's interpreter make the venv where it is the only
-# python3.
-for pkg in cmake g++ make libgtest-dev python3-dev python3-venv pybind11-dev python3-numpy \
+# python3-matplotlib.
+for pkg in cmake g++ make libgtest-dev python3-dev pybind11-dev python3-numpy \
            python3-pytest python3-torch libtorch-dev nlohmann-json3-dev python3-matplotlib; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
@@ -29,16 +28,7 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
 
-# The venv: the first python3 on PATH (this machine kind's CPython 3.11, for which the torch
-# wheel lies on disk), or CHORUS_VENV_PYTHON.
-venv=${CHORUS_VENV:-$PWD/.venv}
-if [ ! -x "$venv/bin/python" ]; then
-  "${CHORUS_VENV_PYTHON:-python3}" -m venv "$venv"
-fi
-if ! cmp -s python/requirements-dev.txt "$venv/.chorus-requirements" 2>/dev/null; then
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r python/requirements-dev.txt
-  cp python/requirements-dev.txt "$venv/.chorus-requirements"
-fi
+venv=$(scripts/venv.sh)
 
 # The Python package and its torch backend are required here (AUTO elsewhere): the suite must
 # not skip them silently.
