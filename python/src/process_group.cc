@@ -316,20 +316,27 @@ void Engine::run(Task& t) {
 }
 
 void Engine::submit(const c10::intrusive_ptr<ChorusWork>& work, std::function<void()> job) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  TORCH_CHECK(!stopping_, "chorus: the process group is shut down");
+  flushLocked();
+  if (!async_) {
+    // Inline: run here, under the lock (one operation at a time, in issue order), with no task
+    // to build (the common case's allocations are the work and the job only).
+    std::exception_ptr err;
+    try {
+      job();
+    } catch (...) {
+      err = std::current_exception();
+    }
+    work->complete(err);
+    return;
+  }
   Task t;
   t.works.push_back(work);
   t.jobs.push_back(std::move(job));
-  std::unique_lock<std::mutex> lock(mutex_);
-  TORCH_CHECK(!stopping_, "chorus: the process group is shut down");
-  if (async_) {
-    flushLocked();
-    queue_.push_back(std::move(t));
-    lock.unlock();
-    cv_.notify_one();
-    return;
-  }
-  flushLocked();
-  run(t);  // under the lock: one operation at a time, in issue order
+  queue_.push_back(std::move(t));
+  lock.unlock();
+  cv_.notify_one();
 }
 
 void Engine::defer(const c10::intrusive_ptr<ChorusWork>& work, std::function<void()> job,
