@@ -27,7 +27,7 @@ import torch.distributed as dist
 from . import _build_info
 
 __all__ = ["BACKEND", "abort", "is_async", "env_from_launcher", "backend_of", "sequence_number",
-           "monitored_barrier"]
+           "monitored_barrier", "failed_rank", "shrink_after_failure"]
 
 BACKEND = "chorus"
 
@@ -142,3 +142,40 @@ def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
     if timeout is None:
         timeout = dist.distributed_c10d._get_default_timeout(BACKEND)
     return pg.monitored_barrier(timeout, wait_all_ranks=wait_all_ranks)
+
+
+_FAILED = None
+
+
+def failed_rank(error):
+    """The group rank that a chorus error blames for a failure (a rank that died, aborted or
+    stopped), or None: the error names it, e.g. "AllReduce: peer rank 2 (pid 812) died"."""
+    import re
+    global _FAILED
+    if _FAILED is None:
+        _FAILED = re.compile(r"rank (\d+)(?: \(pid \d+\))? (?:died|aborted|exited|"
+                             r"stopped|left|failed)")
+    m = _FAILED.search(str(error))
+    return int(m.group(1)) if m else None
+
+
+def shrink_after_failure(error, group=None):
+    """After a collective raised `error` because a rank was lost: shrinks `group` (default: the
+    default group, which the result then replaces) to the survivors with torch's shrink_group
+    (chorusCommShrink underneath: the ranks that died are excluded too) and returns the new
+    group. Every survivor calls it; state is kept in memory, only the failed step is lost.
+
+        try:
+            train_step(model)
+        except RuntimeError as e:
+            chorus.torch.shrink_after_failure(e)
+            model = DDP(model.module)            # rebuild the wrapper on the new default group
+    """
+    if not hasattr(dist, "shrink_group"):
+        raise RuntimeError(f"chorus.torch.shrink_after_failure needs torch >= 2.13 "
+                           f"(dist.shrink_group); this is torch {torch.__version__}")
+    lost = failed_rank(error)
+    if lost is None:
+        raise RuntimeError(f"chorus.torch.shrink_after_failure: the error names no lost rank: "
+                           f"{error}") from error
+    return dist.shrink_group([lost], group=group)

@@ -163,3 +163,19 @@ def test_numpy_api_without_torch():
     r = subprocess.run([sys.executable, "-c", code], text=True, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, timeout=120)
     assert r.returncode == 0 and "[0. 1. 2.]" in r.stdout, r.stdout
+
+
+@pytest.mark.skipif(not hasattr(torch.distributed, "shrink_group"), reason="torch has no shrink_group")
+def test_ddp_survives_a_lost_rank():
+    """4 ranks train with DDP; one is SIGKILLed at a random step; the survivors shrink to 3,
+    rebuild DDP, redo the step and end with the parameters of one process trained on the whole
+    batch of every step (examples/python/elastic_ddp.py checks them and exits 1 if not)."""
+    import random
+    import subprocess
+    victim, step = random.randrange(4), random.randrange(1, 15)
+    r = subprocess.run([sys.executable, os.path.join(EXAMPLES, "elastic_ddp.py"), "-np", "4",
+                        "--kill-rank", str(victim), "--kill-step", str(step)], text=True,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+    print(f"victim {victim} at step {step}")
+    assert r.returncode == 0, r.stdout
+    assert r.stdout.count("(OK)") == 3 and "on 3 ranks" in r.stdout, r.stdout
