@@ -227,6 +227,9 @@ bool ChorusWork::isCompleted() {
 
 bool ChorusWork::wait(std::chrono::milliseconds timeout) {
   if (deferred_) engine_->flush();
+  // A future's callback runs on the worker thread; when it waits for a later operation (DDP's
+  // PowerSGD hook does), the worker runs the queue up to it here instead of waiting for itself.
+  if (engine_->onWorkerThread()) engine_->runQueuedUntil([this] { return isDone(); });
   return c10d::Work::wait(timeout);
 }
 
@@ -275,7 +278,28 @@ void ChorusWork::complete(std::exception_ptr e) {
 // Engine
 
 Engine::Engine(chorusComm_t comm, bool async) : comm_(comm), async_(async) {
-  if (async_) worker_ = std::thread([this] { workerLoop(); });
+  if (async_) {
+    worker_ = std::thread([this] { workerLoop(); });
+    workerId_ = worker_.get_id();
+  }
+}
+
+bool Engine::onWorkerThread() const {
+  return async_ && std::this_thread::get_id() == workerId_;
+}
+
+void Engine::runQueuedUntil(const std::function<bool()>& done) {
+  while (!done()) {
+    Task t;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      flushLocked();
+      if (queue_.empty()) return;  // not queued here: the base wait decides
+      t = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    run(t);
+  }
 }
 
 Engine::~Engine() {
@@ -319,6 +343,21 @@ void Engine::submit(const c10::intrusive_ptr<ChorusWork>& work, std::function<vo
   std::unique_lock<std::mutex> lock(mutex_);
   TORCH_CHECK(!stopping_, "chorus: the process group is shut down");
   flushLocked();
+  if (async_ && onWorkerThread()) {
+    // Issued by a future's callback, which runs on the worker: it may wait for this operation
+    // before it returns (PowerSGD's hook does). The worker runs what was queued before it, in
+    // issue order, then this one, here.
+    lock.unlock();
+    runQueuedUntil([] { return false; });
+    std::exception_ptr err;
+    try {
+      job();
+    } catch (...) {
+      err = std::current_exception();
+    }
+    work->complete(err);
+    return;
+  }
   if (!async_) {
     // Inline: run here, under the lock (one operation at a time, in issue order), with no task
     // to build (the common case's allocations are the work and the job only).

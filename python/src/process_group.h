@@ -40,6 +40,10 @@ class ChorusWork : public c10d::Work {
   std::vector<at::Tensor> result() override { return outputs_; }
   // Marks the work done (error: e != nullptr); completes the future if one was asked for.
   void complete(std::exception_ptr e);
+  bool isDone() {
+    std::lock_guard<std::mutex> lock(futureMutex_);
+    return done_;
+  }
 
  private:
   std::vector<at::Tensor> outputs_;
@@ -65,6 +69,11 @@ class Engine {
   // Starts the deferred operations as one Chorus group.
   void flush();
   void stop();
+  // Whether the caller is this engine's worker thread (async mode).
+  bool onWorkerThread() const;
+  // On the worker thread: runs queued operations, in order, until done() (a wait issued by a
+  // future's callback, which runs on the worker, for an operation queued after it).
+  void runQueuedUntil(const std::function<bool()>& done);
 
  private:
   struct Task {
@@ -85,6 +94,7 @@ class Engine {
   std::condition_variable cv_;
   bool stopping_ = false;
   std::thread worker_;
+  std::thread::id workerId_;
 };
 
 class ProcessGroupChorus : public BackendBase {

@@ -24,6 +24,11 @@ def test_matrix(world):
     ok(launch(world, [WORKER, "matrix"]))
 
 
+@pytest.mark.parametrize("mode", ["0", "1"])
+def test_collective_inside_a_future_callback(mode):
+    ok(launch(2, [WORKER, "callback"], env={"CHORUS_TORCH_ASYNC": mode}, timeout=120))
+
+
 def test_matrix_async_worker_thread():
     ok(launch(3, [WORKER, "matrix"], env={"CHORUS_TORCH_ASYNC": "1"}))
 

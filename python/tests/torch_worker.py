@@ -420,6 +420,24 @@ def scenario_shrink(victim):
     dist.destroy_process_group()
 
 
+def scenario_callback():
+    """A future's callback issues a collective and waits for it (as DDP's PowerSGD hook does);
+    with CHORUS_TORCH_ASYNC=1 the callback runs on the backend's worker thread."""
+    rank, world = init()
+    t = torch.full((4,), float(rank))
+
+    def cb(fut):
+        u = torch.full((3,), float(rank + 1))
+        dist.all_reduce(u, async_op=True).get_future().wait()
+        return u
+
+    for _ in range(3):
+        got = dist.all_reduce(t, async_op=True).get_future().then(cb).wait()
+        same(got, torch.full((3,), float(sum(r + 1 for r in range(world)))), "callback's all_reduce")
+    dist.barrier()
+    dist.destroy_process_group()
+
+
 def scenario_kill(victim):
     """All ranks loop on all_reduce; the victim exits abruptly after a few iterations. Every
     survivor must raise a RuntimeError naming the victim, well within the group timeout."""

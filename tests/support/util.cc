@@ -218,6 +218,9 @@ std::vector<std::string> leakedShm(const std::set<std::string>& before, double s
     std::vector<std::string> out;
     for (const auto& name : shmEntries()) {
       if (before.count(name)) continue;
+      // Only Chorus's own segments ("chorus-<pid>-<rank>-<nonce>"): other programs' entries
+      // (Python's multiprocessing semaphores, say) are neither ours to judge nor to remove.
+      if (name.rfind("chorus", 0) != 0) continue;
       struct stat st;
       const std::string path = "/dev/shm/" + name;
       if (stat(path.c_str(), &st) != 0 || st.st_uid != getuid()) continue;
