@@ -21,7 +21,9 @@ namespace {
 // the library's message, which names the rank and, for a failed peer, the peer and the cause.
 void check(chorusResult_t r, chorusComm_t comm, const char* what) {
   if (r == chorusSuccess) return;
-  TORCH_CHECK(false, "chorus ", what, " failed: ", chorusGetErrorString(r), ": ",
+  // A timeout says so in the words torch's own checks look for (" Timed out ").
+  TORCH_CHECK(false, "chorus ", what, " failed: ", r == chorusTimeout ? "Timed out (" : "",
+              chorusGetErrorString(r), r == chorusTimeout ? ")" : "", ": ",
               chorusGetLastError(comm));
 }
 
@@ -703,12 +705,15 @@ void ProcessGroupChorus::monitoredBarrier(const c10d::BarrierOptions& opts, bool
     try {
       store_->wait({base + "result"}, patience);
     } catch (const std::exception&) {
-      TORCH_CHECK(false, "chorus monitored_barrier (rank ", rank_, "): rank 0 did not release ",
-                  "the barrier within ", patience.count(), " ms");
+      TORCH_CHECK(false, "Rank ", rank_, " successfully reached monitoredBarrier, but received ",
+                  "errors while waiting for send/recv from rank 0: rank 0 gave no answer within ",
+                  patience.count(), " ms (chorus monitored_barrier)");
     }
     const std::vector<uint8_t> v = store_->get(base + "result");
     const std::string result(v.begin(), v.end());
-    TORCH_CHECK(result == "ok", "chorus monitored_barrier (rank ", rank_, "): ", result);
+    TORCH_CHECK(result == "ok", "Rank ", rank_, " successfully reached monitoredBarrier, but ",
+                "received errors while waiting for send/recv from rank 0. Please check rank 0 ",
+                "logs for faulty rank: ", result, " (chorus monitored_barrier)");
     return;
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -727,11 +732,13 @@ void ProcessGroupChorus::monitoredBarrier(const c10d::BarrierOptions& opts, bool
     std::string names;
     const size_t shown = waitAllRanks ? missing.size() : 1;
     for (size_t i = 0; i < shown; ++i) names += (i ? ", " : "") + std::to_string(missing[i]);
-    result = "rank" + std::string(shown > 1 ? "s " : " ") + names +
-             " failed to pass monitored_barrier within " + std::to_string(timeout.count()) + " ms";
+    // gloo's wording, which torch's tests and users' log scrapers look for.
+    result = "Rank 0 timed out in monitoredBarrier after " + std::to_string(timeout.count()) +
+             " ms: Rank" + std::string(shown > 1 ? "s " : " ") + names +
+             " failed to pass monitoredBarrier in " + std::to_string(timeout.count()) + " ms";
   }
   store_->set(base + "result", std::vector<uint8_t>(result.begin(), result.end()));
-  TORCH_CHECK(result == "ok", "chorus monitored_barrier (rank 0): ", result);
+  TORCH_CHECK(result == "ok", result, " (chorus monitored_barrier)");
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::broadcast(std::vector<at::Tensor>& tensors,
