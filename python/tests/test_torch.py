@@ -184,3 +184,26 @@ def test_ddp_survives_a_lost_rank():
     print(f"victim {victim} at step {step}")
     assert r.returncode == 0, r.stdout
     assert r.stdout.count("(OK)") == 3 and "on 3 ranks" in r.stdout, r.stdout
+
+
+def test_torchrun_two_emulated_nodes():
+    """torchrun --nnodes 2 (two agents, c10d rendezvous on loopback), each node a different
+    CHORUS_HOSTID: ranks of different nodes talk over Chorus's TCP transport. FSDP2 training
+    ends with the single-process parameters."""
+    import shutil
+    import subprocess
+    torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable))
+    if torchrun is None or not FSDP2:
+        pytest.skip("needs torch 2.x's torchrun and FSDP2")
+    from launch import free_port
+    port = free_port()
+    procs = [subprocess.Popen([torchrun, "--nnodes", "2", "--node-rank", str(i),
+                               "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
+                               "--master-port", str(port),
+                               os.path.join(EXAMPLES, "fsdp2_train.py"), "--steps", "6"],
+                              env=dict(os.environ, CHORUS_HOSTID=f"node{i}"), text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+             for i in range(2)]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), "\n".join(outs)
+    assert "4 ranks" in outs[0] and "(OK," in outs[0], outs[0]
