@@ -13,9 +13,9 @@ DTensor, DeviceMesh, functional collectives and FSDP2 reach it); on torch 1.13 a
 The unique id travels through the store torch gives the backend; the group's timeout bounds
 every wait. See docs/python.md.
 
-The compiled part (chorus._chorus_torch) is built against one torch release (major.minor). This
-module compares it with the running torch first and raises ImportError naming both when they
-differ, before anything of the compiled part is loaded.
+The compiled part (chorus._chorus_torch_ext) is built against one torch release (major.minor);
+chorus._chorus_torch compares it with the running torch first and raises ImportError naming
+both when they differ, before anything compiled is loaded.
 """
 
 import inspect
@@ -24,37 +24,12 @@ import os
 import torch
 import torch.distributed as dist
 
-from . import _build_info
-
 __all__ = ["BACKEND", "abort", "is_async", "env_from_launcher", "backend_of", "sequence_number",
            "monitored_barrier", "failed_rank", "shrink_after_failure"]
 
 BACKEND = "chorus"
 
-
-def _release(version):
-    """'2.13.0+cpu' -> (2, 13)"""
-    parts = version.split("+")[0].split(".")
-    return int(parts[0]), int(parts[1])
-
-
-def _check_torch_version():
-    built = _build_info.TORCH_VERSION
-    if not built:
-        raise ImportError(
-            "chorus.torch: this chorus was built without the torch backend (no torch was "
-            f"importable when it was built); running torch {torch.__version__}. Rebuild it in this "
-            "environment: pip install --no-build-isolation --force-reinstall <chorus source>")
-    if _release(built) != _release(torch.__version__):
-        raise ImportError(
-            f"chorus.torch: the chorus torch backend was built for torch {built}, but torch "
-            f"{torch.__version__} is running (backends have no stable ABI across torch releases). "
-            "Rebuild it against this torch: pip install --no-build-isolation --force-reinstall "
-            "<chorus source> (or install the chorus wheel built for this torch).")
-
-
-_check_torch_version()
-from . import _chorus_torch  # noqa: E402  (only once the versions match)
+from . import _chorus_torch  # noqa: E402  (checks the torch release, then loads the compiled part)
 
 _LAUNCHERS = (("CHORUS_RANK", "CHORUS_NRANKS", "CHORUS_LOCAL_RANK"),
               ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),

@@ -1,5 +1,6 @@
-// chorus._chorus_torch: the factory torch.distributed calls for backend "chorus", and a few
-// introspection helpers. Registered by python/chorus/torch.py.
+// chorus._chorus_torch_ext (loaded by chorus/_chorus_torch.py once the torch release matches): the
+// factory torch.distributed calls for backend "chorus", and a few introspection helpers. Registered
+// by python/chorus/torch.py.
 #include <pybind11/chrono.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -19,7 +20,7 @@ chorus_torch::ProcessGroupChorus* chorusGroup(
 
 }  // namespace
 
-PYBIND11_MODULE(_chorus_torch, m) {
+PYBIND11_MODULE(_chorus_torch_ext, m) {
   m.doc() = "Chorus process group for torch.distributed (use chorus.torch)";
   // The torch release this module was compiled against; chorus.torch compares it with the
   // running torch before it loads anything else of this module.
