@@ -210,3 +210,23 @@ def test_torchrun_two_emulated_nodes():
     outs = [p.communicate(timeout=300)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs), "\n".join(outs)
     assert "4 ranks" in outs[0] and "(OK," in outs[0], outs[0]
+
+
+@pytest.mark.skipif(not TORCH2, reason="torch 2.x")
+@pytest.mark.parametrize("kind", ["size", "dtype"])
+def test_mismatch_reported_with_debug_detail(kind):
+    """TORCH_DISTRIBUTED_DEBUG=DETAIL wraps the backend in torch's checking wrapper: ranks that
+    call all_reduce with different sizes or dtypes get an error, not a hang."""
+    ok(launch(2, [WORKER, "mismatch", kind], env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL",
+                                                  "WORKER_TIMEOUT": "30"}, timeout=120))
+
+
+@pytest.mark.parametrize("kind", ["ddp", "fsdp2"])
+def test_training_loop_names_a_dead_rank(kind):
+    """A rank of a DDP or FSDP2 loop dies: every survivor's step raises naming it."""
+    if kind == "fsdp2" and not FSDP2:
+        pytest.skip("torch has no FSDP2")
+    victim = 1
+    results = launch(3, [WORKER, "train_kill", kind, str(victim)], timeout=120)
+    for r, (rc, text) in enumerate(results):
+        assert rc == (9 if r == victim else 0), report(results)

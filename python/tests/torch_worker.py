@@ -438,6 +438,61 @@ def scenario_callback():
     dist.destroy_process_group()
 
 
+def scenario_mismatch(kind):
+    """TORCH_DISTRIBUTED_DEBUG=DETAIL: ranks call all_reduce with different sizes or dtypes;
+    every rank must raise a RuntimeError that says so, not hang."""
+    rank, world = init()
+    if kind == "size":
+        t = torch.ones(4 + rank)
+    else:
+        t = torch.ones(4, dtype=torch.float32 if rank == 0 else torch.float64)
+    try:
+        dist.all_reduce(t)
+        expect(False, f"mismatched {kind} all_reduce returned")
+    except RuntimeError as e:
+        msg = str(e)
+        print(f"rank {rank}: {msg.splitlines()[0][:200]}", flush=True)
+        expect("mismatch" in msg.lower() or "detected" in msg.lower() or "differ" in msg.lower(),
+               f"mismatch message: {msg[:300]}")
+    os._exit(1 if FAILURES else 0)
+
+
+def scenario_train_kill(kind, victim):
+    """A DDP or FSDP2 training loop; the victim dies (os._exit, no goodbye) at step 5; every
+    survivor's step raises a RuntimeError naming it, within the group timeout."""
+    import torch.nn as nn
+    rank, world = init()
+    victim = int(victim)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 4))
+    if kind == "fsdp2":
+        from torch.distributed.fsdp import fully_shard
+        for layer in model:
+            if isinstance(layer, nn.Linear):
+                fully_shard(layer)
+        fully_shard(model)
+    else:
+        model = nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    start = None
+    try:
+        for step in range(100000):
+            if step == 5:
+                start = time.monotonic()
+                if rank == victim:
+                    os._exit(9)
+            opt.zero_grad()
+            model(torch.randn(8, 64)).sum().backward()
+            opt.step()
+        expect(False, "training went on without the victim")
+    except RuntimeError as e:
+        took = time.monotonic() - (start or time.monotonic())
+        print(f"rank {rank} error after {took:.2f}s: {str(e)[:300]}", flush=True)
+        expect(f"rank {victim}" in str(e), f"{kind} error names rank {victim}: {str(e)[:300]}")
+        expect(took < 30, f"detected in {took:.1f}s")
+    os._exit(1 if FAILURES else 0)
+
+
 def scenario_kill(victim):
     """All ranks loop on all_reduce; the victim exits abruptly after a few iterations. Every
     survivor must raise a RuntimeError naming the victim, well within the group timeout."""

@@ -49,7 +49,8 @@ def main(d):
             gb = min(x[0] for x in gl) if gl else None
             gm = statistics.median(x[1] for x in gl) if gl else None
             cl = c_best.get(nb) if op == "all_reduce" else None
-            if op == "ddp_step" and v.get("compute"):
+            step = op in ("ddp_step", "fsdp2_step")
+            if step and v.get("compute"):
                 cp = v["compute"]
                 cpb = min(x[0] for x in cp)
                 libcol = "compute only: %.0f / %.0f" % (cpb, statistics.median(x[1] for x in cp))
@@ -62,7 +63,7 @@ def main(d):
                 lb, lm = min(cl), statistics.median(cl)
                 libcol = f"{lb:.2f} / {lm:.2f}"
                 over = f"+{cb - lb:.2f} us ({(cb - lb) / lb * 100:.0f}%)" if cb else "n/a"
-            elif op != "ddp_step" or not v.get("compute"):
+            elif not step or not v.get("compute"):
                 libcol, over = "", ""
             elif not (ch and gl):
                 over = ""
