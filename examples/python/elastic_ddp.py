@@ -7,7 +7,10 @@ step and finish the run. Only the failed step's gradients are lost; nothing rest
 
 Start the ranks by hand (torchrun-style variables) or with -np as here: torchrun's agent and
 chorusrun stop every other rank as soon as one dies, which is what a job that restarts from a
-checkpoint wants and exactly what this one does not.
+checkpoint wants and exactly what this one does not. The job's store must outlive the lost rank:
+started this way, rank 0's process hosts torch's TCPStore, so rank 0 is not a rank the job can
+lose (--kill-rank 0 is refused); host the store elsewhere (a TCPStore server process) to lose
+any rank.
 
 What the loop needs (two lines in the except clause):
 
@@ -53,6 +56,8 @@ def main():
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("-np", type=int, default=4, help="local ranks when not under torchrun")
     a = p.parse_args()
+    if a.kill_rank == 0:
+        sys.exit("elastic_ddp: rank 0 hosts the job's store here; lose another rank (--kill-rank)")
     if "RANK" not in os.environ:
         status = chorus.spawn_local(a.np)
         sys.exit(0 if status in (0, -9) else status)  # the victim's SIGKILL is the plan
