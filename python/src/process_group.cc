@@ -148,30 +148,28 @@ void checkList(int rank, const char* op, const std::vector<at::Tensor>& ts, cons
   }
 }
 
-// all_gather_into_tensor: output holds size x input, same dtype.
-void checkGatherShapes(int rank, int size, const char* op, const at::Tensor& output,
-                       const at::Tensor& input) {
-  checkTensor(rank, op, output);
-  checkTensor(rank, op, input);
-  if (output.scalar_type() != input.scalar_type())
+// The tensor forms: `whole` (named wholeName) holds size x `block`, same dtype.
+// all_gather_into_tensor: whole = output; reduce_scatter_tensor: whole = input.
+void checkWholeOfBlocks(int rank, int size, const char* op, const at::Tensor& whole,
+                        const char* wholeName, const at::Tensor& block) {
+  checkTensor(rank, op, whole);
+  checkTensor(rank, op, block);
+  if (whole.scalar_type() != block.scalar_type())
     refuse(rank, op, "output and input dtypes differ");
-  if (output.numel() != input.numel() * size)
+  if (whole.numel() != block.numel() * size)
     refuse(rank, op,
-           "output holds " + std::to_string(output.numel()) + " elements, expected world size x " +
-               std::to_string(input.numel()));
+           std::string(wholeName) + " holds " + std::to_string(whole.numel()) +
+               " elements, expected world size x " + std::to_string(block.numel()));
 }
 
-// reduce_scatter_tensor: input holds size x output, same dtype.
+void checkGatherShapes(int rank, int size, const char* op, const at::Tensor& output,
+                       const at::Tensor& input) {
+  checkWholeOfBlocks(rank, size, op, output, "output", input);
+}
+
 void checkScatterShapes(int rank, int size, const char* op, const at::Tensor& output,
                         const at::Tensor& input) {
-  checkTensor(rank, op, output);
-  checkTensor(rank, op, input);
-  if (output.scalar_type() != input.scalar_type())
-    refuse(rank, op, "output and input dtypes differ");
-  if (input.numel() != output.numel() * size)
-    refuse(rank, op,
-           "input holds " + std::to_string(input.numel()) + " elements, expected world size x " +
-               std::to_string(output.numel()));
+  checkWholeOfBlocks(rank, size, op, input, "input", output);
 }
 
 // A torch timeout as chorusConfig_t.timeoutMs: 0 (none) for zero or negative.

@@ -172,45 +172,16 @@ def main():
             measure("reduce_scatter", nb,
                     {b: (lambda g=g: dist.reduce_scatter_tensor(y, x, group=g))
                      for b, g in groups.items()})
-    if "ddp" in ops:
-        from torch.nn.parallel import DistributedDataParallel as DDP
-        header("DDP training step: MLP 256-1024-1024-10 (1.3M parameters, 5 MB of gradients), "
-               "batch 32; compute: the same step without DDP", backends + ["compute"])
-        steps = {}
-        # "compute": the same step without DDP (no communication), the floor both approach.
-        for b, g in list(groups.items()) + [("compute", "none")]:
-            torch.manual_seed(0)
-            model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(),
-                                        torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
-                                        torch.nn.Linear(1024, 10))
-            ddp = model if g == "none" else DDP(model, process_group=g)
-            opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
-            x, y = torch.randn(32, 256), torch.randint(0, 10, (32,))
-
-            def step(ddp=ddp, opt=opt, x=x, y=y):
-                opt.zero_grad()
-                torch.nn.functional.cross_entropy(ddp(x), y).backward()
-                opt.step()
-            steps[b] = step
-        measure("ddp_step", "step", steps, backends + ["compute"])
-    if "fsdp2" in ops and torch2:
-        from torch.distributed.device_mesh import DeviceMesh
-        from torch.distributed.fsdp import fully_shard
-        header("FSDP2 training step: the same MLP, each Linear and the root fully_shard-ed "
-               "(fp32); compute: the step without FSDP", backends + ["compute"])
+    def mlp_steps(wrap):
+        """backend -> one training step of the benchmark MLP, made by wrap(model, group) for each
+        backend's group; "compute": the same step without communication, the floor both approach."""
         steps = {}
         for b, g in list(groups.items()) + [("compute", "none")]:
             torch.manual_seed(0)
             model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(),
                                         torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
                                         torch.nn.Linear(1024, 10))
-            if g != "none":
-                pg = g if g is not None else dist.group.WORLD
-                mesh = DeviceMesh.from_group(pg, "cpu")
-                for layer in model:
-                    if isinstance(layer, torch.nn.Linear):
-                        fully_shard(layer, mesh=mesh)
-                fully_shard(model, mesh=mesh)
+            model = model if g == "none" else wrap(model, g)
             opt = torch.optim.SGD(model.parameters(), lr=0.01)
             x, y = torch.randn(32, 256), torch.randint(0, 10, (32,))
 
@@ -219,6 +190,28 @@ def main():
                 torch.nn.functional.cross_entropy(model(x), y).backward()
                 opt.step()
             steps[b] = step
+        return steps
+
+    if "ddp" in ops:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        header("DDP training step: MLP 256-1024-1024-10 (1.3M parameters, 5 MB of gradients), "
+               "batch 32; compute: the same step without DDP", backends + ["compute"])
+        steps = mlp_steps(lambda model, g: DDP(model, process_group=g))
+        measure("ddp_step", "step", steps, backends + ["compute"])
+    if "fsdp2" in ops and torch2:
+        from torch.distributed.device_mesh import DeviceMesh
+        from torch.distributed.fsdp import fully_shard
+        header("FSDP2 training step: the same MLP, each Linear and the root fully_shard-ed "
+               "(fp32); compute: the step without FSDP", backends + ["compute"])
+
+        def shard(model, g):
+            mesh = DeviceMesh.from_group(g if g is not None else dist.group.WORLD, "cpu")
+            for layer in model:
+                if isinstance(layer, torch.nn.Linear):
+                    fully_shard(layer, mesh=mesh)
+            fully_shard(model, mesh=mesh)
+            return model
+        steps = mlp_steps(shard)
         measure("fsdp2_step", "step", steps, backends + ["compute"])
     if args.json and rank == 0:
         with open(args.json, "w") as f:
