@@ -141,18 +141,6 @@ struct ReduceFunctor {
   CHORUS_HD S operator()(S a, S b) const { return E::store(op(E::load(a), E::load(b))); }
 };
 
-// dst = src / divisor (avg with a single contribution); divisor <= 1 copies.
-template <class E>
-struct ScaleFunctor {
-  using S = typename E::Storage;
-  using C = typename E::Compute;
-  DivisorOf<C> divisor;
-  CHORUS_HD S operator()(S x) const {
-    if (divisor <= DivisorOf<C>(1)) return x;
-    return E::store(static_cast<C>(E::load(x) / divisor));
-  }
-};
-
 // dst = x0 OP x1 OP ... OP x(n-1) in rank order, accumulated in the compute type and stored once
 // (float16 / bfloat16: summed in float32, rounded once at the end); avg: the sum divided by n at
 // the end (integers: the wrapped sum, truncated toward zero). The direct IPC AllReduce's kernel.
@@ -218,19 +206,6 @@ inline bool reduceElementHost(chorusDataType_t type, chorusRedOp_t op, int avgDi
       __builtin_memcpy(out, &r, sizeof(S));
       return true;
     });
-  });
-}
-
-inline bool scaleElementHost(chorusDataType_t type, int divisor, const void* src, void* out) {
-  return withElem<bool>(type, [&]<class E>() {
-    using S = typename E::Storage;
-    using C = typename E::Compute;
-    S x;
-    __builtin_memcpy(&x, src, sizeof(S));
-    const ScaleFunctor<E> f{static_cast<DivisorOf<C>>(divisor)};
-    const S r = f(x);
-    __builtin_memcpy(out, &r, sizeof(S));
-    return true;
   });
 }
 

@@ -1,4 +1,4 @@
-// CUDA reduce / scale / copy kernels: one grid-stride kernel per (storage format, op), 16-byte
+// CUDA reduce and copy kernels: one grid-stride kernel per (storage format, op), 16-byte
 // vector loads and stores when the pointers allow, the element arithmetic from functors.h.
 #include <cuda_runtime.h>
 
@@ -102,28 +102,6 @@ __global__ void reduceManyKernel(F f, size_t n, int nptr, ManyPtrs p, bool vec) 
   }
 }
 
-template <class F, class S>
-__global__ void scaleKernel(F f, size_t n, const S* src, S* dst, bool vec) {
-  const size_t tid = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  const size_t stride = size_t(gridDim.x) * blockDim.x;
-  size_t done = 0;
-  if (vec) {
-    constexpr int L = Pack<S>::kLanes;
-    const size_t nv = n / L;
-    const uint4* vs = reinterpret_cast<const uint4*>(src);
-    uint4* vd = reinterpret_cast<uint4*>(dst);
-    for (size_t i = tid; i < nv; i += stride) {
-      Pack<S> x, r;
-      x.v = vs[i];
-#pragma unroll
-      for (int l = 0; l < L; ++l) r.s[l] = f(x.s[l]);
-      vd[i] = r.v;
-    }
-    done = nv * L;
-  }
-  for (size_t i = done + tid; i < n; i += stride) dst[i] = f(src[i]);
-}
-
 __global__ void copyKernel(uint8_t* d0, uint8_t* d1, const uint8_t* src, size_t bytes, bool vec) {
   const size_t tid = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const size_t stride = size_t(gridDim.x) * blockDim.x;
@@ -157,18 +135,6 @@ int reduceT(size_t count, const void* a, const void* b, void* d0, void* d1, int 
   reduceKernel<<<blocksFor(units), kThreads, 0, stream>>>(
       f, count, static_cast<const S*>(a), static_cast<const S*>(b), static_cast<S*>(d0),
       static_cast<S*>(d1), vec);
-  return int(cudaGetLastError());
-}
-
-template <class E>
-int scaleT(size_t count, const void* src, void* dst, int divisor, cudaStream_t stream) {
-  using S = typename E::Storage;
-  using C = typename E::Compute;
-  const ScaleFunctor<E> f{static_cast<DivisorOf<C>>(divisor)};
-  const bool vec = aligned16(src) && aligned16(dst);
-  const size_t units = vec ? count / Pack<S>::kLanes + count % Pack<S>::kLanes : count;
-  scaleKernel<<<blocksFor(units), kThreads, 0, stream>>>(f, count, static_cast<const S*>(src),
-                                                         static_cast<S*>(dst), vec);
   return int(cudaGetLastError());
 }
 
@@ -223,14 +189,6 @@ int launchReduceMany(chorusDataType_t type, chorusRedOp_t op, size_t count, int 
     return withKind<int>(op, n,
                          [&]<RedKind K>() { return reduceManyT<E, K>(count, n, in, out, s); });
   });
-}
-
-int launchScale(chorusDataType_t type, size_t count, const void* src, void* dst, int divisor,
-                void* stream) {
-  if (!knownType(type)) return int(cudaErrorInvalidValue);
-  if (count == 0) return int(cudaSuccess);
-  const cudaStream_t s = static_cast<cudaStream_t>(stream);
-  return withElem<int>(type, [&]<class E>() { return scaleT<E>(count, src, dst, divisor, s); });
 }
 
 int launchCopy(void* dst0, void* dst1, const void* src, size_t bytes, void* stream) {

@@ -1,10 +1,10 @@
-// The CUDA reduce / scale / copy kernels (src/cuda/kernels.cu), launched from host code that
+// The CUDA reduce and copy kernels (src/cuda/kernels.cu), launched from host code that
 // does not include CUDA headers: streams are cudaStream_t passed as void*, results are
 // cudaError_t values as int (0: cudaSuccess). Only built with CHORUS_HAVE_CUDA.
 //
 // Every kernel reads 16 bytes per load and store when every pointer is 16-byte aligned, one
 // element at a time otherwise; the arithmetic is the functors of src/cuda/functors.h, so the
-// results equal the host engine's (chorus::reduceKernel / scaleKernel) for every non-NaN input.
+// results equal the host engine's (chorus::reduceKernel) for every non-NaN input.
 #pragma once
 
 #include <cstddef>
@@ -28,9 +28,6 @@ constexpr int kMaxReduceMany = 16;
 // not allowed. Vectorised when every pointer is 16-byte aligned.
 int launchReduceMany(chorusDataType_t type, chorusRedOp_t op, size_t count, int n,
                      const void* const* in, void* const* out, void* stream);
-// dst[i] = src[i] / divisor (divisor <= 1: a copy).
-int launchScale(chorusDataType_t type, size_t count, const void* src, void* dst, int divisor,
-                void* stream);
 // dst0 (and dst1 when not nullptr) = src, `bytes` bytes, with a kernel (fused dual copy).
 int launchCopy(void* dst0, void* dst1, const void* src, size_t bytes, void* stream);
 
