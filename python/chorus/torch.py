@@ -31,10 +31,12 @@ BACKEND = "chorus"
 
 from . import _chorus_torch  # noqa: E402  (checks the torch release, then loads the compiled part)
 
-_LAUNCHERS = (("CHORUS_RANK", "CHORUS_NRANKS", "CHORUS_LOCAL_RANK"),
-              ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
-              ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"),
-              ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"))
+from . import _chorus  # noqa: E402
+
+# (rank, size, local rank) variables of the launchers other than torchrun, in the order the C
+# library tries them (the one list is src/core/launcher_env.h, exported by chorus._chorus).
+_LAUNCHERS = tuple((rank, size, local) for _, rank, size, local in _chorus.LAUNCHER_VARIABLES
+                   if rank != "RANK")
 
 
 def env_from_launcher(env=None):

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "chorus/chorus.h"
+#include "core/launcher_env.h"
 
 namespace py = pybind11;
 
@@ -150,6 +151,12 @@ PYBIND11_MODULE(_chorus, m) {
     chorusGetVersion(&v);
     return v;
   });
+  // (launcher, rank, size, local rank) variable names, in the order chorusCommInitFromEnv tries
+  // them; chorus.torch fills torch's env:// variables from the same list.
+  py::list launchers;
+  for (const chorus::LauncherVariables& l : chorus::kLauncherVariables)
+    launchers.append(py::make_tuple(l.launcher, l.rank, l.size, l.localRank));
+  m.attr("LAUNCHER_VARIABLES") = py::tuple(launchers);
   m.def("error_string", [](int r) { return std::string(chorusGetErrorString(chorusResult_t(r))); });
   m.def("type_size", [](int t) { return chorusTypeSize(chorusDataType_t(t)); });
 

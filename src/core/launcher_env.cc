@@ -1,12 +1,13 @@
 // The launcher form: rank, size and root address from the environment of chorusrun, Open MPI,
 // MPICH/Hydra, Slurm or torchrun.
 //
-//   rank / size : CHORUS_RANK/CHORUS_NRANKS, OMPI_COMM_WORLD_RANK/_SIZE, PMI_RANK/PMI_SIZE,
-//                 SLURM_PROCID/SLURM_NTASKS, RANK/WORLD_SIZE (first pair found wins)
+//   rank / size : the pairs of kLauncherVariables (launcher_env.h), first pair found wins
 //   root address: CHORUS_COMM_ID=host:port, else MASTER_ADDR with port MASTER_PORT+1
 //                 (torch.distributed's own store already listens on MASTER_PORT)
 //   secret      : CHORUS_SECRET (32 hex digits; chorusrun sets one), else derived from the job's
 //                 identity (weaker: anyone who knows the job id could join; set CHORUS_SECRET)
+#include "core/launcher_env.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -66,11 +67,11 @@ chorusResult_t chorusUniqueIdFromEnv(chorusUniqueId* uniqueId, int* procRank, in
     if (!uniqueId || !procRank || !nprocs)
       fail(chorusInvalidArgument, "chorusUniqueIdFromEnv: NULL argument");
     int rank = 0, size = 1;
-    bool found = readPair("CHORUS_RANK", "CHORUS_NRANKS", &rank, &size) ||
-                 readPair("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", &rank, &size) ||
-                 readPair("PMI_RANK", "PMI_SIZE", &rank, &size) ||
-                 readPair("SLURM_PROCID", "SLURM_NTASKS", &rank, &size) ||
-                 readPair("RANK", "WORLD_SIZE", &rank, &size);
+    bool found = false;
+    for (const LauncherVariables& l : kLauncherVariables) {
+      found = readPair(l.rank, l.size, &rank, &size);
+      if (found) break;
+    }
     if (found && (size < 1 || rank < 0 || rank >= size))
       fail(chorusInvalidArgument, "launcher environment gives rank %d of %d", rank, size);
     std::string addr = envStr("CHORUS_COMM_ID");
