@@ -1,9 +1,9 @@
-// The hot path (docs/latency.md, issue 12): on a ready communicator, a call allocates nothing on
-// the heap and reads no environment variable. This program counts operator new and getenv
-// calls (it replaces both for the whole process; getenv reads `environ` itself, as glibc's does)
-// while two thread ranks run each collective, and Send/Recv, many times after a warm-up (the
-// first call of a size class decides its plan and may allocate). Exit status 0 when every count
-// is zero. A separate program, so that the replacements touch no other test.
+// The hot path (docs/performance.md, "Small messages"): on a ready communicator, a call
+// allocates nothing on the heap and reads no environment variable. This program counts operator new
+// and getenv calls (it replaces both for the whole process; getenv reads `environ` itself, as
+// glibc's does) while two thread ranks run each collective, and Send/Recv, many times after a
+// warm-up (the first call of a size class decides its plan and may allocate). Exit status 0 when
+// every count is zero. A separate program, so that the replacements touch no other test.
 #include <chorus/chorus.h>
 #include <unistd.h>
 

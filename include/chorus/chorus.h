@@ -1,4 +1,4 @@
-/* Chorus: collective communication for host memory (and later CUDA), shaped like nccl.h.
+/* Chorus: collective communication for host memory and CUDA device memory, shaped like nccl.h.
  *
  * Every chorusX mirrors ncclX where it applies. Streams are Chorus's own ordered queues
  * (chorusStream_t); a NULL stream means "the call returns when the operation is complete".

@@ -1,4 +1,5 @@
-// Environment parameters (CHORUS_*), read once.
+// Environment parameters (CHORUS_*). Each call reads the environment anew (nothing is cached):
+// callers read a parameter once, at init or first use, and keep the value.
 #pragma once
 
 #include <cstdint>

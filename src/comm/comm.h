@@ -108,11 +108,11 @@ struct chorusComm {
   // receiver has acknowledged when last read.
   std::vector<uint64_t> eagerSeq;
   uint64_t eagerAcked = 0;
-  uint64_t copySeq = 0;    // single-copy collectives run so far (algo/copy.cc)
-  uint8_t copyState = 0;   // cross-memory attach: untried, armed, usable, refused (algo/copy.cc)
-  uint32_t shrinkSeq = 0;  // chorusCommShrink calls on this communicator (core/shrink.cc)
-  double timeoutSec = 0;   // CHORUS_TIMEOUT
-  bool checkCalls = false;
+  uint64_t copySeq = 0;     // single-copy collectives run so far (algo/copy.cc)
+  uint8_t copyState = 0;    // cross-memory attach: untried, armed, usable, refused (algo/copy.cc)
+  uint32_t shrinkSeq = 0;   // chorusCommShrink calls on this communicator (core/shrink.cc)
+  double timeoutSec = 0;    // CHORUS_TIMEOUT
+  bool checkCalls = false;  // CHORUS_CHECK: agree on every collective's arguments first
   // Busy-poll iterations before yielding: none when this node has more ranks than cores (the
   // peer we wait for needs our core), a few hundred otherwise (CHORUS_SPIN overrides).
   uint32_t spinIters = 256;
@@ -123,7 +123,6 @@ struct chorusComm {
   bool oversubscribed = false;
   bool pinned = false;  // this rank's thread may run on one core only (chorusrun --bind-to core)
   size_t streamThreshold = 0;  // CHORUS_STREAM_THRESHOLD: outputs this large use streaming stores
-                               // // CHORUS_CHECK: agree on every collective's arguments first
 
   std::thread initThread;  // non-blocking init
   // CUDA backend (src/cuda/backend.h): the device this communicator is bound to (-1: host

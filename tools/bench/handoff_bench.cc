@@ -1,5 +1,5 @@
 // handoff_bench: the cost of one hand-off between two ranks through Chorus against the physical
-// floor, a spin-flag ping-pong on a shared cache line (issue 12, item 3).
+// floor, a spin-flag ping-pong on a shared cache line (docs/performance.md, "Small messages").
 //
 // Two processes (fork), pinned to cores 0 and 1 when the machine has two or more:
 //   floor        a flag in a MAP_SHARED page, bounced back and forth: one-way = round trip / 2;
