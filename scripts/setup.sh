@@ -8,6 +8,8 @@
 #    pinned test tools (python/requirements-dev.txt). The build's Python package and its torch
 #    backend are for that interpreter; the Python tests run with it.
 # Usage: scripts/setup.sh [build-dir] [extra cmake args...]
+# CHORUS_SETUP_TARGETS="t1 t2 ...": build only these CMake targets (scripts/demo.sh: chorusrun and
+# all_reduce_perf); unset, build everything, the test suite included (scripts/test.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -34,4 +36,9 @@ venv=$(scripts/venv.sh)
 # not skip them silently.
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHORUS_WERROR=ON -DCHORUS_PYTHON=ON \
   -DCHORUS_TORCH=ON -DPython3_EXECUTABLE="$venv/bin/python" "$@" >/dev/null
-cmake --build "$build" -j"$(nproc)"
+if [ -n "${CHORUS_SETUP_TARGETS:-}" ]; then
+  # shellcheck disable=SC2086  # a space-separated list of target names
+  cmake --build "$build" -j"$(nproc)" --target $CHORUS_SETUP_TARGETS
+else
+  cmake --build "$build" -j"$(nproc)"
+fi
