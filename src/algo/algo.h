@@ -1,10 +1,14 @@
 // Algorithms: each a loop over primitives (ring, chain) or a batch of point-to-point transfers.
+// Each is described by one AlgoDesc (comm/plan.h) defined in its file and listed in
+// algo/table.cc; the entry points below are the ones other algorithms or callers reuse.
 #pragma once
 
 #include <cstddef>
+#include <initializer_list>
 #include <vector>
 
 #include "comm/op.h"
+#include "comm/plan.h"
 #include "proto/proto.h"
 
 struct chorusComm;
@@ -28,15 +32,6 @@ struct LineBlocks {
   }
   size_t begin(int i) const { return per * size_t(i) < count ? per * size_t(i) : count; }
   size_t size(int i) const { return begin(i + 1) - begin(i); }
-};
-
-// The share of an operation one channel runs: elements [begin, end) of the operation's count
-// (of each rank's block for AllGather / ReduceScatter), with one protocol.
-struct Work {
-  int channel;
-  Proto proto;
-  size_t begin;
-  size_t end;
 };
 
 // Ring algorithms (algo/ring.cc).
@@ -86,6 +81,31 @@ void cmaAllReduce(chorusComm* comm, const OpDesc& op);
 void runP2P(chorusComm* comm, const std::vector<P2PTransfer>& transfers, const char* what);
 // Direct algorithms built on runP2P: AlltoAll, Gather, Scatter (algo/p2p_collectives.cc).
 void directCollective(chorusComm* comm, const OpDesc& op);
+// The unpipelined ring of the naive-ring study (algo/naive.cc).
+void naiveAllReduce(chorusComm* comm, const OpDesc& op);
+
+// The algorithm table (algo/table.cc); an algorithm's index in it is its Algo value.
+extern const AlgoDesc* const kAlgoTable[];
+extern const int kNumAlgoTable;
+// Cost-term helpers the descriptors share.
+inline bool oneNodeOnly(OpKind, const Shape& s) {
+  return s.nnodes == 1 && s.nranks > 1;
+}
+constexpr uint16_t kindBit(OpKind k) {
+  return uint16_t(1u << int(k));
+}
+constexpr uint8_t kSimpleOnly = 1u << int(Proto::kSimple);
+// AlgoDesc::run from {kind, entry} pairs.
+struct KindEntry {
+  OpKind kind;
+  AlgoEntry run;
+};
+constexpr AlgoEntries entries(std::initializer_list<KindEntry> list) {
+  AlgoEntries e;
+  for (const KindEntry& k : list) e.of[int(k.kind)] = k.run;
+  return e;
+}
+constexpr uint8_t kAnyProto = (1u << kNumProtos) - 1;
 
 // Runs one collective (not send/recv) to completion with the algorithm chosen for it.
 void runCollective(const OpDesc& op);

@@ -53,4 +53,25 @@ void chainReduce(chorusComm* comm, const OpDesc& op, const Work& w) {
   }
 }
 
+namespace {
+// n - 1 hand-offs along the chain; every rank moves the data once.
+double chainHops(OpKind, const Shape& s, size_t) {
+  return double(s.nranks) - 1;
+}
+double chainBytes(OpKind, int) {
+  return 1.0;
+}
+}  // namespace
+
+extern const AlgoDesc kChainAlgo = {
+    .name = "chain",
+    .serves = kindBit(OpKind::kBroadcast) | kindBit(OpKind::kReduce),
+    .protos = kAnyProto,
+    .channels = true,
+    .fallbackFor = kindBit(OpKind::kBroadcast) | kindBit(OpKind::kReduce),
+    .hops = chainHops,
+    .byteFactor = chainBytes,
+    .run = entries({{OpKind::kBroadcast, chainBroadcast}, {OpKind::kReduce, chainReduce}}),
+};
+
 }  // namespace chorus

@@ -340,4 +340,62 @@ void cmaAllReduce(chorusComm* comm, const OpDesc& op) {
   finish(comm, k, "AllReduce");
 }
 
+namespace {
+// The single-copy AllReduce (two kernel copies and one reduction against the ring's copy,
+// reduce-and-copy, copy through the FIFOs) measured on 2 ranks, best of 5 interleaved rounds
+// (docs/performance.md): 0.78-0.86 of the ring's time per byte at 2-8 MiB, behind it up to about
+// 1 MiB (5 us more at 128 KiB, even at 512 KiB). Modelled as that byte factor of the ring's plus
+// a fixed cost that puts the crossover near 1.5 MiB.
+constexpr double kCmaAllReduceByteRatio = 0.82;
+constexpr double kCmaAllReduceSetupUs = 36.0;
+// Fixed cost of a single-copy Broadcast / AllGather beyond its two hand-offs (a system call per
+// peer, the page walk). Measured against the FIFO path on 2 ranks (docs/performance.md): single
+// copy already wins at 4-8 KiB, so no extra cost; the model then crosses over at about 8 KiB.
+constexpr double kCmaSetupUs = 0.0;
+
+bool cmaRunsOn(OpKind kind, const Shape& s) {
+  return oneNodeOnly(kind, s) && s.singleCopy;
+}
+// Publish the buffer, every peer says it has read; each step waits for every peer (the chain's
+// root waits for nobody), so n - 1 wake-ups per step on a loaded node (measured at 4 ranks on 2
+// cores: 4-5 us at 8 B where the chain takes 0.5 us).
+double cmaHops(OpKind kind, const Shape& s, size_t) {
+  return (kind == OpKind::kAllReduce ? 3.0 : 2.0) * (double(s.nranks) - 1);
+}
+// Broadcast / AllGather: one copy instead of the FIFOs' two (into a slot, out of it), at the
+// same bandwidth.
+double cmaBytes(OpKind kind, int n) {
+  const double nn = double(n);
+  if (kind == OpKind::kAllReduce) return kCmaAllReduceByteRatio * 2.0 * (nn - 1) / nn;
+  return kind == OpKind::kAllGather ? 0.5 * (nn - 1) / nn : 0.5;
+}
+// Every step waits for every rank to be scheduled, and half of them are not (measured at 4
+// ranks on 2 cores, docs/performance.md: the chain and the ring beat it at 32 KiB, not from
+// 128 KiB): each of its wake-ups counts twice.
+double cmaWakeups(const Shape&) {
+  return 2.0;
+}
+double cmaSetup(OpKind kind) {
+  return kind == OpKind::kAllReduce ? kCmaAllReduceSetupUs : kCmaSetupUs;
+}
+}  // namespace
+
+extern const AlgoDesc kCmaAlgo = {
+    .name = "cma",
+    .serves =
+        kindBit(OpKind::kAllReduce) | kindBit(OpKind::kAllGather) | kindBit(OpKind::kBroadcast),
+    .protos = kSimpleOnly,
+    .runsOn = cmaRunsOn,
+    .hops = cmaHops,
+    .byteFactor = cmaBytes,
+    .wakeups = cmaWakeups,
+    .setupUs = cmaSetup,
+    .run = entries({{OpKind::kAllReduce,
+                     [](chorusComm* c, const OpDesc& op, const Work&) { cmaAllReduce(c, op); }},
+                    {OpKind::kAllGather,
+                     [](chorusComm* c, const OpDesc& op, const Work&) { cmaAllGather(c, op); }},
+                    {OpKind::kBroadcast,
+                     [](chorusComm* c, const OpDesc& op, const Work&) { cmaBroadcast(c, op); }}}),
+};
+
 }  // namespace chorus

@@ -258,4 +258,48 @@ void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto) {
   if (firstFailed.load() >= 0) std::rethrow_exception(errors[firstFailed.load()]);
 }
 
+namespace {
+bool hierRunsOn(OpKind, const Shape& s) {
+  return s.nnodes > 1 && s.evenNodes;
+}
+// (Only across nodes, where hierUs replaces these: as the ring.)
+double hierHops(OpKind, const Shape& s, size_t) {
+  return 2.0 * (double(s.nranks) - 1);
+}
+double hierBytes(OpKind, int n) {
+  const double nn = double(n);
+  return 2.0 * (nn - 1) / nn;
+}
+// The network link carries 2(Q-1)/Q of the data per node, after and before node-local
+// reduce-scatter / allgather over shared memory: K slices through a three-phase pipeline, one
+// slice's phases in full, then the slowest phase for each further slice (the two shared-memory
+// phases counted together, as they share the node's memory bandwidth).
+double hierUs(OpKind, Proto p, const Shape& shape, size_t bytes) {
+  const MachineModel& m = machineModel();
+  const int pi = int(p);
+  const double S = double(bytes);
+  const double Q = shape.nnodes, P = double(shape.nranks) / Q;
+  const double netBw = m.netBwGBs * 1e3, shmBw = m.bwGBs[0] * 1e3;
+  const double shmT = S * 2 * (P - 1) / P / shmBw, netT = S * 2 * (Q - 1) / Q / netBw;
+  const int K = shape.hierPipelined ? hierSlices(bytes, int(P)) : 1;
+  const double dataT = (shmT + netT) / K + (K - 1.0) / K * std::max(shmT, netT);
+  return m.baseUs[pi] + (K > 1 ? 2 * m.channelSpawnUs : 0.0) + 2 * (P - 1) * m.hopUs[pi] +
+         2 * (Q - 1) * m.netHopUs + dataT;
+}
+}  // namespace
+
+// Its slice count (so its cost) steps at every multiple of kHierMinSliceBytes.
+extern const AlgoDesc kHierAlgo = {
+    .name = "hier",
+    .serves = kindBit(OpKind::kAllReduce),
+    .protos = kAnyProto,
+    .runsOn = hierRunsOn,
+    .hops = hierHops,
+    .byteFactor = hierBytes,
+    .multiNodeUs = hierUs,
+    .costStepBytes = kHierMinSliceBytes,
+    .run = entries({{OpKind::kAllReduce, [](chorusComm* c, const OpDesc& op,
+                                            const Work& w) { hierAllReduce(c, op, w.proto); }}}),
+};
+
 }  // namespace chorus

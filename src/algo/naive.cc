@@ -40,4 +40,28 @@ void naiveAllReduce(chorusComm* comm, const OpDesc& op) {
   }
 }
 
+namespace {
+// An unpipelined exchange and a synchronisation per step; a separate reduction pass.
+double naiveHops(OpKind, const Shape& s, size_t) {
+  return 4.0 * (double(s.nranks) - 1);
+}
+double naiveBytes(OpKind, int n) {
+  const double nn = double(n);
+  return 4.0 * (nn - 1) / nn;
+}
+}  // namespace
+
+// The naive ring exists to be compared against: the tuner picks it only when CHORUS_ALGO names
+// it.
+extern const AlgoDesc kNaiveAlgo = {
+    .name = "naive",
+    .serves = kindBit(OpKind::kAllReduce),
+    .protos = kSimpleOnly,
+    .onlyWhenNamed = true,
+    .hops = naiveHops,
+    .byteFactor = naiveBytes,
+    .run = entries({{OpKind::kAllReduce,
+                     [](chorusComm* c, const OpDesc& op, const Work&) { naiveAllReduce(c, op); }}}),
+};
+
 }  // namespace chorus

@@ -24,6 +24,7 @@
 #include "comm/comm.h"
 #include "comm/wait.h"
 #include "reduce/reduce.h"
+#include "transport/segment.h"
 
 namespace chorus {
 
@@ -246,5 +247,86 @@ void twoShotAllReduce(chorusComm* comm, const OpDesc& op) {
              bytes);
   }
 }
+
+namespace {
+// Publish once, read every input. The Broadcast is the eager ring: the root waits for nobody,
+// each receiver for one publication, and back-to-back calls overlap (the root runs ahead;
+// receivers find their cells written): half a hand-off per call (measured: docs/performance.md,
+// "Eager Broadcast").
+double oneShotHops(OpKind kind, const Shape&, size_t) {
+  return kind == OpKind::kBroadcast ? 0.5 : 1.0;
+}
+// AllReduce: copy in, then read and reduce all n inputs; AllGather: one block in, n - 1 out;
+// Broadcast: in at the root, out at the others (one after the other); ReduceScatter: all in,
+// then n blocks of 1/n read and reduced.
+double oneShotBytes(OpKind kind, int n) {
+  if (kind == OpKind::kAllReduce) return double(n);
+  return kind == OpKind::kAllGather ? 1.0 : 2.0;
+}
+// Every rank's published input must fit its slot (AllGather publishes one block of bytes /
+// nranks); the Broadcast one eager cell.
+size_t oneShotLimit(OpKind kind, int nranks) {
+  if (kind == OpKind::kBroadcast) return kEagerMaxBytes;
+  return kind == OpKind::kAllGather ? kOneShotMaxBytes * size_t(std::max(nranks, 1))
+                                    : kOneShotMaxBytes;
+}
+
+// Two publications, each one line like the one-shot's, but the second waits for the slowest
+// rank's reduction: 1.5 (fitted at 2 ranks: it overtakes the one-shot between 1 and 2 KiB,
+// docs/performance.md).
+double twoShotHops(OpKind, const Shape&, size_t) {
+  return 1.5;
+}
+// (n - 1)/n of the data crosses to the ranks that reduce it and (n - 1)/n of the result back, as
+// in the ring, but in two publications instead of 2(n - 1) FIFO steps.
+double twoShotBytes(OpKind, int n) {
+  const double nn = double(n);
+  return 2.0 * (nn - 1) / nn;
+}
+size_t twoShotLimit(OpKind, int) {
+  return kTwoShotMaxBytes;
+}
+// The second wait, for every rank's reduced block, ends only after the ranks beyond the cores
+// have each been scheduled again: its hand-offs count 2 n / cores - 1 times, at most 3 (3 ranks
+// on 2 cores: 2, 4 ranks and more: 3; fitted where it overtakes the one-shot and the tree /
+// ring at 3, 4, 5 and 8 ranks on 2 cores: docs/performance.md, "Two-shot AllReduce"; beyond 3
+// the model's tree and ring, which it does not penalise for oversubscription, would win where
+// they are 1.3-5x slower).
+double twoShotWakeups(const Shape& s) {
+  return s.onlineCores > 0 ? std::clamp(2.0 * s.nranks / s.onlineCores - 1.0, 1.0, 3.0) : 3.0;
+}
+}  // namespace
+
+extern const AlgoDesc kOneShotAlgo = {
+    .name = "oneshot",
+    .serves = kindBit(OpKind::kAllReduce) | kindBit(OpKind::kAllGather) |
+              kindBit(OpKind::kBroadcast) | kindBit(OpKind::kReduceScatter),
+    .protos = kSimpleOnly,
+    .runsOn = oneNodeOnly,
+    .hops = oneShotHops,
+    .byteFactor = oneShotBytes,
+    .slotLimit = oneShotLimit,
+    .run = entries({{OpKind::kAllReduce,
+                     [](chorusComm* c, const OpDesc& op, const Work&) { oneShotAllReduce(c, op); }},
+                    {OpKind::kAllGather,
+                     [](chorusComm* c, const OpDesc& op, const Work&) { oneShotAllGather(c, op); }},
+                    {OpKind::kBroadcast,
+                     [](chorusComm* c, const OpDesc& op, const Work&) { oneShotBroadcast(c, op); }},
+                    {OpKind::kReduceScatter, [](chorusComm* c, const OpDesc& op,
+                                                const Work&) { oneShotReduceScatter(c, op); }}}),
+};
+
+extern const AlgoDesc kTwoShotAlgo = {
+    .name = "twoshot",
+    .serves = kindBit(OpKind::kAllReduce),
+    .protos = kSimpleOnly,
+    .runsOn = oneNodeOnly,
+    .hops = twoShotHops,
+    .byteFactor = twoShotBytes,
+    .slotLimit = twoShotLimit,
+    .wakeups = twoShotWakeups,
+    .run = entries({{OpKind::kAllReduce, [](chorusComm* c, const OpDesc& op,
+                                            const Work&) { twoShotAllReduce(c, op); }}}),
+};
 
 }  // namespace chorus

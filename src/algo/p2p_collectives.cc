@@ -63,4 +63,32 @@ void directCollective(chorusComm* comm, const OpDesc& op) {
   }
 }
 
+namespace {
+double directHops(OpKind, const Shape& s, size_t) {
+  return double(s.nranks) - 1;
+}
+double directBytes(OpKind, int n) {
+  const double nn = double(n);
+  return (nn - 1) / nn;
+}
+void runDirect(chorusComm* c, const OpDesc& op, const Work&) {
+  directCollective(c, op);
+}
+}  // namespace
+
+// Send / Recv run as point-to-point batches (core/exec.cc), not through runCollective.
+extern const AlgoDesc kDirectAlgo = {
+    .name = "direct",
+    .serves = kindBit(OpKind::kAlltoAll) | kindBit(OpKind::kGather) | kindBit(OpKind::kScatter) |
+              kindBit(OpKind::kSend) | kindBit(OpKind::kRecv),
+    .protos = kSimpleOnly,
+    .fallbackFor = kindBit(OpKind::kAlltoAll) | kindBit(OpKind::kGather) |
+                   kindBit(OpKind::kScatter) | kindBit(OpKind::kSend) | kindBit(OpKind::kRecv),
+    .hops = directHops,
+    .byteFactor = directBytes,
+    .run = entries({{OpKind::kAlltoAll, runDirect},
+                    {OpKind::kGather, runDirect},
+                    {OpKind::kScatter, runDirect}}),
+};
+
 }  // namespace chorus

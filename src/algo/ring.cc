@@ -107,4 +107,32 @@ void ringReduceScatter(chorusComm* comm, const OpDesc& op, const Work& w) {
   }
 }
 
+namespace {
+// 2(n - 1) hand-offs for AllReduce (2k - 1 steps), n - 1 for AllGather / ReduceScatter; each
+// rank moves (n - 1)/n of the data each way (twice for AllReduce).
+double ringHops(OpKind kind, const Shape& s, size_t) {
+  const double nn = double(s.nranks);
+  return kind == OpKind::kAllReduce ? 2.0 * (nn - 1) : nn - 1;
+}
+double ringBytes(OpKind kind, int n) {
+  const double nn = double(n);
+  return kind == OpKind::kAllReduce ? 2.0 * (nn - 1) / nn : (nn - 1) / nn;
+}
+}  // namespace
+
+extern const AlgoDesc kRingAlgo = {
+    .name = "ring",
+    .serves =
+        kindBit(OpKind::kAllReduce) | kindBit(OpKind::kAllGather) | kindBit(OpKind::kReduceScatter),
+    .protos = kAnyProto,
+    .channels = true,
+    .fallbackFor =
+        kindBit(OpKind::kAllReduce) | kindBit(OpKind::kAllGather) | kindBit(OpKind::kReduceScatter),
+    .hops = ringHops,
+    .byteFactor = ringBytes,
+    .run = entries({{OpKind::kAllReduce, ringAllReduce},
+                    {OpKind::kAllGather, ringAllGather},
+                    {OpKind::kReduceScatter, ringReduceScatter}}),
+};
+
 }  // namespace chorus

@@ -1,6 +1,7 @@
-// Runs a collective with the tuner's choice: the algorithm, the protocol, and for rings and
-// chains the number of channels (each channel takes a contiguous share of the elements and runs
-// on its own thread; the caller runs channel 0).
+// Runs a collective with the tuner's choice: the algorithm (its entry point for the collective,
+// from the algorithm table), the protocol, and for algorithms that split over channels the number
+// of channels (each channel takes a contiguous share of the elements and runs on its own thread;
+// the caller runs channel 0).
 #include <atomic>
 #include <cstring>
 #include <exception>
@@ -15,8 +16,6 @@
 #include "tune/tuner.h"
 
 namespace chorus {
-
-void naiveAllReduce(chorusComm* comm, const OpDesc& op);
 
 namespace {
 
@@ -64,23 +63,6 @@ void checkMatching(chorusComm* comm, const OpDesc& op) {
        msg.c_str());
 }
 
-void runChannel(chorusComm* comm, const OpDesc& op, const Choice& c, const Work& w) {
-  switch (op.kind) {
-    case OpKind::kAllReduce:
-      return ringAllReduce(comm, op, w);
-    case OpKind::kAllGather:
-      return ringAllGather(comm, op, w);
-    case OpKind::kReduceScatter:
-      return ringReduceScatter(comm, op, w);
-    case OpKind::kBroadcast:
-      return c.algo == Algo::kTree ? treeBroadcast(comm, op, w) : chainBroadcast(comm, op, w);
-    case OpKind::kReduce:
-      return c.algo == Algo::kTree ? treeReduce(comm, op, w) : chainReduce(comm, op, w);
-    default:
-      return;
-  }
-}
-
 }  // namespace
 
 void runCollective(const OpDesc& op) {
@@ -106,44 +88,19 @@ void runCollective(const OpDesc& op) {
               opKindName(op.kind), (unsigned long long)comm->opCount, op.count, int(op.type),
               int(op.op), op.root, algoName(c.algo), protoName(c.proto), c.nchannels,
               predictChoice(comm, op, c));
-  if (op.kind == OpKind::kAlltoAll || op.kind == OpKind::kGather || op.kind == OpKind::kScatter) {
-    directCollective(comm, op);
-  } else if (op.kind == OpKind::kAllReduce && c.algo == Algo::kTree) {
-    treeAllReduce(comm, op, c.proto);
-  } else if (op.kind == OpKind::kAllReduce && c.algo == Algo::kHier) {
-    hierAllReduce(comm, op, c.proto);
-  } else if (c.algo == Algo::kTwoShot) {
-    twoShotAllReduce(comm, op);
-  } else if (c.algo == Algo::kOneShot) {
-    switch (op.kind) {
-      case OpKind::kAllReduce:
-        oneShotAllReduce(comm, op);
-        break;
-      case OpKind::kAllGather:
-        oneShotAllGather(comm, op);
-        break;
-      case OpKind::kBroadcast:
-        oneShotBroadcast(comm, op);
-        break;
-      default:
-        oneShotReduceScatter(comm, op);
-        break;
-    }
-  } else if (c.algo == Algo::kCma) {
-    if (op.kind == OpKind::kBroadcast)
-      cmaBroadcast(comm, op);
-    else if (op.kind == OpKind::kAllReduce)
-      cmaAllReduce(comm, op);
-    else
-      cmaAllGather(comm, op);
-  } else if (op.kind == OpKind::kAllReduce && c.algo == Algo::kNaive) {
-    naiveAllReduce(comm, op);
+  // The chosen algorithm's entry point for this collective (the algorithm table).
+  const AlgoDesc& d = *kAlgoTable[int(c.algo)];
+  const AlgoEntry run = d.run.of[int(op.kind)];
+  if (run == nullptr)
+    fail(chorusInternalError, "rank %d: %s has no %s", comm->rank, d.name, opKindName(op.kind));
+  if (!d.channels) {
+    run(comm, op, Work{0, c.proto, 0, op.count});
   } else {
     // Split the elements over channels in 64-byte aligned shares.
     const int nch = c.nchannels;
     const LineBlocks shares(op.count, nch, chorusTypeSize(op.type));
     if (nch == 1) {  // no thread to start, nothing to allocate
-      runChannel(comm, op, c, Work{0, c.proto, 0, op.count});
+      run(comm, op, Work{0, c.proto, 0, op.count});
       ++comm->opCount;
       traceEnd(comm->trace);
       return;
@@ -154,7 +111,7 @@ void runCollective(const OpDesc& op) {
         -1};  // report the cause, not a sibling's "failed on another channel"
     auto runShare = [&](int ch) {
       try {
-        runChannel(comm, op, c, Work{ch, c.proto, shares.begin(ch), shares.begin(ch + 1)});
+        run(comm, op, Work{ch, c.proto, shares.begin(ch), shares.begin(ch + 1)});
       } catch (const Failure& e) {
         errors[size_t(ch)] = std::current_exception();
         int none = -1;

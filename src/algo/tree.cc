@@ -19,6 +19,7 @@
 #include "comm/comm.h"
 #include "comm/wait.h"
 #include "prims/fan.h"
+#include "tune/tuner.h"
 
 namespace chorus {
 
@@ -192,5 +193,42 @@ void treeReduce(chorusComm* comm, const OpDesc& op, const Work& w) {
             treeDepth(comm->nranks, 0) + 1);
   runAll(comm, &run, 1, false);
 }
+
+namespace {
+// Broadcast / Reduce need a tree with an interior (more than 2 ranks).
+bool treeRunsOn(OpKind kind, const Shape& s) {
+  return kind == OpKind::kAllReduce || s.nranks > 2;
+}
+// Up and down the deepest tree for AllReduce, down (or up) it once for Broadcast / Reduce. More
+// ranks than cores: a small tree Broadcast / Reduce waits for every rank to be scheduled like
+// the chain does, and the chain's one send per rank lets each run further ahead (measured at 4
+// ranks on 2 cores, docs/performance.md): the tree gets the chain's n - 1 hops.
+double treeHops(OpKind kind, const Shape& s, size_t bytes) {
+  int depth = s.treeDepth;
+  if (s.oversubscribed && bytes <= kOversubscribedChainBytes &&
+      (kind == OpKind::kBroadcast || kind == OpKind::kReduce))
+    depth = s.nranks - 1;
+  return kind == OpKind::kAllReduce ? 2.0 * depth : double(depth);
+}
+// Interior nodes send twice (NCCL's tree and tuning design: tree ratio 0.5); an AllReduce on 2
+// ranks has no interior node.
+double treeBytes(OpKind kind, int n) {
+  if (kind == OpKind::kAllReduce) return n > 2 ? 2.0 : 1.0;
+  return 2.0;
+}
+}  // namespace
+
+extern const AlgoDesc kTreeAlgo = {
+    .name = "tree",
+    .serves = kindBit(OpKind::kAllReduce) | kindBit(OpKind::kBroadcast) | kindBit(OpKind::kReduce),
+    .protos = kAnyProto,
+    .runsOn = treeRunsOn,
+    .hops = treeHops,
+    .byteFactor = treeBytes,
+    .run = entries({{OpKind::kAllReduce, [](chorusComm* c, const OpDesc& op,
+                                            const Work& w) { treeAllReduce(c, op, w.proto); }},
+                    {OpKind::kBroadcast, treeBroadcast},
+                    {OpKind::kReduce, treeReduce}}),
+};
 
 }  // namespace chorus

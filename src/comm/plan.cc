@@ -1,29 +1,37 @@
 #include "comm/plan.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace chorus {
 
-const char* algoName(Algo a) {
-  switch (a) {
-    case Algo::kRing:
-      return "ring";
-    case Algo::kTree:
-      return "tree";
-    case Algo::kChain:
-      return "chain";
-    case Algo::kDirect:
-      return "direct";
-    case Algo::kNaive:
-      return "naive";
-    case Algo::kHier:
-      return "hier";
-    case Algo::kOneShot:
-      return "oneshot";
-    case Algo::kTwoShot:
-      return "twoshot";
-    case Algo::kCma:
-      return "cma";
+namespace {
+// Set once, at load time, by algo/table.cc (a static initializer); read only afterwards.
+const AlgoDesc* const* gAlgos = nullptr;
+int gNumAlgos = 0;
+}  // namespace
+
+void registerAlgos(const AlgoDesc* const* table, int n) {
+  gAlgos = table;
+  gNumAlgos = n;
+}
+
+int numAlgos() {
+  return gNumAlgos;
+}
+
+const AlgoDesc& algoDesc(Algo a) {
+  if (int(a) < 0 || int(a) >= gNumAlgos) {
+    // A program that links the tuner without the algorithms (algo/table.cc), or a bad index.
+    fprintf(stderr, "chorus: algorithm %d is not in the algorithm table (%d registered)\n", int(a),
+            gNumAlgos);
+    abort();
   }
-  return "?";
+  return *gAlgos[int(a)];
+}
+
+const char* algoName(Algo a) {
+  return int(a) >= 0 && int(a) < gNumAlgos ? gAlgos[int(a)]->name : "?";
 }
 
 void PlanCache::clear() {

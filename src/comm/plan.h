@@ -6,9 +6,14 @@
 #include <cstdint>
 
 #include "comm/op.h"
+#include "proto/proto.h"
 
 namespace chorus {
 
+// An algorithm is an index into the algorithm table (algo/table.cc): one AlgoDesc per algorithm,
+// defined next to its loops in algo/, read by dispatch (algo/select.cc), the tuner (tune/) and
+// the names alike. The named values are the algorithms other code names (defaults, calibration);
+// an algorithm nothing names needs no value here.
 enum class Algo : int {
   kRing = 0,
   kTree = 1,
@@ -20,9 +25,7 @@ enum class Algo : int {
   kCma = 7,     // single copy straight from the peers' buffers (algo/copy.cc)
   kTwoShot = 8  // AllReduce: publish, reduce one block, publish it, gather (algo/oneshot.cc)
 };
-constexpr int kNumAlgos = 9;
-const char* algoName(Algo a);
-
+constexpr int kMaxAlgos = 16;  // TunerEnv's masks hold one bit per algorithm
 // The communicator's shape as the model sees it.
 struct Shape {
   int nranks;
@@ -46,12 +49,65 @@ struct Shape {
 struct TunerEnv {
   uint16_t algoAllowed[kNumOpKinds];  // bit a: CHORUS_ALGO allows algorithm a
   uint8_t protoAllowed[kNumOpKinds];  // bit p: CHORUS_PROTO allows protocol p
-  bool naiveNamed[kNumOpKinds];       // CHORUS_ALGO names the naive ring for this collective
+  uint16_t algoNamed[kNumOpKinds];    // bit a: CHORUS_ALGO lists algorithm a by name
   int64_t minChannels;                // CHORUS_MIN_NCHANNELS, 1 when unset
   bool maxChannelsSet;                // CHORUS_MAX_NCHANNELS is set (else: every channel)
   int64_t maxChannels;
   bool operator==(const TunerEnv&) const = default;
 };
+
+// The share of an operation one call of an algorithm's entry point runs: elements [begin, end)
+// of the operation's count (of each rank's block for AllGather / ReduceScatter) on one channel
+// with one protocol. Algorithms that split over channels get one share per channel; the others
+// one call with channel 0 and every element.
+struct Work {
+  int channel;
+  Proto proto;
+  size_t begin;
+  size_t end;
+};
+using AlgoEntry = void (*)(chorusComm* comm, const OpDesc& op, const Work& w);
+struct AlgoEntries {
+  AlgoEntry of[kNumOpKinds] = {};  // per OpKind: what runCollective calls
+};
+
+// One algorithm: what it serves, its cost terms for the tuner's latency + bytes / bandwidth model
+// (tune/tuner.cc predictUs puts them together) and its entry points. A null hook means the
+// default named beside it.
+struct AlgoDesc {
+  const char* name = nullptr;  // CHORUS_ALGO, logs, status reports, the tuner cache
+  uint16_t serves = 0;         // bit k: runs OpKind k
+  uint8_t protos = 0;          // bit p: runs Proto p
+  // Shapes it runs on beyond `serves` (one node only, more than 2 ranks, ...). Null: every one.
+  bool (*runsOn)(OpKind kind, const Shape& shape) = nullptr;
+  bool channels = false;       // splits the elements over channels (one entry call per channel)
+  bool onlyWhenNamed = false;  // the tuner considers it only when CHORUS_ALGO lists it (naive)
+  uint16_t fallbackFor = 0;    // bit k: what kind k runs when the overrides exclude everything
+  // Cost terms. Hand-offs on the critical path for an operation of `bytes` (shape.treeDepth
+  // resolved; shape.oversubscribed set only on one node).
+  double (*hops)(OpKind kind, const Shape& shape, size_t bytes) = nullptr;
+  // Bytes a rank moves, as a multiple of the operation's bytes.
+  double (*byteFactor)(OpKind kind, int nranks) = nullptr;
+  // Largest operation (model bytes) it can run. Null: no limit.
+  size_t (*slotLimit)(OpKind kind, int nranks) = nullptr;
+  // On an oversubscribed node: how many times each hand-off counts. Null: 1.
+  double (*wakeups)(const Shape& shape) = nullptr;
+  // Fixed cost beyond the hand-offs on one node (system calls, page walks). Null: 0.
+  double (*setupUs)(OpKind kind) = nullptr;
+  // Time across nodes where the generic model (every hand-off a network hop, the bytes through
+  // the node's network link) does not fit it. Null: the generic model.
+  double (*multiNodeUs)(OpKind kind, Proto proto, const Shape& shape, size_t bytes) = nullptr;
+  // Its cost is affine in the bytes only between multiples of this (0: everywhere): the plan
+  // cache cuts its size classes there (tune/tuner.cc PlanBuilder).
+  uint64_t costStepBytes = 0;
+  AlgoEntries run;
+};
+
+// The table: algo/table.cc registers it at load time (before any communicator exists).
+void registerAlgos(const AlgoDesc* const* table, int n);
+int numAlgos();
+const AlgoDesc& algoDesc(Algo a);
+const char* algoName(Algo a);  // "?" outside the table
 
 // A communicator's plans: the tuner's choice per collective and size class (log2 of the bytes),
 // decided on the first call of a class and looked up afterwards, so that a call evaluates no

@@ -91,7 +91,7 @@ MachineModel loadOrDefaultModel() {
       int ch = 0;
       double hop = 0, bw = 0;
       in >> algo >> proto >> ch >> hop >> bw;
-      for (int a = 0; a < kNumAlgos; ++a)
+      for (int a = 0; a < numAlgos(); ++a)
         for (int p = 0; p < kNumProtos; ++p)
           if (algo == algoName(Algo(a)) && proto == protoName(Proto(p)) && ch >= 1 &&
               ch <= kModelChannels && bw > 0)
@@ -126,7 +126,7 @@ bool saveModel(const MachineModel& m, std::string* error) {
   f << "ll " << m.hopUs[1] << " " << m.baseUs[1] << " " << m.bwGBs[1] << "\n";
   f << "channels " << m.channelGain << " " << m.channelSpawnUs << "\n";
   f << "net " << m.netHopUs << " " << m.netBwGBs << "\n";
-  for (int a = 0; a < kNumAlgos; ++a)
+  for (int a = 0; a < numAlgos(); ++a)
     for (int p = 0; p < kNumProtos; ++p)
       for (int ch = 1; ch <= kModelChannels; ++ch) {
         const ChoiceFit& fit = m.allreduce[a][p][ch - 1];

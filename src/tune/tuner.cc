@@ -17,7 +17,6 @@
 #include "base/param.h"
 #include "comm/comm.h"
 #include "topo/tree.h"
-#include "transport/segment.h"
 #include "tune/calibration.h"
 
 namespace chorus {
@@ -137,13 +136,16 @@ TunerEnv readTunerEnv() {
   const char* proto = getenv("CHORUS_PROTO");
   for (int k = 0; k < kNumOpKinds; ++k) {
     const char* coll = collectiveKey(OpKind(k));
-    for (int a = 0; a < kNumAlgos; ++a)
-      if (allowsIn(algo, coll, algoName(Algo(a)))) e.algoAllowed[k] |= uint16_t(1u << a);
+    // Listed by name (not only left in by a "^..." exclusion): what an onlyWhenNamed algorithm
+    // (the naive ring, which exists to be compared against) needs.
+    const bool byName = algo != nullptr && !allowsIn(algo, coll, "__none__");
+    for (int a = 0; a < numAlgos(); ++a) {
+      if (!allowsIn(algo, coll, algoName(Algo(a)))) continue;
+      e.algoAllowed[k] |= uint16_t(1u << a);
+      if (byName) e.algoNamed[k] |= uint16_t(1u << a);
+    }
     for (int p = 0; p < kNumProtos; ++p)
       if (allowsIn(proto, coll, protoName(Proto(p)))) e.protoAllowed[k] |= uint8_t(1u << p);
-    // The naive ring exists to be compared against: only when asked for by name.
-    e.naiveNamed[k] =
-        algo != nullptr && allowsIn(algo, coll, "naive") && !allowsIn(algo, coll, "__none__");
   }
   e.minChannels = envInt("CHORUS_MIN_NCHANNELS", 1);
   e.maxChannelsSet = !envStr("CHORUS_MAX_NCHANNELS").empty();
@@ -152,161 +154,54 @@ TunerEnv readTunerEnv() {
 }
 
 bool algoSupports(Algo a, OpKind kind, const Shape& shape) {
-  const int nranks = shape.nranks;
-  switch (kind) {
-    case OpKind::kAllReduce:
-      if (a == Algo::kHier) return shape.nnodes > 1 && shape.evenNodes;
-      if (a == Algo::kOneShot || a == Algo::kTwoShot) return shape.nnodes == 1 && nranks > 1;
-      if (a == Algo::kCma) return shape.nnodes == 1 && nranks > 1 && shape.singleCopy;
-      return a == Algo::kRing || a == Algo::kTree || a == Algo::kNaive;
-    case OpKind::kAllGather:
-      if (a == Algo::kOneShot) return shape.nnodes == 1 && nranks > 1;
-      if (a == Algo::kCma) return shape.nnodes == 1 && nranks > 1 && shape.singleCopy;
-      return a == Algo::kRing;
-    case OpKind::kReduceScatter:
-      if (a == Algo::kOneShot) return shape.nnodes == 1 && nranks > 1;
-      return a == Algo::kRing;
-    case OpKind::kBroadcast:
-      if (a == Algo::kOneShot) return shape.nnodes == 1 && nranks > 1;
-      if (a == Algo::kCma) return shape.nnodes == 1 && nranks > 1 && shape.singleCopy;
-      return a == Algo::kChain || (a == Algo::kTree && nranks > 2);
-    case OpKind::kReduce:
-      return a == Algo::kChain || (a == Algo::kTree && nranks > 2);
-    case OpKind::kAlltoAll:
-    case OpKind::kGather:
-    case OpKind::kScatter:
-    case OpKind::kSend:
-    case OpKind::kRecv:
-      return a == Algo::kDirect;
-  }
-  return false;
+  const AlgoDesc& d = algoDesc(a);
+  return ((d.serves >> int(kind)) & 1) && (d.runsOn == nullptr || d.runsOn(kind, shape));
 }
 
 bool protoSupports(Algo a, Proto p) {
-  // Point-to-point batches and the naive ring move whole messages through Simple slots.
-  if (a == Algo::kDirect || a == Algo::kNaive || a == Algo::kOneShot || a == Algo::kCma ||
-      a == Algo::kTwoShot)
-    return p == Proto::kSimple;
-  return true;
-}
-
-double modelHops(OpKind kind, Algo a, int n, int depth) {
-  const double nn = double(n);
-  if (depth < 0) depth = std::max(treeDepth(n, 0), treeDepth(n, 1));  // edges root -> leaf
-  // One-shot: publish once, read every input. Its Broadcast is the eager ring: the root waits for
-  // nobody, each receiver for one publication, and back-to-back calls overlap (the root runs
-  // ahead; receivers find their cells written): half a hand-off per call (measured:
-  // docs/performance.md, "Eager Broadcast").
-  if (a == Algo::kOneShot) return kind == OpKind::kBroadcast ? 0.5 : 1.0;
-  // Two-shot AllReduce: publish the input, then the reduced block; each publication is one line
-  // like the one-shot's, but the second waits for the slowest rank's reduction: 1.5 (fitted at
-  // 2 ranks: it overtakes the one-shot between 1 and 2 KiB, docs/performance.md).
-  if (a == Algo::kTwoShot) return 1.5;
-  // Single copy: publish the buffer, every peer says it has read; each step waits for every
-  // peer (the chain's root waits for nobody), so n - 1 wake-ups per step on a loaded node
-  // (measured at 4 ranks on 2 cores: 4-5 us at 8 B where the chain takes 0.5 us).
-  if (a == Algo::kCma) return (kind == OpKind::kAllReduce ? 3.0 : 2.0) * (nn - 1);
-  switch (kind) {
-    case OpKind::kAllReduce:
-      if (a == Algo::kTree) return 2.0 * depth;      // up and down
-      if (a == Algo::kNaive) return 4.0 * (nn - 1);  // unpipelined exchange + sync per step
-      if (a == Algo::kOneShot) return 1.0;           // publish once, read every input
-      return 2.0 * (nn - 1);                         // ring: 2k-1 steps
-    case OpKind::kBroadcast:
-    case OpKind::kReduce:
-      return a == Algo::kTree ? double(depth) : nn - 1;
-    default:
-      return nn - 1;
-  }
-}
-
-double modelByteFactor(OpKind kind, Algo a, int n) {
-  const double nn = double(n);
-  if (a == Algo::kOneShot && kind != OpKind::kAllReduce)
-    // AllGather: one block in, n - 1 out; Broadcast: in at the root, out at the others (one
-    // after the other); ReduceScatter: all in, then n blocks of 1/n read and reduced.
-    return kind == OpKind::kAllGather ? 1.0 : 2.0;
-  // Two-shot: (n - 1)/n of the data crosses to the ranks that reduce it and (n - 1)/n of the
-  // result back, as in the ring, but in two publications instead of 2(n - 1) FIFO steps.
-  if (a == Algo::kTwoShot) return 2.0 * (nn - 1) / nn;
-  if (a == Algo::kCma) {
-    if (kind == OpKind::kAllReduce) return kCmaAllReduceByteRatio * 2.0 * (nn - 1) / nn;
-    // One copy instead of the FIFOs' two (into a slot, out of it), at the same bandwidth.
-    return kind == OpKind::kAllGather ? 0.5 * (nn - 1) / nn : 0.5;
-  }
-  switch (kind) {
-    case OpKind::kAllReduce:
-      if (a == Algo::kTree)
-        return n > 2 ? 2.0 : 1.0;  // NCCL's tree and tuning design: tree ratio 0.5 (interior nodes)
-      if (a == Algo::kNaive) return 4.0 * (nn - 1) / nn;  // plus a separate reduction pass
-      if (a == Algo::kOneShot) return nn;  // copy in, then read and reduce all n inputs
-      return 2.0 * (nn - 1) / nn;
-    case OpKind::kBroadcast:
-    case OpKind::kReduce:
-      return a == Algo::kTree ? 2.0 : 1.0;  // interior tree nodes send twice
-    default:
-      return (nn - 1) / nn;
-  }
-}
-
-size_t slotLimit(Algo a, OpKind kind, int nranks) {
-  if (a == Algo::kTwoShot) return kTwoShotMaxBytes;
-  if (a != Algo::kOneShot) return SIZE_MAX;
-  if (kind == OpKind::kBroadcast) return kEagerMaxBytes;  // one eager cell
-  return kind == OpKind::kAllGather ? kOneShotMaxBytes * size_t(std::max(nranks, 1))
-                                    : kOneShotMaxBytes;
+  return (algoDesc(a).protos >> int(p)) & 1;
 }
 
 namespace {
-// How many times a hand-off counts when the node has more ranks than cores (1 otherwise).
-double oversubscribedWakeups(Algo a, const Shape& shape) {
-  if (!shape.oversubscribed) return 1.0;
-  // Every step of the single copy waits for every rank to be scheduled, and half of them are
-  // not (measured at 4 ranks on 2 cores, docs/performance.md: the chain and the ring beat it at
-  // 32 KiB, not from 128 KiB): each of its wake-ups counts twice.
-  if (a == Algo::kCma) return 2.0;
-  // The two-shot's second wait, for every rank's reduced block, ends only after the ranks
-  // beyond the cores have each been scheduled again: its hand-offs count 2 n / cores - 1 times,
-  // at most 3 (3 ranks on 2 cores: 2, 4 ranks and more: 3; fitted where it overtakes the
-  // one-shot and the tree / ring at 3, 4, 5 and 8 ranks on 2 cores: docs/performance.md,
-  // "Two-shot AllReduce"; beyond 3 the model's tree and ring, which it does not penalise for
-  // oversubscription, would win where they are 1.3-5x slower).
-  if (a == Algo::kTwoShot)
-    return shape.onlineCores > 0
-               ? std::clamp(2.0 * shape.nranks / shape.onlineCores - 1.0, 1.0, 3.0)
-               : 3.0;
-  return 1.0;
+Shape withDepth(Shape s) {
+  if (s.treeDepth < 0) s.treeDepth = std::max(treeDepth(s.nranks, 0), treeDepth(s.nranks, 1));
+  return s;
 }
 }  // namespace
 
+double modelHops(OpKind kind, Algo a, int n, int depth) {
+  return algoDesc(a).hops(kind, withDepth(Shape{n, 1, true, depth}), 0);
+}
+
+double modelByteFactor(OpKind kind, Algo a, int n) {
+  return algoDesc(a).byteFactor(kind, n);
+}
+
+size_t slotLimit(Algo a, OpKind kind, int nranks) {
+  const AlgoDesc& d = algoDesc(a);
+  return d.slotLimit ? d.slotLimit(kind, nranks) : SIZE_MAX;
+}
+
 double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size_t bytes) {
   const MachineModel& m = machineModel();
+  const AlgoDesc& d = algoDesc(a);
   const int pi = int(p);
   const int n = shape.nranks;
   double extra = 0;
   if (bytes > slotLimit(a, kind, n))  // does not fit its slots
     return std::numeric_limits<double>::infinity();
   if (n <= 1) return m.baseUs[pi];
-  if (a == Algo::kCma) extra += kind == OpKind::kAllReduce ? kCmaAllReduceSetupUs : kCmaSetupUs;
+  if (d.setupUs) extra += d.setupUs(kind);
   const double S = double(bytes);
   if (shape.nnodes > 1) {
     // Across nodes the network link is the bottleneck: per node, a ring sends 2(N-1)/N of the
-    // data each way; the hierarchical AllReduce 2(Q-1)/Q of it, after and before node-local
-    // reduce-scatter / allgather over shared memory.
-    const double Q = shape.nnodes, P = double(n) / Q, nn = n;
-    const double netBw = m.netBwGBs * 1e3, shmBw = m.bwGBs[0] * 1e3;
-    if (kind == OpKind::kAllReduce && a == Algo::kHier) {
-      // K slices through a three-phase pipeline: one slice's phases in full, then the slowest
-      // phase for each further slice (the two shared-memory phases counted together, as they
-      // share the node's memory bandwidth).
-      const double shmT = S * 2 * (P - 1) / P / shmBw, netT = S * 2 * (Q - 1) / Q / netBw;
-      const int K = shape.hierPipelined ? hierSlices(bytes, int(P)) : 1;
-      const double dataT = (shmT + netT) / K + (K - 1.0) / K * std::max(shmT, netT);
-      return m.baseUs[pi] + (K > 1 ? 2 * m.channelSpawnUs : 0.0) + 2 * (P - 1) * m.hopUs[pi] +
-             2 * (Q - 1) * m.netHopUs + dataT;
-    }
-    return m.baseUs[pi] + modelHops(kind, a, int(nn), shape.treeDepth) * m.netHopUs +
-           S * modelByteFactor(kind, a, int(nn)) / netBw;
+    // data each way, every hand-off counted as a network hop. Algorithms that use the node's
+    // shared memory for part of the work (hier) model themselves.
+    if (d.multiNodeUs) return d.multiNodeUs(kind, p, shape, bytes);
+    const double netBw = m.netBwGBs * 1e3;
+    Shape s = withDepth(shape);
+    s.oversubscribed = false;
+    return m.baseUs[pi] + d.hops(kind, s, bytes) * m.netHopUs + S * d.byteFactor(kind, n) / netBw;
   }
   double hop = m.hopUs[pi], bw = m.bwGBs[pi];
   const ChoiceFit* fit = kind == OpKind::kAllReduce && nch <= kModelChannels
@@ -319,16 +214,9 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
     bw *= 1.0 + m.channelGain * (nch - 1);
     extra = m.channelSpawnUs * (nch - 1);
   }
-  int depth = shape.treeDepth;
-  // More ranks than cores: a small tree Broadcast / Reduce waits for every rank to be scheduled
-  // like the chain does, and the chain's one send per rank lets each run further ahead (measured
-  // at 4 ranks on 2 cores, docs/performance.md): the tree gets the chain's n - 1 hops.
-  if (shape.oversubscribed && a == Algo::kTree && bytes <= kOversubscribedChainBytes &&
-      (kind == OpKind::kBroadcast || kind == OpKind::kReduce))
-    depth = n - 1;
-  const double wakeups = oversubscribedWakeups(a, shape);
-  return m.baseUs[pi] + extra + wakeups * modelHops(kind, a, n, depth) * hop +
-         S * modelByteFactor(kind, a, n) / (bw * 1e3);
+  const double wakeups = shape.oversubscribed && d.wakeups ? d.wakeups(shape) : 1.0;
+  return m.baseUs[pi] + extra + wakeups * d.hops(kind, withDepth(shape), bytes) * hop +
+         S * d.byteFactor(kind, n) / (bw * 1e3);
 }
 
 Shape shapeOf(const chorusComm* comm) {
@@ -356,17 +244,18 @@ Choice chooseFor(const chorusComm* comm, OpKind kind, size_t bytes, const TunerE
                                             minCh, comm->nchannels));
   Choice best{Algo::kRing, Proto::kSimple, 1, 1e300};
   bool any = false;
-  for (int ai = 0; ai < kNumAlgos; ++ai) {
+  for (int ai = 0; ai < numAlgos(); ++ai) {
     Algo a = Algo(ai);
+    const AlgoDesc& d = algoDesc(a);
     if (!algoSupports(a, kind, shape)) continue;
-    if (a == Algo::kNaive && !env.naiveNamed[k]) continue;
+    if (d.onlyWhenNamed && !(env.algoNamed[k] & (1u << ai))) continue;
     if (!(env.algoAllowed[k] & (1u << ai))) continue;
     for (int pi = 0; pi < kNumProtos; ++pi) {
       Proto p = Proto(pi);
       if (!protoSupports(a, p) || !(env.protoAllowed[k] & (1u << pi))) continue;
       if (p == Proto::kLL && comm->nnodes > 1) continue;  // LL does not cross the TCP proxy
       // Channels split rings and chains; trees use one channel per tree.
-      bool multi = a == Algo::kRing || a == Algo::kChain;
+      const bool multi = d.channels;
       for (int ch = multi ? minCh : 1; ch <= (multi ? maxCh : 1); ++ch) {
         double t = predictUs(kind, a, p, ch, shape, bytes);
         if (std::isinf(t)) continue;  // cannot run this size
@@ -377,11 +266,9 @@ Choice chooseFor(const chorusComm* comm, OpKind kind, size_t bytes, const TunerE
   }
   if (!any) {
     // Overrides excluded everything that can run this collective: fall back to its default.
-    Algo a =
-        kind == OpKind::kAllReduce || kind == OpKind::kAllGather || kind == OpKind::kReduceScatter
-            ? Algo::kRing
-        : kind == OpKind::kBroadcast || kind == OpKind::kReduce ? Algo::kChain
-                                                                : Algo::kDirect;
+    Algo a = Algo::kRing;
+    for (int ai = numAlgos() - 1; ai >= 0; --ai)
+      if ((algoDesc(Algo(ai)).fallbackFor >> k) & 1) a = Algo(ai);
     best = {a, Proto::kSimple, 1, predictUs(kind, a, Proto::kSimple, 1, shape, bytes)};
   }
   return best;
@@ -404,15 +291,19 @@ class PlanBuilder {
     overflow_ = false;
     const uint64_t lo = cls == 0 ? 0 : uint64_t(1) << (cls - 1);
     const uint64_t hi = cls == 0 ? 0 : cls == 64 ? UINT64_MAX : (uint64_t(1) << cls) - 1;
-    // Sizes where a candidate's cost is not affine across: the hier slice steps, and the one-
-    // and two-shot's size limits (beyond them they cannot run).
-    uint64_t cuts[67];
+    // Sizes where a candidate's cost is not affine across: its cost steps (the hier slice
+    // count), and its size limit (beyond it, it cannot run).
+    uint64_t cuts[64 * kMaxAlgos];
     int ncuts = 0;
-    if (kind_ == OpKind::kAllReduce && algoSupports(Algo::kHier, kind_, comm_->shape))
-      for (uint64_t k = 2; k <= 64; ++k) cuts[ncuts++] = k * kHierMinSliceBytes;
-    for (Algo a : {Algo::kOneShot, Algo::kTwoShot})
-      if (algoSupports(a, kind_, comm_->shape))
-        cuts[ncuts++] = slotLimit(a, kind_, comm_->shape.nranks) + 1;
+    for (int ai = 0; ai < numAlgos(); ++ai) {
+      const Algo a = Algo(ai);
+      if (!algoSupports(a, kind_, comm_->shape)) continue;
+      const uint64_t step = algoDesc(a).costStepBytes;
+      if (step != 0)
+        for (uint64_t k = 2; k <= 64; ++k) cuts[ncuts++] = k * step;
+      const size_t limit = slotLimit(a, kind_, comm_->shape.nranks);
+      if (limit != SIZE_MAX) cuts[ncuts++] = limit + 1;
+    }
     std::sort(cuts, cuts + ncuts);
     uint64_t a = lo;
     for (int i = 0; i < ncuts; ++i) {

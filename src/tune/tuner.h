@@ -40,7 +40,7 @@ struct MachineModel {
   double bwGBs[kNumProtos];  // one channel
   double channelGain;        // bandwidth multiplier per extra channel (<= 1 extra)
   double channelSpawnUs;     // cost of starting extra channel threads
-  ChoiceFit allreduce[kNumAlgos][kNumProtos][kModelChannels];
+  ChoiceFit allreduce[kMaxAlgos][kNumProtos][kModelChannels];
   double netHopUs;  // one hand-off over the TCP transport
   double netBwGBs;  // one node's network bandwidth (each direction)
   bool calibrated;
@@ -49,29 +49,18 @@ struct MachineModel {
 // Up to this size, Broadcast / Reduce on an oversubscribed node model the tree with the chain's
 // hops (measured: the chain wins below 16-32 KiB at 4 ranks on 2 cores, the tree above).
 constexpr size_t kOversubscribedChainBytes = size_t(16) << 10;
-// The one- and two-shot collectives' size limit on the model's bytes (algo/oneshot.cc): every
-// rank's published input must fit its slot (AllGather publishes one block of bytes / nranks);
-// SIZE_MAX for the other algorithms.
+// The algorithm's size limit on the model's bytes (AlgoDesc::slotLimit: the one- and two-shot
+// collectives' inputs must fit their slots); SIZE_MAX for the others.
 size_t slotLimit(Algo a, OpKind kind, int nranks);
-// Fixed cost of a single-copy call beyond its two hand-offs (a system call per peer, the page
-// walk). Measured against the FIFO path on 2 ranks (docs/performance.md): single copy already
-// wins at 4-8 KiB, so no extra cost; the model then crosses over at about 8 KiB.
-constexpr double kCmaSetupUs = 0.0;
-// The single-copy AllReduce (two kernel copies and one reduction against the ring's copy,
-// reduce-and-copy, copy through the FIFOs) measured on 2 ranks, best of 5 interleaved rounds
-// (docs/performance.md): 0.78-0.86 of the ring's time per byte at 2-8 MiB, behind it up to about
-// 1 MiB (5 us more at 128 KiB, even at 512 KiB). Modelled as that byte factor of the ring's plus
-// a fixed cost that puts the crossover near 1.5 MiB.
-constexpr double kCmaAllReduceByteRatio = 0.82;
-constexpr double kCmaAllReduceSetupUs = 36.0;
-// Hand-offs on the critical path and the share of the bytes a rank moves, per algorithm.
+// Hand-offs on the critical path and the share of the bytes a rank moves, per algorithm
+// (AlgoDesc::hops, byteFactor; treeDepth -1: the communicator's double binary tree's).
 double modelHops(OpKind kind, Algo a, int nranks, int treeDepth = -1);
 double modelByteFactor(OpKind kind, Algo a, int nranks);
 
 const MachineModel& machineModel();
 void setMachineModel(const MachineModel& m);  // chorus-tune
 
-// Whether algo can run kind at all (on nranks ranks).
+// Whether algo can run kind at all (on this shape), with protocol p (the algorithm table).
 bool algoSupports(Algo a, OpKind kind, const Shape& shape);
 bool protoSupports(Algo a, Proto p);
 // Predicted microseconds for `bytes` (the nccl-tests size of the operation).

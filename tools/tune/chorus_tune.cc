@@ -85,13 +85,13 @@ void printTable(const char* collective, int n) {
     int ch;
   };
   std::vector<Col> cols;
-  for (int ai = 0; ai < kNumAlgos; ++ai)
+  for (int ai = 0; ai < numAlgos(); ++ai)
     for (int pi = 0; pi < kNumProtos; ++pi)
       for (int ch = 1; ch <= 2; ++ch) {
         Algo a = Algo(ai);
         Proto p = Proto(pi);
         if (!algoSupports(a, kind, Shape{n, 1, true}) || !protoSupports(a, p)) continue;
-        if (ch > 1 && a != Algo::kRing && a != Algo::kChain) continue;
+        if (ch > 1 && !algoDesc(a).channels) continue;
         cols.push_back({a, p, ch});
       }
   printf("%12s", "bytes");
@@ -106,7 +106,7 @@ void printTable(const char* collective, int n) {
     double best = 1e300;
     size_t bi = 0;
     for (size_t i = 0; i < cols.size(); ++i) {
-      if (cols[i].a == Algo::kNaive) continue;
+      if (algoDesc(cols[i].a).onlyWhenNamed) continue;
       double t = predictUs(kind, cols[i].a, cols[i].p, cols[i].ch, Shape{n, 1, true}, bytes);
       if (t < best) best = t, bi = i;
     }
