@@ -5,20 +5,31 @@
 
 namespace chorus {
 
-extern const AlgoDesc kRingAlgo, kTreeAlgo, kChainAlgo, kDirectAlgo, kNaiveAlgo, kHierAlgo,
-    kOneShotAlgo, kCmaAlgo, kTwoShotAlgo;
+// One line per algorithm in each list (clang-format keeps them so, so that adding one is one line
+// in each). The first rows follow the Algo values other code names (comm/plan.h); any order after.
+// clang-format off
+extern const AlgoDesc kRingAlgo;  // algo/ring.cc
+extern const AlgoDesc kTreeAlgo;  // algo/tree.cc
+extern const AlgoDesc kChainAlgo;  // algo/chain.cc
+extern const AlgoDesc kDirectAlgo;  // algo/p2p_collectives.cc
+extern const AlgoDesc kNaiveAlgo;  // algo/naive.cc
+extern const AlgoDesc kHierAlgo;  // algo/hier.cc
+extern const AlgoDesc kOneShotAlgo;  // algo/oneshot.cc
+extern const AlgoDesc kCmaAlgo;  // algo/copy.cc
+extern const AlgoDesc kTwoShotAlgo;  // algo/oneshot.cc
 
 constinit const AlgoDesc* const kAlgoTable[] = {
-    &kRingAlgo,     // Algo::kRing (algo/ring.cc)
-    &kTreeAlgo,     // Algo::kTree (algo/tree.cc)
-    &kChainAlgo,    // Algo::kChain (algo/chain.cc)
-    &kDirectAlgo,   // Algo::kDirect (algo/p2p_collectives.cc)
-    &kNaiveAlgo,    // Algo::kNaive (algo/naive.cc)
-    &kHierAlgo,     // Algo::kHier (algo/hier.cc)
-    &kOneShotAlgo,  // Algo::kOneShot (algo/oneshot.cc)
-    &kCmaAlgo,      // Algo::kCma (algo/copy.cc)
-    &kTwoShotAlgo,  // Algo::kTwoShot (algo/oneshot.cc)
+    &kRingAlgo,  // Algo::kRing
+    &kTreeAlgo,  // Algo::kTree
+    &kChainAlgo,  // Algo::kChain
+    &kDirectAlgo,  // Algo::kDirect
+    &kNaiveAlgo,  // Algo::kNaive
+    &kHierAlgo,  // Algo::kHier
+    &kOneShotAlgo,  // Algo::kOneShot
+    &kCmaAlgo,  // Algo::kCma
+    &kTwoShotAlgo,  // Algo::kTwoShot
 };
+// clang-format on
 constinit const int kNumAlgoTable = int(sizeof(kAlgoTable) / sizeof(kAlgoTable[0]));
 static_assert(sizeof(kAlgoTable) / sizeof(kAlgoTable[0]) <= size_t(kMaxAlgos),
               "TunerEnv's masks hold kMaxAlgos algorithms");

@@ -136,8 +136,8 @@ TunerEnv readTunerEnv() {
   const char* proto = getenv("CHORUS_PROTO");
   for (int k = 0; k < kNumOpKinds; ++k) {
     const char* coll = collectiveKey(OpKind(k));
-    // Listed by name (not only left in by a "^..." exclusion): what an onlyWhenNamed algorithm
-    // (the naive ring, which exists to be compared against) needs.
+    // Listed by name (not only left in by a "^..." exclusion): what an algorithm needs on the
+    // shapes where the tuner does not pick it unnamed (AlgoDesc::picksUnnamed).
     const bool byName = algo != nullptr && !allowsIn(algo, coll, "__none__");
     for (int a = 0; a < numAlgos(); ++a) {
       if (!allowsIn(algo, coll, algoName(Algo(a)))) continue;
@@ -248,7 +248,7 @@ Choice chooseFor(const chorusComm* comm, OpKind kind, size_t bytes, const TunerE
     Algo a = Algo(ai);
     const AlgoDesc& d = algoDesc(a);
     if (!algoSupports(a, kind, shape)) continue;
-    if (d.onlyWhenNamed && !(env.algoNamed[k] & (1u << ai))) continue;
+    if (d.picksUnnamed && !d.picksUnnamed(shape) && !(env.algoNamed[k] & (1u << ai))) continue;
     if (!(env.algoAllowed[k] & (1u << ai))) continue;
     for (int pi = 0; pi < kNumProtos; ++pi) {
       Proto p = Proto(pi);
