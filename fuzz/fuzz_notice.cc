@@ -4,7 +4,8 @@
 // Input: [nranks u8][stream bytes...]. Invariants: a notice is only reported once all of its
 // bytes are there (every prefix is "need more" or the same "bad"), its cause is a rank of the
 // communicator, its text is printable and within the limit, and encodeNotice round-trips
-// (kShrink notices: binary text kept byte for byte, encodeShrinkNotice round-trips).
+// (kShrink notices: binary text kept byte for byte, encodeShrinkNotice round-trips); a status
+// query has no text, and a status answer's text that parses is in range and round-trips.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -36,7 +37,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(p.consumed - sizeof(NoticeHeader) == p.text.size());
     FUZZ_CHECK(p.cause >= 0 && p.cause < nranks);
     FUZZ_CHECK(p.kind == NoticeKind::kFailed || p.kind == NoticeKind::kDied ||
-               p.kind == NoticeKind::kLeft || p.kind == NoticeKind::kShrink);
+               p.kind == NoticeKind::kLeft || p.kind == NoticeKind::kShrink ||
+               p.kind == NoticeKind::kStatusQuery || p.kind == NoticeKind::kStatus);
+    if (p.kind == NoticeKind::kStatusQuery) FUZZ_CHECK(p.text.empty());
+    // A status answer's text (liveness across nodes): parsed strictly; what parses is in range
+    // and round-trips through encodeStatus.
+    StatusBody sb;
+    if (parseStatusText(p.text, nranks, &sb)) {
+      FUZZ_CHECK(sb.waitingFor >= 0 && sb.waitingFor <= nranks);
+      FUZZ_CHECK(sb.failed >= 0 && sb.failed <= nranks);
+      FUZZ_CHECK(sb.aliveAgeMs >= -1 && sb.op <= 255);
+      const std::string enc = encodeStatus(p.cause, sb);
+      const NoticeParse e = parseNotice(enc.data(), enc.size(), nranks);
+      StatusBody again;
+      FUZZ_CHECK(e.status == NoticeParse::Status::kNotice && e.kind == NoticeKind::kStatus);
+      FUZZ_CHECK(parseStatusText(e.text, nranks, &again));
+      FUZZ_CHECK(again.waitingFor == sb.waitingFor && again.aliveAgeMs == sb.aliveAgeMs &&
+                 again.seq == sb.seq && again.op == sb.op && again.failed == sb.failed);
+    }
     if (p.kind == NoticeKind::kShrink) {
       // Shrink messages are binary (parsed again by fuzz_shrink): kept byte for byte.
       FUZZ_CHECK(p.text.size() <= kMaxShrinkBytes);

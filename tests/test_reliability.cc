@@ -535,10 +535,10 @@ std::vector<std::string> cascadeModes() {
 // ranks 0,1 and 2,3 are two emulated nodes (TCP between). kills: CHORUS_KILL_ITERS, else
 // defaultKills. Every survivor must name the killed rank as the cause (blamedRank), whatever the
 // survivors do after their failure.
-void deadPeerKills(const std::string& name, int nodes, long defaultKills,
-                   Survivors survivors = Survivors::kLinger) {
-  // A name's suffix forces the algorithm; the one-shot collectives run up to 4 KiB of input per
-  // rank, the two-shot up to 64 KiB, so they get a count that fits (empty: the worker's 1 MiB).
+// A name's suffix forces the algorithm; the one-shot collectives run up to 4 KiB of input per
+// rank, the two-shot up to 64 KiB, so they get a count that fits (empty: the worker's 1 MiB).
+void parseVariant(const std::string& name, std::string* collOut, std::vector<std::string>* envOut,
+                  std::string* countOut) {
   struct Variant {
     std::string suffix;
     std::vector<std::string> env;
@@ -560,6 +560,16 @@ void deadPeerKills(const std::string& name, int nodes, long defaultKills,
       count = v.count;
     }
   }
+  *collOut = coll;
+  *envOut = env;
+  *countOut = count;
+}
+
+void deadPeerKills(const std::string& name, int nodes, long defaultKills,
+                   Survivors survivors = Survivors::kLinger) {
+  std::string coll, count;
+  std::vector<std::string> env;
+  parseVariant(name, &coll, &env, &count);
   const bool linger = survivors == Survivors::kLinger;
   const std::string suite = linger ? "DeadPeer" : "Cascade";
   const std::string test = suite + (nodes > 1 ? "AcrossNodes." : ".") + name;
@@ -802,6 +812,130 @@ INSTANTIATE_TEST_SUITE_P(Processes, HangCulprit,
                            return std::string(i.param.coll) + "_" + std::to_string(i.param.nodes) +
                                   "nodes";
                          });
+
+// ---------------------------------------------------------------------------------------------
+// FrozenRank: a rank stopped with SIGSTOP at a random moment of a loop (inside a call, most of
+// the time; sometimes between two), every rank with CHORUS_TIMEOUT=2: a process that stops
+// making progress (stopped, a debugger, swapping) is the common hang of real jobs. Its peers
+// time out; each must name the stopped rank, not the neighbour it waits for, and not "calls in a
+// different order" (the stopped rank's published wait makes the waits look like a cycle; its
+// sign of life, refreshed by every live waiting rank, tells it apart). On one node and on two
+// emulated nodes (across them, a rank asks the other node's ranks for their state over the
+// control connection; a stopped process does not answer). Survivors linger or exit at once.
+// Runs per row: CHORUS_FREEZE_RUNS (default 1); scripts/kill_table.sh prints the table.
+void frozenRuns(const std::string& name, int nodes, Survivors survivors) {
+  std::string coll, count;
+  std::vector<std::string> env;
+  parseVariant(name, &coll, &env, &count);
+  env.push_back("CHORUS_TIMEOUT=2");
+  const double timeout = 2.0;
+  const bool linger = survivors == Survivors::kLinger;
+  const std::string test = std::string("FrozenRank") + (nodes > 1 ? "AcrossNodes." : ".") + name +
+                           (linger ? "" : "Exit");
+  const long runs = std::max(1L, envLong("CHORUS_FREEZE_RUNS", 1));
+  Watchdog watchdog(60.0 + 30.0 * double(runs), test);
+  std::mt19937_64 rng = makeRng(test);
+  std::vector<double> detect;
+  int reports = 0, named = 0;
+  for (long it = 0; it < runs; ++it) {
+    std::vector<std::string> args = {"--coll", coll, "--watchdog", "90"};
+    if (linger)
+      args.push_back("--linger");
+    else
+      args.insert(args.end(), {"--exit-on-failure", "exit"});
+    if (!count.empty()) args.insert(args.end(), {"--count", count});
+    Job job(kRanks, args, env, rng, nodes);
+    ASSERT_TRUE(job.started()) << "cannot start the ranks";
+    ASSERT_TRUE(job.pumpUntil(monoNow() + 60 * timeoutScale(),
+                              [&] {
+                                for (int r = 0; r < kRanks; ++r)
+                                  if (!job.has(r, "READY") || job[r].exited) return false;
+                                return true;
+                              }))
+        << "the ranks did not all start their loop:\n"
+        << job.output() << job.statuses();
+    job.pump(double(rng() % 400) / 1000.0);
+    const int victim = int(rng() % kRanks);
+    for (int r = 0; r < kRanks; ++r)
+      ASSERT_FALSE(job[r].exited) << "rank " << r << " ended early:\n" << job.output();
+    const double stoppedAt = monoNow();
+    kill(job[victim].pid, SIGSTOP);
+    const double limit = timeout + 3.0;
+    job.pumpUntil(stoppedAt + 2 * limit * timeoutScale(), [&] {
+      for (int r = 0; r < kRanks; ++r)
+        if (r != victim && !job.has(r, "FAILED") && !job[r].exited) return false;
+      return true;
+    });
+    const std::string ctx = name + " run " + std::to_string(it) + " (rank " +
+                            std::to_string(victim) + " stopped, survivors " +
+                            (linger ? "linger" : "exit") + ")";
+    for (int r = 0; r < kRanks; ++r) {
+      if (r == victim) continue;
+      const auto f = job.fields(r, "FAILED");
+      if (!f.count("_found")) {
+        ADD_FAILURE() << ctx << ": rank " << r << " did not report within " << 2 * limit << " s:\n"
+                      << job.output() << job.statuses();
+        continue;
+      }
+      ++reports;
+      const double dt = std::stod(f.at("t")) - stoppedAt;
+      detect.push_back(dt);
+      const std::string& msg = f.at("msg");
+      const bool namesVictim = blamedRank(msg) == victim;
+      named += namesVictim ? 1 : 0;
+      std::printf("  %s: rank %d after %.0f ms: %s\n", ctx.c_str(), r, dt * 1e3, msg.c_str());
+      EXPECT_TRUE(namesVictim) << ctx << ": rank " << r << "'s message blames rank "
+                               << blamedRank(msg) << ", not the stopped rank " << victim << ": "
+                               << msg << "\n"
+                               << job.output();
+      EXPECT_EQ(msg.find("different order"), std::string::npos) << ctx << ": rank " << r;
+      EXPECT_LE(dt, limit) << ctx << ": rank " << r << " reported after " << dt << " s";
+    }
+    job.killRank(victim);  // SIGKILL ends a stopped process too
+    job.releaseLingering();
+    job.pumpUntil(monoNow() + 20 * timeoutScale(), [&] { return job.allExited(); });
+    for (int r = 0; r < kRanks; ++r)
+      EXPECT_TRUE(job[r].exited) << ctx << ": rank " << r << " did not exit:\n" << job.output();
+    expectNothingLeft(job, ctx);
+  }
+  if (!detect.empty()) {
+    const double med = median(detect), mx = *std::max_element(detect.begin(), detect.end());
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "frozen %s nodes=%d survivors=%s runs=%ld reports=%d median_ms=%.1f "
+                  "max_ms=%.1f named=%d",
+                  name.c_str(), nodes, linger ? "linger" : "exit", runs, reports, med * 1e3,
+                  mx * 1e3, named);
+    std::printf("%s\n", line);
+    appendReport(line);
+  }
+}
+
+class FrozenRank : public ::testing::TestWithParam<std::string> {};
+TEST_P(FrozenRank, EverySurvivorNamesTheStoppedRank) {
+  frozenRuns(GetParam(), 1, Survivors::kLinger);
+}
+TEST_P(FrozenRank, SurvivorsThatExitAtOnceNameTheStoppedRank) {
+  frozenRuns(GetParam(), 1, Survivors::kExitAtOnce);
+}
+class FrozenRankAcrossNodes : public ::testing::TestWithParam<std::string> {};
+TEST_P(FrozenRankAcrossNodes, EverySurvivorNamesTheStoppedRank) {
+  frozenRuns(GetParam(), 2, Survivors::kLinger);
+}
+TEST_P(FrozenRankAcrossNodes, SurvivorsThatExitAtOnceNameTheStoppedRank) {
+  frozenRuns(GetParam(), 2, Survivors::kExitAtOnce);
+}
+// Ring, tree, one-shot, two-shot and point-to-point waits; across nodes the one-node-only
+// algorithms give way to the hierarchical AllReduce.
+INSTANTIATE_TEST_SUITE_P(Processes, FrozenRank,
+                         ::testing::Values("AllReduce", "AllReduceTree", "BroadcastOneShot",
+                                           "AllGatherOneShot", "AllReduceTwoShot", "SendRecv",
+                                           "Broadcast", "ReduceScatter"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+INSTANTIATE_TEST_SUITE_P(Processes, FrozenRankAcrossNodes,
+                         ::testing::Values("AllReduce", "AllReduceTree", "AllReduceHier",
+                                           "SendRecv", "Broadcast"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 // ---------------------------------------------------------------------------------------------
 // FailureNotice: a rank that fails on its own while staying alive (here: CHORUS_TIMEOUT) tells

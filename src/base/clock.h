@@ -12,6 +12,11 @@ using Deadline = Clock::time_point;
 inline Deadline noDeadline() {
   return Deadline::max();
 }
+// A steady-clock time as nanoseconds since its epoch (CLOCK_MONOTONIC: the same in every process
+// of a machine, as CLOCK_MONOTONIC_COARSE is).
+inline int64_t steadyNs(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
 inline Deadline deadlineIn(double seconds) {
   return Clock::now() + std::chrono::microseconds(int64_t(seconds * 1e6));
 }

@@ -4,11 +4,24 @@
 // depend on the proxy that lives above it.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace chorus {
 
 struct SendConn;  // transport/fifo.h
+
+// A remote rank's state, as its process answers a status query (comm/wait.cc follows a chain of
+// waits across nodes with it): the peer + 1 it waits for in a long wait (0: none), how long ago
+// its last sign of life was (ms; -1: unknown), that wait's operation (sequence number; kind + 1,
+// 0: none) and its failure flag (cause + 1, 0: healthy).
+struct PeerStatus {
+  int waitingFor = 0;
+  int64_t aliveAgeMs = -1;
+  uint64_t seq = 0;
+  uint32_t op = 0;
+  int failed = 0;
+};
 
 class RemoteLinks {
  public:
@@ -40,6 +53,11 @@ class RemoteLinks {
   virtual void publishShrink(const std::string& message) = 0;
   virtual bool latestShrink(int peer, std::string* message) = 0;
   virtual bool controlClosed(int peer) const = 0;
+
+  // Asks remote `peer` for its state and waits up to `seconds` for the answer. False: none came
+  // (its process is stopped or frozen, or its control connection is gone). Any thread; for the
+  // error path of a wait that timed out.
+  virtual bool queryStatus(int peer, double seconds, PeerStatus* out) = 0;
 };
 
 }  // namespace chorus

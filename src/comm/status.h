@@ -48,6 +48,9 @@ struct OpTrace {
   std::atomic<const char*> waitWhat{nullptr};
   std::atomic<int64_t> waitSinceNs{0};
   std::atomic<uint64_t> timeoutReported{~uint64_t(0)};  // seq whose timeout report was printed
+  // The rank's sign of life in its segment (SegmentHeader::aliveNs), stamped at every start
+  // and, negated, at every end; null while there is no segment.
+  std::atomic<int64_t>* alive = nullptr;
 };
 
 // A clock cheap enough for every operation: CLOCK_MONOTONIC_COARSE is served by the vDSO from
@@ -78,8 +81,10 @@ inline void traceBegin(OpTrace& t, uint64_t seq, uint64_t desc, uint64_t count, 
   e.count.store(count, std::memory_order_relaxed);
   e.desc.store(desc, std::memory_order_relaxed);
   e.root.store(root, std::memory_order_relaxed);
-  e.startNs.store(coarseNowNs(), std::memory_order_relaxed);
+  const int64_t now = coarseNowNs();
+  e.startNs.store(now, std::memory_order_relaxed);
   e.endNs.store(0, std::memory_order_relaxed);
+  if (t.alive != nullptr) t.alive->store(now, std::memory_order_relaxed);
 }
 // ... its algorithm is chosen ...
 inline void traceChoice(OpTrace& t, uint64_t desc) {
@@ -89,7 +94,9 @@ inline void traceChoice(OpTrace& t, uint64_t desc) {
 // ... and completes. An operation that fails stays in flight (the report shows it).
 inline void traceEnd(OpTrace& t) {
   const uint64_t c = t.completed.load(std::memory_order_relaxed);
-  t.ring[c % kTraceEntries].endNs.store(coarseNowNs(), std::memory_order_relaxed);
+  const int64_t now = coarseNowNs();
+  t.ring[c % kTraceEntries].endNs.store(now, std::memory_order_relaxed);
+  if (t.alive != nullptr) t.alive->store(-now, std::memory_order_relaxed);  // between calls
   t.completed.store(c + 1, std::memory_order_release);
   t.inFlight.store(false, std::memory_order_release);
 }

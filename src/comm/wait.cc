@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -13,6 +14,7 @@
 
 #include "base/error.h"
 #include "comm/comm.h"
+#include "comm/op.h"
 #include "comm/status.h"
 #include "transport/doorbell.h"
 
@@ -67,6 +69,7 @@ void Waiter::pause() {
   }
   spinPolling_ = false;
   auto now = Clock::now();
+  if (alive_ != nullptr) alive_->store(steadyNs(now), std::memory_order_relaxed);
   if (iter_ == spinIters) {
     // Peer liveness (a /proc read) and timeouts are looked at every kCheckEvery only: most
     // waits end long before, and an abort is noticed through the cheap flag test below.
@@ -133,38 +136,184 @@ void Waiter::publish(Clock::time_point now) {
       std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count(),
       std::memory_order_relaxed);
   t.waiter.store(this, std::memory_order_release);
-  if (comm_->mySegment.base() != nullptr)
-    comm_->mySegment.header()->waitingFor.store(peer_ + 1, std::memory_order_relaxed);
+  if (comm_->mySegment.base() != nullptr) {
+    SegmentHeader* h = comm_->mySegment.header();
+    alive_ = &h->aliveNs;
+    alive_->store(steadyNs(now), std::memory_order_relaxed);
+    uint32_t op = 0;
+    if (t.inFlight.load(std::memory_order_relaxed)) {
+      const uint64_t c = t.completed.load(std::memory_order_relaxed);
+      op = uint32_t(t.ring[c % kTraceEntries].desc.load(std::memory_order_relaxed) & 0xff) + 1;
+    }
+    h->waitSeq.store(comm_->opCount, std::memory_order_relaxed);
+    h->waitOp.store(op, std::memory_order_relaxed);
+    h->waitingFor.store(peer_ + 1, std::memory_order_relaxed);
+  }
   published_ = true;
 }
 
 // The rank a timed-out wait is really behind: from the peer this rank waits for, follow the
-// same-node ranks' published waits (SegmentHeader::waitingFor) to the first rank that is not
-// waiting inside Chorus (it hangs elsewhere, or has not called), or to a rank on another node
-// (whose state is not visible here), or around a cycle back to this rank (the ranks wait for
-// each other: calls in a different order). `chain` gets the path, e.g. "0 -> 1 -> 2".
+// ranks' published waits to the first rank that is not waiting inside Chorus (it hangs
+// elsewhere, or has not called), that stopped making progress while it waits (its sign of life,
+// SegmentHeader::aliveNs, is stale: stopped by a signal or a debugger, swapping, frozen), that
+// failed already, or around a cycle of live ranks back to this rank (they wait for each other:
+// calls in a different order). Same-node ranks are read in their segments; a rank on another
+// node is asked over its control connection (a process that does not answer is stopped).
+// `chain` gets the path, e.g. "0 -> 1 -> 2".
 namespace {
-enum class Behind { kNotWaiting, kRemote, kCycle };
-Behind findBehind(chorusComm* c, int peer, int* culprit, std::string* chain) {
-  *chain = std::to_string(c->rank) + " -> " + std::to_string(peer);
+enum class Behind { kNotWaiting, kRemote, kCycle, kStopped, kFailed };
+struct BehindInfo {
+  Behind why = Behind::kNotWaiting;
+  int culprit = -1;
+  std::string chain;
+  double stoppedFor = -1;  // kStopped: seconds since its last sign of life (-1: no answer)
+  uint64_t seq = 0;        // kStopped: the operation it stopped in
+  uint32_t op = 0;
+  int reporter = -1;  // kFailed: the rank on the chain that failed (culprit: its cause)
+};
+
+// A live waiting rank refreshes its sign of life at every pause (at least every 10 ms);
+// one silent for this long has stopped.
+double staleAfter(const chorusComm* c) {
+  return c->timeoutSec > 0 ? std::clamp(c->timeoutSec / 2, 0.5, 2.0) : 2.0;
+}
+
+std::string opWords(uint32_t op, uint64_t seq) {
+  if (op == 0) return "a call";
+  const uint32_t kind = op - 1;
+  const char* name = kind == kTraceP2PGroup         ? "a Send/Recv group"
+                     : kind < uint32_t(kNumOpKinds) ? opKindName(OpKind(kind))
+                                                    : "an operation";
+  return format("%s seq %llu", name, (unsigned long long)seq);
+}
+
+// Every other rank, same-node ones first: the first that failed (its cause), stopped inside a
+// call (a stale sign of life) or, on another node, does not answer. kNotWaiting: none.
+BehindInfo findStopped(chorusComm* c, double stale, int64_t nowNs) {
+  BehindInfo b;
+  for (int p = 0; p < c->nranks; ++p) {
+    if (p == c->rank || c->isRemote(p)) continue;
+    const SegmentHeader* h = c->peerHeader(p);
+    const int32_t f = h->failed.load(std::memory_order_acquire);
+    if (f > 0 && f <= c->nranks) {
+      b.why = Behind::kFailed, b.culprit = f - 1, b.reporter = p;
+      return b;
+    }
+    const int64_t alive = h->aliveNs.load(std::memory_order_relaxed);
+    if (alive > 0 && double(nowNs - alive) * 1e-9 > stale) {
+      b.why = Behind::kStopped, b.culprit = p, b.stoppedFor = double(nowNs - alive) * 1e-9;
+      if (h->waitingFor.load(std::memory_order_relaxed) > 0) {
+        b.seq = h->waitSeq.load(std::memory_order_relaxed);
+        b.op = h->waitOp.load(std::memory_order_relaxed);
+      }
+      return b;
+    }
+  }
+  for (int p = 0; p < c->nranks && c->tcp != nullptr; ++p) {
+    if (!c->isRemote(p)) continue;
+    PeerStatus st;
+    if (c->tcp->peerFailed(p)) {
+      b.why = Behind::kFailed, b.culprit = c->tcp->failureCause(p), b.reporter = p;
+      return b;
+    }
+    if (!c->tcp->queryStatus(p, std::clamp(c->timeoutSec / 4, 0.3, 1.0), &st)) {
+      b.why = c->tcp->peerFailed(p) ? Behind::kRemote : Behind::kStopped, b.culprit = p;
+      return b;
+    }
+    if (st.failed > 0) {
+      b.why = Behind::kFailed, b.culprit = st.failed - 1, b.reporter = p;
+      return b;
+    }
+    if (st.aliveAgeMs >= 0 && double(st.aliveAgeMs) / 1e3 > stale) {
+      b.why = Behind::kStopped, b.culprit = p, b.stoppedFor = double(st.aliveAgeMs) / 1e3;
+      if (st.waitingFor > 0) b.seq = st.seq, b.op = st.op;
+      return b;
+    }
+  }
+  return b;
+}
+
+BehindInfo findBehind(chorusComm* c, int peer) {
+  BehindInfo b;
+  b.chain = std::to_string(c->rank) + " -> " + std::to_string(peer);
+  const double stale = staleAfter(c);
+  const int64_t nowNs = steadyNs(Clock::now());
   int p = peer;
   for (int steps = 0; steps < c->nranks; ++steps) {
+    int w = 0;
     if (c->isRemote(p)) {
-      *culprit = p;
-      return Behind::kRemote;
+      PeerStatus st;
+      if (c->tcp == nullptr || c->tcp->peerFailed(p)) {
+        b.why = Behind::kRemote;
+        b.culprit = p;
+        return b;
+      }
+      if (!c->tcp->queryStatus(p, std::clamp(c->timeoutSec / 4, 0.3, 1.0), &st)) {
+        b.why = c->tcp->peerFailed(p) ? Behind::kRemote : Behind::kStopped;
+        b.culprit = p;
+        return b;
+      }
+      if (st.failed > 0) {
+        b.why = Behind::kFailed;
+        b.culprit = st.failed - 1;
+        b.reporter = p;
+        return b;
+      }
+      w = st.waitingFor;
+      // Stale inside a call, waiting or not (a rank between calls has no age).
+      if (st.aliveAgeMs >= 0 && double(st.aliveAgeMs) / 1e3 > stale) {
+        b.why = Behind::kStopped;
+        b.culprit = p;
+        b.stoppedFor = double(st.aliveAgeMs) / 1e3;
+        if (w > 0) b.seq = st.seq, b.op = st.op;
+        return b;
+      }
+    } else {
+      const SegmentHeader* h = c->peerHeader(p);
+      const int32_t f = h->failed.load(std::memory_order_acquire);
+      if (p != c->rank && f > 0 && f <= c->nranks) {
+        b.why = Behind::kFailed;
+        b.culprit = f - 1;
+        b.reporter = p;
+        return b;
+      }
+      w = h->waitingFor.load(std::memory_order_relaxed);
+      // Inside a call (positive) and silent too long, waiting or not; between calls (negative)
+      // it has not made this call yet.
+      const int64_t alive = h->aliveNs.load(std::memory_order_relaxed);
+      const double age = double(nowNs - alive) * 1e-9;
+      if (alive > 0 && p != c->rank && age > stale) {
+        b.why = Behind::kStopped;
+        b.culprit = p;
+        b.stoppedFor = age;
+        if (w > 0) {  // the operation of its wait (otherwise unknown: it stopped computing)
+          b.seq = h->waitSeq.load(std::memory_order_relaxed);
+          b.op = h->waitOp.load(std::memory_order_relaxed);
+        }
+        return b;
+      }
     }
-    const int32_t w = c->peerHeader(p)->waitingFor.load(std::memory_order_relaxed);
     const int next = w - 1;
     if (w <= 0 || next >= c->nranks || next == p) break;
-    *chain += " -> " + std::to_string(next);
+    b.chain += " -> " + std::to_string(next);
     if (next == c->rank) {
-      *culprit = p;
-      return Behind::kCycle;
+      // A cycle of live ranks, as far as the chain shows. A wait on several peers (a tree's)
+      // publishes one of them at a time, so the chain may go round while the real culprit is
+      // off it: look at every rank before blaming the order of calls.
+      BehindInfo any = findStopped(c, stale, nowNs);
+      if (any.why != Behind::kNotWaiting) {
+        any.chain = b.chain;
+        return any;
+      }
+      b.why = Behind::kCycle;
+      b.culprit = p;
+      return b;
     }
     p = next;
   }
-  *culprit = p;
-  return Behind::kNotWaiting;
+  b.why = Behind::kNotWaiting;
+  b.culprit = p;
+  return b;
 }
 }  // namespace
 
@@ -292,14 +441,33 @@ void Waiter::check(Clock::time_point now) {
     }
     // Name the rank that is behind, not only the peer: in a ring every rank waits for its
     // neighbour and all of them time out together.
-    int culprit = peer_;
-    std::string chain;
-    Behind why = peer_ >= 0 && peer_ != c->rank ? findBehind(c, peer_, &culprit, &chain)
-                                                : Behind::kNotWaiting;
+    BehindInfo b;
+    b.culprit = peer_;
+    if (peer_ >= 0 && peer_ != c->rank) b = findBehind(c, peer_);
+    int culprit = b.culprit;
+    const std::string& chain = b.chain;
     const std::string base =
         format("no progress for %.1f s waiting for peer rank %d", c->timeoutSec, peer_);
     std::string msg;
-    if (why == Behind::kRemote && c->tcp) {
+    if (b.why == Behind::kStopped) {
+      const std::string where =
+          c->isRemote(culprit) ? format(" (node %d)", c->nodeOf[size_t(culprit)]) : "";
+      if (b.stoppedFor < 0)
+        msg = format(
+            "rank %d: %s: rank %d%s stopped making progress: its process does not answer a "
+            "status query (stopped or frozen?; waits %s): %s",
+            c->rank, what_, culprit, where.c_str(), chain.c_str(), base.c_str());
+      else
+        msg = format(
+            "rank %d: %s: rank %d%s stopped making progress %.1f s ago inside %s "
+            "(waits %s): %s",
+            c->rank, what_, culprit, where.c_str(), b.stoppedFor, opWords(b.op, b.seq).c_str(),
+            chain.c_str(), base.c_str());
+    } else if (b.why == Behind::kFailed) {
+      msg =
+          format("rank %d: %s: rank %d is behind (reported by rank %d, which failed; waits %s): %s",
+                 c->rank, what_, culprit, b.reporter, chain.c_str(), base.c_str());
+    } else if (b.why == Behind::kRemote && c->tcp) {
       // The ranks there timed out too, at about the same moment, and followed their own node's
       // waits: give their notice a moment to arrive (an error path; the bound is long passed).
       const auto until = Clock::now() + std::chrono::milliseconds(300);
@@ -310,10 +478,10 @@ void Waiter::check(Clock::time_point now) {
                      what_, remoteCause, culprit, c->nodeOf[size_t(culprit)], base.c_str());
         culprit = remoteCause;
       } else {
-        msg = format("rank %d: %s: %s; waits lead to rank %d of node %d (%s)", c->rank, what_,
-                     base.c_str(), culprit, c->nodeOf[size_t(culprit)], chain.c_str());
+        msg = format("rank %d: %s: rank %d of node %d is behind (waits %s): %s", c->rank, what_,
+                     culprit, c->nodeOf[size_t(culprit)], chain.c_str(), base.c_str());
       }
-    } else if (why == Behind::kCycle) {
+    } else if (b.why == Behind::kCycle) {
       msg = format(
           "rank %d: %s: %s; ranks wait for each other in a cycle (%s): calls in a "
           "different order?",
@@ -324,7 +492,7 @@ void Waiter::check(Clock::time_point now) {
     } else {
       msg = format("rank %d: %s: %s", c->rank, what_, base.c_str());
     }
-    throw Failure{chorusTimeout, msg, why == Behind::kCycle || peer_ < 0 ? -1 : culprit};
+    throw Failure{chorusTimeout, msg, b.why == Behind::kCycle || peer_ < 0 ? -1 : culprit};
   }
 }
 

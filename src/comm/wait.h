@@ -6,6 +6,9 @@
 
 #include <sys/types.h>
 
+#include <atomic>
+#include <cstdint>
+
 #include "base/clock.h"
 
 struct chorusComm;
@@ -50,6 +53,7 @@ class Waiter {
   bool armed_ = false;        // the bell was read since the last sleep: the next pause sleeps
   bool everArmed_ = false;
   bool published_ = false;  // this wait is the communicator's published one (comm/status.h)
+  std::atomic<int64_t>* alive_ = nullptr;  // the rank's sign of life, refreshed by slow pauses
   uint32_t bellValue_ = 0;
   uint32_t iter_ = 0;
   uint32_t checks_ = 0;

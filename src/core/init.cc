@@ -139,6 +139,8 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
   SegmentLayout layout{c->nranks, c->nchannels, {c->slotBytes[0], c->slotBytes[1]}};
   const uint64_t nonce = c->peers[0].commNonce;
   c->mySegment = Segment::create(layout, c->rank, otherProcess, nonce);
+  c->trace.alive = &c->mySegment.header()->aliveNs;  // a sign of life at every call's start
+  c->trace.alive->store(-coarseNowNs(), std::memory_order_relaxed);  // not in a call yet
   mine.segAddr = reinterpret_cast<uint64_t>(c->mySegment.base());
   snprintf(mine.segName, sizeof(mine.segName), "%s", c->mySegment.name().c_str());
   // Removes the segment name of every rank of this node, not only this rank's (shm_unlink of a

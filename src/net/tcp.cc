@@ -235,6 +235,8 @@ TcpTransport::TcpTransport(chorusComm* comm, DataListener& listener,
   controlClosed_.reset(new std::atomic<bool>[size_t(n)]);
   for (int i = 0; i < n; ++i) controlClosed_[size_t(i)].store(false);
   shrinkIn_.assign(size_t(n), "");
+  statusIn_.assign(size_t(n), PeerStatus{});
+  statusCount_.assign(size_t(n), 0);
   reasons_.assign(size_t(n), "");
   causes_.assign(size_t(n), -1);
   controlOf_.assign(size_t(n), nullptr);
@@ -471,6 +473,55 @@ bool TcpTransport::latestShrink(int peer, std::string* message) {
   return true;
 }
 
+bool TcpTransport::queryStatus(int peer, double seconds, PeerStatus* out) {
+  Control* c = controlOf_[size_t(peer)];
+  if (c == nullptr || controlClosed_[size_t(peer)].load()) return false;
+  uint64_t before;
+  {
+    std::lock_guard<std::mutex> l(shrinkMu_);
+    before = statusCount_[size_t(peer)];
+  }
+  {
+    std::lock_guard<std::mutex> l(noticeMu_);
+    queueControl(*c, encodeNotice(NoticeKind::kStatusQuery, comm_->rank, ""));
+  }
+  if (!flushNotices()) noticeQueued_.store(true);
+  wake(wakeFd_);
+  const Deadline until = deadlineIn(seconds);
+  while (Clock::now() < until) {
+    {
+      std::lock_guard<std::mutex> l(shrinkMu_);
+      if (statusCount_[size_t(peer)] != before) {
+        *out = statusIn_[size_t(peer)];
+        return true;
+      }
+    }
+    if (controlClosed_[size_t(peer)].load()) return false;
+    usleep(1000);
+  }
+  return false;
+}
+
+// This rank's state for a peer's status query (proxy thread): from its own segment header.
+static std::string statusAnswer(chorusComm* comm) {
+  StatusBody b;
+  if (comm->mySegment.base() != nullptr) {
+    const SegmentHeader* h = comm->mySegment.header();
+    b.waitingFor = h->waitingFor.load(std::memory_order_relaxed);
+    const int64_t alive = h->aliveNs.load(std::memory_order_relaxed);
+    const int64_t now = steadyNs(Clock::now());
+    // Between calls (negative) or never stamped: no age (the rank is not inside a call).
+    b.aliveAgeMs = alive > 0 ? std::max<int64_t>(0, (now - alive) / 1'000'000) : -1;
+    b.seq = h->waitSeq.load(std::memory_order_relaxed);
+    b.op = h->waitOp.load(std::memory_order_relaxed);
+    b.failed = h->failed.load(std::memory_order_relaxed);
+    if (b.waitingFor < 0 || b.waitingFor > comm->nranks) b.waitingFor = 0;
+    if (b.failed < 0 || b.failed > comm->nranks) b.failed = comm->rank + 1;
+    if (b.op > 255) b.op = 0;
+  }
+  return encodeStatus(comm->rank, b);
+}
+
 bool TcpTransport::progressOut(Link& l) {
   bool did = false;
   while (l.staged.dataReady()) {
@@ -582,6 +633,26 @@ void TcpTransport::progressControl(Control& c) {
     if (np.kind == NoticeKind::kShrink) {  // not a failure: core/shrink.cc parses it
       std::lock_guard<std::mutex> l(shrinkMu_);
       shrinkIn_[size_t(c.peer)] = np.text;
+      continue;
+    }
+    if (np.kind == NoticeKind::kStatusQuery) {  // answered at once, from the segment header
+      if (np.cause == c.peer) {
+        {
+          std::lock_guard<std::mutex> l(noticeMu_);
+          queueControl(c, statusAnswer(comm_));
+        }
+        if (!flushNotices()) noticeQueued_.store(true);
+      }
+      continue;
+    }
+    if (np.kind == NoticeKind::kStatus) {  // an answer to this rank's query
+      StatusBody b;
+      if (np.cause == c.peer && parseStatusText(np.text, comm_->nranks, &b)) {
+        std::lock_guard<std::mutex> l(shrinkMu_);
+        statusIn_[size_t(c.peer)] =
+            PeerStatus{int(b.waitingFor), b.aliveAgeMs, b.seq, b.op, int(b.failed)};
+        ++statusCount_[size_t(c.peer)];
+      }
       continue;
     }
     if (np.kind == NoticeKind::kLeft) {  // a departure (the sender only speaks for itself)

@@ -109,6 +109,8 @@ class TcpTransport final : public RemoteLinks {
   void publishShrink(const std::string& message) override;
   bool latestShrink(int peer, std::string* message) override;
   bool controlClosed(int peer) const override { return controlClosed_[size_t(peer)].load(); }
+  // A status query: answered by the peer's proxy thread from its rank's segment header.
+  bool queryStatus(int peer, double seconds, PeerStatus* out) override;
 
  private:
   struct Link;
@@ -152,6 +154,9 @@ class TcpTransport final : public RemoteLinks {
   // chorusCommShrink messages: out through queueControl, the latest in per peer.
   std::mutex shrinkMu_;
   std::vector<std::string> shrinkIn_;
+  // Status answers received, by rank (under shrinkMu_): the latest, and how many so far.
+  std::vector<PeerStatus> statusIn_;
+  std::vector<uint64_t> statusCount_;
   std::unique_ptr<std::atomic<bool>[]> controlClosed_;
 };
 

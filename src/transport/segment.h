@@ -42,6 +42,15 @@ struct SegmentHeader {
   // peer + 1 while the owner is in a long wait (past its spin) for that peer, else 0: a rank
   // that times out follows these to the rank that is behind (comm/wait.cc).
   std::atomic<int32_t> waitingFor;
+  // Liveness (comm/wait.cc), on a line of its own (the owner writes it on every call; peers
+  // read it only when they time out): the owner's last sign of life, steady-clock ns, positive
+  // inside a call (its start, and every pause of a long wait: a rank that waits keeps it fresh,
+  // a rank that stopped, e.g. SIGSTOP or a debugger, lets it age), negated between calls (the
+  // end of the last one); and the operation of its current long wait (sequence number;
+  // kind + 1, 0 while none).
+  alignas(64) std::atomic<int64_t> aliveNs;
+  std::atomic<uint64_t> waitSeq;
+  std::atomic<uint32_t> waitOp;
 };
 
 // chorusCommShrink's mailbox (core/shrink.cc), in the header page after SegmentHeader: the owner

@@ -1,5 +1,7 @@
 #include "transport/tcp_wire.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "base/siphash.h"
@@ -89,17 +91,65 @@ std::string encodeShrinkNotice(int32_t sender, const std::string& bytes) {
   return out;
 }
 
+std::string encodeStatus(int32_t sender, const StatusBody& b) {
+  char text[160];
+  const int n = snprintf(text, sizeof(text), "w=%d age=%lld seq=%llu op=%u failed=%d",
+                         int(b.waitingFor), (long long)std::min<int64_t>(b.aliveAgeMs, 1LL << 40),
+                         (unsigned long long)std::min<uint64_t>(b.seq, 1ULL << 62), unsigned(b.op),
+                         int(b.failed));
+  return encodeNotice(NoticeKind::kStatus, sender, std::string(text, size_t(n)));
+}
+
+namespace {
+// `key` then a decimal integer in [lo, hi] (at most 19 digits, '-' only if lo < 0) at *p; moves
+// *p past it.
+bool readField(const char** p, const char* end, const char* key, long long lo, long long hi,
+               long long* out) {
+  const size_t k = strlen(key);
+  if (size_t(end - *p) < k || memcmp(*p, key, k) != 0) return false;
+  const char* q = *p + k;
+  const bool neg = q < end && *q == '-' && lo < 0;
+  if (neg) ++q;
+  const char* digits = q;
+  unsigned long long v = 0;
+  while (q < end && *q >= '0' && *q <= '9' && q - digits < 19) v = v * 10 + unsigned(*q++ - '0');
+  if (q == digits || (q < end && *q >= '0' && *q <= '9')) return false;
+  const long long x = neg ? -(long long)v : (long long)v;
+  if (x < lo || x > hi) return false;
+  *out = x;
+  *p = q;
+  return true;
+}
+}  // namespace
+
+bool parseStatusText(const std::string& text, int nranks, StatusBody* body) {
+  const char* p = text.data();
+  const char* end = p + text.size();
+  long long w, age, seq, op, failed;
+  if (!readField(&p, end, "w=", 0, nranks, &w) ||
+      !readField(&p, end, " age=", -1, 1LL << 40, &age) ||
+      !readField(&p, end, " seq=", 0, 1LL << 62, &seq) ||
+      !readField(&p, end, " op=", 0, 255, &op) ||
+      !readField(&p, end, " failed=", 0, nranks, &failed) || p != end)
+    return false;
+  body->waitingFor = int32_t(w);
+  body->aliveAgeMs = age;
+  body->seq = uint64_t(seq);
+  body->op = uint32_t(op);
+  body->failed = int32_t(failed);
+  return true;
+}
+
 NoticeParse parseNotice(const void* bytes, size_t len, int nranks) {
   NoticeParse r;
   if (len < sizeof(NoticeHeader)) return r;
   NoticeHeader h;
   memcpy(&h, bytes, sizeof(h));
   const bool shrink = h.kind == uint32_t(NoticeKind::kShrink);
-  if (h.magic != kNoticeMagic ||
-      (h.kind != uint32_t(NoticeKind::kFailed) && h.kind != uint32_t(NoticeKind::kDied) &&
-       h.kind != uint32_t(NoticeKind::kLeft) && !shrink) ||
-      h.cause < 0 || h.cause >= nranks ||
-      h.textBytes > (shrink ? kMaxShrinkBytes : kMaxNoticeText)) {
+  if (h.magic != kNoticeMagic || h.kind < uint32_t(NoticeKind::kFailed) ||
+      h.kind > uint32_t(NoticeKind::kStatus) || h.cause < 0 || h.cause >= nranks ||
+      h.textBytes > (shrink ? kMaxShrinkBytes : kMaxNoticeText) ||
+      (h.kind == uint32_t(NoticeKind::kStatusQuery) && h.textBytes != 0)) {
     r.status = NoticeParse::Status::kBad;
     return r;
   }

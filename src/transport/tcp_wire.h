@@ -8,7 +8,8 @@
 //   listener -> connector   u64 SipHash(secret, nonce || 'E')
 // then, on a data connection (channel >= 0), frames {u64 payload bytes, payload} of at most one
 // slot; on the control connection (channel kControlChannel, one per pair of ranks), notices
-// {u32 magic, u32 kind, i32 cause, u32 text bytes, text}.
+// {u32 magic, u32 kind, i32 cause, u32 text bytes, text}: failures, departures, shrink messages,
+// and status queries with their answers.
 #pragma once
 
 #include <cstddef>
@@ -86,6 +87,8 @@ enum class NoticeKind : uint32_t {
                 // core/shrink_wire.h (binary, up to kMaxShrinkBytes, kept as is)
   kLeft = 4,    // rank `cause` (the sender) destroyed its communicator after every slot it posted
                 // was written to its sockets: its end of file is a departure, not a failure
+  kStatusQuery = 5,  // rank `cause` (the sender) timed out and asks for this rank's state; no text
+  kStatus = 6,       // the answer: `cause` is the sender, the text its state (encodeStatus)
 };
 constexpr uint32_t kMaxShrinkBytes = 4096;
 struct NoticeHeader {
@@ -107,8 +110,26 @@ struct NoticeParse {
 // A kShrink notice carrying `bytes` (at most kMaxShrinkBytes) from rank `sender`.
 std::string encodeShrinkNotice(int32_t sender, const std::string& bytes);
 
-// The first notice in `bytes`. kBad: wrong magic, unknown kind, cause outside [0, nranks) or
-// text longer than kMaxNoticeText (kMaxShrinkBytes for kShrink).
+// A rank's state, as a kStatus notice carries it (liveness across nodes, comm/wait.cc): the
+// peer + 1 it waits for in a long wait (0: not waiting), the age of its last sign of life in ms
+// (-1: unknown), the operation of that wait (sequence number; kind + 1, 0: none) and its
+// failure flag (cause + 1, 0: healthy). Sent as printable text:
+// "w=<int> age=<int> seq=<uint> op=<uint> failed=<int>".
+struct StatusBody {
+  int32_t waitingFor = 0;
+  int64_t aliveAgeMs = -1;
+  uint64_t seq = 0;
+  uint32_t op = 0;
+  int32_t failed = 0;
+};
+std::string encodeStatus(int32_t sender, const StatusBody& body);
+// The body of a kStatus notice's text; false if it is not exactly that form, or a field is out
+// of range (waitingFor and failed in [0, nranks], aliveAgeMs in [-1, 2^40], seq < 2^62,
+// op <= 255).
+bool parseStatusText(const std::string& text, int nranks, StatusBody* body);
+
+// The first notice in `bytes`. kBad: wrong magic, unknown kind, cause outside [0, nranks), text
+// longer than kMaxNoticeText (kMaxShrinkBytes for kShrink), or a kStatusQuery with text.
 NoticeParse parseNotice(const void* bytes, size_t len, int nranks);
 
 }  // namespace chorus::tcpwire
