@@ -814,6 +814,91 @@ INSTANTIATE_TEST_SUITE_P(Processes, HangCulprit,
                          });
 
 // ---------------------------------------------------------------------------------------------
+// TwoDeaths: two ranks of one node die close together: within one check period (gap 0: two
+// SIGKILLs back to back), or the second because a launcher ends the other ranks once one died
+// (gap 30 ms: torchrun and mpirun react in milliseconds to tens of them). Each survivor names
+// the rank whose last sign of life is oldest; with a gap that is the first killed, and with
+// none it may be either, but every survivor names the same one.
+void twoDeaths(const std::string& coll, double gapSeconds, long defaultRuns) {
+  const std::string test = "TwoDeaths." + coll + (gapSeconds > 0 ? "LauncherGap" : "AtOnce");
+  const long runs = std::max(1L, envLong("CHORUS_KILL_ITERS", defaultRuns));
+  Watchdog watchdog(60.0 + 30.0 * double(runs), test);
+  std::mt19937_64 rng = makeRng(test);
+  int reports = 0, named = 0;
+  for (long it = 0; it < runs; ++it) {
+    Job job(kRanks, {"--coll", coll, "--linger", "--watchdog", "90"}, {}, rng);
+    ASSERT_TRUE(job.started()) << "cannot start the ranks";
+    ASSERT_TRUE(job.pumpUntil(monoNow() + 60 * timeoutScale(),
+                              [&] {
+                                for (int r = 0; r < kRanks; ++r)
+                                  if (!job.has(r, "READY") || job[r].exited) return false;
+                                return true;
+                              }))
+        << job.output() << job.statuses();
+    job.pump(double(rng() % 400) / 1000.0);
+    const int first = int(rng() % kRanks);
+    const int second = (first + 1 + int(rng() % (kRanks - 1))) % kRanks;
+    job.killRank(first, /*reap=*/false);
+    if (gapSeconds > 0) sleepSeconds(gapSeconds);
+    job.killRank(second, /*reap=*/false);
+    const double killedAt = monoNow();
+    job.pumpUntil(killedAt + 2 * kDetectLimit * timeoutScale(), [&] {
+      for (int r = 0; r < kRanks; ++r)
+        if (r != first && r != second && !job.has(r, "FAILED")) return false;
+      return true;
+    });
+    const std::string ctx = test + " run " + std::to_string(it) + " (rank " +
+                            std::to_string(first) + " killed, then rank " + std::to_string(second) +
+                            ")";
+    int agreed = -2;
+    for (int r = 0; r < kRanks; ++r) {
+      if (r == first || r == second) continue;
+      const auto f = job.fields(r, "FAILED");
+      if (!f.count("_found")) {
+        ADD_FAILURE() << ctx << ": rank " << r << " did not report:\n" << job.output();
+        continue;
+      }
+      ++reports;
+      const std::string& msg = f.at("msg");
+      const int blamed = blamedRank(msg);
+      std::printf("  %s: rank %d: %s\n", ctx.c_str(), r, msg.c_str());
+      if (gapSeconds > 0) {
+        named += blamed == first ? 1 : 0;
+        EXPECT_EQ(blamed, first) << ctx << ": rank " << r << " blames rank " << blamed
+                                 << ", not the first killed rank " << first << ": " << msg;
+      } else {
+        named += blamed == first || blamed == second ? 1 : 0;
+        EXPECT_TRUE(blamed == first || blamed == second)
+            << ctx << ": rank " << r << " blames rank " << blamed << ": " << msg;
+        if (agreed == -2) agreed = blamed;
+        EXPECT_EQ(blamed, agreed) << ctx << ": survivors name different ranks:\n" << job.output();
+      }
+    }
+    job.releaseLingering();
+    job.pumpUntil(monoNow() + 20 * timeoutScale(), [&] {
+      for (int r = 0; r < kRanks; ++r)
+        if (r != first && r != second && !job[r].exited) return false;
+      return true;
+    });
+    expectNothingLeft(job, ctx);
+  }
+  char line[200];
+  std::snprintf(line, sizeof line, "twodeaths %s gap_ms=%.0f runs=%ld reports=%d named=%d",
+                coll.c_str(), gapSeconds * 1e3, runs, reports, named);
+  std::printf("%s\n", line);
+  appendReport(line);
+}
+
+TEST(TwoDeaths, AtOnceEverySurvivorNamesTheSameRank) {
+  twoDeaths("AllReduce", 0, 3);
+  twoDeaths("SendRecv", 0, 2);
+}
+TEST(TwoDeaths, LauncherEndsASurvivorEveryOneNamesTheFirst) {
+  twoDeaths("AllReduce", 0.03, 3);
+  twoDeaths("SendRecv", 0.03, 2);
+}
+
+// ---------------------------------------------------------------------------------------------
 // FrozenRank: a rank stopped with SIGSTOP at a random moment of a loop (inside a call, most of
 // the time; sometimes between two), every rank with CHORUS_TIMEOUT=2: a process that stops
 // making progress (stopped, a debugger, swapping) is the common hang of real jobs. Its peers

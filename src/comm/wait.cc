@@ -368,6 +368,30 @@ void Waiter::departed(Clock::time_point now, bool drained) {
                 peer_};
 }
 
+// Of the same-node ranks that died (gone without a failure flag or a departure; `dead` is one),
+// the one whose last sign of life (SegmentHeader::aliveNs, stamped at every call's start and
+// end and by long waits) is oldest: the first to die, as far as this node can tell. Ties: the
+// lower rank. An error path (a /proc read per rank).
+static int firstDead(chorusComm* c, int dead) {
+  auto lastSign = [&](int r) {
+    const int64_t a = c->peerHeader(r)->aliveNs.load(std::memory_order_relaxed);
+    return a < 0 ? -a : a;
+  };
+  int first = dead;
+  int64_t firstSign = lastSign(dead);
+  for (int r = 0; r < c->nranks; ++r) {
+    if (r == dead || r == c->rank || c->isRemote(r)) continue;
+    const pid_t pid = c->peers[size_t(r)].pid;
+    if (pid == getpid() || processAlive(pid)) continue;
+    if (c->peerHeader(r)->failed.load(std::memory_order_acquire) != 0 ||
+        c->peerSegments[size_t(r)].shrinkBox()->left.load(std::memory_order_acquire) != 0)
+      continue;
+    const int64_t sign = lastSign(r);
+    if (sign < firstSign || (sign == firstSign && r < first)) first = r, firstSign = sign;
+  }
+  return first;
+}
+
 void Waiter::check(Clock::time_point now) {
   ++checks_;
   chorusComm* c = comm_;
@@ -408,11 +432,23 @@ void Waiter::check(Clock::time_point now) {
     if (f == 0 && !left && pid != getpid() && !processAlive(pid)) {
       left = box->left.load(std::memory_order_acquire) != 0;
       f = h->failed.load(std::memory_order_acquire);
-      if (f == 0 && !left)
+      if (f == 0 && !left) {
+        // Other ranks of this node may have died too (two deaths within one check period, or a
+        // launcher that ends the others on the first death): name the one that died first, by
+        // the last sign of life each left, so that every survivor names the same rank.
+        const int first = firstDead(c, peer_);
+        if (first != peer_)
+          throw Failure{
+              chorusRemoteError,
+              format("rank %d: %s: rank %d (pid %d) died first; peer rank %d (pid %d), "
+                     "which this rank waits for, died after it",
+                     c->rank, what_, first, int(c->peers[size_t(first)].pid), peer_, int(pid)),
+              first};
         throw Failure{
             chorusRemoteError,
             format("rank %d: %s: peer rank %d (pid %d) died", c->rank, what_, peer_, int(pid)),
             peer_};
+      }
     }
     if (f == 0 && left) departed(now, true);
     if (f != 0) {
