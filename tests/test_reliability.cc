@@ -807,7 +807,8 @@ TEST_P(HangCulprit, EveryRankNamesTheHungRank) {
 
 INSTANTIATE_TEST_SUITE_P(Processes, HangCulprit,
                          ::testing::Values(HangCase{"AllReduce", 1}, HangCase{"SendRecv", 1},
-                                           HangCase{"AllReduce", 2}, HangCase{"SendRecv", 2}),
+                                           HangCase{"AllReduce", 2}, HangCase{"SendRecv", 2},
+                                           HangCase{"AllReduce", 4}, HangCase{"SendRecv", 4}),
                          [](const ::testing::TestParamInfo<HangCase>& i) {
                            return std::string(i.param.coll) + "_" + std::to_string(i.param.nodes) +
                                   "nodes";
@@ -1010,6 +1011,15 @@ TEST_P(FrozenRankAcrossNodes, EverySurvivorNamesTheStoppedRank) {
 TEST_P(FrozenRankAcrossNodes, SurvivorsThatExitAtOnceNameTheStoppedRank) {
   frozenRuns(GetParam(), 2, Survivors::kExitAtOnce);
 }
+// Four emulated nodes of one rank each: a chain of waits crosses up to three node boundaries,
+// each followed by a status query.
+class FrozenRankFourNodes : public ::testing::TestWithParam<std::string> {};
+TEST_P(FrozenRankFourNodes, EverySurvivorNamesTheStoppedRank) {
+  frozenRuns(GetParam(), 4, Survivors::kLinger);
+}
+INSTANTIATE_TEST_SUITE_P(Processes, FrozenRankFourNodes,
+                         ::testing::Values("AllReduce", "AllReduceTree", "SendRecv"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 // Ring, tree, one-shot, two-shot and point-to-point waits; across nodes the one-node-only
 // algorithms give way to the hierarchical AllReduce.
 INSTANTIATE_TEST_SUITE_P(Processes, FrozenRank,

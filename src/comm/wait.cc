@@ -239,6 +239,7 @@ BehindInfo findBehind(chorusComm* c, int peer) {
   const double stale = staleAfter(c);
   const int64_t nowNs = steadyNs(Clock::now());
   int p = peer;
+  bool inCall = false;  // p is inside a call (not between two)
   for (int steps = 0; steps < c->nranks; ++steps) {
     int w = 0;
     if (c->isRemote(p)) {
@@ -260,6 +261,7 @@ BehindInfo findBehind(chorusComm* c, int peer) {
         return b;
       }
       w = st.waitingFor;
+      inCall = st.aliveAgeMs >= 0;
       // Stale inside a call, waiting or not (a rank between calls has no age).
       if (st.aliveAgeMs >= 0 && double(st.aliveAgeMs) / 1e3 > stale) {
         b.why = Behind::kStopped;
@@ -282,6 +284,7 @@ BehindInfo findBehind(chorusComm* c, int peer) {
       // it has not made this call yet.
       const int64_t alive = h->aliveNs.load(std::memory_order_relaxed);
       const double age = double(nowNs - alive) * 1e-9;
+      inCall = alive > 0;
       if (alive > 0 && p != c->rank && age > stale) {
         b.why = Behind::kStopped;
         b.culprit = p;
@@ -310,6 +313,16 @@ BehindInfo findBehind(chorusComm* c, int peer) {
       return b;
     }
     p = next;
+  }
+  // p does not wait. Between calls, it has not made this one (it hangs elsewhere). Inside one
+  // and alive, it is busy, or between two waits of the call (a wait on several peers, or
+  // several channels, publishes one at a time): a rank that stopped may be off the chain.
+  if (inCall) {
+    BehindInfo any = findStopped(c, stale, nowNs);
+    if (any.why != Behind::kNotWaiting) {
+      any.chain = b.chain;
+      return any;
+    }
   }
   b.why = Behind::kNotWaiting;
   b.culprit = p;
