@@ -7,6 +7,11 @@
 # on one node and on two emulated nodes (CHORUS_HOSTID; TCP between them). Per collective: the
 # survivor reports, the detection time (SIGKILL to the survivor's failed call returning; median,
 # max) and the share of reports that blame the killed rank (must be 100%).
+# The freeze tables: one rank stopped with SIGSTOP at a random moment, CHORUS_TIMEOUT=2 on every
+# rank (Processes/FrozenRank*: one node, two emulated nodes, four of one rank each), KILLS runs
+# per row: time from the SIGSTOP to each survivor's failure, and the share of reports that name
+# the stopped rank. And two deaths on one node (TwoDeaths.*): at once, and 30 ms apart (a
+# launcher ending the others), KILLS runs each.
 # Then the hang detection at a scaled-down bound: rank 2 never calls, every rank has
 # CHORUS_TIMEOUT=$HANG_TIMEOUT (default 2 s); time from the start of the wait to each rank's
 # failure, and the rank its message blames.
@@ -24,7 +29,7 @@ B=${1:-build}
 KILLS=${2:-20}
 HANG_RUNS=${HANG_RUNS:-3}
 HANG_TIMEOUT=${HANG_TIMEOUT:-2}
-FILTER=${FILTER:-'Processes/DeadPeer*:Processes/Cascade*'}  # e.g. 'Processes/Cascade*/Gather'
+FILTER=${FILTER:-'Processes/DeadPeer*:Processes/Cascade*:Processes/FrozenRank*:TwoDeaths.*'}
 tests=$B/tests/chorus_tests
 worker=$B/tests/chorus_reliability_worker
 for f in "$tests" "$worker"; do
@@ -34,8 +39,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# CHORUS_KILL_ITERS=$KILLS $tests --gtest_filter='$FILTER'"
-CHORUS_KILL_ITERS=$KILLS CHORUS_RELIABILITY_REPORT=$tmp/report \
+echo "# CHORUS_KILL_ITERS=$KILLS CHORUS_FREEZE_RUNS=$KILLS $tests --gtest_filter='$FILTER'"
+CHORUS_KILL_ITERS=$KILLS CHORUS_FREEZE_RUNS=$KILLS CHORUS_RELIABILITY_REPORT=$tmp/report \
   "$tests" --gtest_filter="$FILTER" >"$tmp/log" 2>&1
 rc=$?
 grep -E '^\[  FAILED  \]' "$tmp/log" | sort -u
@@ -73,6 +78,37 @@ for nodes in (1, 2):
             print(f"| {pretty(name)} | {kills} | {reports} | {med:.0f} ms | {mx:.0f} ms | "
                   f"{named} of {reports} ({100.0 * named / max(reports, 1):.0f}%) |")
         print(f"\nall rows: {tot[1]} of {tot[0]} reports blame the killed rank")
+frozen, deaths = {}, []
+for line in open(sys.argv[1]) if __import__("os").path.exists(sys.argv[1]) else []:
+    m = re.match(r"frozen (\S+) nodes=(\d+) survivors=(\S+) runs=(\d+) reports=(\d+) "
+                 r"median_ms=([\d.]+) max_ms=([\d.]+) named=(\d+)", line)
+    if m:
+        name, nodes, surv, runs, reports, med, mx, named = m.groups()
+        frozen.setdefault((int(nodes), surv), []).append(
+            (name, int(runs), int(reports), float(med), float(mx), int(named)))
+    m = re.match(r"twodeaths (\S+) gap_ms=(\d+) runs=(\d+) reports=(\d+) named=(\d+)", line)
+    if m:
+        deaths.append(m.groups())
+for (nodes, surv), rows_ in sorted(frozen.items()):
+    where = {1: "one node", 2: "two emulated nodes (ranks 0,1 | 2,3)",
+             4: "four emulated nodes (one rank each)"}.get(nodes, f"{nodes} nodes")
+    who = "lingering survivors" if surv == "linger" else "survivors that exit at once"
+    print(f"\nfrozen rank (SIGSTOP, CHORUS_TIMEOUT=2), {where}, {who}:\n")
+    print("| collective | runs | survivor reports | median | max | name the stopped rank |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    tot = [0, 0]
+    for name, runs, reports, med, mx, named in rows_:
+        tot[0] += reports; tot[1] += named
+        print(f"| {pretty(name)} | {runs} | {reports} | {med:.0f} ms | {mx:.0f} ms | "
+              f"{named} of {reports} ({100.0 * named / max(reports, 1):.0f}%) |")
+    print(f"\nall rows: {tot[1]} of {tot[0]} reports name the stopped rank")
+if deaths:
+    print("\ntwo deaths on one node (lingering survivors):\n")
+    print("| collective | second kill after | runs | survivor reports | name the first (gap) "
+          "or agree on one of the two (at once) |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for coll, gap, runs, reports, named in deaths:
+        print(f"| {coll} | {gap} ms | {runs} | {reports} | {named} of {reports} |")
 EOF
 
 [ "$HANG_RUNS" -gt 0 ] || exit $rc
