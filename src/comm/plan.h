@@ -81,9 +81,9 @@ struct AlgoDesc {
   // Shapes it runs on beyond `serves` (one node only, more than 2 ranks, ...). Null: every one.
   bool (*runsOn)(OpKind kind, const Shape& shape) = nullptr;
   bool channels = false;  // splits the elements over channels (one entry call per channel)
-  // Shapes on which the tuner may pick it without CHORUS_ALGO listing it by name (elsewhere it
-  // runs only when named). Null: every shape it runs on.
-  bool (*picksUnnamed)(const Shape& shape) = nullptr;
+  // The tuner picks it without CHORUS_ALGO listing it by name only for operations of fewer
+  // model bytes than this on `shape` (0: never; it then runs only when named). Null: always.
+  size_t (*unnamedBelow)(const Shape& shape) = nullptr;
   uint16_t fallbackFor = 0;  // bit k: what kind k runs when the overrides exclude everything
   // Cost terms. Hand-offs on the critical path for an operation of `bytes` (shape.treeDepth
   // resolved; shape.oversubscribed set only on one node).

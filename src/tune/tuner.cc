@@ -137,7 +137,7 @@ TunerEnv readTunerEnv() {
   for (int k = 0; k < kNumOpKinds; ++k) {
     const char* coll = collectiveKey(OpKind(k));
     // Listed by name (not only left in by a "^..." exclusion): what an algorithm needs on the
-    // shapes where the tuner does not pick it unnamed (AlgoDesc::picksUnnamed).
+    // shapes and sizes where the tuner does not pick it unnamed (AlgoDesc::unnamedBelow).
     const bool byName = algo != nullptr && !allowsIn(algo, coll, "__none__");
     for (int a = 0; a < numAlgos(); ++a) {
       if (!allowsIn(algo, coll, algoName(Algo(a)))) continue;
@@ -248,7 +248,8 @@ Choice chooseFor(const chorusComm* comm, OpKind kind, size_t bytes, const TunerE
     Algo a = Algo(ai);
     const AlgoDesc& d = algoDesc(a);
     if (!algoSupports(a, kind, shape)) continue;
-    if (d.picksUnnamed && !d.picksUnnamed(shape) && !(env.algoNamed[k] & (1u << ai))) continue;
+    if (d.unnamedBelow && bytes >= d.unnamedBelow(shape) && !(env.algoNamed[k] & (1u << ai)))
+      continue;
     if (!(env.algoAllowed[k] & (1u << ai))) continue;
     for (int pi = 0; pi < kNumProtos; ++pi) {
       Proto p = Proto(pi);
@@ -291,9 +292,10 @@ class PlanBuilder {
     overflow_ = false;
     const uint64_t lo = cls == 0 ? 0 : uint64_t(1) << (cls - 1);
     const uint64_t hi = cls == 0 ? 0 : cls == 64 ? UINT64_MAX : (uint64_t(1) << cls) - 1;
-    // Sizes where a candidate's cost is not affine across: its cost steps (the hier slice
-    // count), and its size limit (beyond it, it cannot run).
-    uint64_t cuts[64 * kMaxAlgos];
+    // Sizes where a candidate's cost is not affine across or where it stops being a candidate:
+    // its cost steps (the hier slice count), its size limit (beyond it, it cannot run) and the
+    // size from which the tuner no longer picks it unnamed.
+    uint64_t cuts[65 * kMaxAlgos];
     int ncuts = 0;
     for (int ai = 0; ai < numAlgos(); ++ai) {
       const Algo a = Algo(ai);
@@ -303,6 +305,9 @@ class PlanBuilder {
         for (uint64_t k = 2; k <= 64; ++k) cuts[ncuts++] = k * step;
       const size_t limit = slotLimit(a, kind_, comm_->shape.nranks);
       if (limit != SIZE_MAX) cuts[ncuts++] = limit + 1;
+      const AlgoDesc& d = algoDesc(a);
+      const size_t below = d.unnamedBelow ? d.unnamedBelow(comm_->shape) : 0;
+      if (below != 0 && below != SIZE_MAX) cuts[ncuts++] = below;
     }
     std::sort(cuts, cuts + ncuts);
     uint64_t a = lo;

@@ -107,7 +107,7 @@ void printTable(const char* collective, int n) {
     size_t bi = 0;
     for (size_t i = 0; i < cols.size(); ++i) {
       const AlgoDesc& d = algoDesc(cols[i].a);
-      if (d.picksUnnamed && !d.picksUnnamed(Shape{n, 1, true})) continue;
+      if (d.unnamedBelow && bytes >= d.unnamedBelow(Shape{n, 1, true})) continue;
       double t = predictUs(kind, cols[i].a, cols[i].p, cols[i].ch, Shape{n, 1, true}, bytes);
       if (t < best) best = t, bi = i;
     }
