@@ -4,18 +4,20 @@
 //  * Algorithms/ForcedMatrix.EqualsReference/<Collective>_<n>ranks: for every (algorithm,
 //    protocol) that applies to the collective, forced with CHORUS_ALGO / CHORUS_PROTO (AllReduce:
 //    ring, tree with simple and ll, naive and oneshot with simple (oneshot up to 4 KiB: larger
-//    counts must fall back to ring); Broadcast, Reduce: chain and tree (n > 2) with simple and
-//    ll, and Broadcast's eager oneshot up to 248 B (then chain); AllGather, ReduceScatter: ring
-//    with simple and ll), on n = 2, 3, 4, 5, 8 ranks (threads of one process, chorusCommInitAll):
-//    every type x every op (where the collective reduces) x counts 0, 1, 7, 1000, 70001 (70001:
-//    four types only, see kLargeTypes) x in place / out of place x roots 0, n-1 and n/2 (rooted
-//    collectives). Each result is compared with tests/support/reference.h (bit for bit; float avg
-//    within 1 ULP, as tests/support/matrix.cc allows); inputs must stay unchanged where they are
-//    not outputs, non-root outputs of Reduce untouched, and guard bytes around every buffer intact.
-//    Rings and chains also run with CHORUS_MIN_NCHANNELS=CHORUS_MAX_NCHANNELS=2, so that the data
-//    is split over both channels of the communicator. Before each forced setting runs,
-//    chorusTunerChoice must report exactly the forced algorithm and protocol (and 2 channels) for
-//    every (count, type) of the matrix, on every rank.
+//    counts must fall back to ring), cma and twoshot with simple, recursive halving-doubling
+//    ("hd") with simple and ll, which also runs on 1 and 6 ranks (kExtraRankCounts); Broadcast,
+//    Reduce: chain and tree (n > 2) with simple and ll, and Broadcast's eager oneshot up to 248 B
+//    (then chain); AllGather, ReduceScatter: ring with simple and ll), on n = 2, 3, 4, 5, 8 ranks
+//    (threads of one process, chorusCommInitAll): every type x every op (where the collective
+//    reduces) x counts 0, 1, 7, 1000, 70001 (70001: four types only, see kLargeTypes) x in place /
+//    out of place x roots 0, n-1 and n/2 (rooted collectives). Each result is compared with
+//    tests/support/reference.h (bit for bit; float avg within 1 ULP, as tests/support/matrix.cc
+//    allows); inputs must stay unchanged where they are not outputs, non-root outputs of Reduce
+//    untouched, and guard bytes around every buffer intact. Rings and chains also run with
+//    CHORUS_MIN_NCHANNELS=CHORUS_MAX_NCHANNELS=2, so that the data is split over both channels of
+//    the communicator. Before each forced setting runs, chorusTunerChoice must report exactly the
+//    forced algorithm and protocol (and 2 channels) for every (count, type) of the matrix, on every
+//    rank.
 //  * AlgorithmsTuner.*: the override syntax (lists, ^ exclusion, "coll:list;coll:list", case),
 //    an impossible request (tree for AllGather) falling back to ring and still computing the
 //    right result, and the default choice (ring or tree for AllReduce, deterministic, the same
@@ -61,6 +63,9 @@ namespace {
 using namespace ctest;
 
 constexpr int kRankCounts[] = {2, 3, 4, 5, 8};
+// AllReduce also runs the settings marked extraRanks on these: one rank (the local copy) and 6
+// (halving-doubling folds 2 of them into partners, on top of 3 and 5).
+constexpr int kExtraRankCounts[] = {1, 6};
 constexpr size_t kSmallCounts[] = {0, 1, 7, 1000};
 // The large count runs only for these types (every op, both placements, both roots) to keep the
 // whole file within its time budget on a 2-core machine: 1-, 2-, 4- and 8-byte elements,
@@ -103,6 +108,7 @@ struct Setting {
   size_t maxBytes = 0;  // the algorithm's size limit (one-shot); larger sizes fall back
   const char* fallback = "ring";  // what the tuner falls back to beyond maxBytes
   bool limitTimesRanks = false;   // the limit is on count x type size x ranks (ReduceScatter)
+  bool extraRanks = false;        // also runs on kExtraRankCounts (halving-doubling)
   // What the tuner must report for an operation of `bytes` (count x type size) on n ranks under
   // this setting.
   const char* algoFor(size_t bytes, int n) const {
@@ -118,11 +124,19 @@ struct Setting {
 std::vector<Setting> settingsFor(Coll c) {
   switch (c) {
     case Coll::AllReduce:
-      return {{"ring", "simple", false, 2},  {"ring", "ll", false, 2},
-              {"tree", "simple", false, 2},  {"tree", "ll", false, 2},
-              {"naive", "simple", false, 2}, {"ring", "simple", true, 2},
-              {"ring", "ll", true, 2},       {"oneshot", "simple", false, 2, 4096},
-              {"cma", "simple", false, 2},   {"twoshot", "simple", false, 2, 65536}};
+      return {{"ring", "simple", false, 2},
+              {"ring", "ll", false, 2},
+              {"tree", "simple", false, 2},
+              {"tree", "ll", false, 2},
+              {"naive", "simple", false, 2},
+              {"ring", "simple", true, 2},
+              {"ring", "ll", true, 2},
+              {"oneshot", "simple", false, 2, 4096},
+              {"cma", "simple", false, 2},
+              {"twoshot", "simple", false, 2, 65536},
+              // Recursive halving-doubling (algo/halving_doubling.cc).
+              {"hd", "simple", false, 1, 0, "ring", false, true},
+              {"hd", "ll", false, 1, 0, "ring", false, true}};
     case Coll::Broadcast:
       return {{"chain", "simple", false, 2},
               {"chain", "ll", false, 2},
@@ -515,9 +529,12 @@ std::vector<std::string> forcedChoiceProblems(const CommSet& comms, Coll coll, c
     if (!seen.insert({sp.count, sp.type}).second) continue;
     for (int r = 0; r < comms.size(); ++r) {
       const chorusChoice_t c = choiceOf(comms[r], collKey(coll), sp.count, sp.type);
+      // A single rank only copies, whatever is forced ("local").
       const bool ok =
-          std::string(c.algorithm) == s.algoFor(sp.count * typeSize(sp.type), comms.size()) &&
-          std::string(c.protocol) == s.proto && (!s.twoChannels || c.nchannels == 2);
+          comms.size() == 1
+              ? std::string(c.algorithm) == "local"
+              : std::string(c.algorithm) == s.algoFor(sp.count * typeSize(sp.type), comms.size()) &&
+                    std::string(c.protocol) == s.proto && (!s.twoChannels || c.nchannels == 2);
       if (!ok && problems.size() < kMaxMessages) {
         problems.push_back(std::string(collKey(coll)) + " count " + std::to_string(sp.count) + " " +
                            typeName(sp.type) + " rank " + std::to_string(r) + ": forced " +
@@ -542,8 +559,10 @@ TEST_P(ForcedMatrix, EqualsReference) {
   const std::vector<Spec> specs = specsFor(coll, n);
   const std::vector<Bytes> expected = expectedAll(specs, n);
   size_t settingsRun = 0;
+  const bool extra =
+      std::find(std::begin(kRankCounts), std::end(kRankCounts), n) == std::end(kRankCounts);
   for (const Setting& s : settingsFor(coll)) {
-    if (n < s.minRanks) continue;
+    if (n < s.minRanks || (extra && !s.extraRanks)) continue;
     SCOPED_TRACE("forced " + s.name());
     ForcedEnv env(s);
     auto comms = makeForcedComms(n);  // the setting applies to communicators created under it
@@ -567,6 +586,7 @@ std::vector<MatrixParam> matrixParams() {
        {Coll::AllReduce, Coll::Broadcast, Coll::Reduce, Coll::AllGather, Coll::ReduceScatter}) {
     for (int n : kRankCounts) v.push_back({c, n});
   }
+  for (int n : kExtraRankCounts) v.push_back({Coll::AllReduce, n});
   return v;
 }
 

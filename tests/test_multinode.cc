@@ -78,6 +78,24 @@ TEST(MultiNodeAlgorithms, ForcedHierAndRingAllReduce) {
     }
 }
 
+// Recursive halving-doubling AllReduce (algo/halving_doubling.cc) forced in processes: on one
+// node (shared memory only) and across emulated nodes (the exchanges at distance >= the node's
+// ranks go through TCP), with power-of-two and other rank counts (folded pairs), even and uneven
+// nodes. Every type and op, in place and out of place, up to 1000 elements; the large counts
+// (odd, not divisible by the ranks) for a minimal set of types and ops.
+TEST(MultiNodeAlgorithms, ForcedHalvingDoublingAllReduce) {
+  for (auto [nodes, np] : {std::make_pair(1, 2), std::make_pair(1, 3), std::make_pair(1, 6),
+                           std::make_pair(2, 2), std::make_pair(2, 3), std::make_pair(2, 4),
+                           std::make_pair(3, 5), std::make_pair(3, 6), std::make_pair(4, 8)}) {
+    const CommandResult r = launchWorkers(
+        {"-x", "CHORUS_ALGO=hd", "--nodes", std::to_string(nodes)}, np,
+        {"--colls", "AllReduce", "--counts", "0,1,7,1000,100003,1000001", "--big", "minimal"}, 120);
+    EXPECT_FALSE(r.timedOut) << nodes << "x" << np << "\n" << outputTail(r.output);
+    EXPECT_EQ(r.exitCode, 0) << nodes << "x" << np << "\n" << outputTail(r.output);
+    EXPECT_EQ(r.output.find(" 0 cases,"), std::string::npos) << nodes << "x" << np;
+  }
+}
+
 // Network namespaces (chorusrun --netns): each emulated node in its own namespace, joined by
 // veth links, so the TCP transport really crosses interfaces (and optionally a shaped link).
 // Needs root and a working `ip netns`; skipped with the reason otherwise.

@@ -17,6 +17,7 @@ extern const AlgoDesc kHierAlgo;  // algo/hier.cc
 extern const AlgoDesc kOneShotAlgo;  // algo/oneshot.cc
 extern const AlgoDesc kCmaAlgo;  // algo/copy.cc
 extern const AlgoDesc kTwoShotAlgo;  // algo/oneshot.cc
+extern const AlgoDesc kHalvingDoublingAlgo;  // algo/halving_doubling.cc
 
 constinit const AlgoDesc* const kAlgoTable[] = {
     &kRingAlgo,  // Algo::kRing
@@ -28,6 +29,7 @@ constinit const AlgoDesc* const kAlgoTable[] = {
     &kOneShotAlgo,  // Algo::kOneShot
     &kCmaAlgo,  // Algo::kCma
     &kTwoShotAlgo,  // Algo::kTwoShot
+    &kHalvingDoublingAlgo,  // "hd"
 };
 // clang-format on
 constinit const int kNumAlgoTable = int(sizeof(kAlgoTable) / sizeof(kAlgoTable[0]));
