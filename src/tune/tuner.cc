@@ -407,6 +407,11 @@ chorusResult_t chorusTunerChoice(chorusComm_t comm, const char* collective, size
     setThreadLastError("chorusTunerChoice: NULL or invalid argument");
     return chorusInvalidArgument;
   }
+  if (numAlgos() == 0) {  // a static link without algo/table.cc (nothing that runs collectives)
+    setThreadLastError(
+        "chorusTunerChoice: the algorithm table is not linked in (link a collective call too)");
+    return chorusInternalError;
+  }
   static const OpKind kinds[] = {OpKind::kAllReduce, OpKind::kBroadcast,     OpKind::kReduce,
                                  OpKind::kAllGather, OpKind::kReduceScatter, OpKind::kAlltoAll,
                                  OpKind::kGather,    OpKind::kScatter};
