@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -184,6 +185,7 @@ int blamedRank(const std::string& m) {
 struct Fail {
   chorusResult_t rc = chorusSuccess;
   std::string msg;
+  const char* how = "";  // call, sync (chorusStreamSynchronize) or call+sync
 };
 
 // Runs random operations on one communicator; all its ranks draw the same ones.
@@ -249,7 +251,21 @@ class Runner {
     if (rc != chorusSuccess) {
       f->rc = rc;
       f->msg = chorusGetLastError(comm_);
+      f->how = "call";
       lastOp_ = ds[0].describe();
+      // An operation queued on a stream may have failed while this one was enqueued: the
+      // enqueue is then refused (chorusInvalidUsage, "communicator failed earlier") and the
+      // cause is the stream's first error, which Synchronize returns.
+      const chorusStream_t q = s ? s : pendingStream_;
+      if (q && (s || !pending_.empty())) {
+        const chorusResult_t rs = chorusStreamSynchronize(q);
+        if (rs != chorusSuccess) {
+          f->rc = rs;
+          f->msg = chorusGetLastError(nullptr);
+          f->how = "call+sync";
+        }
+      }
+      pending_.clear();
       return false;
     }
     if (s == nullptr) {
@@ -271,6 +287,7 @@ class Runner {
       // error may be a later queued operation's "failed earlier").
       f->rc = rc;
       f->msg = chorusGetLastError(nullptr);
+      f->how = "sync";
       lastOp_ = pending_[0].d.describe() + " (on a stream)";
       pending_.clear();
       return false;
@@ -331,9 +348,23 @@ void fatal(Proc& pr, chorusComm_t world, const std::string& what) {
 
 // The operations of every rank agree on the sequence: each epoch's draws come from
 // (seed, epoch), each sub-communicator's from (seed, epoch, color).
-void checkpoint(Proc& pr, int t, Res* into) {
+// A sample whose descriptor and thread counts hold still for 100 ms (a bootstrap root's
+// detached thread ends on its own shortly after the communicator it served is destroyed).
+Res settledSample(const Res* want) {
+  Res a = sampleRes();
+  for (int i = 0; i < 30; ++i) {
+    usleep(100000);
+    const Res b = sampleRes();
+    const bool still = a.fds == b.fds && a.threads == b.threads;
+    a = b;
+    if (still && (want == nullptr || (a.fds == want->fds && a.threads == want->threads))) break;
+  }
+  return a;
+}
+
+void checkpoint(Proc& pr, int t, Res* into, const Res* want = nullptr) {
   pr.bar->arrive_and_wait();
-  if (t == 0) *into = sampleRes();
+  if (t == 0) *into = settledSample(want);
   pr.bar->arrive_and_wait();
 }
 
@@ -535,7 +566,6 @@ void worldThread(Proc& pr, int t) {
     chorusComm_t one = nullptr;
     if (chorusCommInitAll(&one, 1, nullptr) == chorusSuccess) chorusCommDestroy(one);
   }
-  if (t == 0) usleep(300000);  // the bootstrap root's thread ends on its own after a destroy
   checkpoint(pr, t, &pr.base);
   Fail f;
   chorusComm_t world = nullptr;
@@ -611,18 +641,11 @@ void worldThread(Proc& pr, int t) {
     }
   }
   if (!pr.warmTaken) checkpoint(pr, t, &pr.warm);  // a run too short for warm-up
-  checkpoint(pr, t, &pr.end);
+  checkpoint(pr, t, &pr.end, &pr.warm);
   pr.worlds[t] = nullptr;
   if (chorusStreamDestroy(stream) != chorusSuccess) bad("chorusStreamDestroy failed");
   if (chorusCommDestroy(world) != chorusSuccess) bad("world chorusCommDestroy failed");
-  checkpoint(pr, t, &pr.after);
-  // Detached threads (a bootstrap root) end on their own: give them a few seconds.
-  for (int i = 0;
-       t == 0 && i < 50 && (pr.after.fds != pr.base.fds || pr.after.threads != pr.base.threads);
-       ++i) {
-    usleep(100000);
-    pr.after = sampleRes();
-  }
+  checkpoint(pr, t, &pr.after, &pr.base);
 }
 
 // A kill job's rank: random operations until one fails (the driver kills part of the job).
@@ -651,8 +674,8 @@ void jobThread(Proc& pr, int t) {
     failed = !run.steps(er, 1 + int(er.below(6)), &f);
   }
   if (failed) {
-    say(fmt("SOAKERR rank=%d phase=run rc=%d t=%.3f msg=%s", me, int(f.rc), now() - t0,
-            f.msg.c_str()));
+    say(fmt("SOAKERR rank=%d phase=run rc=%d how=%s t=%.3f msg=%s", me, int(f.rc), f.how,
+            now() - t0, f.msg.c_str()));
     pr.threadsWithError++;
     chorusCommAbort(comm);
   } else {
@@ -686,6 +709,10 @@ std::string resLine(const char* name, long Res::*f, const Proc& pr) {
 
 int rankMain(Options& o, bool job) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // A fixed mmap threshold: glibc's dynamic one would keep freed blocks of up to 32 MiB in the
+  // heap after the first large free, and RSS would then measure the allocator, not leaks.
+  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+  mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
   if (o.parent > 0 && getppid() != o.parent) return 9;
   Proc pr;
   pr.o = o;
