@@ -664,6 +664,7 @@ void jobThread(Proc& pr, int t) {
   int me = -1, n = -1;
   chorusCommUserRank(comm, &me);
   chorusCommCount(comm, &n);
+  say(fmt("SOAKINIT rank=%d", me));  // the driver tells kills during init from later ones
   chorusStream_t stream = nullptr;
   chorusStreamCreate(&stream);
   Runner run(comm, me, n, stream, pr.o.maxBytes, fmt("job%d", n), &pr.hb[t]);
@@ -888,7 +889,8 @@ int waitUntil(pid_t pid, double until) {
 struct Totals {
   uint64_t jobs = 0, kills = 0, killedProcs = 0, killedRanks = 0, reports = 0, blameOk = 0,
            initKills = 0, jobOps = 0, jobWrong = 0, failures = 0, hangs = 0, leftovers = 0;
-  double maxDetect = 0;
+  uint64_t initPhaseJobs = 0, initPhaseOther = 0;
+  double maxDetect = 0, maxDetectInit = 0;
   std::set<pid_t> pids;
 };
 
@@ -982,6 +984,18 @@ void runJob(const Options& o, Totals& tt, uint64_t jseed, int j, const std::stri
   tt.killedRanks += victimRanks.size();
   for (int p : victims)
     if (pids[size_t(p)] > 0) waitUntil(pids[size_t(p)], now() + 10);
+  // Did every killed rank finish its init? If not, the kill landed during init: the survivors
+  // must still fail and exit in time, but whom they blame is counted, not checked (a rank that
+  // finished init may wait for one still in it; tools/soak/README.md, "Findings").
+  int victimsReady = 0;
+  for (int p : victims) {
+    const std::string out = readFile(logs[size_t(p)]);
+    for (size_t at = out.find("SOAKINIT "); at != std::string::npos;
+         at = out.find("SOAKINIT ", at + 1))
+      ++victimsReady;
+  }
+  const bool duringInit = victimsReady < nv * T;
+  if (duringInit) tt.initPhaseJobs++;
   double lastExit = 0;
   for (int p = 0; p < P; ++p) {
     if (victims.count(p)) continue;
@@ -1015,6 +1029,13 @@ void runJob(const Options& o, Totals& tt, uint64_t jseed, int j, const std::stri
         continue;
       }
       const int blamed = blamedRank(f["msg"]);
+      if (duringInit) {
+        if (victimRanks.count(blamed))
+          tt.blameOk++;
+        else
+          tt.initPhaseOther++;
+        continue;
+      }
       if (f["rc"] != fmt("%d", int(chorusRemoteError)) || !victimRanks.count(blamed)) {
         failNote(tt, fmt("%s: %s", what.c_str(), line.c_str()));
         ok = false;
@@ -1028,7 +1049,10 @@ void runJob(const Options& o, Totals& tt, uint64_t jseed, int j, const std::stri
       ok = false;
     }
   }
-  tt.maxDetect = std::max(tt.maxDetect, lastExit);
+  if (duringInit)
+    tt.maxDetectInit = std::max(tt.maxDetectInit, lastExit);
+  else
+    tt.maxDetect = std::max(tt.maxDetect, lastExit);
   // Nothing of the job may stay in /dev/shm.
   for (pid_t pid : pids) {
     if (pid <= 0) continue;
@@ -1039,8 +1063,8 @@ void runJob(const Options& o, Totals& tt, uint64_t jseed, int j, const std::stri
       ok = false;
     }
   }
-  say(fmt("job %s: %s, survivors out %.2f s after the kill", what.c_str(), ok ? "ok" : "FAILED",
-          lastExit));
+  say(fmt("job %s: %s, survivors out %.2f s after the kill%s", what.c_str(), ok ? "ok" : "FAILED",
+          lastExit, duringInit ? " (killed during init)" : ""));
   if (!ok) {
     for (int p = 0; p < P; ++p)
       say(fmt("---- %s (process %d)\n%s", logs[size_t(p)].c_str(), p,
@@ -1203,16 +1227,52 @@ int driverMain(Options& o) {
     failNote(tt, fmt("%" PRIu64 " /dev/shm names of the soak's processes left", leftovers));
   if (d1.fds != d0.fds) failNote(tt, fmt("driver fds %ld -> %ld", d0.fds, d1.fds));
   if (tt.jobWrong) failNote(tt, fmt("%" PRIu64 " wrong results in kill jobs", tt.jobWrong));
-  uint64_t ops = tt.jobOps;
-  for (const std::string& s : mr.sums) ops += std::stoull(fields(s)["ops"]);
+  // World totals over every rank process (an operation counts once per rank that called it).
+  uint64_t ops = tt.jobOps, wrong = tt.jobWrong;
+  std::map<std::string, uint64_t> sum, colls;
+  long growFd = 0, growThreads = 0, growShm = 0, growRss = 0;
+  for (const std::string& line : mr.sums) {
+    auto f = fields(line);
+    ops += std::stoull(f["ops"]);
+    wrong += std::stoull(f["wrong"]);
+    for (const char* k : {"splits", "nocolor", "finalizes", "aborts", "abortchecks", "groups",
+                          "inplace", "streamops", "zero", "large", "tempstreams"})
+      sum[k] += std::stoull(f[k]);
+    std::istringstream cs(f["colls"]);
+    std::string kv;
+    while (std::getline(cs, kv, ',')) {
+      const size_t c = kv.find(':');
+      if (c != std::string::npos) colls[kv.substr(0, c)] += std::stoull(kv.substr(c + 1));
+    }
+    // base/warm/end/after: the growth is end - warm.
+    auto growth = [&](const char* k) {
+      long v[4] = {0, 0, 0, 0};
+      sscanf(f[k].c_str(), "%ld/%ld/%ld/%ld", &v[0], &v[1], &v[2], &v[3]);
+      return v[2] - v[1];
+    };
+    growFd = std::max(growFd, growth("fd"));
+    growThreads = std::max(growThreads, growth("threads"));
+    growShm = std::max(growShm, growth("shm"));
+    growRss = std::max(growRss, growth("rss_kb"));
+  }
+  std::string per;
+  for (const auto& [k, v] : colls)
+    per += fmt("%s%s:%" PRIu64, per.empty() ? "" : ",", k.c_str(), v);
+  std::string extra;
+  for (const auto& [k, v] : sum) extra += fmt(" %s=%" PRIu64, k.c_str(), v);
+  say(fmt("SOAK TOTALS rank_ops=%" PRIu64 " wrong=%" PRIu64 "%s colls=%s max_growth_end_vs_warm: "
+          "fd=%ld threads=%ld shm=%ld rss_kb=%ld",
+          ops, wrong, extra.c_str(), per.c_str(), growFd, growThreads, growShm, growRss));
   say(fmt("SOAK SUMMARY seed=%" PRIu64 " seconds=%.0f ops=%" PRIu64 " (kill jobs %" PRIu64
           ") jobs=%" PRIu64 " killed_procs=%" PRIu64 " killed_ranks=%" PRIu64
           " survivor_reports=%" PRIu64 " named_killed=%" PRIu64 " init_kills=%" PRIu64
-          " max_survivor_exit_s=%.2f hangs=%" PRIu64 " shm_left=%" PRIu64
+          " max_survivor_exit_s=%.2f init_phase_jobs=%" PRIu64 " init_phase_blamed_other=%" PRIu64
+          " init_phase_max_exit_s=%.2f hangs=%" PRIu64 " shm_left=%" PRIu64
           " driver_fd=%ld/%ld shm_all=%ld/%ld failures=%" PRIu64 " -> %s",
           o.seed, now() - t0, ops, tt.jobOps, tt.jobs, tt.killedProcs, tt.killedRanks, tt.reports,
-          tt.blameOk, tt.initKills, tt.maxDetect, tt.hangs, leftovers, d0.fds, d1.fds, d0.shmAll,
-          d1.shmAll, tt.failures, tt.failures ? "FAIL" : "PASS"));
+          tt.blameOk, tt.initKills, tt.maxDetect, tt.initPhaseJobs, tt.initPhaseOther,
+          tt.maxDetectInit, tt.hangs, leftovers, d0.fds, d1.fds, d0.shmAll, d1.shmAll, tt.failures,
+          tt.failures ? "FAIL" : "PASS"));
   if (tt.failures == 0 && !o.keepLogs) rmdir(dir.c_str());
   return tt.failures ? 1 : 0;
 }
