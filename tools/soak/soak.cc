@@ -1181,6 +1181,7 @@ void runMode(const Options& o, Totals& tt, const std::string& mode, double secon
       mr.sums.push_back(mode + " " + sum);
       say(mode + " " + sum);
     }
+    if (status[size_t(p)] == 3) tt.hangs++;  // its watchdog found a rank without progress
     if (status[size_t(p)] != 0 || sum.empty() || sum.find("result=ok") == std::string::npos) {
       failNote(tt, fmt("%s world process %d exited %d", mode.c_str(), p, status[size_t(p)]));
       ok = false;
