@@ -169,7 +169,7 @@ def job(coll, nodes, mode):
         if r == hang:
             continue
         ready = re.search(r"READY rank=\d+ .* t=([\d.]+)", outs[r])
-        failed = re.search(r"FAILED rank=\d+ code=\d+ name=(\S+) .*t=([\d.]+) iter=\d+ msg=(.*)",
+        failed = re.search(r"FAILED rank=\d+ code=\d+ name=(\S+) .*t=([\d.]+) iter=\d+ (?:culprit=-?\d+ )?msg=(.*)",
                            outs[r])
         if not (ready and failed):
             res.append((r, None, None, "no report"))

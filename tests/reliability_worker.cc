@@ -26,9 +26,11 @@
 //                    listeners open) until the test releases it
 //
 // Output (stdout, one line each, times are CLOCK_MONOTONIC seconds, shared by all processes):
-//   READY rank=R nranks=N pid=P comm=HOST:PORT t=T             init done and the first call's
-//   result checked FAILED rank=R code=C name=NAME async=NAME t=T iter=I msg=MESSAGE DESTROY rank=R
-//   rc=NAME t=T DONE rank=R iters=I                          every call succeeded
+//   READY rank=R nranks=N pid=P comm=HOST:PORT t=T   init done and the first call's result checked
+//   FAILED rank=R code=C name=NAME async=NAME t=T iter=I culprit=F msg=MESSAGE
+//                                   (F: chorusCommGetFailedRank)
+//   DESTROY rank=R rc=NAME t=T
+//   DONE rank=R iters=I                               every call succeeded
 // Exit status: 0 DONE, 3 a call failed (reported), 1 a call failed with --exit-on-failure, 2 init
 // or a result was wrong, 99 watchdog.
 #include <chorus/chorus.h>
@@ -210,8 +212,11 @@ int main(int argc, char** argv) {
   std::string msg = chorusGetLastError(comm);
   for (char& c : msg)
     if (c == '\n') c = ' ';
-  std::printf("FAILED rank=%d code=%d name=%s async=%s t=%.6f iter=%ld msg=%s\n", rank, int(r),
-              ctest::resultName(r), ctest::resultName(async), failedAt, iter, msg.c_str());
+  int culprit = -2;
+  if (chorusCommGetFailedRank(comm, &culprit) != chorusSuccess) culprit = -3;
+  std::printf("FAILED rank=%d code=%d name=%s async=%s t=%.6f iter=%ld culprit=%d msg=%s\n", rank,
+              int(r), ctest::resultName(r), ctest::resultName(async), failedAt, iter, culprit,
+              msg.c_str());
   if (o.exitMode == "exit") std::exit(1);
   if (o.exitMode == "destroy") {
     chorusCommDestroy(comm);

@@ -637,6 +637,8 @@ void deadPeerKills(const std::string& name, int nodes, long defaultKills,
                                << job.output();
       EXPECT_NE(msg.find(opWord(coll)), std::string::npos)
           << ctx << ": rank " << r << "'s message does not name the operation: " << msg;
+      EXPECT_EQ(f.count("culprit") ? std::stoi(f.at("culprit")) : -9, victim)
+          << ctx << ": rank " << r << ": chorusCommGetFailedRank";
     }
     // Lingering survivors: release them; each destroys its failed communicator and exits 3.
     // The others have left (exit status 1) or are leaving.
@@ -975,6 +977,8 @@ void frozenRuns(const std::string& name, int nodes, Survivors survivors) {
                                << msg << "\n"
                                << job.output();
       EXPECT_EQ(msg.find("different order"), std::string::npos) << ctx << ": rank " << r;
+      EXPECT_EQ(f.count("culprit") ? std::stoi(f.at("culprit")) : -9, victim)
+          << ctx << ": rank " << r << ": chorusCommGetFailedRank";
       EXPECT_LE(dt, limit) << ctx << ": rank " << r << " reported after " << dt << " s";
     }
     job.killRank(victim);  // SIGKILL ends a stopped process too

@@ -132,6 +132,11 @@ CHORUS_API chorusResult_t chorusCommFinalize(chorusComm_t comm);
 CHORUS_API chorusResult_t chorusCommDestroy(chorusComm_t comm);
 CHORUS_API chorusResult_t chorusCommAbort(chorusComm_t comm);
 CHORUS_API chorusResult_t chorusCommGetAsyncError(chorusComm_t comm, chorusResult_t* asyncError);
+/* Once comm failed: the rank of comm that caused it (a peer that died, failed or stopped making
+ * progress, or this rank itself), as the error message names it; -1 while comm is healthy, or
+ * when no single rank is to blame (e.g. ranks whose calls differ). The torch backend maps it to
+ * a global rank for shrink after a failure. */
+CHORUS_API chorusResult_t chorusCommGetFailedRank(chorusComm_t comm, int* rank);
 CHORUS_API chorusResult_t chorusCommCount(const chorusComm_t comm, int* count);
 /* Sets the bound on waiting without progress for the calls that start after it (timeoutMs as in
  * chorusConfig_t: 0 none, > 0 milliseconds; < 0 is an invalid argument). Call it between calls,

@@ -68,8 +68,10 @@ def _create(store, rank, size, timeout):
 
 
 def _create_extended(opts, _backend_options):
+    # The group's global ranks let a failure name the global rank at fault (failed_rank).
+    ranks = list(getattr(opts, "global_ranks_in_group", None) or [])
     return _chorus_torch.create_process_group(opts.store, opts.group_rank, opts.group_size,
-                                              opts.timeout)
+                                              opts.timeout, ranks)
 
 
 def _register():
@@ -124,16 +126,49 @@ def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
 _FAILED = None
 
 
-def failed_rank(error):
-    """The group rank that a chorus error blames for a failure (a rank that died, aborted or
-    stopped), or None: the error names it, e.g. "AllReduce: peer rank 2 (pid 812) died"."""
+def failed_rank(error, group=None):
+    """The rank of `group` (default: the default group, whose ranks are the global ranks) that a
+    chorus error blames for a failure (a rank that died, aborted or stopped), or None. The error
+    of any group names the global rank at fault ("...; the rank at fault is global rank 3 (group
+    rank 1)"), so an error raised on a subgroup (FSDP2's, DTensor's) serves too; without that
+    part (torch 1.13), the group rank its message names ("peer rank 2 (pid 812) died")."""
     import re
     global _FAILED
     if _FAILED is None:
-        _FAILED = re.compile(r"rank (\d+)(?: \(pid \d+\))? (?:died|aborted|exited|"
-                             r"stopped|left|failed)")
-    m = _FAILED.search(str(error))
+        _FAILED = (re.compile(r"the rank at fault is global rank (\d+)"),
+                   re.compile(r"rank (\d+)(?: \(pid \d+\))?(?: \(node \d+\))? (?:died|aborted|"
+                              r"exited|stopped|left|failed)"))
+    text = str(error)
+    m = _FAILED[0].search(text)
+    if m:
+        g = int(m.group(1))
+        if group is None or group is dist.GroupMember.WORLD:
+            return g
+        try:
+            r = dist.get_group_rank(group, g)
+        except (ValueError, RuntimeError):
+            return None
+        return r if r is not None and r >= 0 else None
+    m = _FAILED[1].search(text)
     return int(m.group(1)) if m else None
+
+
+_SHRINKS = 0  # shrinks after a failure made by this process (every survivor counts the same)
+
+
+def _abort_other_groups(keep):
+    """Aborts this process's chorus groups other than `keep`: a peer blocked in one of them,
+    waiting for this rank's next call there, is released at once (its call raises) and can join
+    the shrink, instead of waiting for its timeout."""
+    world = dist.distributed_c10d._world
+    for pg in list(getattr(world, "pg_map", {}).keys()):
+        if pg is keep:
+            continue
+        try:
+            be = pg._get_backend(torch.device("cpu")) if _chorus_torch.BACKEND_API else pg
+            _chorus_torch.abort(be)
+        except (RuntimeError, TypeError, AttributeError, ValueError):
+            pass  # not a chorus group, or already gone
 
 
 def shrink_after_failure(error, group=None):
@@ -147,12 +182,27 @@ def shrink_after_failure(error, group=None):
         except RuntimeError as e:
             chorus.torch.shrink_after_failure(e)
             model = DDP(model.module)            # rebuild the wrapper on the new default group
+
+    The survivors agree on the lost rank through the job's store (the first survivor to get
+    here names it: a survivor whose own error names a live rank, e.g. one that aborted a
+    subgroup on its way here, takes that name), and each aborts its other chorus groups first,
+    so that a peer blocked in one of them (FSDP2's and DTensor's subgroups) joins at once.
     """
+    global _SHRINKS
     if not hasattr(dist, "shrink_group"):
         raise RuntimeError(f"chorus.torch.shrink_after_failure needs torch >= 2.13 "
                            f"(dist.shrink_group); this is torch {torch.__version__}")
-    lost = failed_rank(error)
+    lost = failed_rank(error)  # a global rank
     if lost is None:
         raise RuntimeError(f"chorus.torch.shrink_after_failure: the error names no lost rank: "
                            f"{error}") from error
+    store = dist.distributed_c10d._get_default_store()
+    key = f"chorus/shrink_after_failure/{_SHRINKS}"
+    _SHRINKS += 1
+    agreed = store.compare_set(key, "", str(lost))
+    lost = int(agreed.decode() if isinstance(agreed, bytes) else agreed)
+    default = dist.distributed_c10d._get_default_group()
+    _abort_other_groups(default if group is None else group)
+    if group is not None and group is not default:
+        lost = dist.get_group_rank(group, lost)
     return dist.shrink_group([lost], group=group)

@@ -9,22 +9,45 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <vector>
 
 namespace chorus_torch {
 
 namespace {
 
+// The global ranks (of torch's default group) of each group's communicator, for the error path:
+// the library names ranks of the communicator, and a subgroup's rank 1 may be global rank 3.
+std::mutex gGlobalRanksMu;
+std::map<chorusComm_t, std::vector<int>> gGlobalRanks;
+
+// "; the rank at fault is global rank G (group rank R)" once comm failed because of rank R, when
+// the group's global ranks are known; else empty.
+std::string faultSuffix(chorusComm_t comm) {
+  int failed = -1;
+  if (comm == nullptr || chorusCommGetFailedRank(comm, &failed) != chorusSuccess || failed < 0)
+    return "";
+  std::lock_guard<std::mutex> l(gGlobalRanksMu);
+  auto it = gGlobalRanks.find(comm);
+  if (it == gGlobalRanks.end() || size_t(failed) >= it->second.size()) return "";
+  return "; the rank at fault is global rank " + std::to_string(it->second[size_t(failed)]) +
+         " (group rank " + std::to_string(failed) + ")";
+}
+
 // Throws a c10::Error (RuntimeError in Python) for a failed Chorus call: the call, the result and
-// the library's message, which names the rank and, for a failed peer, the peer and the cause.
+// the library's message, which names the rank and, for a failed peer, the peer and the cause (and
+// that rank's global rank: chorus.torch.failed_rank reads it).
 void check(chorusResult_t r, chorusComm_t comm, const char* what) {
   if (r == chorusSuccess) return;
+  const std::string message = chorusGetLastError(comm);  // before anything else can replace it
   // A timeout says so in the words torch's own checks look for (" Timed out ").
   TORCH_CHECK(false, "chorus ", what, " failed: ", r == chorusTimeout ? "Timed out (" : "",
-              chorusGetErrorString(r), r == chorusTimeout ? ")" : "", ": ",
-              chorusGetLastError(comm));
+              chorusGetErrorString(r), r == chorusTimeout ? ")" : "", ": ", message,
+              faultSuffix(comm));
 }
 
 [[noreturn]] void refuse(int rank, const char* op, const std::string& why) {
@@ -502,11 +525,27 @@ void ProcessGroupChorus::start(chorusComm_t comm, std::chrono::milliseconds time
 ProcessGroupChorus::~ProcessGroupChorus() {
   if (destroyed_) return;
   engine_->stop();
-  chorusCommDestroy(engine_->comm());
+  forgetGlobalRanks();
+  if (engine_->comm() != nullptr) chorusCommDestroy(engine_->comm());
+}
+
+void ProcessGroupChorus::setGlobalRanks(const std::vector<int>& ranks) {
+  if (ranks.size() != size_t(size_)) return;
+  std::lock_guard<std::mutex> l(gGlobalRanksMu);
+  gGlobalRanks[engine_->comm()] = ranks;
+}
+
+void ProcessGroupChorus::forgetGlobalRanks() {
+  std::lock_guard<std::mutex> l(gGlobalRanksMu);
+  gGlobalRanks.erase(engine_->comm());
 }
 
 void ProcessGroupChorus::abortComm() {
-  chorusCommAbort(engine_->comm());
+  chorusComm_t comm = engine_->comm();
+  if (comm == nullptr) return;
+  forgetGlobalRanks();
+  chorusCommAbort(comm);
+  engine_->forgetComm();  // later calls fail on a null communicator; nothing destroys it again
 }
 
 c10::intrusive_ptr<ChorusWork> ProcessGroupChorus::makeWork(c10d::OpType type,
@@ -563,7 +602,8 @@ void ProcessGroupChorus::abort() {
 void ProcessGroupChorus::shutdown() {
   if (destroyed_) return;
   engine_->stop();
-  chorusCommDestroy(engine_->comm());
+  forgetGlobalRanks();
+  if (engine_->comm() != nullptr) chorusCommDestroy(engine_->comm());
   destroyed_ = true;
 }
 

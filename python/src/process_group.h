@@ -11,6 +11,7 @@
 // and irecv never wait for each other.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -60,7 +61,10 @@ class Engine {
  public:
   Engine(chorusComm_t comm, bool async);
   ~Engine();
-  chorusComm_t comm() const { return comm_; }
+  // The communicator; null once aborted (chorusCommAbort frees it: the handle must never be
+  // used again, not even to destroy it, since a new communicator may get its address).
+  chorusComm_t comm() const { return comm_.load(std::memory_order_acquire); }
+  void forgetComm() { comm_.store(nullptr, std::memory_order_release); }
   // Runs (inline) or queues (async) a collective; deferred work first.
   void submit(const c10::intrusive_ptr<ChorusWork>& work, std::function<void()> job);
   // Queues a point-to-point operation until flush(); `post` runs once the group has ended.
@@ -86,7 +90,7 @@ class Engine {
   void workerLoop();
   void flushLocked();
 
-  chorusComm_t comm_;
+  std::atomic<chorusComm_t> comm_;
   bool async_;
   std::mutex mutex_;  // issue order: inline execution, the queue, the deferred batch
   Task deferred_;
@@ -107,6 +111,9 @@ class ProcessGroupChorus : public BackendBase {
   ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& store, chorusComm_t comm,
                      std::chrono::milliseconds timeout);
   ~ProcessGroupChorus() override;
+  // The group's ranks in torch's default group (global_ranks_in_group), for error messages that
+  // name the global rank at fault; ignored unless there is one per rank.
+  void setGlobalRanks(const std::vector<int>& ranks);
 
   const std::string getBackendName() const override { return "chorus"; }
 #if CHORUS_TORCH_BACKEND_API
@@ -230,7 +237,8 @@ class ProcessGroupChorus : public BackendBase {
   bool destroyed_ = false;
   uint64_t seq_ = 0;           // collectives issued (TORCH_DISTRIBUTED_DEBUG's sequence number)
   uint64_t monitoredSeq_ = 0;  // monitored barriers issued (their store keys)
-  uint64_t splits_ = 0;        // splits and shrinks made from this group (their store prefixes)
+  void forgetGlobalRanks();
+  uint64_t splits_ = 0;  // splits and shrinks made from this group (their store prefixes)
   at::Tensor barrierToken_;
 };
 

@@ -30,11 +30,14 @@ PYBIND11_MODULE(_chorus_torch_ext, m) {
   m.def(
       "create_process_group",
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-         std::chrono::milliseconds timeout) -> c10::intrusive_ptr<chorus_torch::BackendBase> {
-        return c10::make_intrusive<chorus_torch::ProcessGroupChorus>(store, rank, size, timeout);
+         std::chrono::milliseconds timeout,
+         const std::vector<int>& globalRanks) -> c10::intrusive_ptr<chorus_torch::BackendBase> {
+        auto pg = c10::make_intrusive<chorus_torch::ProcessGroupChorus>(store, rank, size, timeout);
+        pg->setGlobalRanks(globalRanks);
+        return pg;
       },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
-      py::call_guard<py::gil_scoped_release>());
+      py::arg("global_ranks") = std::vector<int>{}, py::call_guard<py::gil_scoped_release>());
   m.def("is_async", [](const c10::intrusive_ptr<chorus_torch::BackendBase>& pg) {
     return chorusGroup(pg)->async();
   });

@@ -193,6 +193,27 @@ def test_ddp_survives_a_lost_rank():
     assert r.stdout.count("(OK)") == 3 and "on 3 ranks" in r.stdout, r.stdout
 
 
+@pytest.mark.skipif(not hasattr(torch.distributed, "shrink_group"), reason="torch has no shrink_group")
+def test_fsdp2_survives_a_lost_rank():
+    """4 ranks train with FSDP2 in HSDP form (2 replicas x 2 shards); one is SIGKILLed at a
+    random step. The errors are raised on FSDP2's subgroups, whose group ranks are not global
+    ranks (the error names the global rank at fault), and a survivor may be blocked in a
+    subgroup with a live peer that failed elsewhere (released when that peer aborts its other
+    groups). The survivors agree on the lost rank, shrink to 3, rebuild the full parameters from
+    the surviving shard copies, shard again, and end with the parameters of one process trained
+    on the whole batch of every step (examples/python/elastic_fsdp2.py exits 1 if not)."""
+    import random
+    import subprocess
+    victim, step = random.randrange(1, 4), random.randrange(1, 11)
+    r = subprocess.run([sys.executable, os.path.join(EXAMPLES, "elastic_fsdp2.py"), "-np", "4",
+                        "--kill-rank", str(victim), "--kill-step", str(step)], text=True,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300,
+                       start_new_session=True)
+    print(f"victim {victim} at step {step}")
+    assert r.returncode == 0, r.stdout
+    assert r.stdout.count("(OK)") == 3 and "on 3 ranks" in r.stdout, r.stdout
+
+
 def test_torchrun_two_emulated_nodes():
     """torchrun --nnodes 2 (two agents, c10d rendezvous on loopback), each node a different
     CHORUS_HOSTID: ranks of different nodes talk over Chorus's TCP transport. FSDP2 training

@@ -54,6 +54,7 @@ struct chorusComm {
   std::atomic<chorus::CommState> state{chorus::CommState::kInitializing};
   std::atomic<bool> abortFlag{false};
   std::atomic<int> asyncError{chorusSuccess};
+  std::atomic<int> failedRank{-1};  // the cause of the first failure (markFailed), -1: none
   std::mutex errMutex;
   std::string lastError;
 

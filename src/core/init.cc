@@ -492,6 +492,19 @@ chorusResult_t chorusCommGetAsyncError(chorusComm_t comm, chorusResult_t* asyncE
   return chorusSuccess;
 }
 
+chorusResult_t chorusCommGetFailedRank(chorusComm_t comm, int* rank) {
+  if (comm == nullptr || !isLiveComm(comm)) {
+    setThreadLastError("chorusCommGetFailedRank: comm is NULL or not a live communicator");
+    return chorusInvalidArgument;
+  }
+  if (rank == nullptr) {
+    setLastError(comm, format("chorusCommGetFailedRank (rank %d): rank is NULL", comm->rank));
+    return chorusInvalidArgument;
+  }
+  *rank = comm->failedRank.load();
+  return chorusSuccess;
+}
+
 chorusResult_t chorusCommCount(const chorusComm_t comm, int* count) {
   if (comm == nullptr || !isLiveComm(comm)) {
     setThreadLastError("chorusCommCount: comm is NULL or not a live communicator");
