@@ -7,14 +7,17 @@
 
 Ranks may be processes (``Comm.from_env()`` or ``Comm(nranks, unique_id, rank)``) or threads
 of one interpreter (``Comm.init_all(n)``, or ``Comm(n, uid, r)`` called from n threads); the
-GIL is released while a collective runs. Errors raise a subclass of :class:`chorus.Error` that
-carries the library's result code and message (which names the rank).
+GIL is released while a collective runs (all_reduce keeps it for messages under 64 KiB when
+no other Python thread exists: releasing it would cost more than the call). Errors raise a
+subclass of :class:`chorus.Error` that carries the library's result code and message (which
+names the rank).
 
 ``import chorus.torch`` registers the torch.distributed backend "chorus".
 """
 
 import builtins
 import contextlib
+import math
 import os
 import socket
 import subprocess
@@ -82,6 +85,7 @@ def _make_error(code, message):
 
 
 _chorus._set_error_factory(_make_error)
+_np_all_reduce = _chorus.np_all_reduce
 
 
 def version():
@@ -175,9 +179,10 @@ def _out(out, shape, dtype, what):
     out = _array(out, what)
     if out.dtype != dtype:
         raise InvalidArgumentError(4, f"chorus: {what} has dtype {out.dtype}, expected {dtype}")
-    if out.size != int(np.prod(shape)):
+    want = math.prod(shape)  # np.prod(shape) costs microseconds
+    if out.size != want:
         raise InvalidArgumentError(4, f"chorus: {what} holds {out.size} elements, expected "
-                                      f"{int(np.prod(shape))}")
+                                      f"{want}")
     return out
 
 
@@ -274,10 +279,8 @@ class Comm:
     # -- collectives -----------------------------------------------------------------------
     def all_reduce(self, x, out=None, op=SUM):
         """Reduces x over all ranks into out (x itself when out is None); returns it."""
-        x = _array(x, "all_reduce: x")
-        out = x if out is None else _out(out, x.shape, x.dtype, "all_reduce: out")
-        _chorus.all_reduce(self._h, x, out, _op(op), -1)
-        return out
+        # every check (array, C-contiguous, dtype, size, writable out, op) is made in C++
+        return _np_all_reduce(self._h, x, out, op)
 
     def broadcast(self, x, root=0, out=None):
         """Root's x reaches every rank's out (x itself when out is None)."""

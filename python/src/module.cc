@@ -1,11 +1,14 @@
 // chorus._chorus: the C API on Python buffers (numpy arrays), with the GIL released during every
-// call that may wait. The friendly layer (chorus.Comm, dtype and shape rules, exceptions) is
-// python/chorus/__init__.py; this file only checks buffers and calls the library.
+// call that may wait (np_all_reduce: unless the message is small and no other Python thread
+// exists). The friendly layer (chorus.Comm, dtype and shape rules, exceptions) is
+// python/chorus/__init__.py; this file checks buffers and calls the library, and makes every
+// check of chorus.Comm.all_reduce itself (np_all_reduce), where microseconds matter.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "chorus/chorus.h"
 #include "core/launcher_env.h"
@@ -127,6 +130,244 @@ chorusUniqueId idFromBytes(const py::bytes& b) {
   return id;
 }
 
+// ---- numpy fast path (chorus.Comm.all_reduce) -------------------------------------------------
+// The checks chorus.Comm used to make in Python (isinstance, flags, dtype, np.prod of the shape)
+// cost 5-25 us per call, more than a small collective. Here they read the array object's fields
+// directly: numpy's PyArrayObject and PyArray_Descr layouts below are its stable ABI (the same in
+// numpy 1.x and 2.x up to type_num), so no numpy headers are needed at build time.
+
+struct NpArray {  // numpy's PyArrayObject_fields, leading part
+  PyObject_HEAD char* data;
+  int nd;
+  Py_ssize_t* dimensions;
+  Py_ssize_t* strides;
+  PyObject* base;
+  PyObject* descr;
+  int flags;
+};
+struct NpDescr {  // numpy's PyArray_Descr, leading part
+  PyObject_HEAD PyTypeObject* typeobj;
+  char kind;
+  char type;
+  char byteorder;
+  char formerFlags;
+  int typeNum;
+};
+constexpr int kNpCContiguous = 0x0001;  // NPY_ARRAY_C_CONTIGUOUS
+constexpr int kNpWriteable = 0x0400;    // NPY_ARRAY_WRITEABLE
+constexpr int kNoType = -1;
+
+PyTypeObject* gNdarray = nullptr;  // numpy.ndarray, looked up once
+int gTypeOfNum[32];                // numpy type number -> chorusDataType_t, kNoType if none
+
+void initNumpyTypes() {
+  for (int& t : gTypeOfNum) t = kNoType;
+  auto integer = [](size_t size, bool isSigned) {
+    switch (size) {
+      case 1:
+        return int(isSigned ? chorusInt8 : chorusUint8);
+      case 4:
+        return int(isSigned ? chorusInt32 : chorusUint32);
+      case 8:
+        return int(isSigned ? chorusInt64 : chorusUint64);
+      default:
+        return kNoType;
+    }
+  };
+  // NPY_BYTE 1 ... NPY_DOUBLE 12, NPY_HALF 23 (numpy's enum NPY_TYPES, fixed since 1.x)
+  gTypeOfNum[1] = integer(sizeof(signed char), true);
+  gTypeOfNum[2] = integer(sizeof(unsigned char), false);
+  gTypeOfNum[3] = integer(sizeof(short), true);
+  gTypeOfNum[4] = integer(sizeof(unsigned short), false);
+  gTypeOfNum[5] = integer(sizeof(int), true);
+  gTypeOfNum[6] = integer(sizeof(unsigned), false);
+  gTypeOfNum[7] = integer(sizeof(long), true);
+  gTypeOfNum[8] = integer(sizeof(unsigned long), false);
+  gTypeOfNum[9] = integer(sizeof(long long), true);
+  gTypeOfNum[10] = integer(sizeof(unsigned long long), false);
+  gTypeOfNum[11] = chorusFloat32;
+  gTypeOfNum[12] = chorusFloat64;
+  gTypeOfNum[23] = chorusFloat16;
+}
+
+PyTypeObject* ndarrayType() {
+  if (gNdarray == nullptr) {
+    py::object t = py::module_::import("numpy").attr("ndarray");
+    gNdarray = reinterpret_cast<PyTypeObject*>(t.release().ptr());  // kept for the process
+    initNumpyTypes();
+  }
+  return gNdarray;
+}
+
+// Messages name the call, the argument and the rank, like the library's own.
+[[noreturn]] void argError(chorusComm_t h, const char* call, const std::string& what) {
+  int rank = -1;
+  if (h != nullptr) chorusCommUserRank(h, &rank);
+  throw CallError{chorusInvalidArgument,
+                  std::string("chorus: ") + call + " (rank " + std::to_string(rank) + "): " + what};
+}
+
+std::string typeName(PyObject* o) {
+  return Py_TYPE(o)->tp_name;
+}
+std::string dtypeName(const NpArray* a) {
+  return py::str(a->descr).cast<std::string>();
+}
+
+// An array argument: a C-contiguous numpy array of a reduction type (writable for outputs).
+struct NpArg {
+  NpArray* a;
+  int type;
+  size_t count;
+};
+
+NpArg npArg(chorusComm_t h, const char* call, const char* name, PyObject* obj, bool writable) {
+  if (!PyObject_TypeCheck(obj, ndarrayType()))
+    argError(h, call, std::string(name) + " must be a numpy array, got " + typeName(obj));
+  auto* a = reinterpret_cast<NpArray*>(obj);
+  if (!(a->flags & kNpCContiguous))
+    argError(h, call,
+             std::string(name) + " must be C-contiguous (np.ascontiguousarray makes a copy)");
+  if (writable && !(a->flags & kNpWriteable))
+    argError(h, call, std::string(name) + " is read-only (it receives the result)");
+  const auto* d = reinterpret_cast<const NpDescr*>(a->descr);
+  const int num = d->typeNum;
+  int type = (num >= 0 && num < 32) ? gTypeOfNum[num] : kNoType;
+  if (d->byteorder == '>') type = kNoType;  // byte-swapped: not this machine's numbers
+  if (type == kNoType)
+    argError(h, call,
+             std::string(name) + ": unsupported element type " + dtypeName(a) +
+                 " (int8, uint8, int32, uint32, int64, uint64, float16, float32, float64; "
+                 "bfloat16 through chorus.torch)");
+  size_t count = 1;
+  for (int i = 0; i < a->nd; ++i) count *= size_t(a->dimensions[i]);
+  return NpArg{a, type, count};
+}
+
+int opOf(chorusComm_t h, const char* call, PyObject* op) {
+  if (PyLong_CheckExact(op)) {
+    const long v = PyLong_AsLong(op);
+    if (v >= chorusSum && v <= chorusAvg) return int(v);
+    PyErr_Clear();
+  } else if (PyUnicode_Check(op)) {
+    std::string s;
+    Py_ssize_t n = 0;
+    const char* u = PyUnicode_AsUTF8AndSize(op, &n);
+    if (u == nullptr) PyErr_Clear();
+    for (Py_ssize_t i = 0; u != nullptr && i < n; ++i)
+      s += char(u[i] >= 'A' && u[i] <= 'Z' ? u[i] - 'A' + 'a' : u[i]);
+    static const std::pair<const char*, int> kNames[] = {
+        {"sum", chorusSum}, {"prod", chorusProd}, {"product", chorusProd}, {"max", chorusMax},
+        {"min", chorusMin}, {"avg", chorusAvg},   {"mean", chorusAvg}};
+    for (const auto& [name, v] : kNames)
+      if (s == name) return v;
+    argError(h, call,
+             "unknown op " + py::repr(op).cast<std::string>() + " (sum, prod, max, min, avg)");
+  } else if (PyIndex_Check(op) || PyFloat_Check(op)) {  // numpy integers, bool, 2.0
+    for (int v = chorusSum; v <= chorusAvg; ++v) {
+      const int eq = PyObject_RichCompareBool(op, py::int_(v).ptr(), Py_EQ);
+      if (eq < 0) PyErr_Clear();
+      if (eq > 0) return v;
+    }
+  }
+  argError(h, call,
+           "unknown op " + py::repr(op).cast<std::string>() + " (sum, prod, max, min, avg)");
+}
+
+// Below this many bytes the GIL stays held while the call runs, when no other Python thread
+// exists that could want it: releasing and taking it back costs more than such a call.
+constexpr size_t kKeepGilBytes = 64 << 10;
+
+bool otherPythonThreads() {
+  PyThreadState* me = PyThreadState_Get();
+  PyThreadState* head = PyInterpreterState_ThreadHead(PyThreadState_GetInterpreter(me));
+  return head != me || PyThreadState_Next(head) != nullptr;
+}
+
+// chorus.Comm.all_reduce(x, out=None, op=SUM): every check, then the call; returns out (x when
+// out is None).
+PyObject* npAllReduce(Comm& c, PyObject* x, PyObject* out, PyObject* op) {
+  constexpr const char* kCall = "all_reduce";
+  chorusComm_t h = c.get();
+  const bool inPlace = out == Py_None || out == x;
+  const NpArg s = npArg(h, kCall, "x", x, inPlace);
+  NpArg r = s;
+  if (!inPlace) {
+    r = npArg(h, kCall, "out", out, true);
+    if (r.type != s.type)
+      argError(h, kCall, "out has dtype " + dtypeName(r.a) + ", expected " + dtypeName(s.a));
+    if (r.count != s.count)
+      argError(h, kCall,
+               "out holds " + std::to_string(r.count) + " elements, expected " +
+                   std::to_string(s.count));
+  }
+  const int o = opOf(h, kCall, op);
+  const size_t bytes = s.count * chorusTypeSize(chorusDataType_t(s.type));
+  chorusResult_t res;
+  if (bytes < kKeepGilBytes && !otherPythonThreads()) {
+    res = chorusAllReduce(s.a->data, r.a->data, s.count, chorusDataType_t(s.type), chorusRedOp_t(o),
+                          h, nullptr);
+  } else {
+    py::gil_scoped_release nogil;
+    res = chorusAllReduce(s.a->data, r.a->data, s.count, chorusDataType_t(s.type), chorusRedOp_t(o),
+                          h, nullptr);
+  }
+  check(res, h);
+  PyObject* result = inPlace ? x : out;
+  Py_INCREF(result);
+  return result;
+}
+
+// The fast functions are plain METH_FASTCALL functions, not pybind11 ones: pybind11's dispatcher
+// (overload resolution, a type lookup by hash for Comm&, argument vectors) costs about as much as
+// every check above. They take the CommHandle object as their first argument.
+PyTypeObject* gCommType = nullptr;
+
+Comm& commOf(PyObject* obj) {
+  if (Py_TYPE(obj) != gCommType) return py::handle(obj).cast<Comm&>();  // a subclass, or raises
+  return *reinterpret_cast<py::detail::instance*>(obj)->get_value_and_holder().value_ptr<Comm>();
+}
+
+void raiseCallError(const CallError& e) {
+  if (!gErrorFactory) {
+    PyErr_SetString(PyExc_RuntimeError, e.message.c_str());
+    return;
+  }
+  try {
+    py::object exc = gErrorFactory(e.code, e.message);
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+  } catch (py::error_already_set& err) {
+    err.restore();
+  }
+}
+
+// np_all_reduce(comm_handle, x, out_or_None, op)
+PyObject* npAllReduceFast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 4) {
+    PyErr_SetString(PyExc_TypeError, "np_all_reduce(comm, x, out, op): 4 arguments");
+    return nullptr;
+  }
+  try {
+    return npAllReduce(commOf(args[0]), args[1], args[2], args[3]);
+  } catch (const CallError& e) {
+    raiseCallError(e);
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (const py::cast_error& e) {
+    PyErr_SetString(PyExc_TypeError, e.what());
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+  return nullptr;
+}
+
+PyMethodDef gFastMethods[] = {
+    {"np_all_reduce", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(npAllReduceFast)),
+     METH_FASTCALL,
+     "np_all_reduce(comm, x, out, op): chorus.Comm.all_reduce's checks and call (out None: in "
+     "place); returns out"},
+    {nullptr, nullptr, 0, nullptr}};
+
 }  // namespace
 
 PYBIND11_MODULE(_chorus, m) {
@@ -135,12 +376,7 @@ PYBIND11_MODULE(_chorus, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const CallError& e) {
-      if (!gErrorFactory) {
-        PyErr_SetString(PyExc_RuntimeError, e.message.c_str());
-        return;
-      }
-      py::object exc = gErrorFactory(e.code, e.message);
-      PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc.ptr())), exc.ptr());
+      raiseCallError(e);
     }
   });
   m.def("_set_error_factory", [](py::object f) { gErrorFactory = std::move(f); });
@@ -296,6 +532,9 @@ PYBIND11_MODULE(_chorus, m) {
     py::gil_scoped_release nogil;
     check(chorusAllReduce(s.ptr, r.ptr, s.count, s.type, chorusRedOp_t(op), h, nullptr), h);
   });
+  gCommType = reinterpret_cast<PyTypeObject*>(py::type::of<Comm>().ptr());
+  for (PyMethodDef* d = gFastMethods; d->ml_name != nullptr; ++d)
+    m.attr(d->ml_name) = py::reinterpret_steal<py::object>(PyCFunction_NewEx(d, nullptr, nullptr));
   m.def("broadcast", [](Comm& c, py::handle send, py::handle recv, size_t count, int root, int t) {
     Buf s = bufferOf(send, false, "broadcast: send buffer", t);
     Buf r = bufferOf(recv, true, "broadcast: output", t);

@@ -149,3 +149,70 @@ def test_shrink_excludes_live_ranks():
     with pytest.raises(chorus.Error, match="excludeRanksList"):
         one.shrink(exclude=[5])
     one.close()
+
+
+def test_all_reduce_argument_checks():
+    """all_reduce's checks run in C++ (python/src/module.cc, npArg): each names the argument and
+    the rank, and raises InvalidArgumentError (a ValueError) with code 4."""
+    c = chorus.Comm(1, chorus.get_unique_id(), 0)
+    x = np.arange(6, dtype=np.float32)
+    cases = [
+        (lambda: c.all_reduce(np.zeros((4, 4), np.float32)[:, 1]),
+         r"\(rank 0\): x must be C-contig"),
+        (lambda: c.all_reduce(x, out=np.zeros((6, 2), np.float32)[:, 0]),
+         r"\(rank 0\): out must be C-contig"),
+        (lambda: c.all_reduce([1.0, 2.0]), r"x must be a numpy array, got list"),
+        (lambda: c.all_reduce(x, out=bytearray(24)), r"out must be a numpy array, got bytearray"),
+        (lambda: c.all_reduce(x, out=np.zeros(6, np.int32)),
+         r"out has dtype int32, expected float32"),
+        (lambda: c.all_reduce(x, out=np.zeros(7, np.float32)), r"out holds 7 elements, expected 6"),
+        (lambda: c.all_reduce(np.zeros(3, bool)), r"x: unsupported element type bool"),
+        (lambda: c.all_reduce(np.zeros(3, np.complex64)), r"x: unsupported element type complex64"),
+        (lambda: c.all_reduce(np.zeros(3, np.int16)), r"x: unsupported element type int16"),
+        (lambda: c.all_reduce(np.zeros(3, ">f4")), r"x: unsupported element type >f4"),
+        (lambda: c.all_reduce(x, op="xor"), r"unknown op 'xor' \(sum, prod"),
+        (lambda: c.all_reduce(x, op=7), r"unknown op 7"),
+        (lambda: c.all_reduce(x, op=None), r"unknown op None"),
+    ]
+    ro = np.zeros(6, np.float32)
+    ro.flags.writeable = False
+    cases += [(lambda: c.all_reduce(x, out=ro), r"out is read-only"),
+              (lambda: c.all_reduce(ro), r"x is read-only")]
+    for call, msg in cases:
+        with pytest.raises(chorus.InvalidArgumentError, match=msg) as e:
+            call()
+        assert e.value.code == 4 and "all_reduce (rank 0)" in e.value.message
+    np.testing.assert_array_equal(x, np.arange(6, dtype=np.float32))  # untouched by the failures
+    # what still works: a read-only x out of place, any shape of out with as many elements,
+    # out is x, int64 spelled 'l' or 'q', op as a name in any case, a numpy integer or a float
+    out = np.empty((2, 3), np.float32)
+    assert c.all_reduce(ro, out=out) is out
+    assert c.all_reduce(x, out=x) is x and c.all_reduce(x) is x
+    np.testing.assert_array_equal(c.all_reduce(np.arange(3, dtype="l"), out=np.empty(3, "q")),
+                                  [0, 1, 2])
+    for op in ("MAX", "mean", np.int64(chorus.MIN), 2.0, chorus.PROD):
+        np.testing.assert_array_equal(c.all_reduce(x, out=np.empty_like(x), op=op), x)
+    np.testing.assert_array_equal(c.all_reduce(np.full((), 3.0)), 3.0)  # 0-d
+    assert c.all_reduce(np.zeros(0, np.uint8)).size == 0
+    c.close()
+    with pytest.raises(chorus.InvalidUsageError, match="closed"):
+        c.all_reduce(x)
+
+
+def test_all_reduce_keeps_the_gil_only_alone():
+    """A small all_reduce keeps the GIL when its thread is the only Python thread; with others
+    alive it releases it (ranks that are threads, abort from another thread)."""
+    comms = chorus.Comm.init_all(2)
+    out = [None, None]
+
+    def body(c):
+        out[c.rank] = c.all_reduce(np.full(2, c.rank + 1, np.int32))
+
+    ts = [threading.Thread(target=body, args=(c,)) for c in comms]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(60)
+    assert [list(o) for o in out] == [[3, 3], [3, 3]]
+    for c in comms:
+        c.close()
