@@ -86,6 +86,7 @@ struct Options {
   int hang = 0;       // watchdog bound (seconds); 0: timeout + 90
   double rssSlackMb = 48;
   bool keepLogs = false;
+  bool quarantine = false;  // jobs keep the buffers of a failed call (finding 2)
   pid_t parent = 0;
 };
 
@@ -189,6 +190,19 @@ struct Fail {
 };
 
 // Runs random operations on one communicator; all its ranks draw the same ones.
+// Buffers of failed calls kept until the process ends (--quarantine-failed; finding 2 of
+// tools/soak/README.md: a peer thread of the same process may still read them).
+std::mutex gGraveMu;
+std::vector<Prepared> gGraveyard;
+bool gQuarantine = false;
+
+void bury(std::vector<Prepared>& ps) {
+  if (!gQuarantine) return;
+  std::lock_guard<std::mutex> l(gGraveMu);
+  for (Prepared& p : ps) gGraveyard.push_back(std::move(p));
+  ps.clear();
+}
+
 class Runner {
  public:
   Runner(chorusComm_t comm, int me, int n, chorusStream_t stream, size_t maxBytes, std::string tag,
@@ -265,6 +279,8 @@ class Runner {
           f->how = "call+sync";
         }
       }
+      bury(ps);
+      bury(pending_);
       pending_.clear();
       return false;
     }
@@ -289,6 +305,7 @@ class Runner {
       f->msg = chorusGetLastError(nullptr);
       f->how = "sync";
       lastOp_ = pending_[0].d.describe() + " (on a stream)";
+      bury(pending_);
       pending_.clear();
       return false;
     }
@@ -935,6 +952,7 @@ void runJob(const Options& o, Totals& tt, uint64_t jseed, int j, const std::stri
                                      fmt("%zu", o.jobMaxBytes),
                                      "--parent",
                                      fmt("%d", int(getpid()))};
+    if (o.quarantine) argv.push_back("--quarantine-failed");
     std::vector<std::string> env = {
         fmt("CHORUS_RANK=%d", p),
         fmt("CHORUS_NRANKS=%d", P),
@@ -1282,6 +1300,7 @@ void usage() {
   fputs(
       "usage: chorus-soak [--seconds S] [--seed N] [--mode both|procs|threads]\n"
       "                   [--max-bytes B] [--timeout S] [--hang S] [--keep-logs]\n"
+      "                   [--quarantine-failed]\n"
       "Random collectives on 4..8 ranks (processes, then threads) for S seconds (default 1800),\n"
       "with splits, aborts and SIGKILLed kill jobs; every result checked; exits 1 on any\n"
       "wrong result, hang, failed check or resource growth. See tools/soak/README.md.\n",
@@ -1327,12 +1346,15 @@ int main(int argc, char** argv) {
       o.parent = pid_t(atoi(val().c_str()));
     else if (a == "--keep-logs")
       o.keepLogs = true;
+    else if (a == "--quarantine-failed")
+      o.quarantine = true;
     else {
       usage();
       return a == "--help" || a == "-h" ? 0 : 64;
     }
   }
   if (o.role == "world") return rankMain(o, false);
+  gQuarantine = o.quarantine;
   if (o.role == "job") return rankMain(o, true);
   if (o.mode != "both" && o.mode != "procs" && o.mode != "threads") {
     usage();
