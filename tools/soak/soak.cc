@@ -1220,8 +1220,9 @@ int driverMain(Options& o) {
   const std::string dir = fmt("/tmp/chorus-soak-%d", int(getpid()));
   mkdir(dir.c_str(), 0755);
   say(fmt("chorus-soak: seed %" PRIu64 " (reproduce: chorus-soak --seed %" PRIu64
-          " --seconds %.0f --mode %s), logs in %s",
-          o.seed, o.seed, o.seconds, o.mode.c_str(), dir.c_str()));
+          " --seconds %.0f --mode %s%s), logs in %s",
+          o.seed, o.seed, o.seconds, o.mode.c_str(), o.quarantine ? " --quarantine-failed" : "",
+          dir.c_str()));
   const Res d0 = sampleRes();
   const double t0 = now();
   Totals tt;
