@@ -16,8 +16,9 @@
 //
 // float16/bfloat16 are computed in float32 and rounded once to nearest even. The AVX2 build
 // converts 16 values at a time with F16C (float16) or integer shifts/adds (bfloat16); the
-// portable build uses branch-free forms of the half.h conversions that the compiler can
-// vectorise. Every path gives results bit-identical to half.h (all 2^32 float inputs were
+// portable build uses the element formats of reduce/arith.h (shared with the CUDA kernels), whose
+// host conversions are branch-free forms of base/half.h that the compiler can vectorise. Every
+// path gives results bit-identical to base/half.h (all 2^32 float inputs were
 // checked during development; the tests run every 16-bit pattern through each build).
 //
 // Aliasing: a destination may be the same pointer as an input. Each iteration reads a[i], b[i]
@@ -30,7 +31,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "reduce/half.h"
+#include "reduce/arith.h"
 #include "reduce/type_dispatch.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -65,119 +66,13 @@
 namespace chorus {
 namespace {
 
-enum class Kind { kSum, kProd, kMax, kMin, kAvg };
-
-// ---- Element formats: how a value is stored in memory and what type the op runs in. ----
-
-template <class T>
-struct Plain {
-  using Storage = T;
-  using Compute = T;
-  static CHORUS_INLINE T load(T v) { return v; }
-  static CHORUS_INLINE T store(T v) { return v; }
-};
-
-// float16 without F16C: the conversions of half.h rewritten without branches (every case
-// computed, then selected) so the loops vectorise. Results are identical to halfToFloat and
-// floatToHalf for every input.
-struct Half {
-  using Storage = uint16_t;
-  using Compute = float;
-  static CHORUS_INLINE float load(uint16_t v) {
-    const uint32_t em = v & 0x7fffu;
-    const uint32_t sign = static_cast<uint32_t>(v & 0x8000u) << 16;
-    const uint32_t normal = (em << 13) + (112u << 23);
-    const uint32_t infNan = (em << 13) | 0x7f800000u;
-    const uint32_t subnormal =
-        std::bit_cast<uint32_t>(static_cast<float>(static_cast<int32_t>(em)) * 0x1p-24f);
-    const uint32_t isInfNan = 0u - static_cast<uint32_t>(em >= 0x7c00u);  // all ones or zero
-    const uint32_t isNormal = 0u - static_cast<uint32_t>(em >= 0x0400u);
-    const uint32_t bits =
-        (infNan & isInfNan) | (normal & isNormal & ~isInfNan) | (subnormal & ~isNormal);
-    return std::bit_cast<float>(bits | sign);
-  }
-  static CHORUS_INLINE uint16_t store(float f) {
-    const uint32_t x = std::bit_cast<uint32_t>(f);
-    const uint32_t ax = x & 0x7fffffffu;
-    const uint32_t sign = (x >> 16) & 0x8000u;
-    // Normal result: rebias, round to nearest even on the 13 dropped bits (a carry is fine).
-    const uint32_t rebased = ax - (112u << 23);
-    const uint32_t normal = (rebased + 0xfffu + ((rebased >> 13) & 1u)) >> 13;
-    // Subnormal result: adding 0.5 puts the half's ulp (2^-24) at the float's last mantissa bit,
-    // so the FPU's own round-to-nearest-even does the rounding.
-    const uint32_t subnormal =
-        std::bit_cast<uint32_t>(std::bit_cast<float>(ax) + 0.5f) - 0x3f000000u;
-    const uint32_t nan = 0x7e00u | ((ax >> 13) & 0x3ffu);
-    // Select with masks rather than branches so the loop has no control flow.
-    const uint32_t isNan = 0u - static_cast<uint32_t>(ax > 0x7f800000u);
-    const uint32_t isBig = 0u - static_cast<uint32_t>(ax >= 0x477ff000u);  // Inf (or NaN)
-    const uint32_t isNormal = 0u - static_cast<uint32_t>(ax >= 0x38800000u);
-    const uint32_t h = (nan & isNan) | (0x7c00u & isBig & ~isNan) | (normal & isNormal & ~isBig) |
-                       (subnormal & ~isNormal);
-    return static_cast<uint16_t>(h | sign);
-  }
-};
-
-struct Bf16 {
-  using Storage = uint16_t;
-  using Compute = float;
-  static CHORUS_INLINE float load(uint16_t v) { return bf16ToFloat(v); }
-  static CHORUS_INLINE uint16_t store(float v) { return floatToBf16(v); }
-};
-
-// ---- Ops on the compute type. Integers wrap (unsigned arithmetic, then a modular conversion).
-
-template <class C>
-CHORUS_INLINE C addOf(C a, C b) {
-  if constexpr (std::is_integral_v<C>) {
-    using U = std::make_unsigned_t<C>;
-    return static_cast<C>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
-  } else {
-    return a + b;
-  }
-}
-
-template <class C>
-CHORUS_INLINE C mulOf(C a, C b) {
-  if constexpr (std::is_integral_v<C>) {
-    // At least `unsigned` wide, so narrow types do not promote to (overflowing) signed int.
-    using W = std::conditional_t<(sizeof(C) < sizeof(unsigned)), unsigned, std::make_unsigned_t<C>>;
-    return static_cast<C>(static_cast<W>(static_cast<W>(a) * static_cast<W>(b)));
-  } else {
-    return a * b;
-  }
-}
-
-// The divisor's type: int for narrow integers (so e.g. 200 is not truncated to int8), else C.
-template <class C>
-using DivisorOf = std::conditional_t<std::is_integral_v<C> && (sizeof(C) < sizeof(int)), int, C>;
-
-template <class C>
-CHORUS_INLINE C divOf(C s, DivisorOf<C> d) {
-  return static_cast<C>(s / d);  // integers: truncation toward zero; d > 0 always
-}
-
-template <Kind K, class C>
-struct Op {
-  DivisorOf<C> divisor;  // kAvg only
-  CHORUS_INLINE C operator()(C a, C b) const {
-    if constexpr (K == Kind::kSum) {
-      return addOf(a, b);
-    } else if constexpr (K == Kind::kProd) {
-      return mulOf(a, b);
-    } else if constexpr (K == Kind::kMax) {
-      return a < b ? b : a;
-    } else if constexpr (K == Kind::kMin) {
-      return b < a ? b : a;
-    } else {
-      return divOf(addOf(a, b), divisor);
-    }
-  }
-};
+// The element formats (PlainElem, HalfElem, Bf16Elem), the ops (RedOp) and RedKind are those of
+// reduce/arith.h, shared with the CUDA kernels. HalfElem's host conversions are the branch-free
+// forms of base/half.h, so the portable build's loops vectorise.
 
 // ---- The loops. ----
 
-template <class F, Kind K, bool Dual>
+template <class F, RedKind K, bool Dual>
 CHORUS_INLINE void reduceLoop(size_t n, const void* pa, const void* pb, void* pd0, void* pd1,
                               int divisor) {
   using S = typename F::Storage;
@@ -185,7 +80,7 @@ CHORUS_INLINE void reduceLoop(size_t n, const void* pa, const void* pb, void* pd
   const S* a = static_cast<const S*>(pa);
   const S* b = static_cast<const S*>(pb);
   S* d0 = static_cast<S*>(pd0);
-  const Op<K, C> op{static_cast<DivisorOf<C>>(divisor)};
+  const RedOp<C, K> op{static_cast<DivisorOf<C>>(divisor)};
   if constexpr (Dual) {
     S* d1 = static_cast<S*>(pd1);
     CHORUS_IVDEP
@@ -208,7 +103,7 @@ CHORUS_INLINE void scaleLoop(size_t n, const void* psrc, void* pdst, int divisor
   S* dst = static_cast<S*>(pdst);
   const DivisorOf<C> d = static_cast<DivisorOf<C>>(divisor);
   CHORUS_IVDEP
-  for (size_t i = 0; i < n; ++i) dst[i] = F::store(divOf(F::load(src[i]), d));
+  for (size_t i = 0; i < n; ++i) dst[i] = F::store(divideBy(F::load(src[i]), d));
 }
 
 #ifdef CHORUS_REDUCE_X86
@@ -216,15 +111,15 @@ CHORUS_INLINE void scaleLoop(size_t n, const void* psrc, void* pdst, int divisor
 // values per step (GCC's own vectorisation of the scalar conversions is several times slower).
 // The tail goes through a zero-padded block, so every element is computed by the same
 // instructions.
-template <Kind K>
+template <RedKind K>
 CHORUS_TARGET_AVX2 CHORUS_INLINE __m256 vecOp(__m256 a, __m256 b, __m256 divisor) {
-  if constexpr (K == Kind::kSum) {
+  if constexpr (K == RedKind::kSum) {
     return _mm256_add_ps(a, b);
-  } else if constexpr (K == Kind::kProd) {
+  } else if constexpr (K == RedKind::kProd) {
     return _mm256_mul_ps(a, b);
-  } else if constexpr (K == Kind::kMax) {
+  } else if constexpr (K == RedKind::kMax) {
     return _mm256_max_ps(b, a);  // b > a ? b : a, i.e. a < b ? b : a
-  } else if constexpr (K == Kind::kMin) {
+  } else if constexpr (K == RedKind::kMin) {
     return _mm256_min_ps(b, a);  // b < a ? b : a
   } else {
     return _mm256_div_ps(_mm256_add_ps(a, b), divisor);
@@ -274,7 +169,7 @@ struct Bf16Vec {
   }
 };
 
-template <class V, Kind K, bool Dual>
+template <class V, RedKind K, bool Dual>
 CHORUS_TARGET_AVX2 CHORUS_INLINE void reduce16Avx2(size_t n, const void* pa, const void* pb,
                                                    void* pd0, void* pd1, int divisor) {
   const uint16_t* a = static_cast<const uint16_t*>(pa);
@@ -332,15 +227,15 @@ CHORUS_TARGET_AVX2 CHORUS_INLINE void scale16Avx2(size_t n, const void* psrc, vo
 // auto-vectorised 512 bits wide (with DQ's 64-bit multiply and F's 64-bit max/min, which AVX2
 // lacks). 16-bit floats: 32 values per step as two __m512; the tail uses masked loads that fill
 // with zeros and a masked store, i.e. exactly the AVX2 build's zero-padded block.
-template <Kind K>
+template <RedKind K>
 CHORUS_TARGET_AVX512 CHORUS_INLINE __m512 vecOp512(__m512 a, __m512 b, __m512 divisor) {
-  if constexpr (K == Kind::kSum) {
+  if constexpr (K == RedKind::kSum) {
     return _mm512_add_ps(a, b);
-  } else if constexpr (K == Kind::kProd) {
+  } else if constexpr (K == RedKind::kProd) {
     return _mm512_mul_ps(a, b);
-  } else if constexpr (K == Kind::kMax) {
+  } else if constexpr (K == RedKind::kMax) {
     return _mm512_max_ps(b, a);  // b > a ? b : a
-  } else if constexpr (K == Kind::kMin) {
+  } else if constexpr (K == RedKind::kMin) {
     return _mm512_min_ps(b, a);  // b < a ? b : a
   } else {
     return _mm512_div_ps(_mm512_add_ps(a, b), divisor);
@@ -381,7 +276,7 @@ struct Bf16Vec512 {
   }
 };
 
-template <class V, Kind K, bool Dual>
+template <class V, RedKind K, bool Dual>
 CHORUS_TARGET_AVX512 CHORUS_INLINE void reduce16Avx512(size_t n, const void* pa, const void* pb,
                                                        void* pd0, void* pd1, int divisor) {
   const uint16_t* a = static_cast<const uint16_t*>(pa);
@@ -434,7 +329,7 @@ CHORUS_TARGET_AVX512 CHORUS_INLINE void scale16Avx512(size_t n, const void* psrc
 using ReduceFn = void (*)(size_t, const void*, const void*, void*, void*, int);
 using ScaleFn = void (*)(size_t, const void*, void*, int);
 
-template <class F, Kind K, bool Dual>
+template <class F, RedKind K, bool Dual>
 void reducePortable(size_t n, const void* a, const void* b, void* d0, void* d1, int divisor) {
   reduceLoop<F, K, Dual>(n, a, b, d0, d1, divisor);
 }
@@ -445,12 +340,12 @@ void scalePortable(size_t n, const void* src, void* dst, int divisor) {
 }
 
 #ifdef CHORUS_REDUCE_X86
-template <class F, Kind K, bool Dual>
+template <class F, RedKind K, bool Dual>
 CHORUS_TARGET_AVX2 void reduceAvx2(size_t n, const void* a, const void* b, void* d0, void* d1,
                                    int divisor) {
-  if constexpr (std::is_same_v<F, Half>) {
+  if constexpr (std::is_same_v<F, HalfElem>) {
     reduce16Avx2<HalfVec, K, Dual>(n, a, b, d0, d1, divisor);
-  } else if constexpr (std::is_same_v<F, Bf16>) {
+  } else if constexpr (std::is_same_v<F, Bf16Elem>) {
     reduce16Avx2<Bf16Vec, K, Dual>(n, a, b, d0, d1, divisor);
   } else {
     reduceLoop<F, K, Dual>(n, a, b, d0, d1, divisor);
@@ -459,21 +354,21 @@ CHORUS_TARGET_AVX2 void reduceAvx2(size_t n, const void* a, const void* b, void*
 
 template <class F>
 CHORUS_TARGET_AVX2 void scaleAvx2(size_t n, const void* src, void* dst, int divisor) {
-  if constexpr (std::is_same_v<F, Half>) {
+  if constexpr (std::is_same_v<F, HalfElem>) {
     scale16Avx2<HalfVec>(n, src, dst, divisor);
-  } else if constexpr (std::is_same_v<F, Bf16>) {
+  } else if constexpr (std::is_same_v<F, Bf16Elem>) {
     scale16Avx2<Bf16Vec>(n, src, dst, divisor);
   } else {
     scaleLoop<F>(n, src, dst, divisor);
   }
 }
 
-template <class F, Kind K, bool Dual>
+template <class F, RedKind K, bool Dual>
 CHORUS_TARGET_AVX512 void reduceAvx512(size_t n, const void* a, const void* b, void* d0, void* d1,
                                        int divisor) {
-  if constexpr (std::is_same_v<F, Half>) {
+  if constexpr (std::is_same_v<F, HalfElem>) {
     reduce16Avx512<HalfVec512, K, Dual>(n, a, b, d0, d1, divisor);
-  } else if constexpr (std::is_same_v<F, Bf16>) {
+  } else if constexpr (std::is_same_v<F, Bf16Elem>) {
     reduce16Avx512<Bf16Vec512, K, Dual>(n, a, b, d0, d1, divisor);
   } else {
     reduceLoop<F, K, Dual>(n, a, b, d0, d1, divisor);
@@ -482,9 +377,9 @@ CHORUS_TARGET_AVX512 void reduceAvx512(size_t n, const void* a, const void* b, v
 
 template <class F>
 CHORUS_TARGET_AVX512 void scaleAvx512(size_t n, const void* src, void* dst, int divisor) {
-  if constexpr (std::is_same_v<F, Half>) {
+  if constexpr (std::is_same_v<F, HalfElem>) {
     scale16Avx512<HalfVec512>(n, src, dst, divisor);
-  } else if constexpr (std::is_same_v<F, Bf16>) {
+  } else if constexpr (std::is_same_v<F, Bf16Elem>) {
     scale16Avx512<Bf16Vec512>(n, src, dst, divisor);
   } else {
     scaleLoop<F>(n, src, dst, divisor);
@@ -492,7 +387,7 @@ CHORUS_TARGET_AVX512 void scaleAvx512(size_t n, const void* src, void* dst, int 
 }
 #endif
 
-template <KernelIsa Isa, class F, Kind K>
+template <KernelIsa Isa, class F, RedKind K>
 ReduceFn reduceEntry(bool dual) {
 #ifdef CHORUS_REDUCE_X86
   if constexpr (Isa == KernelIsa::kAvx2) {
@@ -506,18 +401,18 @@ ReduceFn reduceEntry(bool dual) {
 }
 
 template <KernelIsa Isa, class F>
-ReduceFn reduceForOp(Kind kind, bool dual) {
+ReduceFn reduceForOp(RedKind kind, bool dual) {
   switch (kind) {
-    case Kind::kSum:
-      return reduceEntry<Isa, F, Kind::kSum>(dual);
-    case Kind::kProd:
-      return reduceEntry<Isa, F, Kind::kProd>(dual);
-    case Kind::kMax:
-      return reduceEntry<Isa, F, Kind::kMax>(dual);
-    case Kind::kMin:
-      return reduceEntry<Isa, F, Kind::kMin>(dual);
-    case Kind::kAvg:
-      return reduceEntry<Isa, F, Kind::kAvg>(dual);
+    case RedKind::kSum:
+      return reduceEntry<Isa, F, RedKind::kSum>(dual);
+    case RedKind::kProd:
+      return reduceEntry<Isa, F, RedKind::kProd>(dual);
+    case RedKind::kMax:
+      return reduceEntry<Isa, F, RedKind::kMax>(dual);
+    case RedKind::kMin:
+      return reduceEntry<Isa, F, RedKind::kMin>(dual);
+    case RedKind::kAvg:
+      return reduceEntry<Isa, F, RedKind::kAvg>(dual);
   }
   return nullptr;
 }
@@ -531,22 +426,15 @@ ScaleFn scaleEntry() {
   return &scalePortable<F>;
 }
 
-// Calls fn.template operator()<F>() with the format of `type`; returns nullptr-like default
-// for an unknown type.
-template <class R, class Fn>
-R withFormat(chorusDataType_t type, Fn&& fn) {
-  return dispatchType<Plain, Half, Bf16, R>(type, std::forward<Fn>(fn));
-}
-
 template <KernelIsa Isa>
-ReduceFn pickReduce(chorusDataType_t type, Kind kind, bool dual) {
-  return withFormat<ReduceFn>(
-      type, [&]<class F>() -> ReduceFn { return reduceForOp<Isa, F>(kind, dual); });
+ReduceFn pickReduce(chorusDataType_t type, RedKind kind, bool dual) {
+  return withElem<ReduceFn>(type,
+                            [&]<class F>() -> ReduceFn { return reduceForOp<Isa, F>(kind, dual); });
 }
 
 template <KernelIsa Isa>
 ScaleFn pickScale(chorusDataType_t type) {
-  return withFormat<ScaleFn>(type, []<class F>() -> ScaleFn { return scaleEntry<Isa, F>(); });
+  return withElem<ScaleFn>(type, []<class F>() -> ScaleFn { return scaleEntry<Isa, F>(); });
 }
 
 bool cpuHasAvx2F16c() {
@@ -636,15 +524,15 @@ const IsaChoice& isaChoice() {
 // bound: at 32 KiB the data already streams from L2, at 64 MiB from memory) and loses when the
 // buffers are not 64-byte aligned (every 512-bit access then splits a cache line), so the AVX2
 // build stays.
-bool avx512Pays(chorusDataType_t type, Kind kind) {
+bool avx512Pays(chorusDataType_t type, RedKind kind) {
   if (type == chorusBfloat16) return true;
   if (type == chorusInt64 || type == chorusUint64) {
-    return kind == Kind::kProd || kind == Kind::kMax || kind == Kind::kMin;
+    return kind == RedKind::kProd || kind == RedKind::kMax || kind == RedKind::kMin;
   }
   return false;
 }
 
-KernelIsa isaFor(chorusDataType_t type, Kind kind) {
+KernelIsa isaFor(chorusDataType_t type, RedKind kind) {
   const IsaChoice& c = isaChoice();
   if (c.isa == KernelIsa::kAvx512 && !c.forced && !avx512Pays(type, kind)) return KernelIsa::kAvx2;
   return c.isa;
@@ -652,29 +540,7 @@ KernelIsa isaFor(chorusDataType_t type, Kind kind) {
 
 constexpr int kNumKinds = 5;
 
-bool toKind(chorusRedOp_t op, int avgDivisor, Kind* kind) {
-  switch (op) {
-    case chorusSum:
-      *kind = Kind::kSum;
-      return true;
-    case chorusProd:
-      *kind = Kind::kProd;
-      return true;
-    case chorusMax:
-      *kind = Kind::kMax;
-      return true;
-    case chorusMin:
-      *kind = Kind::kMin;
-      return true;
-    case chorusAvg:
-      *kind = avgDivisor > 0 ? Kind::kAvg : Kind::kSum;
-      return true;
-    default:
-      return false;
-  }
-}
-
-ReduceFn pickReduceIsa(KernelIsa isa, chorusDataType_t type, Kind kind, bool dual) {
+ReduceFn pickReduceIsa(KernelIsa isa, chorusDataType_t type, RedKind kind, bool dual) {
   switch (isa) {
     case KernelIsa::kAvx512:
       return pickReduce<KernelIsa::kAvx512>(type, kind, dual);
@@ -722,8 +588,8 @@ const char* kernelIsaName(KernelIsa isa) {
 
 void reduceKernelIsa(KernelIsa isa, chorusDataType_t type, chorusRedOp_t op, size_t count,
                      const void* a, const void* b, void* dst0, void* dst1, int avgDivisor) {
-  Kind kind;
-  if (count == 0 || !toKind(op, avgDivisor, &kind)) return;
+  RedKind kind;
+  if (count == 0 || !toRedKind(op, avgDivisor, &kind)) return;
   const bool dual = dst1 != nullptr;
   const ReduceFn fn = pickReduceIsa(isa, type, kind, dual);
   if (fn != nullptr) fn(count, a, b, dst0, dst1, avgDivisor);
@@ -743,7 +609,7 @@ const KernelTable& kernelTable() {
     for (int ty = 0; ty < chorusNumTypes; ++ty) {
       const auto type = static_cast<chorusDataType_t>(ty);
       for (int k = 0; k < kNumKinds; ++k) {
-        const auto kind = static_cast<Kind>(k);
+        const auto kind = static_cast<RedKind>(k);
         for (int dual = 0; dual < 2; ++dual) {
           t.reduce[ty][k][dual] = pickReduceIsa(isaFor(type, kind), type, kind, dual != 0);
         }
@@ -757,15 +623,15 @@ const KernelTable& kernelTable() {
 }  // namespace
 
 KernelIsa kernelIsaFor(chorusDataType_t type, chorusRedOp_t op) {
-  Kind kind;
-  if (!toKind(op, 1, &kind)) return bestKernelIsa();
+  RedKind kind;
+  if (!toRedKind(op, 1, &kind)) return bestKernelIsa();
   return isaFor(type, kind);
 }
 
 void reduceKernel(chorusDataType_t type, chorusRedOp_t op, size_t count, const void* a,
                   const void* b, void* dst0, void* dst1, int avgDivisor) {
-  Kind kind;
-  if (count == 0 || !toKind(op, avgDivisor, &kind)) return;
+  RedKind kind;
+  if (count == 0 || !toRedKind(op, avgDivisor, &kind)) return;
   if (static_cast<unsigned>(type) >= static_cast<unsigned>(chorusNumTypes)) return;
   const ReduceFn fn = kernelTable().reduce[type][static_cast<int>(kind)][dst1 != nullptr];
   if (fn != nullptr) fn(count, a, b, dst0, dst1, avgDivisor);
@@ -776,7 +642,7 @@ void scaleKernelIsa(KernelIsa isa, chorusDataType_t type, size_t count, const vo
   if (count == 0) return;
   if (divisor <= 1) {
     const size_t size =
-        withFormat<size_t>(type, []<class F>() -> size_t { return sizeof(typename F::Storage); });
+        withElem<size_t>(type, []<class F>() -> size_t { return sizeof(typename F::Storage); });
     if (src != dst && size != 0) std::memcpy(dst, src, count * size);
     return;
   }
