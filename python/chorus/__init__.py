@@ -365,4 +365,4 @@ class Comm:
 
     def barrier(self):
         """Returns when every rank has called it."""
-        _chorus.all_reduce(self._h, self._token, self._token, SUM, -1)
+        _np_all_reduce(self._h, self._token, None, SUM)
