@@ -283,7 +283,7 @@ double hierUs(OpKind, Proto p, const Shape& shape, size_t bytes) {
   const double shmT = S * 2 * (P - 1) / P / shmBw, netT = S * 2 * (Q - 1) / Q / netBw;
   const int K = shape.hierPipelined ? hierSlices(bytes, int(P)) : 1;
   const double dataT = (shmT + netT) / K + (K - 1.0) / K * std::max(shmT, netT);
-  return m.baseUs[pi] + (K > 1 ? 2 * m.channelSpawnUs : 0.0) + 2 * (P - 1) * m.hopUs[pi] +
+  return m.baseUs[pi] + (K > 1 ? 2 * m.threadStartUs : 0.0) + 2 * (P - 1) * m.hopUs[pi] +
          2 * (Q - 1) * m.netHopUs + dataT;
 }
 }  // namespace

@@ -1,15 +1,15 @@
 // Runs a collective with the tuner's choice: the algorithm (its entry point for the collective,
 // from the algorithm table), the protocol, and for algorithms that split over channels the number
-// of channels (each channel takes a contiguous share of the elements and runs on its own thread;
-// the caller runs channel 0).
+// of channels (each channel takes a contiguous share of the elements; the caller runs channel 0
+// and the communicator's persistent channel workers the others: algo/channel_workers.h).
 #include <atomic>
 #include <cstring>
 #include <exception>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "algo/algo.h"
+#include "algo/channel_workers.h"
 #include "base/debug.h"
 #include "base/error.h"
 #include "comm/comm.h"
@@ -63,6 +63,34 @@ void checkMatching(chorusComm* comm, const OpDesc& op) {
        msg.c_str());
 }
 
+// One multi-channel call: what every channel's share needs (on the caller's stack: nothing is
+// allocated per call).
+struct ChannelCall {
+  chorusComm* comm;
+  const OpDesc* op;
+  AlgoEntry run;
+  Proto proto;
+  const LineBlocks* shares;
+  std::exception_ptr errors[kMaxCommChannels];
+  std::atomic<int> firstFailed;
+
+  static void runShare(void* ctx, int ch) {
+    auto* c = static_cast<ChannelCall*>(ctx);
+    try {
+      try {
+        c->run(c->comm, *c->op, Work{ch, c->proto, c->shares->begin(ch), c->shares->begin(ch + 1)});
+      } catch (const std::exception& e) {  // not expected: channels fail with a Failure
+        fail(chorusInternalError, "rank %d: channel %d: %s", c->comm->rank, ch, e.what());
+      }
+    } catch (const Failure& e) {
+      c->errors[ch] = std::current_exception();
+      int none = -1;
+      c->firstFailed.compare_exchange_strong(none, ch);
+      markFailed(c->comm, e.code, e.message, e.cause);  // stops sibling channels
+    }
+  }
+};
+
 }  // namespace
 
 void runCollective(const OpDesc& op) {
@@ -105,24 +133,19 @@ void runCollective(const OpDesc& op) {
       traceEnd(comm->trace);
       return;
     }
-    std::vector<std::thread> threads;
-    std::vector<std::exception_ptr> errors(static_cast<size_t>(nch));
-    std::atomic<int> firstFailed{
-        -1};  // report the cause, not a sibling's "failed on another channel"
-    auto runShare = [&](int ch) {
-      try {
-        run(comm, op, Work{ch, c.proto, shares.begin(ch), shares.begin(ch + 1)});
-      } catch (const Failure& e) {
-        errors[size_t(ch)] = std::current_exception();
-        int none = -1;
-        firstFailed.compare_exchange_strong(none, ch);
-        if (nch > 1) markFailed(comm, e.code, e.message, e.cause);  // stops sibling channels
-      }
-    };
-    for (int ch = 1; ch < nch; ++ch) threads.emplace_back(runShare, ch);
-    runShare(0);
-    for (auto& t : threads) t.join();
-    if (firstFailed.load() >= 0) std::rethrow_exception(errors[size_t(firstFailed.load())]);
+    // The extra channels run on the communicator's persistent workers (algo/channel_workers.h):
+    // handing them the call is a store and, for a parked worker, one futex wake, where starting
+    // a thread per channel cost a clone per channel per call. The first failure is reported
+    // (not a sibling's "failed on another channel"); markFailed stops the sibling channels.
+    if (nch > kMaxCommChannels)
+      fail(chorusInternalError, "rank %d: %d channels (at most %d)", comm->rank, nch,
+           kMaxCommChannels);
+    ChannelWorkers& workers = channelWorkers(comm);
+    ChannelCall call{comm, &op, run, c.proto, &shares, {}, {-1}};
+    workers.start(nch, &ChannelCall::runShare, &call);
+    ChannelCall::runShare(&call, 0);
+    workers.wait(comm->spinIters);
+    if (call.firstFailed.load() >= 0) std::rethrow_exception(call.errors[call.firstFailed.load()]);
   }
   ++comm->opCount;
   traceEnd(comm->trace);

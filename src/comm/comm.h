@@ -24,7 +24,8 @@
 
 namespace chorus {
 
-struct CudaComm;  // src/cuda/backend.cc
+struct CudaComm;       // src/cuda/backend.cc
+class ChannelWorkers;  // src/algo/channel_workers.h
 
 enum class CommState : int { kInitializing, kReady, kFailed, kFinalized, kAborted };
 
@@ -126,6 +127,9 @@ struct chorusComm {
   size_t streamThreshold = 0;  // CHORUS_STREAM_THRESHOLD: outputs this large use streaming stores
 
   std::thread initThread;  // non-blocking init
+  // The threads that run multi-channel calls' extra channels, started on the first such call,
+  // stopped by freeComm (algo/channel_workers.h); null until then.
+  chorus::ChannelWorkers* channelWorkers = nullptr;
   // CUDA backend (src/cuda/backend.h): the device this communicator is bound to (-1: host
   // memory) and its CUDA state (staging memory, copy stream).
   int cudaDevice = -1;

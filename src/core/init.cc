@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "algo/channel_workers.h"
 #include "base/debug.h"
 #include "base/error.h"
 #include "base/param.h"
@@ -233,6 +234,7 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
 
 void freeComm(chorusComm* c) {
   if (c->initThread.joinable()) c->initThread.join();
+  stopChannelWorkers(c);  // parked: no call is in flight here
   // Same-node peers in chorusCommShrink stop waiting for this rank (core/shrink.cc).
   if (c->mySegment.base()) c->mySegment.shrinkBox()->left.store(1, std::memory_order_release);
   c->tcp.reset();  // flushes posted slots, stops the proxy (it writes into our segment)

@@ -46,7 +46,10 @@ MachineModel defaultModel() {
   m.baseUs[int(Proto::kLL)] = 0.1607;
   m.bwGBs[int(Proto::kLL)] = 2.90505;
   m.channelGain = 0;
-  m.channelSpawnUs = 38.4333;
+  m.channelWakeUs = 38.4333;
+  // chorus-tune's 2-channel overhead when every call started a thread per extra channel (before
+  // the persistent channel workers, docs/performance.md "Channel workers (persistent)").
+  m.threadStartUs = 38.4333;
   m.netHopUs = 25;  // loopback / LAN TCP hand-off through the proxy
   m.netBwGBs = 1.0;
   m.allreduce[int(Algo::kRing)][int(Proto::kSimple)][0] = {0.565044, 7.03408, true};
@@ -83,7 +86,7 @@ MachineModel loadOrDefaultModel() {
     else if (key == "ll")
       in >> c.hopUs[1] >> c.baseUs[1] >> c.bwGBs[1];
     else if (key == "channels")
-      in >> c.channelGain >> c.channelSpawnUs;
+      in >> c.channelGain >> c.channelWakeUs;
     else if (key == "net")
       in >> c.netHopUs >> c.netBwGBs;
     else if (key == "allreduce") {
@@ -119,12 +122,12 @@ bool saveModel(const MachineModel& m, std::string* error) {
     *error = "cannot write " + path;
     return false;
   }
-  f << "# chorus-tune: hop_us base_us bandwidth_GBps per protocol; channel gain and spawn cost\n";
+  f << "# chorus-tune: hop_us base_us bandwidth_GBps per protocol; channel gain and wake cost\n";
   f << "machine " << machineKey() << "\n";
   f << "version " << CHORUS_VERSION_STRING << "\n";
   f << "simple " << m.hopUs[0] << " " << m.baseUs[0] << " " << m.bwGBs[0] << "\n";
   f << "ll " << m.hopUs[1] << " " << m.baseUs[1] << " " << m.bwGBs[1] << "\n";
-  f << "channels " << m.channelGain << " " << m.channelSpawnUs << "\n";
+  f << "channels " << m.channelGain << " " << m.channelWakeUs << "\n";
   f << "net " << m.netHopUs << " " << m.netBwGBs << "\n";
   for (int a = 0; a < numAlgos(); ++a)
     for (int p = 0; p < kNumProtos; ++p)

@@ -212,7 +212,7 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
     bw = fit->bwGBs;
   } else if (nch > 1) {
     bw *= 1.0 + m.channelGain * (nch - 1);
-    extra = m.channelSpawnUs * (nch - 1);
+    extra = m.channelWakeUs * (nch - 1);
   }
   const double wakeups = shape.oversubscribed && d.wakeups ? d.wakeups(shape) : 1.0;
   return m.baseUs[pi] + extra + wakeups * d.hops(kind, withDepth(shape), bytes) * hop +

@@ -39,7 +39,12 @@ struct MachineModel {
   double baseUs[kNumProtos];
   double bwGBs[kNumProtos];  // one channel
   double channelGain;        // bandwidth multiplier per extra channel (<= 1 extra)
-  double channelSpawnUs;     // cost of starting extra channel threads
+  // Per call and extra channel: handing its share to the communicator's parked channel worker
+  // and waiting for it (algo/channel_workers.h; chorus-tune measures it as the 2-channel
+  // overhead at 8 KiB).
+  double channelWakeUs;
+  // Starting (and joining) a thread: the hierarchical AllReduce starts two per pipelined call.
+  double threadStartUs;
   ChoiceFit allreduce[kMaxAlgos][kNumProtos][kModelChannels];
   double netHopUs;  // one hand-off over the TCP transport
   double netBwGBs;  // one node's network bandwidth (each direction)

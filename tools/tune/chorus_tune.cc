@@ -75,9 +75,9 @@ void printTable(const char* collective, int n) {
   const MachineModel& m = machineModel();
   printf(
       "# model (%s): simple hop %.2f us base %.2f us bw %.2f GB/s; ll hop %.2f us base %.2f us "
-      "bw %.2f GB/s; channel gain %.2f spawn %.1f us\n",
+      "bw %.2f GB/s; channel gain %.2f wake %.1f us\n",
       m.calibrated ? "calibrated" : "built-in defaults", m.hopUs[0], m.baseUs[0], m.bwGBs[0],
-      m.hopUs[1], m.baseUs[1], m.bwGBs[1], m.channelGain, m.channelSpawnUs);
+      m.hopUs[1], m.baseUs[1], m.bwGBs[1], m.channelGain, m.channelWakeUs);
   printf("# predicted time (us) of %s on %d ranks; * marks the tuner's choice\n", collective, n);
   struct Col {
     Algo a;
@@ -181,9 +181,9 @@ int main(int argc, char** argv) {
     double s1 = timeAllReduce(n, 8192, "ring", "simple", 1, 2000);
     double s2 = timeAllReduce(n, 8192, "ring", "simple", 2, 2000);
     m.channelGain = std::max(0.0, t1 / t2 - 1.0);
-    m.channelSpawnUs = std::max(0.0, s2 - s1);
+    m.channelWakeUs = std::max(0.0, s2 - s1);
     printf("channels: 16 MiB 1 ch %.1f us, 2 ch %.1f us -> gain %.2f; 8 KiB overhead %.1f us\n", t1,
-           t2, m.channelGain, m.channelSpawnUs);
+           t2, m.channelGain, m.channelWakeUs);
     // Each AllReduce choice fitted on its own: t = base + hops * hop + bytes * factor / bw.
     struct Probe {
       Algo a;
