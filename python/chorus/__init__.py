@@ -86,6 +86,8 @@ def _make_error(code, message):
 
 _chorus._set_error_factory(_make_error)
 _np_all_reduce = _chorus.np_all_reduce
+_np_reduce = _chorus.np_reduce
+_np_broadcast = _chorus.np_broadcast
 
 
 def version():
@@ -284,17 +286,11 @@ class Comm:
 
     def broadcast(self, x, root=0, out=None):
         """Root's x reaches every rank's out (x itself when out is None)."""
-        x = _array(x, "broadcast: x")
-        out = x if out is None else _out(out, x.shape, x.dtype, "broadcast: out")
-        _chorus.broadcast(self._h, x, out, out.nbytes, int(root), _BYTES)
-        return out
+        return _np_broadcast(self._h, x, out, root)  # checks in C++, as all_reduce's
 
     def reduce(self, x, out=None, op=SUM, root=0):
         """Reduces x over all ranks into root's out (x itself when out is None)."""
-        x = _array(x, "reduce: x")
-        out = x if out is None else _out(out, x.shape, x.dtype, "reduce: out")
-        _chorus.reduce(self._h, x, out, x.size, _op(op), int(root), -1)
-        return out
+        return _np_reduce(self._h, x, out, op, root)  # checks in C++, as all_reduce's
 
     def all_gather(self, x, out=None):
         """Returns out of shape (size, *x.shape): block r is rank r's x."""

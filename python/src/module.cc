@@ -6,6 +6,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -221,7 +223,9 @@ struct NpArg {
   size_t count;
 };
 
-NpArg npArg(chorusComm_t h, const char* call, const char* name, PyObject* obj, bool writable) {
+// `typed` false: any dtype, seen as bytes (copy-only collectives); count is then in bytes.
+NpArg npArg(chorusComm_t h, const char* call, const char* name, PyObject* obj, bool writable,
+            bool typed = true) {
   if (!PyObject_TypeCheck(obj, ndarrayType()))
     argError(h, call, std::string(name) + " must be a numpy array, got " + typeName(obj));
   auto* a = reinterpret_cast<NpArray*>(obj);
@@ -230,6 +234,15 @@ NpArg npArg(chorusComm_t h, const char* call, const char* name, PyObject* obj, b
              std::string(name) + " must be C-contiguous (np.ascontiguousarray makes a copy)");
   if (writable && !(a->flags & kNpWriteable))
     argError(h, call, std::string(name) + " is read-only (it receives the result)");
+  size_t count = 1;
+  for (int i = 0; i < a->nd; ++i) count *= size_t(a->dimensions[i]);
+  if (!typed) {
+    if (reinterpret_cast<const NpDescr*>(a->descr)->typeNum == 17)  // NPY_OBJECT
+      argError(h, call, std::string(name) + " has dtype object: its elements are pointers");
+    // the item size moved inside PyArray_Descr in numpy 2: ask the dtype (rare: bytes calls)
+    const Py_ssize_t itemsize = py::handle(a->descr).attr("itemsize").cast<Py_ssize_t>();
+    return NpArg{a, chorusInt8, count * size_t(itemsize)};
+  }
   const auto* d = reinterpret_cast<const NpDescr*>(a->descr);
   const int num = d->typeNum;
   int type = (num >= 0 && num < 32) ? gTypeOfNum[num] : kNoType;
@@ -239,8 +252,6 @@ NpArg npArg(chorusComm_t h, const char* call, const char* name, PyObject* obj, b
              std::string(name) + ": unsupported element type " + dtypeName(a) +
                  " (int8, uint8, int32, uint32, int64, uint64, float16, float32, float64; "
                  "bfloat16 through chorus.torch)");
-  size_t count = 1;
-  for (int i = 0; i < a->nd; ++i) count *= size_t(a->dimensions[i]);
   return NpArg{a, type, count};
 }
 
@@ -286,31 +297,67 @@ bool otherPythonThreads() {
 
 // chorus.Comm.all_reduce(x, out=None, op=SUM): every check, then the call; returns out (x when
 // out is None).
-PyObject* npAllReduce(Comm& c, PyObject* x, PyObject* out, PyObject* op) {
-  constexpr const char* kCall = "all_reduce";
+// The collectives whose out has x's dtype and element count: all_reduce, reduce (typed) and
+// broadcast (bytes, any dtype). out None (or x itself): in place.
+enum class Same { kAllReduce, kReduce, kBroadcast };
+
+PyObject* npSameShape(Same kind, Comm& c, PyObject* x, PyObject* out, PyObject* op,
+                      PyObject* root) {
+  const char* call = kind == Same::kAllReduce ? "all_reduce"
+                     : kind == Same::kReduce  ? "reduce"
+                                              : "broadcast";
+  const bool typed = kind != Same::kBroadcast;
   chorusComm_t h = c.get();
   const bool inPlace = out == Py_None || out == x;
-  const NpArg s = npArg(h, kCall, "x", x, inPlace);
+  const NpArg s = npArg(h, call, "x", x, inPlace, typed);
   NpArg r = s;
   if (!inPlace) {
-    r = npArg(h, kCall, "out", out, true);
-    if (r.type != s.type)
-      argError(h, kCall, "out has dtype " + dtypeName(r.a) + ", expected " + dtypeName(s.a));
-    if (r.count != s.count)
-      argError(h, kCall,
-               "out holds " + std::to_string(r.count) + " elements, expected " +
-                   std::to_string(s.count));
+    r = npArg(h, call, "out", out, true, typed);
+    const bool sameType =
+        typed ? r.type == s.type : PyObject_RichCompareBool(r.a->descr, s.a->descr, Py_EQ) == 1;
+    if (!sameType)
+      argError(h, call, "out has dtype " + dtypeName(r.a) + ", expected " + dtypeName(s.a));
+    if (r.count != s.count) {
+      const size_t per =
+          typed ? 1
+                : std::max<size_t>(
+                      1, size_t(py::handle(s.a->descr).attr("itemsize").cast<Py_ssize_t>()));
+      argError(h, call,
+               "out holds " + std::to_string(r.count / per) + " elements, expected " +
+                   std::to_string(s.count / per));
+    }
   }
-  const int o = opOf(h, kCall, op);
-  const size_t bytes = s.count * chorusTypeSize(chorusDataType_t(s.type));
+  const int o = kind == Same::kBroadcast ? 0 : opOf(h, call, op);
+  int rt = 0;
+  if (kind != Same::kAllReduce) {
+    const long v = PyLong_AsLong(root);
+    if (v == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      argError(h, call, "root must be an int, got " + typeName(root));
+    }
+    if (v < INT_MIN || v > INT_MAX)
+      argError(h, call, "root " + std::to_string(v) + " is out of range");
+    rt = int(v);
+  }
+  const size_t bytes = typed ? s.count * chorusTypeSize(chorusDataType_t(s.type)) : s.count;
+  auto run = [&]() {
+    const auto t = chorusDataType_t(s.type);
+    switch (kind) {
+      case Same::kAllReduce:
+        return chorusAllReduce(s.a->data, r.a->data, s.count, t, chorusRedOp_t(o), h, nullptr);
+      case Same::kReduce:
+        return chorusReduce(s.a->data, r.a->data, s.count, t, chorusRedOp_t(o), rt, h, nullptr);
+      case Same::kBroadcast:
+        break;
+    }
+    return chorusBroadcast(s.a->data, r.a->data, s.count, t, rt, h, nullptr);
+  };
   chorusResult_t res;
   if (bytes < kKeepGilBytes && !otherPythonThreads()) {
-    res = chorusAllReduce(s.a->data, r.a->data, s.count, chorusDataType_t(s.type), chorusRedOp_t(o),
-                          h, nullptr);
+    res = run();
   } else {
     py::gil_scoped_release nogil;
-    res = chorusAllReduce(s.a->data, r.a->data, s.count, chorusDataType_t(s.type), chorusRedOp_t(o),
-                          h, nullptr);
+    res = run();
   }
   check(res, h);
   PyObject* result = inPlace ? x : out;
@@ -341,14 +388,16 @@ void raiseCallError(const CallError& e) {
   }
 }
 
-// np_all_reduce(comm_handle, x, out_or_None, op)
-PyObject* npAllReduceFast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 4) {
-    PyErr_SetString(PyExc_TypeError, "np_all_reduce(comm, x, out, op): 4 arguments");
+PyObject* fastCall(const char* usage, Py_ssize_t want, Py_ssize_t nargs, Same kind,
+                   PyObject* const* args) {
+  if (nargs != want) {
+    PyErr_SetString(PyExc_TypeError, usage);
     return nullptr;
   }
   try {
-    return npAllReduce(commOf(args[0]), args[1], args[2], args[3]);
+    PyObject* op = kind == Same::kBroadcast ? Py_None : args[3];
+    PyObject* root = kind == Same::kAllReduce ? Py_None : args[want - 1];
+    return npSameShape(kind, commOf(args[0]), args[1], args[2], op, root);
   } catch (const CallError& e) {
     raiseCallError(e);
   } catch (py::error_already_set& e) {
@@ -361,11 +410,32 @@ PyObject* npAllReduceFast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return nullptr;
 }
 
+// np_all_reduce(comm_handle, x, out_or_None, op)
+PyObject* npAllReduceFast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  return fastCall("np_all_reduce(comm, x, out, op)", 4, nargs, Same::kAllReduce, args);
+}
+// np_reduce(comm_handle, x, out_or_None, op, root)
+PyObject* npReduceFast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  return fastCall("np_reduce(comm, x, out, op, root)", 5, nargs, Same::kReduce, args);
+}
+// np_broadcast(comm_handle, x, out_or_None, root)
+PyObject* npBroadcastFast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  return fastCall("np_broadcast(comm, x, out, root)", 4, nargs, Same::kBroadcast, args);
+}
+
+template <PyObject* (*F)(PyObject*, PyObject* const*, Py_ssize_t)>
+PyCFunction asCFunction() {
+  return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(F));
+}
+
 PyMethodDef gFastMethods[] = {
-    {"np_all_reduce", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(npAllReduceFast)),
-     METH_FASTCALL,
+    {"np_all_reduce", asCFunction<npAllReduceFast>(), METH_FASTCALL,
      "np_all_reduce(comm, x, out, op): chorus.Comm.all_reduce's checks and call (out None: in "
      "place); returns out"},
+    {"np_reduce", asCFunction<npReduceFast>(), METH_FASTCALL,
+     "np_reduce(comm, x, out, op, root): chorus.Comm.reduce's checks and call; returns out"},
+    {"np_broadcast", asCFunction<npBroadcastFast>(), METH_FASTCALL,
+     "np_broadcast(comm, x, out, root): chorus.Comm.broadcast's checks and call; returns out"},
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace

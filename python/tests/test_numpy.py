@@ -216,3 +216,40 @@ def test_all_reduce_keeps_the_gil_only_alone():
     assert [list(o) for o in out] == [[3, 3], [3, 3]]
     for c in comms:
         c.close()
+
+
+def test_reduce_and_broadcast_argument_checks():
+    """reduce and broadcast make their checks in C++ too; broadcast moves bytes of any dtype."""
+    c = chorus.Comm(1, chorus.get_unique_id(), 0)
+    x = np.arange(6, dtype=np.float64)
+    ro = np.zeros(6)
+    ro.flags.writeable = False
+    for call, msg in [
+        (lambda: c.reduce(x, out=np.zeros(5)),
+         r"reduce \(rank 0\): out holds 5 elements, expected 6"),
+        (lambda: c.reduce(np.zeros(3, bool)),
+         r"reduce \(rank 0\): x: unsupported element type bool"),
+        (lambda: c.reduce(x, op="xor"), r"reduce \(rank 0\): unknown op 'xor'"),
+        (lambda: c.reduce(x, root="0"), r"reduce \(rank 0\): root must be an int, got str"),
+        (lambda: c.reduce(ro), r"reduce \(rank 0\): x is read-only"),
+        (lambda: c.broadcast(x, out=np.zeros(6, np.float32)),
+         r"broadcast \(rank 0\): out has dtype float32, expected float64"),
+        (lambda: c.broadcast(x, out=np.zeros(7)),
+         r"broadcast \(rank 0\): out holds 7 elements, expected 6"),
+        (lambda: c.broadcast(x[::2]), r"broadcast \(rank 0\): x must be C-contiguous"),
+        (lambda: c.broadcast(x, out=ro), r"broadcast \(rank 0\): out is read-only"),
+        (lambda: c.broadcast(x.tolist()), r"broadcast \(rank 0\): x must be a numpy array"),
+        (lambda: c.broadcast(np.array([None, 1])), r"x has dtype object: its elements are point"),
+        (lambda: c.broadcast(x, root=3), r"rank 0"),  # the library's check
+    ]:
+        with pytest.raises(chorus.InvalidArgumentError, match=msg):
+            call()
+    out = np.empty((3, 2))
+    assert c.reduce(x, out=out, op="max", root=np.int32(0)) is out
+    np.testing.assert_array_equal(out.ravel(), x)
+    for dt in (bool, np.complex128, np.int16, "U3", [("a", "i4"), ("b", "f2")]):
+        v = np.ones(4, dtype=dt)
+        o = np.zeros_like(v)
+        assert c.broadcast(v, out=o) is o and c.broadcast(v) is v
+        assert o.tobytes() == v.tobytes(), dt
+    c.close()
