@@ -450,6 +450,12 @@ void Waiter::check(Clock::time_point now) {
         // launcher that ends the others on the first death): name the one that died first, by
         // the last sign of life each left, so that every survivor names the same rank.
         const int first = firstDead(c, peer_);
+        if (first != peer_ && c->peers[size_t(first)].pid == pid)  // one process, both ranks
+          throw Failure{chorusRemoteError,
+                        format("rank %d: %s: rank %d (pid %d) died, and with it peer rank %d of "
+                               "the same process",
+                               c->rank, what_, first, int(pid), peer_),
+                        first};
         if (first != peer_)
           throw Failure{
               chorusRemoteError,

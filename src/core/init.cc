@@ -232,6 +232,15 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
   c->state.store(CommState::kReady);
 }
 
+// An init that failed because of another rank (it died during the setup) leaves that rank in its
+// segment's failure flag before it goes: a same-node peer that finished its init and waits for
+// this rank names the dead rank, not this one.
+static void recordInitCause(chorusComm* c, const Failure& e) {
+  if (e.cause < 0 || e.cause >= c->nranks || c->mySegment.base() == nullptr) return;
+  int32_t none = 0;
+  c->mySegment.header()->failed.compare_exchange_strong(none, e.cause + 1);
+}
+
 void freeComm(chorusComm* c) {
   if (c->initThread.joinable()) c->initThread.join();
   stopChannelWorkers(c);  // parked: no call is in flight here
@@ -314,6 +323,7 @@ chorusResult_t chorusCommInitRankConfig(chorusComm_t* comm, int nranks, chorusUn
       } catch (const Failure& e) {
         setLastError(c, e.message);
         CHORUS_WARN(c->rank, "%s", e.message.c_str());
+        recordInitCause(c, e);
         c->asyncError.store(e.code);
         c->state.store(CommState::kFailed);
       }
@@ -326,6 +336,7 @@ chorusResult_t chorusCommInitRankConfig(chorusComm_t* comm, int nranks, chorusUn
     return chorusSuccess;
   } catch (const Failure& e) {
     chorusResult_t r = report(nullptr, e);
+    recordInitCause(c, e);
     freeComm(c);
     return r;
   }

@@ -182,6 +182,27 @@ std::map<DataListener::Key, int> DataListener::take(const std::vector<Key>& want
       fail(chorusTimeout, "data connections: %zu of %zu arrived", have, want.size());
     if (abortFlag_ && abortFlag_->load())
       fail(chorusInvalidUsage, "aborted during connection setup");
+    // A rank that died during the setup never connects. A peer that finished its setup and saw
+    // it die tells every remote peer on its control connection: look there (without taking the
+    // bytes, which the proxy reads later), so that this rank fails now naming the dead rank
+    // instead of waiting for the deadline.
+    for (const auto& [key, fd] : ready_) {
+      if (std::get<1>(key) != tcpwire::kControlChannel) continue;
+      char buf[sizeof(NoticeHeader) + kMaxNoticeText];
+      const ssize_t n = recv(fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+      if (n <= 0) continue;
+      const NoticeParse np = parseNotice(buf, size_t(n), 1 << 20);
+      if (np.status != NoticeParse::Status::kNotice ||
+          (np.kind != NoticeKind::kFailed && np.kind != NoticeKind::kDied))
+        continue;
+      const int from = std::get<0>(key);
+      throw Failure{chorusRemoteError,
+                    format("rank %d %s (reported by rank %d) while this rank set up its TCP "
+                           "connections: data connections: %zu of %zu arrived",
+                           np.cause, np.kind == NoticeKind::kDied ? "died" : "failed", from, have,
+                           want.size()),
+                    np.cause == rank_ ? from : np.cause};
+    }
     cv_.wait_for(l, std::chrono::milliseconds(100));
   }
   std::map<Key, int> out;
@@ -285,6 +306,9 @@ TcpTransport::TcpTransport(chorusComm* comm, DataListener& listener,
   } catch (const Failure& e) {
     for (auto& kv : fds) ::close(kv.second);
     ::close(wakeFd_);
+    if (e.cause >= 0)  // another rank's death or failure: keep the code and the cause
+      throw Failure{e.code, format("rank %d: TCP setup failed: %s", me, e.message.c_str()),
+                    e.cause};
     fail(chorusSystemError, "rank %d: TCP setup failed: %s", me, e.message.c_str());
   }
 
