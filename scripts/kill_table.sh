@@ -44,6 +44,9 @@ CHORUS_KILL_ITERS=$KILLS CHORUS_FREEZE_RUNS=$KILLS CHORUS_RELIABILITY_REPORT=$tm
   "$tests" --gtest_filter="$FILTER" >"$tmp/log" 2>&1
 rc=$?
 grep -E '^\[  FAILED  \]' "$tmp/log" | sort -u
+# What failed, kept for reading (the log is removed with the temporary folder).
+[ "$rc" -eq 0 ] || { grep -E -B2 -A12 'Failure$' "$tmp/log" | head -200 > kill_table_failures.txt;
+                     echo "# failures: kill_table_failures.txt"; }
 echo "# load average at the end $(cut -d' ' -f1-3 /proc/loadavg); gtest exit status $rc"
 
 /usr/bin/python3 - "$tmp/report" <<'EOF'
