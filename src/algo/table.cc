@@ -43,4 +43,8 @@ namespace {
 [[maybe_unused]] const bool gRegistered = (registerAlgos(kAlgoTable, kNumAlgoTable), true);
 }  // namespace
 
+// Called by communicator init: a program linked statically that creates a communicator links
+// this file (and its registration) even if it never runs a collective (chorusTunerChoice alone).
+void linkAlgoTable() {}
+
 }  // namespace chorus

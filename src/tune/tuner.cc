@@ -407,9 +407,8 @@ chorusResult_t chorusTunerChoice(chorusComm_t comm, const char* collective, size
     setThreadLastError("chorusTunerChoice: NULL or invalid argument");
     return chorusInvalidArgument;
   }
-  if (numAlgos() == 0) {  // a static link without algo/table.cc (nothing that runs collectives)
-    setThreadLastError(
-        "chorusTunerChoice: the algorithm table is not linked in (link a collective call too)");
+  if (numAlgos() == 0) {  // cannot happen: communicator init links algo/table.cc
+    setThreadLastError("chorusTunerChoice: the algorithm table is not linked in");
     return chorusInternalError;
   }
   static const OpKind kinds[] = {OpKind::kAllReduce, OpKind::kBroadcast,     OpKind::kReduce,
