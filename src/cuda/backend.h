@@ -3,6 +3,11 @@
 // (src/comm) and nothing above it: what it needs of the API is passed in (HostRunner,
 // StreamCudaHandle). Declared for every build; without CHORUS_HAVE_CUDA the device paths report
 // "built without CUDA".
+//
+// Where it is defined, by concern: no_cuda.cc (builds without CUDA); device.cc (device setup,
+// buffer checks) and staged_run.cc (host staging) in CUDA builds; the direct IPC AllReduce in
+// ipc_allreduce.cc (-DCHORUS_CUDA_IPC=ON with CUDA) or its stand-in ipc_allreduce_off.cc;
+// chorusCommCuDevice in comm_cu_device.cc.
 #pragma once
 
 #include <cstddef>
@@ -15,7 +20,7 @@ struct chorusComm;
 
 namespace chorus {
 
-struct CudaComm;  // a device communicator's CUDA state (backend.cc)
+struct CudaComm;  // a device communicator's CUDA state (device_state.h)
 
 // Whether this library was built with the CUDA backend.
 bool cudaBuilt();
@@ -46,6 +51,11 @@ using StreamCudaHandle = void* (*)(chorusStream_t stream);
 void cudaRunStaged(chorusComm* comm, const std::vector<const OpDesc*>& ops, HostRunner runHost,
                    StreamCudaHandle cudaStreamOf);
 
+// Whether this library was built with the direct IPC AllReduce (-DCHORUS_CUDA_IPC=ON and CUDA;
+// off by default until it has run on a GPU). Without it the two functions below are stand-ins:
+// never eligible, counters zero.
+bool cudaIpcBuilt();
+
 // CHORUS_CUDA_IPC=1 (experimental, untested on a GPU): runs `op` (an AllReduce alone in its
 // batch, every rank on one node, at most cuda::kMaxReduceMany ranks) directly on the ranks'
 // buffers mapped through CUDA IPC: rank r reduces block r of every sendbuff into block r of every
@@ -54,9 +64,9 @@ void cudaRunStaged(chorusComm* comm, const std::vector<const OpDesc*>& ops, Host
 bool cudaTryIpcAllReduce(chorusComm* comm, const OpDesc& op, HostRunner runHost);
 
 // Counters of the direct IPC AllReduce of one communicator (zeros for a host communicator or
-// without CUDA), for tests and diagnostics. hits / misses count (rank, buffer) lookups in the
-// registration cache, exchanges the record exchanges, opens the cudaIpcOpenMemHandle calls,
-// evictions the mappings dropped from the cache.
+// without CUDA or without the IPC build), for tests and diagnostics. hits / misses count (rank,
+// buffer) lookups in the registration cache, exchanges the record exchanges, opens the
+// cudaIpcOpenMemHandle calls, evictions the mappings dropped from the cache.
 struct CudaIpcStats {
   uint64_t directCalls = 0;
   uint64_t fallbacks = 0;  // eligible calls staged because some rank's buffer is not IPC-capable

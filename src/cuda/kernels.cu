@@ -1,5 +1,6 @@
 // CUDA reduce and copy kernels: one grid-stride kernel per (storage format, op), 16-byte
-// vector loads and stores when the pointers allow, the element arithmetic from functors.h.
+// vector loads and stores when the pointers allow, the element arithmetic from functors.h (over
+// reduce/arith.h, the arithmetic the host kernels use too).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -61,6 +62,7 @@ __global__ void reduceKernel(F f, size_t n, const S* a, const S* b, S* d0, S* d1
   }
 }
 
+#ifdef CHORUS_HAVE_CUDA_IPC
 // n inputs and n outputs, passed by value (kernel parameters, indexed at run time).
 struct ManyPtrs {
   const void* in[kMaxReduceMany];
@@ -101,6 +103,7 @@ __global__ void reduceManyKernel(F f, size_t n, int nptr, ManyPtrs p, bool vec) 
     for (int q = 0; q < nptr; ++q) static_cast<S*>(p.out[q])[i] = r;
   }
 }
+#endif  // CHORUS_HAVE_CUDA_IPC
 
 __global__ void copyKernel(uint8_t* d0, uint8_t* d1, const uint8_t* src, size_t bytes, bool vec) {
   const size_t tid = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -138,6 +141,7 @@ int reduceT(size_t count, const void* a, const void* b, void* d0, void* d1, int 
   return int(cudaGetLastError());
 }
 
+#ifdef CHORUS_HAVE_CUDA_IPC
 template <class E, RedKind K>
 int reduceManyT(size_t count, int n, const void* const* in, void* const* out, cudaStream_t stream) {
   using S = typename E::Storage;
@@ -155,6 +159,7 @@ int reduceManyT(size_t count, int n, const void* const* in, void* const* out, cu
       <<<blocksFor(units), kThreads, 0, stream>>>(f, count, n, p, vec);
   return int(cudaGetLastError());
 }
+#endif  // CHORUS_HAVE_CUDA_IPC
 
 bool knownType(chorusDataType_t t) {
   return int(t) >= 0 && int(t) < int(chorusNumTypes);
@@ -176,6 +181,7 @@ int launchReduce(chorusDataType_t type, chorusRedOp_t op, size_t count, const vo
   });
 }
 
+#ifdef CHORUS_HAVE_CUDA_IPC
 int launchReduceMany(chorusDataType_t type, chorusRedOp_t op, size_t count, int n,
                      const void* const* in, void* const* out, void* stream) {
   if (!knownType(type) || int(op) < 0 || int(op) >= int(chorusNumOps) || n < 1 ||
@@ -190,6 +196,7 @@ int launchReduceMany(chorusDataType_t type, chorusRedOp_t op, size_t count, int 
                          [&]<RedKind K>() { return reduceManyT<E, K>(count, n, in, out, s); });
   });
 }
+#endif  // CHORUS_HAVE_CUDA_IPC
 
 int launchCopy(void* dst0, void* dst1, const void* src, size_t bytes, void* stream) {
   if (bytes == 0) return int(cudaSuccess);
