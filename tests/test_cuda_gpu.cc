@@ -163,6 +163,9 @@ class CudaGpuIpc : public ::testing::TestWithParam<int> {};
 // staged): the whole matrix, threads sharing GPU 0, then processes.
 TEST_P(CudaGpuIpc, Matrix) {
   SKIP_WITHOUT_GPU();
+#ifndef CHORUS_HAVE_CUDA_IPC
+  GTEST_SKIP() << "built without -DCHORUS_CUDA_IPC=ON";
+#endif
   const int n = GetParam();
   ctest::ScopedEnv ipc("CHORUS_CUDA_IPC", "1");
   {
@@ -193,6 +196,9 @@ class CudaGpuIpcDirect : public ::testing::TestWithParam<int> {};
 // out of place, aligned and misaligned, odd counts, the registration cache's counters.
 TEST_P(CudaGpuIpcDirect, AllReduce) {
   SKIP_WITHOUT_GPU();
+#ifndef CHORUS_HAVE_CUDA_IPC
+  GTEST_SKIP() << "built without -DCHORUS_CUDA_IPC=ON";
+#endif
   const int n = GetParam();
   ctest::ScopedEnv ipc("CHORUS_CUDA_IPC", "1");
   {

@@ -24,7 +24,7 @@
 
 namespace chorus {
 
-struct CudaComm;       // src/cuda/backend.cc
+struct CudaComm;       // src/cuda/device_state.h
 class ChannelWorkers;  // src/algo/channel_workers.h
 
 enum class CommState : int { kInitializing, kReady, kFailed, kFinalized, kAborted };
