@@ -46,16 +46,22 @@ MachineModel defaultModel() {
   m.baseUs[int(Proto::kLL)] = 0.1607;
   m.bwGBs[int(Proto::kLL)] = 2.90505;
   m.channelGain = 0;
-  m.channelWakeUs = 38.4333;
-  // chorus-tune's 2-channel overhead when every call started a thread per extra channel (before
-  // the persistent channel workers, docs/performance.md "Channel workers (persistent)").
+  // The 2-channel terms since the persistent channel workers (docs/performance.md "Channel
+  // workers (persistent)"): the quiet reference's 2-channel excess (measured when every call
+  // started a thread per extra channel) times the after/before ratio of the same quantity,
+  // measured by chorus-tune on the two builds interleaved, 6 runs each (medians): the 8 KiB
+  // overhead 87.3 -> 45.1 us (38.4333 x 0.517 = 19.86) and the 8 B ring excess over 1 channel,
+  // Simple 98.4 -> 4.05 us (x 0.0412), LL 90.75 -> 8.5 us (x 0.0937).
+  m.channelWakeUs = 19.86;
+  // chorus-tune's 2-channel overhead when every call started a thread per extra channel (the
+  // hierarchical AllReduce still starts two threads per pipelined call).
   m.threadStartUs = 38.4333;
   m.netHopUs = 25;  // loopback / LAN TCP hand-off through the proxy
   m.netBwGBs = 1.0;
   m.allreduce[int(Algo::kRing)][int(Proto::kSimple)][0] = {0.565044, 7.03408, true};
-  m.allreduce[int(Algo::kRing)][int(Proto::kSimple)][1] = {18.4899, 6.81032, true};
+  m.allreduce[int(Algo::kRing)][int(Proto::kSimple)][1] = {1.303, 6.81032, true};
   m.allreduce[int(Algo::kRing)][int(Proto::kLL)][0] = {0.560806, 2.82206, true};
-  m.allreduce[int(Algo::kRing)][int(Proto::kLL)][1] = {19.4914, 2.79581, true};
+  m.allreduce[int(Algo::kRing)][int(Proto::kLL)][1] = {2.334, 2.79581, true};
   m.allreduce[int(Algo::kTree)][int(Proto::kSimple)][0] = {0.653191, 7.5805, true};
   m.allreduce[int(Algo::kTree)][int(Proto::kLL)][0] = {0.614784, 2.3626, true};
   m.calibrated = false;
