@@ -690,7 +690,7 @@ TEST_P(DeadPeerAcrossNodes, SurvivorsFailWithRemoteError) {
   deadPeerKills(GetParam(), 2, 1);
 }
 
-// The cascade (issue 13): survivors that leave at once after their failure (exit without
+// The cascade: survivors that leave at once after their failure (exit without
 // destroy, destroy then exit, abort then exit; one of each in turn, kill after kill). A peer
 // that waited for such a survivor sees it gone; it must still name the rank killed first, which
 // the survivor left readable before it could exit (its segment's failure flag; across nodes, a
