@@ -35,11 +35,13 @@
 #include <errno.h>
 #include <sys/prctl.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <vector>
 
 #include "algo/algo.h"
@@ -174,7 +176,9 @@ bool publish(chorusComm* comm, uint64_t k, const void* addr, const char* what) {
   const Status mine = prepare(comm);
   CopyPost& post = comm->mySegment.header()->copy;
   post.addr.store(reinterpret_cast<uint64_t>(addr), std::memory_order_relaxed);
-  post.seq.store(k << 2 | uint64_t(mine), std::memory_order_release);
+  // Sequentially consistent: a same-process peer whose call fails withdraws its buffer with a
+  // store of its own and then reads this word (SameProcessAccess).
+  post.seq.store(k << 2 | uint64_t(mine), std::memory_order_seq_cst);
   ringPeers(comm);
   waitAll(comm, what,
           [k](const CopyPost& c) { return c.seq.load(std::memory_order_acquire) >> 2 == k; });
@@ -182,7 +186,7 @@ bool publish(chorusComm* comm, uint64_t k, const void* addr, const char* what) {
   for (int p = 0; p < comm->nranks; ++p) {
     if (p == comm->rank) continue;
     const uint64_t s =
-        comm->peerSegments[size_t(p)].header()->copy.seq.load(std::memory_order_relaxed) & 3;
+        comm->peerSegments[size_t(p)].header()->copy.seq.load(std::memory_order_seq_cst) & 3;
     all = all && s == kCanRead;
     refused = refused || s == kCannot;
   }
@@ -207,6 +211,45 @@ void finish(chorusComm* comm, uint64_t k, const char* what) {
   reach(comm, 2 * k, what);
 }
 
+// Threads of one process read (and a Broadcast root writes) each other's buffers directly. A
+// call that fails must not return while such a peer may still touch its buffers: the caller
+// may free them at once, and the peer would then fault instead of failing. Held for the whole
+// of a single-copy call: if it ends in a failure, this rank withdraws its buffer from call k (a
+// peer that has not yet looked at it in publish() then takes the FIFO path), says it touches
+// nothing more of call k, and waits (5 s at most; an error path) until every same-process peer
+// that had joined call k finished it or stopped on its own failure. The withdrawal and the
+// peer's publication are both sequentially consistent, then each reads the other's word: at
+// least one of them sees the other's store (so a peer not seen joining saw the withdrawal).
+class SameProcessAccess {
+ public:
+  SameProcessAccess(chorusComm* comm, uint64_t k)
+      : comm_(comm), k_(k), exceptions_(std::uncaught_exceptions()) {}
+  SameProcessAccess(const SameProcessAccess&) = delete;
+  SameProcessAccess& operator=(const SameProcessAccess&) = delete;
+  ~SameProcessAccess() {
+    if (std::uncaught_exceptions() <= exceptions_) return;
+    CopyPost& mine = comm_->mySegment.header()->copy;
+    mine.seq.store(k_ << 2 | uint64_t(kCannot), std::memory_order_seq_cst);
+    mine.quit.store(k_, std::memory_order_release);
+    const Clock::time_point until = Clock::now() + std::chrono::seconds(5);
+    for (int p = 0; p < comm_->nranks; ++p) {
+      if (p == comm_->rank || !samePid(comm_, p)) continue;
+      const SegmentHeader* h = comm_->peerSegments[size_t(p)].header();
+      auto settled = [&] {
+        return h->copy.seq.load(std::memory_order_seq_cst) >> 2 < k_ ||
+               h->copy.done.load(std::memory_order_acquire) >= 2 * k_ ||
+               h->copy.quit.load(std::memory_order_acquire) >= k_;
+      };
+      while (!settled() && Clock::now() < until) usleep(100);
+    }
+  }
+
+ private:
+  chorusComm* comm_;
+  uint64_t k_;
+  int exceptions_;
+};
+
 uint64_t peerAddr(const chorusComm* comm, int p) {
   return comm->peerSegments[size_t(p)].header()->copy.addr.load(std::memory_order_relaxed);
 }
@@ -224,6 +267,7 @@ void cmaBroadcast(chorusComm* comm, const OpDesc& op) {
   const size_t bytes = op.count * chorusTypeSize(op.type);
   if (bytes == 0) return;  // every rank knows: nothing to agree on
   const uint64_t k = ++comm->copySeq;
+  const SameProcessAccess access(comm, k);
   const bool root = comm->rank == op.root;
   if (root) {
     // Out of place the root also copies its own buffer, at about 3/4 of a kernel copy's cost
@@ -263,6 +307,7 @@ void cmaAllGather(chorusComm* comm, const OpDesc& op) {
   const size_t block = op.count * chorusTypeSize(op.type);
   if (block == 0) return;
   const uint64_t k = ++comm->copySeq;
+  const SameProcessAccess access(comm, k);
   const int n = comm->nranks, me = comm->rank;
   if (publish(comm, k, op.sendbuff, "AllGather")) {
     char* out = static_cast<char*>(op.recvbuff);
@@ -294,6 +339,7 @@ void cmaAllReduce(chorusComm* comm, const OpDesc& op) {
   if (op.count == 0) return;
   const int n = comm->nranks, me = comm->rank;
   const uint64_t k = ++comm->copySeq;
+  const SameProcessAccess access(comm, k);
   const size_t align = std::max<size_t>(1, 64 / tsize);
   const LineBlocks blocks(op.count, n, tsize);
   comm->mySegment.header()->copy.out.store(reinterpret_cast<uint64_t>(op.recvbuff),

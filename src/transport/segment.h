@@ -22,6 +22,9 @@ struct alignas(64) CopyPost {
   std::atomic<uint64_t> done;  // 2 call - 1: its first step done (AllReduce); 2 call: all done
   std::atomic<uint64_t> head;  // Broadcast root: the leading bytes it writes into every receiver
   std::atomic<uint64_t> out;   // AllReduce: the owner's recvbuff (its reduced block is read there)
+  // The last call whose peers' buffers the owner no longer touches because that call failed
+  // (a thread of the same process waits for it before its own failed call returns).
+  std::atomic<uint64_t> quit;
 };
 
 struct SegmentHeader {
