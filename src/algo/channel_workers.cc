@@ -8,19 +8,13 @@
 #include <cstdio>
 #include <system_error>
 
+#include "base/cpu_relax.h"
 #include "base/error.h"
 #include "comm/comm.h"
 
 namespace chorus {
 
 namespace {
-inline void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 // Process-private futexes: the words live in this process's memory only.
 void futexWait(std::atomic<uint32_t>* word, uint32_t expected) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected, nullptr,

@@ -12,6 +12,7 @@
 #include <exception>
 #include <string>
 
+#include "base/cpu_relax.h"
 #include "base/error.h"
 #include "comm/comm.h"
 #include "comm/op.h"
@@ -21,13 +22,6 @@
 namespace chorus {
 
 namespace {
-inline void cpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 constexpr auto kYieldPhase = std::chrono::microseconds(500);
 // A sleep on a doorbell lasts at most this (an abort is noticed within it; peer health and the
 // timeout are checked every kCheckEvery as before).
@@ -152,6 +146,21 @@ void Waiter::publish(Clock::time_point now) {
   published_ = true;
 }
 
+PeerStatus segmentStatus(const chorusComm* c, int p, int64_t nowNs) {
+  const SegmentHeader* h = c->peerHeader(p);
+  PeerStatus st;
+  const int32_t f = h->failed.load(std::memory_order_acquire);
+  st.failed = f > 0 && f <= c->nranks ? f : 0;
+  const int32_t w = h->waitingFor.load(std::memory_order_relaxed);
+  st.waitingFor = w > 0 && w <= c->nranks ? w : 0;
+  const int64_t alive = h->aliveNs.load(std::memory_order_relaxed);
+  st.aliveAgeMs = alive > 0 ? std::max<int64_t>(0, (nowNs - alive) / 1'000'000) : -1;
+  st.seq = h->waitSeq.load(std::memory_order_relaxed);
+  const uint32_t op = h->waitOp.load(std::memory_order_relaxed);
+  st.op = op <= 255 ? op : 0;
+  return st;
+}
+
 // The rank a timed-out wait is really behind: from the peer this rank waits for, follow the
 // ranks' published waits to the first rank that is not waiting inside Chorus (it hangs
 // elsewhere, or has not called), that stopped making progress while it waits (its sign of life,
@@ -187,49 +196,57 @@ std::string opWords(uint32_t op, uint64_t seq) {
   return format("%s seq %llu", name, (unsigned long long)seq);
 }
 
+// One rank's state: read in its segment (same node), or asked over its control connection
+// (another node; false: no answer, the process is stopped or its link failed). aliveAgeMs is
+// -1 between calls (the sign of life is negated there).
+bool readStatus(chorusComm* c, int p, int64_t nowNs, PeerStatus* st) {
+  if (c->isRemote(p))
+    return c->tcp != nullptr && c->tcp->queryStatus(p, std::clamp(c->timeoutSec / 4, 0.3, 1.0), st);
+  *st = segmentStatus(c, p, nowNs);
+  return true;
+}
+
+// The verdict on rank p's state: it failed (the culprit is its cause), or it stopped inside a
+// call (its sign of life is older than `stale`, waiting or not; the operation is known if it
+// waits). False: neither.
+bool judge(const PeerStatus& st, int p, double stale, BehindInfo* b) {
+  if (st.failed > 0) {
+    b->why = Behind::kFailed, b->culprit = st.failed - 1, b->reporter = p;
+    return true;
+  }
+  if (st.aliveAgeMs >= 0 && double(st.aliveAgeMs) / 1e3 > stale) {
+    b->why = Behind::kStopped, b->culprit = p, b->stoppedFor = double(st.aliveAgeMs) / 1e3;
+    if (st.waitingFor > 0) b->seq = st.seq, b->op = st.op;
+    return true;
+  }
+  return false;
+}
+
+// A remote rank that did not answer: stopped, unless its link failed meanwhile.
+void noAnswer(chorusComm* c, int p, BehindInfo* b) {
+  b->why = c->tcp != nullptr && c->tcp->peerFailed(p) ? Behind::kRemote : Behind::kStopped;
+  b->culprit = p;
+}
+
 // Every other rank, same-node ones first: the first that failed (its cause), stopped inside a
 // call (a stale sign of life) or, on another node, does not answer. kNotWaiting: none.
 BehindInfo findStopped(chorusComm* c, double stale, int64_t nowNs) {
   BehindInfo b;
-  for (int p = 0; p < c->nranks; ++p) {
-    if (p == c->rank || c->isRemote(p)) continue;
-    const SegmentHeader* h = c->peerHeader(p);
-    const int32_t f = h->failed.load(std::memory_order_acquire);
-    if (f > 0 && f <= c->nranks) {
-      b.why = Behind::kFailed, b.culprit = f - 1, b.reporter = p;
-      return b;
-    }
-    const int64_t alive = h->aliveNs.load(std::memory_order_relaxed);
-    if (alive > 0 && double(nowNs - alive) * 1e-9 > stale) {
-      b.why = Behind::kStopped, b.culprit = p, b.stoppedFor = double(nowNs - alive) * 1e-9;
-      if (h->waitingFor.load(std::memory_order_relaxed) > 0) {
-        b.seq = h->waitSeq.load(std::memory_order_relaxed);
-        b.op = h->waitOp.load(std::memory_order_relaxed);
+  for (int remote = 0; remote < 2; ++remote)
+    for (int p = 0; p < c->nranks; ++p) {
+      if (p == c->rank || c->isRemote(p) != (remote == 1)) continue;
+      if (remote && c->tcp == nullptr) return b;
+      if (remote && c->tcp->peerFailed(p)) {
+        b.why = Behind::kFailed, b.culprit = c->tcp->failureCause(p), b.reporter = p;
+        return b;
       }
-      return b;
+      PeerStatus st;
+      if (!readStatus(c, p, nowNs, &st)) {
+        noAnswer(c, p, &b);
+        return b;
+      }
+      if (judge(st, p, stale, &b)) return b;
     }
-  }
-  for (int p = 0; p < c->nranks && c->tcp != nullptr; ++p) {
-    if (!c->isRemote(p)) continue;
-    PeerStatus st;
-    if (c->tcp->peerFailed(p)) {
-      b.why = Behind::kFailed, b.culprit = c->tcp->failureCause(p), b.reporter = p;
-      return b;
-    }
-    if (!c->tcp->queryStatus(p, std::clamp(c->timeoutSec / 4, 0.3, 1.0), &st)) {
-      b.why = c->tcp->peerFailed(p) ? Behind::kRemote : Behind::kStopped, b.culprit = p;
-      return b;
-    }
-    if (st.failed > 0) {
-      b.why = Behind::kFailed, b.culprit = st.failed - 1, b.reporter = p;
-      return b;
-    }
-    if (st.aliveAgeMs >= 0 && double(st.aliveAgeMs) / 1e3 > stale) {
-      b.why = Behind::kStopped, b.culprit = p, b.stoppedFor = double(st.aliveAgeMs) / 1e3;
-      if (st.waitingFor > 0) b.seq = st.seq, b.op = st.op;
-      return b;
-    }
-  }
   return b;
 }
 
@@ -241,61 +258,19 @@ BehindInfo findBehind(chorusComm* c, int peer) {
   int p = peer;
   bool inCall = false;  // p is inside a call (not between two)
   for (int steps = 0; steps < c->nranks; ++steps) {
-    int w = 0;
-    if (c->isRemote(p)) {
-      PeerStatus st;
-      if (c->tcp == nullptr || c->tcp->peerFailed(p)) {
-        b.why = Behind::kRemote;
-        b.culprit = p;
-        return b;
-      }
-      if (!c->tcp->queryStatus(p, std::clamp(c->timeoutSec / 4, 0.3, 1.0), &st)) {
-        b.why = c->tcp->peerFailed(p) ? Behind::kRemote : Behind::kStopped;
-        b.culprit = p;
-        return b;
-      }
-      if (st.failed > 0) {
-        b.why = Behind::kFailed;
-        b.culprit = st.failed - 1;
-        b.reporter = p;
-        return b;
-      }
-      w = st.waitingFor;
-      inCall = st.aliveAgeMs >= 0;
-      // Stale inside a call, waiting or not (a rank between calls has no age).
-      if (st.aliveAgeMs >= 0 && double(st.aliveAgeMs) / 1e3 > stale) {
-        b.why = Behind::kStopped;
-        b.culprit = p;
-        b.stoppedFor = double(st.aliveAgeMs) / 1e3;
-        if (w > 0) b.seq = st.seq, b.op = st.op;
-        return b;
-      }
-    } else {
-      const SegmentHeader* h = c->peerHeader(p);
-      const int32_t f = h->failed.load(std::memory_order_acquire);
-      if (p != c->rank && f > 0 && f <= c->nranks) {
-        b.why = Behind::kFailed;
-        b.culprit = f - 1;
-        b.reporter = p;
-        return b;
-      }
-      w = h->waitingFor.load(std::memory_order_relaxed);
-      // Inside a call (positive) and silent too long, waiting or not; between calls (negative)
-      // it has not made this call yet.
-      const int64_t alive = h->aliveNs.load(std::memory_order_relaxed);
-      const double age = double(nowNs - alive) * 1e-9;
-      inCall = alive > 0;
-      if (alive > 0 && p != c->rank && age > stale) {
-        b.why = Behind::kStopped;
-        b.culprit = p;
-        b.stoppedFor = age;
-        if (w > 0) {  // the operation of its wait (otherwise unknown: it stopped computing)
-          b.seq = h->waitSeq.load(std::memory_order_relaxed);
-          b.op = h->waitOp.load(std::memory_order_relaxed);
-        }
-        return b;
-      }
+    if (c->isRemote(p) && (c->tcp == nullptr || c->tcp->peerFailed(p))) {
+      b.why = Behind::kRemote;  // its own failure notice names the cause (Waiter::check)
+      b.culprit = p;
+      return b;
     }
+    PeerStatus st;
+    if (!readStatus(c, p, nowNs, &st)) {
+      noAnswer(c, p, &b);
+      return b;
+    }
+    if (judge(st, p, stale, &b)) return b;
+    const int w = st.waitingFor;
+    inCall = st.aliveAgeMs >= 0;
     const int next = w - 1;
     if (w <= 0 || next >= c->nranks || next == p) break;
     b.chain += " -> " + std::to_string(next);

@@ -530,18 +530,12 @@ bool TcpTransport::queryStatus(int peer, double seconds, PeerStatus* out) {
 static std::string statusAnswer(chorusComm* comm) {
   StatusBody b;
   if (comm->mySegment.base() != nullptr) {
-    const SegmentHeader* h = comm->mySegment.header();
-    b.waitingFor = h->waitingFor.load(std::memory_order_relaxed);
-    const int64_t alive = h->aliveNs.load(std::memory_order_relaxed);
-    const int64_t now = steadyNs(Clock::now());
-    // Between calls (negative) or never stamped: no age (the rank is not inside a call).
-    b.aliveAgeMs = alive > 0 ? std::max<int64_t>(0, (now - alive) / 1'000'000) : -1;
-    b.seq = h->waitSeq.load(std::memory_order_relaxed);
-    b.op = h->waitOp.load(std::memory_order_relaxed);
-    b.failed = h->failed.load(std::memory_order_relaxed);
-    if (b.waitingFor < 0 || b.waitingFor > comm->nranks) b.waitingFor = 0;
-    if (b.failed < 0 || b.failed > comm->nranks) b.failed = comm->rank + 1;
-    if (b.op > 255) b.op = 0;
+    const PeerStatus st = segmentStatus(comm, comm->rank, steadyNs(Clock::now()));
+    b.waitingFor = st.waitingFor;
+    b.aliveAgeMs = st.aliveAgeMs;
+    b.seq = st.seq;
+    b.op = st.op;
+    b.failed = st.failed;
   }
   return encodeStatus(comm->rank, b);
 }
