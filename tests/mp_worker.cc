@@ -18,6 +18,7 @@
 //   --crash-rank R    rank R kills itself with SIGKILL right after init (tests teardown)
 //   --timeout SEC     watchdog: exit 99 if not done by then (default 500)
 #include <chorus/chorus.h>
+#include <sched.h>
 
 #include <csignal>
 #include <cstdio>
@@ -60,6 +61,7 @@ struct Options {
   int failRank = -1;
   int crashRank = -1;
   double timeout = 500;
+  bool printCpus = false;  // print the CPUs this rank's thread may use once the communicator exists
 };
 
 Options parse(int argc, char** argv) {
@@ -116,6 +118,8 @@ Options parse(int argc, char** argv) {
       o.crashRank = std::stoi(next());
     } else if (a == "--timeout") {
       o.timeout = std::stod(next());
+    } else if (a == "--print-cpus") {
+      o.printCpus = true;
     } else {
       usage("unknown option " + a);
     }
@@ -187,6 +191,16 @@ int main(int argc, char** argv) {
   int rank = -1, nranks = -1;
   chorusCommUserRank(comm, &rank);
   chorusCommCount(comm, &nranks);
+  if (opt.printCpus) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    std::string list;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0)
+      for (int c = 0; c < CPU_SETSIZE; ++c)
+        if (CPU_ISSET(c, &set)) list += (list.empty() ? "" : ",") + std::to_string(c);
+    std::printf("cpus rank=%d list=%s\n", rank, list.c_str());
+    std::fflush(stdout);
+  }
   MatrixResult res;
   const char* envRank = std::getenv("CHORUS_RANK");
   const char* envSize = std::getenv("CHORUS_NRANKS");

@@ -3,12 +3,18 @@
 // Slurm and torchrun set (plus the root address), and must form one communicator and pass a
 // small collective matrix. A real mpirun runs too when Open MPI is installed.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "gtest_helpers.h"
+#include "handstart.h"
 #include "util.h"
 
 namespace {
@@ -65,6 +71,93 @@ TEST(Launchers, RealMpirunWhenInstalled) {
                  150);
   EXPECT_FALSE(r.timedOut) << r.output;
   EXPECT_EQ(r.exitCode, 0) << r.output;
+}
+
+// Ranks that nothing placed take their share of the CPUs they were given (core/init.cc,
+// placement): started by hand with Open MPI's variables, each prints the CPUs its thread may use
+// once the communicator exists (mp_worker --print-cpus).
+std::vector<int> parentCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0)
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+
+// Starts np ranks by hand (prefix[r] before rank r's command, e.g. "taskset -c 1"), returns each
+// rank's CPU list.
+std::map<int, std::vector<int>> cpusOfRanks(int np, const std::string& env,
+                                            const std::vector<std::string>& prefix = {}) {
+  const int port = freeLoopbackPort();
+  std::string script;
+  for (int r = 0; r < np; ++r)
+    script += "env -u CHORUS_RANK -u CHORUS_NRANKS -u CHORUS_BIND OMPI_COMM_WORLD_RANK=" +
+              std::to_string(r) + " OMPI_COMM_WORLD_SIZE=" + std::to_string(np) +
+              " CHORUS_COMM_ID=127.0.0.1:" + std::to_string(port) +
+              " CHORUS_SECRET=00112233445566778899aabbccddeeff " + env + " " +
+              (size_t(r) < prefix.size() ? prefix[size_t(r)] + " " : std::string()) +
+              MP_WORKER_PATH + " --print-cpus --counts 1 --big none --timeout 100 & ";
+  script += "fail=0; for j in $(jobs -p); do wait $j || fail=1; done; exit $fail";
+  const CommandResult res = runCommand({"/bin/sh", "-c", script}, 150);
+  EXPECT_FALSE(res.timedOut) << res.output;
+  EXPECT_EQ(res.exitCode, 0) << res.output;
+  std::map<int, std::vector<int>> out;
+  std::istringstream lines(res.output);
+  for (std::string line; std::getline(lines, line);) {
+    int rank = -1;
+    const size_t at = line.find("cpus rank=");
+    if (at == std::string::npos || sscanf(line.c_str() + at, "cpus rank=%d", &rank) != 1) continue;
+    std::vector<int> cpus;
+    std::istringstream list(line.substr(line.find("list=") + 5));
+    for (std::string item; std::getline(list, item, ',');) cpus.push_back(std::stoi(item));
+    out[rank] = cpus;
+  }
+  EXPECT_EQ(int(out.size()), np) << res.output;
+  return out;
+}
+
+TEST(Placement, UnplacedRanksTakeTheirShareOfTheCpus) {
+  const std::vector<int> all = parentCpus();
+  if (all.size() < 2) GTEST_SKIP() << "one CPU: nothing to share";
+  for (int np : {2, 3}) {
+    if (size_t(np) > all.size()) continue;
+    const auto got = cpusOfRanks(np, "");
+    std::set<int> seen;
+    for (const auto& [rank, cpus] : got) {
+      // Share r of np: all.size() / np CPUs, one more for the first all.size() % np shares.
+      const size_t want = all.size() / size_t(np) + (size_t(rank) < all.size() % size_t(np));
+      EXPECT_EQ(cpus.size(), want) << "rank " << rank << " of " << np;
+      for (int c : cpus) {
+        EXPECT_TRUE(seen.insert(c).second) << "CPU " << c << " in two ranks' shares";
+        EXPECT_NE(std::find(all.begin(), all.end(), c), all.end()) << "CPU " << c;
+      }
+    }
+    EXPECT_EQ(seen.size(), all.size()) << np << " ranks";
+  }
+}
+
+TEST(Placement, KeepsWhatTheUserOrTheLauncherChose) {
+  const std::vector<int> all = parentCpus();
+  if (all.size() < 2) GTEST_SKIP() << "one CPU: nothing to share";
+  // CHORUS_BIND=none: every rank keeps the whole set.
+  for (const auto& [rank, cpus] : cpusOfRanks(2, "CHORUS_BIND=none"))
+    EXPECT_EQ(cpus, all) << "rank " << rank;
+  // Placed by a launcher (taskset: both on the same CPU, sets equal but of one CPU): kept.
+  const std::string one = "taskset -c " + std::to_string(all.back());
+  for (const auto& [rank, cpus] : cpusOfRanks(2, "", {one, one}))
+    EXPECT_EQ(cpus, std::vector<int>{all.back()}) << "rank " << rank;
+  // Placed on different sets: kept.
+  const std::string first = "taskset -c " + std::to_string(all.front());
+  for (const auto& [rank, cpus] :
+       cpusOfRanks(2, "", {first, "taskset -c " + std::to_string(all[1])}))
+    EXPECT_EQ(cpus, std::vector<int>{rank == 0 ? all.front() : all[1]}) << "rank " << rank;
+  // More ranks than CPUs: no share would be a core of its own; kept.
+  if (all.size() <= 4) {
+    for (const auto& [rank, cpus] : cpusOfRanks(int(all.size()) + 1, ""))
+      EXPECT_EQ(cpus, all) << "rank " << rank;
+  }
 }
 
 }  // namespace

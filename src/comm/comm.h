@@ -43,7 +43,8 @@ struct PeerInfo {
   uint64_t commNonce;    // rank 0's wins: names this communicator's shm segments
   uint8_t dataAddr[28];  // TCP data listener (sockaddr_in / sockaddr_in6)
   uint32_t dataAddrLen;
-  uint32_t pad2;
+  int32_t cpuCount;       // CPUs of the thread that created the rank (its affinity set)
+  uint64_t cpuSetDigest;  // topo/cpu_share.h: equal digests, equal sets
 };
 
 }  // namespace chorus
@@ -123,7 +124,11 @@ struct chorusComm {
   // CHORUS_POLL_US overrides.
   std::chrono::nanoseconds pollPhase{std::chrono::microseconds(50)};
   bool oversubscribed = false;
-  bool pinned = false;  // this rank's thread may run on one core only (chorusrun --bind-to core)
+  // No other rank of the node runs on this rank's cores: its thread may run on one core only
+  // (chorusrun --bind-to core), or init bound it to its share of a set the node's ranks had in
+  // common (core/init.cc, placement). A wait may then spin: the peer it waits for needs no core
+  // of ours.
+  bool pinned = false;
   size_t streamThreshold = 0;  // CHORUS_STREAM_THRESHOLD: outputs this large use streaming stores
 
   std::thread initThread;  // non-blocking init

@@ -18,6 +18,7 @@
 #include "comm/wait.h"
 #include "cuda/backend.h"
 #include "net/tcp.h"
+#include "topo/cpu_share.h"
 #include "tune/tuner.h"
 
 namespace chorus {
@@ -79,6 +80,82 @@ void buildTopology(chorusComm* c) {
   for (int i = 0; i < n; ++i) c->ringPos[size_t(c->ring[size_t(i)])] = i;
 }
 
+// The CPUs the calling thread may run on, ascending (empty if the kernel does not say).
+std::vector<int> threadCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int i = 0; i < CPU_SETSIZE; ++i)
+    if (CPU_ISSET(i, &set)) cpus.push_back(i);
+  return cpus;
+}
+
+// Whether a communicator already bound this thread (a later one, a subgroup of torch or a
+// split, keeps that placement: its ranks' positions differ from the first one's).
+thread_local bool tBoundByChorus = false;
+// Set on the thread of a non-blocking init: it must not bind itself (the caller's thread runs the
+// collectives), and the caller's placement is unknown there.
+thread_local bool tInitThread = false;
+
+// Placement: how this rank waits, from the cores it may use and the ranks of its node.
+// Ranks that nothing placed (torchrun, mpirun --bind-to none, srun without --cpu-bind, started
+// by hand, threads of one process) all have the same CPU set; the scheduler then moves them
+// freely, two of them may share a core while a busy process holds the other, and a wait can
+// neither spin (the peer it waits for may need this core) nor yield cheaply (the busy process
+// runs a whole time slice). So, unless CHORUS_BIND=none, the rank binds its thread (and the
+// threads it starts later) to its share of that set: one core each when the node has as many
+// ranks as cores, a block of cores each when it has more cores (a rank's compute threads stay
+// inside its block). Ranks that a launcher placed (their sets differ, or a single core each)
+// are left as they are, and so are ranks that are threads of one process (the thread that
+// creates them may create several, chorusCommInitAll does, and the threads it starts later would
+// inherit one rank's share).
+void placeRank(chorusComm* c, const std::vector<int>& myCpus) {
+  const PeerInfo& me = c->peers[size_t(c->rank)];
+  int local = 0, localIndex = 0;
+  bool sameSet = true, aloneInProcess = true;
+  for (int p = 0; p < c->nranks; ++p) {
+    if (c->isRemote(p)) continue;
+    const PeerInfo& pi = c->peers[size_t(p)];
+    localIndex += p < c->rank ? 1 : 0;
+    ++local;
+    sameSet = sameSet && pi.cpuCount == me.cpuCount && pi.cpuSetDigest == me.cpuSetDigest;
+    aloneInProcess = aloneInProcess && (p == c->rank || pi.pid != me.pid);
+  }
+  const int online = int(sysconf(_SC_NPROCESSORS_ONLN));
+  const int mine = myCpus.empty() ? online : int(myCpus.size());
+  // A rank pinned to one core (chorusrun --bind-to core) is taken to have its own, so the
+  // node's ranks share the online cores; otherwise the node has the cores of the common set.
+  const int cores = mine == 1 ? std::max(1, online) : mine;
+  bool bound = false;
+  const std::string bind = envStr("CHORUS_BIND");
+  const bool bindAllowed = !(bind == "none" || bind == "0" || bind == "no");
+  if (bindAllowed && aloneInProcess && !tInitThread && !tBoundByChorus && local > 1 && sameSet &&
+      mine >= local) {
+    const std::vector<int> share = cpuShare(myCpus, localIndex, local);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int cpu : share) CPU_SET(cpu, &set);
+    if (!share.empty() && sched_setaffinity(0, sizeof(set), &set) == 0) {
+      bound = tBoundByChorus = true;
+      CHORUS_INFO(c->rank,
+                  "bound to CPUs %d-%d: share %d of %d of the node's common set of %d CPUs "
+                  "(CHORUS_BIND=none keeps the launcher's placement)",
+                  share.front(), share.back(), localIndex, local, mine);
+    } else {
+      CHORUS_WARN(c->rank, "could not bind to share %d of %d of its CPUs: %s", localIndex, local,
+                  strerror(errno));
+    }
+  }
+  c->spinIters = uint32_t(std::max<int64_t>(1, envInt("CHORUS_SPIN", local > cores ? 1 : 256)));
+  c->oversubscribed = local > cores;
+  // The tuner's view must be the same on every rank: one node, compared with its online cores.
+  c->shape.oversubscribed = c->nnodes == 1 && local > online;
+  c->shape.onlineCores = online;
+  c->pinned = mine == 1 || bound || tBoundByChorus;
+  c->pollPhase = std::chrono::microseconds(std::max<int64_t>(0, envInt("CHORUS_POLL_US", 50)));
+}
+
 constexpr int64_t kDefaultTimeoutSec = 1800;
 
 void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg) {
@@ -119,6 +196,9 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
   fillRandom(&mine.commNonce, sizeof(mine.commNonce));
   memcpy(mine.dataAddr, &dataAddr.ss, dataAddr.len);
   mine.dataAddrLen = dataAddr.len;
+  const std::vector<int> myCpus = threadCpus();
+  mine.cpuCount = int32_t(myCpus.size());
+  mine.cpuSetDigest = cpuSetDigest(myCpus);
   c->peers.resize(size_t(c->nranks));
   c->bootstrap->allGather(&mine, sizeof(mine), c->peers.data(), deadline);
 
@@ -209,23 +289,7 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
       }
   }
   c->scratch.assign(size_t(c->nchannels), std::vector<char>(4 * c->slotBytes[0] + 64));
-  {
-    int local = 0;
-    for (int p = 0; p < c->nranks; ++p) local += c->isRemote(p) ? 0 : 1;
-    // The cores this rank may use; a rank pinned to one core (chorusrun --bind-to core) is
-    // taken to have its own, so the node's ranks share the online cores.
-    cpu_set_t set;
-    const int online = int(sysconf(_SC_NPROCESSORS_ONLN));
-    const int mine = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : online;
-    const int cores = mine == 1 ? std::max(1, online) : mine;
-    c->spinIters = uint32_t(std::max<int64_t>(1, envInt("CHORUS_SPIN", local > cores ? 1 : 256)));
-    c->oversubscribed = local > cores;
-    // The tuner's view must be the same on every rank: one node, compared with its online cores.
-    c->shape.oversubscribed = c->nnodes == 1 && local > online;
-    c->shape.onlineCores = online;
-    c->pinned = mine == 1;
-    c->pollPhase = std::chrono::microseconds(std::max<int64_t>(0, envInt("CHORUS_POLL_US", 50)));
-  }
+  placeRank(c, myCpus);
   CHORUS_INFO(
       c->rank, "init done: nranks %d on %d node(s), %s, %d channel(s), slot %zu bytes x %d steps",
       c->nranks, c->nnodes, otherProcess ? "shared memory between processes" : "in-process memory",
@@ -319,6 +383,7 @@ chorusResult_t chorusCommInitRankConfig(chorusComm_t* comm, int nranks, chorusUn
     c->asyncError.store(chorusInProgress);
     *comm = c;
     c->initThread = std::thread([c, commId, cfg] {
+      tInitThread = true;
       try {
         initComm(c, commId, &cfg);
         c->asyncError.store(chorusSuccess);
