@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <initializer_list>
 #include <vector>
 
@@ -82,6 +83,16 @@ void cmaAllReduce(chorusComm* comm, const OpDesc& op);
 // Point-to-point (algo/p2p.cc): every transfer of the batch (comm/op.h P2PTransfer) progresses
 // together, so no call order can deadlock. Transfers to the same peer keep their order.
 void runP2P(chorusComm* comm, const std::vector<P2PTransfer>& transfers, const char* what);
+// The point-to-point state (Algo::kDirect's row: algoState<P2PState>): batches kept from call
+// to call, so that a batch no larger than an earlier one allocates nothing. Shared by the
+// callers that build a batch (core/exec.cc, algo/p2p_collectives.cc) and runP2P.
+struct P2PState final : AlgoState {
+  std::vector<P2PTransfer> ops;           // a group's sends and receives (core/exec.cc)
+  std::vector<P2PTransfer> batch;         // a direct collective's transfers (p2p_collectives.cc)
+  std::vector<int32_t> next;              // per transfer: the next one to the same peer/direction
+  std::vector<size_t> done;               // per transfer: bytes moved so far
+  std::vector<int32_t> head[2], tail[2];  // [send, recv][peer]: first / last pending, -1: none
+};
 // Direct algorithms built on runP2P: AlltoAll, Gather, Scatter (algo/p2p_collectives.cc).
 void directCollective(chorusComm* comm, const OpDesc& op);
 // The unpipelined ring of the naive-ring study (algo/naive.cc).
@@ -112,5 +123,12 @@ constexpr uint8_t kAnyProto = (1u << kNumProtos) - 1;
 
 // Runs one collective (not send/recv) to completion with the algorithm chosen for it.
 void runCollective(const OpDesc& op);
+
+// The communicator's algorithm state (algo/table.cc): createAlgoStates makes every table row's
+// state (AlgoDesc::createState) and the primitives' per-channel scratch, once, when the
+// transport is up (init), so that no call allocates them; destroyAlgoStates stops the channel
+// workers and frees it all (freeComm; safe on a communicator whose init failed part way).
+void createAlgoStates(chorusComm* comm);
+void destroyAlgoStates(chorusComm* comm);
 
 }  // namespace chorus

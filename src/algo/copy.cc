@@ -8,7 +8,7 @@
 // call; not in the stock kernel), and buffers allocated in shared memory (would need the user's
 // buffers to come from a Chorus allocator, which the API does not have). So cross-memory attach.
 //
-// One call, k = ++comm->copySeq, every rank of the communicator taking part:
+// One call, k = ++CmaState::seq, every rank of the communicator taking part:
 //  1. publish: the buffer peers access (the root's sendbuff and the others' recvbuff for
 //     Broadcast, every rank's block for AllGather) in the segment header's CopyPost, then seq = k
 //     << 2 | status (release), ringing sleepers;
@@ -49,6 +49,7 @@
 #include "base/error.h"
 #include "comm/comm.h"
 #include "comm/wait.h"
+#include "prims/prims.h"
 #include "reduce/reduce.h"
 
 namespace chorus {
@@ -62,18 +63,31 @@ constexpr size_t kCmaReduceChunk = size_t(128) << 10;
 enum CopyState : uint8_t { kUntried = 0, kArmed = 1, kUsable = 2, kRefused = 3 };
 enum Status : uint64_t { kNotYet = 0, kCanRead = 1, kCannot = 2 };
 
+// What the single-copy collectives keep per communicator (Algo::kCma's state).
+struct CmaState final : AlgoState {
+  uint64_t seq = 0;             // single-copy collectives run so far
+  CopyState attach = kUntried;  // cross-memory attach: untried, armed, usable, refused
+  // CHORUS_CMA=0: cross-memory attach off (read when the communicator is set up).
+  const bool off = [] {
+    const char* env = getenv("CHORUS_CMA");
+    return env != nullptr && strcmp(env, "0") == 0;
+  }();
+};
+CmaState& cmaState(chorusComm* comm) {
+  return algoState<CmaState>(comm, Algo::kCma);
+}
+
 bool samePid(const chorusComm* comm, int p) {
   return comm->peers[size_t(p)].pid == comm->peers[size_t(comm->rank)].pid;
 }
 
 // What this rank reports in this call (advancing its state: see the top of the file).
 Status prepare(chorusComm* comm) {
-  auto& st = comm->copyState;
+  CopyState& st = cmaState(comm).attach;
   if (st == kUntried) {
     bool others = false;
     for (int p = 0; p < comm->nranks; ++p) others = others || !samePid(comm, p);
-    const char* env = getenv("CHORUS_CMA");  // once per communicator
-    if (env != nullptr && strcmp(env, "0") == 0) {
+    if (cmaState(comm).off) {
       st = kRefused;
     } else if (!others) {
       st = kUsable;  // memcpy between threads
@@ -266,7 +280,7 @@ uint64_t peerAddr(const chorusComm* comm, int p) {
 void cmaBroadcast(chorusComm* comm, const OpDesc& op) {
   const size_t bytes = op.count * chorusTypeSize(op.type);
   if (bytes == 0) return;  // every rank knows: nothing to agree on
-  const uint64_t k = ++comm->copySeq;
+  const uint64_t k = ++cmaState(comm).seq;
   const SameProcessAccess access(comm, k);
   const bool root = comm->rank == op.root;
   if (root) {
@@ -306,7 +320,7 @@ void cmaBroadcast(chorusComm* comm, const OpDesc& op) {
 void cmaAllGather(chorusComm* comm, const OpDesc& op) {
   const size_t block = op.count * chorusTypeSize(op.type);
   if (block == 0) return;
-  const uint64_t k = ++comm->copySeq;
+  const uint64_t k = ++cmaState(comm).seq;
   const SameProcessAccess access(comm, k);
   const int n = comm->nranks, me = comm->rank;
   if (publish(comm, k, op.sendbuff, "AllGather")) {
@@ -338,7 +352,7 @@ void cmaAllReduce(chorusComm* comm, const OpDesc& op) {
   const size_t tsize = chorusTypeSize(op.type);
   if (op.count == 0) return;
   const int n = comm->nranks, me = comm->rank;
-  const uint64_t k = ++comm->copySeq;
+  const uint64_t k = ++cmaState(comm).seq;
   const SameProcessAccess access(comm, k);
   const size_t align = std::max<size_t>(1, 64 / tsize);
   const LineBlocks blocks(op.count, n, tsize);
@@ -353,7 +367,7 @@ void cmaAllReduce(chorusComm* comm, const OpDesc& op) {
   char* out = static_cast<char*>(op.recvbuff);
   const char* own = static_cast<const char*>(op.sendbuff);
   const int divisor = op.op == chorusAvg ? n : 0;
-  std::vector<char>& scratch = comm->scratch[0];
+  std::vector<char>& scratch = comm->scratch->channel[0];
   const size_t chunk =
       std::max(align, std::min(kCmaReduceChunk, scratch.size() - 64) / tsize / align * align);
   char* tmp = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) & ~63ull);
@@ -442,6 +456,7 @@ extern const AlgoDesc kCmaAlgo = {
                      [](chorusComm* c, const OpDesc& op, const Work&) { cmaAllGather(c, op); }},
                     {OpKind::kBroadcast,
                      [](chorusComm* c, const OpDesc& op, const Work&) { cmaBroadcast(c, op); }}}),
+    .createState = [](chorusComm*) -> AlgoState* { return new CmaState; },
 };
 
 }  // namespace chorus

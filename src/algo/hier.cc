@@ -52,14 +52,24 @@ constexpr double kPipelineRatio = 1.5;
 
 constexpr int kHierSamples = 3;
 
+// The measurements so far (Algo::kHier's state); shape.hierPipelined holds the decision.
+struct HierState final : AlgoState {
+  int samples = 0;                        // calls measured so far
+  double netPerByte = 0, shmPerByte = 0;  // fastest seen (s/B), this rank
+};
+HierState& hierState(chorusComm* comm) {
+  return algoState<HierState>(comm, Algo::kHier);
+}
+
 void samplePipeline(chorusComm* comm, double netSec, double shmSec, size_t bytes,
                     int ranksPerNode) {
   const double net = netSec / double(bytes), shm = shmSec / double(bytes);
-  const bool first = comm->hierSamples++ == 0;
-  comm->hierNetPerByte = first ? net : std::min(comm->hierNetPerByte, net);
-  comm->hierShmPerByte = first ? shm : std::min(comm->hierShmPerByte, shm);
-  if (comm->hierSamples < kHierSamples) return;
-  double v[3] = {comm->hierNetPerByte, comm->hierShmPerByte,
+  HierState& st = hierState(comm);
+  const bool first = st.samples++ == 0;
+  st.netPerByte = first ? net : std::min(st.netPerByte, net);
+  st.shmPerByte = first ? shm : std::min(st.shmPerByte, shm);
+  if (st.samples < kHierSamples) return;
+  double v[3] = {st.netPerByte, st.shmPerByte,
                  -double(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)))};
   OpDesc op{OpKind::kAllReduce, v, v, 3, chorusFloat64, chorusMax, -1, comm, nullptr};
   ringAllReduce(comm, op, Work{0, Proto::kSimple, 0, 3});
@@ -184,7 +194,7 @@ void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto) {
   // Slices of a multiple of P elements, so that only the last slice has uneven blocks.
   int nslices = hierSlices(count * esz, P);
   static const bool slicesForced = !envStr("CHORUS_HIER_SLICES").empty();
-  const bool measure = nslices > 1 && !slicesForced && comm->hierSamples < kHierSamples;
+  const bool measure = nslices > 1 && !slicesForced && hierState(comm).samples < kHierSamples;
   if (measure || (!slicesForced && !comm->shape.hierPipelined)) nslices = 1;
   const size_t sliceElems =
       ((count + size_t(nslices) - 1) / size_t(nslices) + size_t(P) - 1) / size_t(P) * size_t(P);
@@ -300,6 +310,7 @@ extern const AlgoDesc kHierAlgo = {
     .costStepBytes = kHierMinSliceBytes,
     .run = entries({{OpKind::kAllReduce, [](chorusComm* c, const OpDesc& op,
                                             const Work& w) { hierAllReduce(c, op, w.proto); }}}),
+    .createState = [](chorusComm*) -> AlgoState* { return new HierState; },
 };
 
 }  // namespace chorus

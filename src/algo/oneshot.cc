@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "algo/algo.h"
 #include "comm/comm.h"
@@ -48,6 +49,20 @@ inline void prefetchForWrite(const void* p) {
   __builtin_prefetch(p, 1);
 }
 #endif
+
+// What the one-shot collectives keep per communicator (Algo::kOneShot's state; the two-shot
+// AllReduce shares its exchange, so its sequence numbers too).
+struct OneShotState final : AlgoState {
+  explicit OneShotState(int nranks) : eagerSeq(size_t(nranks), 0) {}
+  uint64_t seq = 0;  // exchanges run so far (one-shot and two-shot collectives)
+  // Eager Broadcasts run so far per root, and as a root the lowest call every receiver has
+  // acknowledged when last read.
+  std::vector<uint64_t> eagerSeq;
+  uint64_t eagerAcked = 0;
+};
+OneShotState& oneShotState(chorusComm* comm) {
+  return algoState<OneShotState>(comm, Algo::kOneShot);
+}
 
 char* slotData(OneShotSlot* s) {
   return reinterpret_cast<char*>(s) + kOneShotDataOffset;
@@ -94,7 +109,7 @@ void waitPeers(chorusComm* comm, int parity, std::atomic<uint64_t> OneShotSlot::
 // peer's slot of that parity holds the same call (see above); returns the call's sequence
 // number (its parity picks the slots). Every rank of the communicator takes part.
 uint64_t exchange(chorusComm* comm, const void* src, size_t bytes, const char* what) {
-  const uint64_t seq = ++comm->oneShotSeq;
+  const uint64_t seq = ++oneShotState(comm).seq;
   const int parity = int(seq & 1);
   OneShotSlot* mine = comm->mySegment.oneShotSlot(parity);
   if (bytes > 0) memcpy(slotData(mine), src, bytes);
@@ -157,10 +172,11 @@ void oneShotBroadcast(chorusComm* comm, const OpDesc& op) {
   const size_t bytes = op.count * chorusTypeSize(op.type);
   if (bytes == 0) return;  // every rank knows: no call to count
   const int root = op.root, me = comm->rank;
-  const uint64_t k = ++comm->eagerSeq[size_t(root)];
+  OneShotState& st = oneShotState(comm);
+  const uint64_t k = ++st.eagerSeq[size_t(root)];
   if (me == root) {
     const Segment& seg = comm->mySegment;
-    if (k > comm->eagerAcked + kEagerCells) {
+    if (k > st.eagerAcked + kEagerCells) {
       uint64_t lowest = ~uint64_t(0);
       for (int p = 0; p < comm->nranks; ++p) {
         if (p == me) continue;
@@ -171,7 +187,7 @@ void oneShotBroadcast(chorusComm* comm, const OpDesc& op) {
         }
         lowest = std::min(lowest, ack->load(std::memory_order_acquire));
       }
-      comm->eagerAcked = lowest;
+      st.eagerAcked = lowest;
     }
     EagerCell* cell = seg.eagerCell(k);
     memcpy(reinterpret_cast<char*>(cell) + 8, op.sendbuff, bytes);
@@ -314,6 +330,7 @@ extern const AlgoDesc kOneShotAlgo = {
                      [](chorusComm* c, const OpDesc& op, const Work&) { oneShotBroadcast(c, op); }},
                     {OpKind::kReduceScatter, [](chorusComm* c, const OpDesc& op,
                                                 const Work&) { oneShotReduceScatter(c, op); }}}),
+    .createState = [](chorusComm* c) -> AlgoState* { return new OneShotState(c->nranks); },
 };
 
 extern const AlgoDesc kTwoShotAlgo = {

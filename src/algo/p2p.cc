@@ -16,7 +16,7 @@ void runP2P(chorusComm* comm, const std::vector<P2PTransfer>& transfers, const c
   const int channel = 0;
   // Per peer and direction, a list of the pending transfers in issue order (indices into
   // `transfers`), in the communicator's reused scratch: no allocation once it is large enough.
-  auto& sc = comm->p2p;
+  P2PState& sc = algoState<P2PState>(comm, Algo::kDirect);
   for (int d = 0; d < 2; ++d) {
     sc.head[d].assign(size_t(n), -1);
     sc.tail[d].assign(size_t(n), -1);

@@ -15,7 +15,7 @@ void directCollective(chorusComm* comm, const OpDesc& op) {
   if (block == 0) return;
   const char* src = static_cast<const char*>(op.sendbuff);
   char* dst = static_cast<char*>(op.recvbuff);
-  std::vector<P2PTransfer>& t = comm->p2p.batch;  // reused from call to call
+  std::vector<P2PTransfer>& t = algoState<P2PState>(comm, Algo::kDirect).batch;  // reused
   t.clear();
   auto localCopy = [](char* d, const char* s, size_t bytes) {
     if (d != s) memmove(d, s, bytes);
@@ -89,6 +89,8 @@ extern const AlgoDesc kDirectAlgo = {
     .run = entries({{OpKind::kAlltoAll, runDirect},
                     {OpKind::kGather, runDirect},
                     {OpKind::kScatter, runDirect}}),
+    // The point-to-point state: every batch runP2P runs, Send/Recv groups included.
+    .createState = [](chorusComm*) -> AlgoState* { return new P2PState; },
 };
 
 }  // namespace chorus

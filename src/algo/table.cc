@@ -1,7 +1,11 @@
 // The algorithm table: every algorithm's descriptor (comm/plan.h AlgoDesc, defined in the
 // algorithm's own file), in Algo order. Dispatch (algo/select.cc), the tuner (tune/), CHORUS_ALGO
-// and every name read it; adding an algorithm is its file plus one row here.
+// and every name read it; adding an algorithm is its file plus one row here. Also the
+// communicator's algorithm state, made from the rows (createAlgoStates).
 #include "algo/algo.h"
+#include "algo/channel_workers.h"
+#include "comm/comm.h"
+#include "prims/prims.h"
 
 namespace chorus {
 
@@ -42,6 +46,20 @@ namespace {
 // table, so every program that can run a collective links this file.
 [[maybe_unused]] const bool gRegistered = (registerAlgos(kAlgoTable, kNumAlgoTable), true);
 }  // namespace
+
+void createAlgoStates(chorusComm* comm) {
+  for (int a = 0; a < kNumAlgoTable; ++a)
+    if (kAlgoTable[a]->createState != nullptr)
+      comm->algoState[a].reset(kAlgoTable[a]->createState(comm));
+  comm->scratch = new ChannelScratch(comm->nchannels, comm->slotBytes[0]);
+}
+
+void destroyAlgoStates(chorusComm* comm) {
+  stopChannelWorkers(comm);  // parked: no call is in flight here
+  for (auto& state : comm->algoState) state.reset();
+  delete comm->scratch;
+  comm->scratch = nullptr;
+}
 
 // Called by communicator init: a program linked statically that creates a communicator links
 // this file (and its registration) even if it never runs a collective (chorusTunerChoice alone).

@@ -24,8 +24,9 @@
 
 namespace chorus {
 
-struct CudaComm;       // src/cuda/device_state.h
-class ChannelWorkers;  // src/algo/channel_workers.h
+struct CudaComm;        // src/cuda/device_state.h
+class ChannelWorkers;   // src/algo/channel_workers.h
+struct ChannelScratch;  // src/prims/prims.h
 
 enum class CommState : int { kInitializing, kReady, kFailed, kFinalized, kAborted };
 
@@ -72,26 +73,17 @@ struct chorusComm {
   chorus::Shape shape{1, 1, true, 0};  // the tuner's view, computed once
   chorus::TunerEnv tunerEnv{};         // CHORUS_ALGO, CHORUS_PROTO, channel limits, read at init
   chorus::PlanCache plans;             // the tuner's choices per collective and size class
-  // Hierarchical AllReduce: its first kHierSamples large calls run the phases in turn and keep
-  // the fastest time per byte of each; then every rank agrees on shape.hierPipelined (hier.cc).
-  int hierSamples = 0;                            // calls measured so far
-  double hierNetPerByte = 0, hierShmPerByte = 0;  // fastest seen (s/B), this rank
   chorus::Segment mySegment;
   std::vector<chorus::Segment> peerSegments;  // by rank; [rank] is unused
   // [proto][channel][peer]
   std::vector<std::vector<chorus::SendConn>> sendConns[2];
   std::vector<std::vector<chorus::RecvConn>> recvConns[2];
   std::unique_ptr<chorus::RemoteLinks> tcp;  // links to ranks on other nodes (net/tcp.h), if any
-  std::vector<std::vector<char>> scratch;    // [channel]: 4 Simple slots of scratch for LL / trees
-  // Point-to-point batches (algo/p2p.cc, core/exec.cc, algo/p2p_collectives.cc): kept from call to
-  // call, so that a batch no larger than an earlier one allocates nothing.
-  struct P2PScratch {
-    std::vector<chorus::P2PTransfer> ops;    // a group's sends and receives (exec.cc)
-    std::vector<chorus::P2PTransfer> batch;  // a direct collective's transfers (p2p_collectives.cc)
-    std::vector<int32_t> next;              // per transfer: the next one to the same peer/direction
-    std::vector<size_t> done;               // per transfer: bytes moved so far
-    std::vector<int32_t> head[2], tail[2];  // [send, recv][peer]: first / last pending, -1: none
-  } p2p;
+  // What the algorithms keep, opaque here: each table row's state (comm/plan.h AlgoState,
+  // reached through algoState<T> below), and the primitives' per-channel scratch (prims/prims.h).
+  // Made by createAlgoStates when the transport is up, freed by destroyAlgoStates (algo/algo.h).
+  std::unique_ptr<chorus::AlgoState> algoState[chorus::kMaxAlgos];
+  chorus::ChannelScratch* scratch = nullptr;
   chorus::SendConn& sendConn(int proto, int channel, int peer) {
     return sendConns[proto][size_t(channel)][size_t(peer)];
   }
@@ -106,13 +98,6 @@ struct chorusComm {
   std::atomic<int> pending{0};  // operations queued on streams, not yet finished
   uint64_t opCount = 0;
   chorus::OpTrace trace;    // the last operations and the current wait (comm/status.h)
-  uint64_t oneShotSeq = 0;  // one-shot collectives run so far (algo/oneshot.cc)
-  // Eager Broadcasts run so far per root (algo/oneshot.cc), and as a root the lowest call every
-  // receiver has acknowledged when last read.
-  std::vector<uint64_t> eagerSeq;
-  uint64_t eagerAcked = 0;
-  uint64_t copySeq = 0;     // single-copy collectives run so far (algo/copy.cc)
-  uint8_t copyState = 0;    // cross-memory attach: untried, armed, usable, refused (algo/copy.cc)
   uint32_t shrinkSeq = 0;   // chorusCommShrink calls on this communicator (core/shrink.cc)
   double timeoutSec = 0;    // CHORUS_TIMEOUT
   bool checkCalls = false;  // CHORUS_CHECK: agree on every collective's arguments first
@@ -149,6 +134,13 @@ struct chorusComm {
 };
 
 namespace chorus {
+
+// Algorithm a's state, of its own type T (the one its descriptor's createState makes): one
+// pointer load, no lookup.
+template <class T>
+inline T& algoState(chorusComm* comm, Algo a) {
+  return *static_cast<T*>(comm->algoState[int(a)].get());
+}
 
 constexpr uint64_t kCommMagic = 0x434f4d4d43484f52ULL;
 

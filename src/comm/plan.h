@@ -67,6 +67,14 @@ struct Work {
   size_t end;
 };
 using AlgoEntry = void (*)(chorusComm* comm, const OpDesc& op, const Work& w);
+// What an algorithm keeps per communicator (sequence numbers, reused batches, measurements):
+// each stateful algorithm derives its own type in its own file. The communicator holds one per
+// table row (chorusComm::algoState), made by the row's createState when the communicator is
+// set up and deleted (through this virtual destructor) when it is freed, so that a call
+// allocates nothing and reaches its state with one pointer load.
+struct AlgoState {
+  virtual ~AlgoState() = default;
+};
 struct AlgoEntries {
   AlgoEntry of[kNumOpKinds] = {};  // per OpKind: what runCollective calls
 };
@@ -103,6 +111,9 @@ struct AlgoDesc {
   // cache cuts its size classes there (tune/tuner.cc PlanBuilder).
   uint64_t costStepBytes = 0;
   AlgoEntries run;
+  // Its per-communicator state (algo/table.cc createAlgoStates calls it once per communicator,
+  // after the transport is up). Null: it keeps none.
+  AlgoState* (*createState)(chorusComm* comm) = nullptr;
 };
 
 // The table: algo/table.cc registers it at load time (before any communicator exists).

@@ -47,7 +47,8 @@ void checkUsable(chorusComm* comm) {
 using OpSpan = std::span<const OpDesc* const>;
 
 void runCommOpsHost(chorusComm* comm, OpSpan ops) {
-  std::vector<P2PTransfer>& p2p = comm->p2p.ops;  // reused: no allocation in steady state
+  // Reused (the point-to-point state, algo/algo.h P2PState): no allocation in steady state.
+  std::vector<P2PTransfer>& p2p = algoState<P2PState>(comm, Algo::kDirect).ops;
   p2p.clear();
   const OpDesc* firstP2P = nullptr;
   for (const OpDesc* op : ops) {

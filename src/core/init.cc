@@ -9,7 +9,6 @@
 #include <fstream>
 
 #include "algo/algo.h"
-#include "algo/channel_workers.h"
 #include "base/debug.h"
 #include "base/error.h"
 #include "base/param.h"
@@ -262,7 +261,6 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
   }
   listener.reset();
 
-  c->eagerSeq.assign(size_t(c->nranks), 0);
   for (int pr = 0; pr < 2; ++pr) {
     c->sendConns[pr].assign(size_t(c->nchannels), std::vector<SendConn>(size_t(c->nranks)));
     c->recvConns[pr].assign(size_t(c->nchannels), std::vector<RecvConn>(size_t(c->nranks)));
@@ -288,7 +286,7 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
         s.wakee = r.wakee = &peerSeg.header()->bell;
       }
   }
-  c->scratch.assign(size_t(c->nchannels), std::vector<char>(4 * c->slotBytes[0] + 64));
+  createAlgoStates(c);
   placeRank(c, myCpus);
   CHORUS_INFO(
       c->rank, "init done: nranks %d on %d node(s), %s, %d channel(s), slot %zu bytes x %d steps",
@@ -309,7 +307,7 @@ static void recordInitCause(chorusComm* c, const Failure& e) {
 
 void freeComm(chorusComm* c) {
   if (c->initThread.joinable()) c->initThread.join();
-  stopChannelWorkers(c);  // parked: no call is in flight here
+  destroyAlgoStates(c);  // the channel workers too (parked: no call is in flight here)
   // Same-node peers in chorusCommShrink stop waiting for this rank (core/shrink.cc).
   if (c->mySegment.base()) c->mySegment.shrinkBox()->left.store(1, std::memory_order_release);
   c->tcp.reset();  // flushes posted slots, stops the proxy (it writes into our segment)

@@ -2,9 +2,13 @@
 
 #include "base/error.h"
 #include "comm/comm.h"
+#include "prims/prims.h"
 #include "reduce/reduce.h"
 
 namespace chorus {
+
+static_assert(FanPrims::kMaxFan + 1 <= int(ChannelScratch::kScratchSlots),
+              "a fan-in's receive slots and its send slot fit the channel's scratch");
 
 void FanPrims::init(chorusComm* comm, int channel, Proto proto, const int* recvPeers, int nrecv,
                     const int* sendPeers, int nsend, chorusDataType_t type, chorusRedOp_t op,
@@ -16,7 +20,7 @@ void FanPrims::init(chorusComm* comm, int channel, Proto proto, const int* recvP
   opName_ = opName;
   io_.proto = proto;
   const int pr = int(proto);
-  char* base = comm->scratch[size_t(channel)].data();
+  char* base = comm->scratch->channel[size_t(channel)].data();
   nrecv_ = nrecv;
   nsend_ = nsend;
   for (int k = 0; k < nrecv; ++k) {

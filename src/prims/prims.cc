@@ -16,7 +16,7 @@ Prims::Prims(chorusComm* comm, int channel, Proto proto, int recvPeer, int sendP
   if (sendPeer >= 0) send_ = &comm->sendConn(pr, channel, sendPeer);
   if (recvPeer >= 0) recv_ = &comm->recvConn(pr, channel, recvPeer);
   io_.proto = proto;
-  char* scratch = comm->scratch[size_t(channel)].data();
+  char* scratch = comm->scratch->channel[size_t(channel)].data();
   io_.recvScratch = scratch;
   io_.sendScratch = scratch + comm->slotBytes[0];
   chunkElems_ = protoSlotCapacity(proto, comm->slotBytes[pr]) / esz_;

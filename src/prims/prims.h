@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "chorus/chorus.h"
 #include "proto/proto.h"
@@ -13,6 +14,17 @@
 struct chorusComm;
 
 namespace chorus {
+
+// The primitives' scratch, per channel: kScratchSlots Simple slots and a line to align them, that
+// LL stages through (Prims) and a tree's fan-in receives into (FanPrims); the single-copy
+// AllReduce borrows channel 0's between primitive calls (algo/copy.cc). The communicator holds
+// it opaquely (chorusComm::scratch), made and freed with the algorithms' state (algo/table.cc).
+struct ChannelScratch {
+  static constexpr size_t kScratchSlots = 4;  // FanPrims: kMaxFan receive slots and a send slot
+  ChannelScratch(int nchannels, size_t simpleSlotBytes)
+      : channel(size_t(nchannels), std::vector<char>(kScratchSlots * simpleSlotBytes + 64)) {}
+  std::vector<std::vector<char>> channel;  // [channel]
+};
 
 class Prims {
  public:
