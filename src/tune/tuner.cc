@@ -64,7 +64,8 @@ std::string lower(std::string s) {
   return s;
 }
 
-// Whether the CHORUS_ALGO / CHORUS_PROTO value `v` allows `name` for `collective`.
+// Whether the CHORUS_ALGO / CHORUS_PROTO value `v` allows `name` for `collective`, parsed as
+// NCCL does: "ring,tree", "^ll", "allreduce:tree;broadcast:chain".
 bool allowsIn(const char* v, const char* collective, const char* name) {
   if (v == nullptr || *v == 0) return true;
   // Pick the clause for this collective: "coll:list;coll:list" or a plain list for all.
@@ -124,10 +125,6 @@ void setMachineModel(const MachineModel& m) {
 
 uint64_t machineModelGeneration() {
   return gModelGeneration.load(std::memory_order_acquire);
-}
-
-bool envAllows(const char* var, const char* collective, const char* name) {
-  return allowsIn(getenv(var), collective, name);
 }
 
 TunerEnv readTunerEnv() {

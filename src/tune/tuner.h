@@ -93,9 +93,6 @@ uint64_t machineModelGeneration();
 // predictedUs is not filled (NaN): predictChoice gives it.
 Choice choose(chorusComm* comm, const OpDesc& op);
 double predictChoice(const chorusComm* comm, const OpDesc& op, const Choice& c);
-// CHORUS_ALGO / CHORUS_PROTO as NCCL parses them: "ring,tree", "^ll",
-// "allreduce:tree;broadcast:chain".
-bool envAllows(const char* var, const char* collective, const char* name);
 const char* collectiveKey(OpKind kind);  // "allreduce", "broadcast", ...
 
 }  // namespace chorus
