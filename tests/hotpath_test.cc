@@ -15,7 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "util.h"
+#include "comm_set.h"
+#include "threads.h"
 
 namespace {
 std::atomic<bool> gCounting{false};

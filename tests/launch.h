@@ -6,7 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "util.h"
+#include "run_command.h"
+#include "timing.h"
 
 namespace ctest {
 

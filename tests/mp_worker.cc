@@ -28,8 +28,10 @@
 #include <vector>
 
 #include "matrix.h"
+#include "result_name.h"
 #include "test_types.h"
-#include "util.h"
+#include "timing.h"
+#include "watchdog.h"
 
 namespace {
 

@@ -43,7 +43,8 @@
 #include <string>
 #include <vector>
 
-#include "util.h"
+#include "result_name.h"
+#include "watchdog.h"
 
 namespace {
 

@@ -49,14 +49,20 @@
 
 #include "checker.h"
 #include "comm/comm.h"
+#include "comm_set.h"
 #include "gtest_helpers.h"
 #include "matrix.h"
 #include "reference.h"
+#include "result_name.h"
+#include "run_command.h"
+#include "scoped_env.h"
 #include "test_types.h"
+#include "threads.h"
+#include "timing.h"
 #include "transport/segment.h"
 #include "tune/tuner.h"
-#include "util.h"
 #include "values.h"
+#include "watchdog.h"
 
 namespace {
 

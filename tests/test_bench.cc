@@ -24,7 +24,7 @@
 #include "../tools/bench/common/ideal.h"
 #include "../tools/bench/common/json.h"
 #include "base/half.h"
-#include "util.h"
+#include "run_command.h"
 
 #ifndef BENCH_DIR
 #error "BENCH_DIR must name the build directory holding the *_perf tools"

@@ -16,8 +16,11 @@
 #include <thread>
 #include <vector>
 
+#include "comm_set.h"
 #include "gtest_helpers.h"
-#include "util.h"
+#include "scoped_env.h"
+#include "threads.h"
+#include "watchdog.h"
 
 namespace {
 

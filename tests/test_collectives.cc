@@ -30,11 +30,15 @@
 #include <thread>
 #include <vector>
 
+#include "comm_set.h"
 #include "gtest_helpers.h"
 #include "matrix.h"
+#include "result_name.h"
+#include "scoped_env.h"
 #include "test_types.h"
-#include "util.h"
+#include "threads.h"
 #include "values.h"
+#include "watchdog.h"
 
 namespace {
 

@@ -15,8 +15,13 @@
 #include <vector>
 
 #include "comm/comm.h"
+#include "comm_set.h"
 #include "gtest_helpers.h"
-#include "util.h"
+#include "result_name.h"
+#include "scoped_env.h"
+#include "threads.h"
+#include "timing.h"
+#include "watchdog.h"
 
 namespace {
 

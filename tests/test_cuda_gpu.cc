@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "cuda_matrix.h"
-#include "util.h"
+#include "run_command.h"
+#include "scoped_env.h"
+#include "threads.h"
 
 #ifdef CHORUS_HAVE_CUDA
 #include <cuda_runtime_api.h>

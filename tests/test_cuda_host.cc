@@ -23,7 +23,7 @@
 #endif
 #include "cuda/staging.h"
 #include "reduce/reduce.h"
-#include "util.h"
+#include "run_command.h"
 
 namespace {
 

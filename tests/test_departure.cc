@@ -17,7 +17,9 @@
 #include <vector>
 
 #include "handstart.h"
-#include "util.h"
+#include "scoped_env.h"
+#include "threads.h"
+#include "watchdog.h"
 
 namespace {
 

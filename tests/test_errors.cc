@@ -17,9 +17,12 @@
 #include <thread>
 #include <vector>
 
+#include "comm_set.h"
 #include "gtest_helpers.h"
+#include "result_name.h"
 #include "test_types.h"
-#include "util.h"
+#include "threads.h"
+#include "watchdog.h"
 
 namespace {
 

@@ -15,7 +15,7 @@
 
 #include "gtest_helpers.h"
 #include "handstart.h"
-#include "util.h"
+#include "run_command.h"
 
 namespace {
 

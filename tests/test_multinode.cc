@@ -13,7 +13,7 @@
 
 #include "gtest_helpers.h"
 #include "launch.h"
-#include "util.h"
+#include "run_command.h"
 
 namespace {
 

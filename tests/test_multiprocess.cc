@@ -16,7 +16,8 @@
 #include "handstart.h"
 #include "launch.h"
 #include "process.h"
-#include "util.h"
+#include "run_command.h"
+#include "scoped_env.h"
 
 namespace {
 

@@ -55,11 +55,17 @@
 
 #include "base/siphash.h"
 #include "bootstrap/bootstrap.h"
+#include "comm_set.h"
 #include "gtest_helpers.h"
 #include "handstart.h"
 #include "process.h"
+#include "result_name.h"
+#include "scoped_env.h"
+#include "shm_leaks.h"
+#include "threads.h"
+#include "timing.h"
 #include "transport/tcp_wire.h"
-#include "util.h"
+#include "watchdog.h"
 
 #ifndef RELIABILITY_WORKER_PATH
 #error "RELIABILITY_WORKER_PATH must name the chorus_reliability_worker binary"

@@ -24,10 +24,15 @@
 #include <vector>
 
 #include "comm/comm.h"
+#include "comm_set.h"
 #include "core/shrink_wire.h"
 #include "handstart.h"
 #include "process.h"
-#include "util.h"
+#include "scoped_env.h"
+#include "shm_leaks.h"
+#include "threads.h"
+#include "timing.h"
+#include "watchdog.h"
 
 namespace {
 

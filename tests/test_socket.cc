@@ -12,7 +12,9 @@
 
 #include "base/error.h"
 #include "bootstrap/socket.h"
-#include "util.h"
+#include "run_command.h"
+#include "scoped_env.h"
+#include "timing.h"
 
 namespace {
 

@@ -26,9 +26,12 @@
 #include <thread>
 #include <vector>
 
+#include "comm_set.h"
 #include "launch.h"
 #include "process.h"
-#include "util.h"
+#include "run_command.h"
+#include "threads.h"
+#include "timing.h"
 
 #ifndef STATUS_WORKER_PATH
 #error "STATUS_WORKER_PATH must name the chorus_status_worker binary"

@@ -97,8 +97,8 @@ def lightning_ok(out, how):
 
 # Not "spawn" here (it works: lightning_train.py --start-method spawn): its children unpickle
 # a multiprocessing semaphore whose /dev/shm/sem.mp-* name lives for seconds, and a C++ test
-# running beside this one on the machine may unlink it (tests/support/util.cc leakedShm sees no
-# process mapping that name, because glibc maps it under its temporary name), which makes the
+# running beside this one on the machine may unlink it (tests/support/shm_leaks.cc leakedShm sees
+# no process mapping that name, because glibc maps it under its temporary name), which makes the
 # run fail with FileNotFoundError in SemLock._rebuild, with gloo too.
 @pytest.mark.parametrize("start_method", ["popen", "fork"])
 def test_lightning_launches(start_method):

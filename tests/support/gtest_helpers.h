@@ -7,7 +7,7 @@
 #include <set>
 #include <string>
 
-#include "util.h"
+#include "shm_leaks.h"
 
 namespace ctest {
 

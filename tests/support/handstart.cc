@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "process.h"
-#include "util.h"
+#include "timing.h"
 
 namespace ctest {
 

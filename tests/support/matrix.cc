@@ -5,9 +5,11 @@
 #include <cstring>
 
 #include "checker.h"
+#include "result_name.h"
 #include "test_types.h"
-#include "util.h"
+#include "timing.h"
 #include "values.h"
+#include "watchdog.h"
 
 namespace ctest {
 

@@ -1,8 +1,8 @@
 // The tests' one way to start a process: fork + exec with every argument, environment entry and
 // file name prepared before fork(), so that the child only dups, opens and execs
 // (async-signal-safe: other threads of the test may hold the allocator's lock). Used by
-// runCommand (util.h) and by the tests that start ranks themselves (launcher variables, kills,
-// lingering survivors, status signals).
+// runCommand (run_command.h) and by the tests that start ranks themselves (launcher variables,
+// kills, lingering survivors, status signals).
 #pragma once
 
 #include <sys/types.h>
