@@ -1,0 +1,60 @@
+// ProcessGroupChorus's point-to-point operations (process_group.h): send and recv are deferred
+// on the engine until a wait, the next collective or the end of a coalescing block starts the
+// batch as one Chorus group.
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "errors.h"
+#include "process_group.h"
+#include "tensor_args.h"
+
+namespace chorus_torch {
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::send(std::vector<at::Tensor>& tensors,
+                                                        int dstRank, int /*tag*/) {
+  checkSingle(rank_, "send", tensors);
+  if (dstRank < 0 || dstRank >= size_ || dstRank == rank_)
+    refuse(rank_, "send", "destination " + std::to_string(dstRank) + " is not another rank");
+  at::Tensor t = tensors[0].contiguous();
+  chorusComm_t comm = engine_->comm();
+  auto work = makeWork(c10d::OpType::SEND, tensors, /*deferred=*/true);
+  engine_->defer(work, [t, comm, dstRank] {
+    if (nbytes(t))
+      check(chorusSend(t.data_ptr(), nbytes(t), chorusInt8, dstRank, comm, nullptr), comm, "send");
+  });
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recv(std::vector<at::Tensor>& tensors,
+                                                        int srcRank, int /*tag*/) {
+  checkSingle(rank_, "recv", tensors);
+  if (srcRank < 0 || srcRank >= size_ || srcRank == rank_)
+    refuse(rank_, "recv", "source " + std::to_string(srcRank) + " is not another rank");
+  // A non-contiguous destination is filled from a contiguous copy once the group has ended.
+  auto d = std::make_shared<Dense>(tensors[0]);
+  chorusComm_t comm = engine_->comm();
+  auto work = makeWork(c10d::OpType::RECV, tensors, /*deferred=*/true);
+  std::function<void()> post;
+  if (!d->work.is_same(d->user)) post = [d] { d->copyBack(); };
+  engine_->defer(
+      work,
+      [d, comm, srcRank] {
+        if (nbytes(d->work))
+          check(chorusRecv(d->work.data_ptr(), nbytes(d->work), chorusInt8, srcRank, comm, nullptr),
+                comm, "recv");
+      },
+      std::move(post));
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recvAnysource(std::vector<at::Tensor>& /*t*/,
+                                                                 int /*tag*/) {
+  refuse(rank_, "recv", "receiving from any source is not supported; name the source rank");
+}
+
+}  // namespace chorus_torch
