@@ -1,7 +1,6 @@
 // Communicator lifecycle: unique id, init (blocking and not), InitAll, Split, Finalize, Destroy,
 // Abort, and the queries.
 #include <fcntl.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,9 +14,11 @@
 #include "base/siphash.h"
 #include "comm/comm.h"
 #include "comm/wait.h"
+#include "core/placement.h"
 #include "cuda/backend.h"
 #include "net/tcp.h"
 #include "topo/cpu_share.h"
+#include "topo/topology.h"
 #include "tune/tuner.h"
 
 namespace chorus {
@@ -57,107 +58,10 @@ size_t defaultSlotBytes(int nnodes) {
   return size_t(nnodes > 1 ? 4 << 20 : 1 << 20) / kNSteps;
 }
 
-// Ranks are grouped into nodes by host identity; the ring visits the ranks of each node
-// together, so it crosses each node boundary once.
-void buildTopology(chorusComm* c) {
-  const int n = c->nranks;
-  c->nodeOf.assign(size_t(n), -1);
-  c->nnodes = 0;
-  for (int r = 0; r < n; ++r) {
-    for (int q = 0; q < r; ++q)
-      if (c->peers[size_t(q)].hostHash == c->peers[size_t(r)].hostHash) {
-        c->nodeOf[size_t(r)] = c->nodeOf[size_t(q)];
-        break;
-      }
-    if (c->nodeOf[size_t(r)] < 0) c->nodeOf[size_t(r)] = c->nnodes++;
-  }
-  c->ring.resize(size_t(n));
-  for (int r = 0; r < n; ++r) c->ring[size_t(r)] = r;
-  std::stable_sort(c->ring.begin(), c->ring.end(),
-                   [&](int a, int b) { return c->nodeOf[size_t(a)] < c->nodeOf[size_t(b)]; });
-  c->ringPos.resize(size_t(n));
-  for (int i = 0; i < n; ++i) c->ringPos[size_t(c->ring[size_t(i)])] = i;
-}
-
-// The CPUs the calling thread may run on, ascending (empty if the kernel does not say).
-std::vector<int> threadCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
-  for (int i = 0; i < CPU_SETSIZE; ++i)
-    if (CPU_ISSET(i, &set)) cpus.push_back(i);
-  return cpus;
-}
-
-// Whether a communicator already bound this thread (a later one, a subgroup of torch or a
-// split, keeps that placement: its ranks' positions differ from the first one's).
-thread_local bool tBoundByChorus = false;
-// Set on the thread of a non-blocking init: it must not bind itself (the caller's thread runs the
-// collectives), and the caller's placement is unknown there.
-thread_local bool tInitThread = false;
-
-// Placement: how this rank waits, from the cores it may use and the ranks of its node.
-// Ranks that nothing placed (torchrun, mpirun --bind-to none, srun without --cpu-bind, started
-// by hand, threads of one process) all have the same CPU set; the scheduler then moves them
-// freely, two of them may share a core while a busy process holds the other, and a wait can
-// neither spin (the peer it waits for may need this core) nor yield cheaply (the busy process
-// runs a whole time slice). So, unless CHORUS_BIND=none, the rank binds its thread (and the
-// threads it starts later) to its share of that set: one core each when the node has as many
-// ranks as cores, a block of cores each when it has more cores (a rank's compute threads stay
-// inside its block). Ranks that a launcher placed (their sets differ, or a single core each)
-// are left as they are, and so are ranks that are threads of one process (the thread that
-// creates them may create several, chorusCommInitAll does, and the threads it starts later would
-// inherit one rank's share).
-void placeRank(chorusComm* c, const std::vector<int>& myCpus) {
-  const PeerInfo& me = c->peers[size_t(c->rank)];
-  int local = 0, localIndex = 0;
-  bool sameSet = true, aloneInProcess = true;
-  for (int p = 0; p < c->nranks; ++p) {
-    if (c->isRemote(p)) continue;
-    const PeerInfo& pi = c->peers[size_t(p)];
-    localIndex += p < c->rank ? 1 : 0;
-    ++local;
-    sameSet = sameSet && pi.cpuCount == me.cpuCount && pi.cpuSetDigest == me.cpuSetDigest;
-    aloneInProcess = aloneInProcess && (p == c->rank || pi.pid != me.pid);
-  }
-  const int online = int(sysconf(_SC_NPROCESSORS_ONLN));
-  const int mine = myCpus.empty() ? online : int(myCpus.size());
-  // A rank pinned to one core (chorusrun --bind-to core) is taken to have its own, so the
-  // node's ranks share the online cores; otherwise the node has the cores of the common set.
-  const int cores = mine == 1 ? std::max(1, online) : mine;
-  bool bound = false;
-  const std::string bind = envStr("CHORUS_BIND");
-  const bool bindAllowed = !(bind == "none" || bind == "0" || bind == "no");
-  if (bindAllowed && aloneInProcess && !tInitThread && !tBoundByChorus && local > 1 && sameSet &&
-      mine >= local) {
-    const std::vector<int> share = cpuShare(myCpus, localIndex, local);
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    for (int cpu : share) CPU_SET(cpu, &set);
-    if (!share.empty() && sched_setaffinity(0, sizeof(set), &set) == 0) {
-      bound = tBoundByChorus = true;
-      CHORUS_INFO(c->rank,
-                  "bound to CPUs %d-%d: share %d of %d of the node's common set of %d CPUs "
-                  "(CHORUS_BIND=none keeps the launcher's placement)",
-                  share.front(), share.back(), localIndex, local, mine);
-    } else {
-      CHORUS_WARN(c->rank, "could not bind to share %d of %d of its CPUs: %s", localIndex, local,
-                  strerror(errno));
-    }
-  }
-  c->spinIters = uint32_t(std::max<int64_t>(1, envInt("CHORUS_SPIN", local > cores ? 1 : 256)));
-  c->oversubscribed = local > cores;
-  // The tuner's view must be the same on every rank: one node, compared with its online cores.
-  c->shape.oversubscribed = c->nnodes == 1 && local > online;
-  c->shape.onlineCores = online;
-  c->pinned = mine == 1 || bound || tBoundByChorus;
-  c->pollPhase = std::chrono::microseconds(std::max<int64_t>(0, envInt("CHORUS_POLL_US", 50)));
-}
-
 constexpr int64_t kDefaultTimeoutSec = 1800;
 
-void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg) {
+// Phase 0: the settings read from the configuration and the environment, once.
+void readSettings(chorusComm* c, const chorusConfig_t* cfg) {
   cudaCommSetup(c, cfg ? cfg->cudaDevice : -1);  // a device communicator: CUDA state first
   statusSignalSetup();                           // once per process: CHORUS_STATUS_SIGNAL
   // No silent hang by default: 30 minutes without progress fail the call, the default of
@@ -168,18 +72,12 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
                                              : double(envInt("CHORUS_TIMEOUT", kDefaultTimeoutSec));
   c->checkCalls = envInt("CHORUS_CHECK", 0) != 0;
   c->streamThreshold = size_t(envSize("CHORUS_STREAM_THRESHOLD", 16 << 20));
-  const IdData idData = decodeId(id);
-  // Every rank opens its data listener first (it authenticates connections from then on); it
-  // is closed once the links exist.
-  SockAddr dataAddr = pickLocalAddress();
-  std::unique_ptr<DataListener> listener;
-  if (c->nranks > 1) {
-    listener = std::make_unique<DataListener>(&dataAddr, idData.secret, c->rank, &c->abortFlag);
-    CHORUS_INFO(c->rank, "data listener on %s", dataAddr.str().c_str());
-  }
-  c->bootstrap = std::make_unique<Bootstrap>(id, c->rank, c->nranks, &c->abortFlag);
-  Deadline deadline = deadlineIn(bootstrapTimeout());
+}
 
+// Phase 1, exchange: every rank's record (identity, host, proposals, data listener) to every
+// rank through the bootstrap. Returns this rank's record.
+PeerInfo exchangePeers(chorusComm* c, const chorusConfig_t* cfg, const SockAddr& dataAddr,
+                       Deadline deadline) {
   PeerInfo mine{};
   std::string host;
   mine.rank = c->rank;
@@ -200,10 +98,21 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
   mine.cpuSetDigest = cpuSetDigest(myCpus);
   c->peers.resize(size_t(c->nranks));
   c->bootstrap->allGather(&mine, sizeof(mine), c->peers.data(), deadline);
+  return mine;
+}
 
+// Phase 2, topology: nodes and ring from the host identities (topo/topology.h), and the sizes
+// every rank agrees on. Returns whether a rank of this node is in another process.
+bool applyTopology(chorusComm* c, const PeerInfo& mine) {
   // Rank 0's proposal wins so that every rank slices data identically.
   c->nchannels = std::max(2, c->peers[0].nchannels);  // the double binary tree needs two
-  buildTopology(c);
+  std::vector<uint64_t> hosts(size_t(c->nranks));
+  for (int r = 0; r < c->nranks; ++r) hosts[size_t(r)] = c->peers[size_t(r)].hostHash;
+  Topology topo = buildTopology(hosts);
+  c->nodeOf = std::move(topo.nodeOf);
+  c->nnodes = topo.nnodes;
+  c->ring = std::move(topo.ring);
+  c->ringPos = std::move(topo.ringPos);
   c->slotBytes[0] = c->peers[0].slotBytes ? c->peers[0].slotBytes : defaultSlotBytes(c->nnodes);
   c->slotBytes[1] = c->peers[0].llSlotBytes;
   c->shape = shapeOf(c);
@@ -216,7 +125,12 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
          "rank %d: CHORUS_SHM_DISABLE=1 but ranks of this node are in other "
          "processes and no other transport is available",
          c->rank);
+  return otherProcess;
+}
 
+// Phase 3, segments: this rank's segment (its receive FIFOs and its state), its address to the
+// node's ranks (a second exchange), and theirs attached.
+void setupSegments(chorusComm* c, PeerInfo& mine, bool otherProcess, Deadline deadline) {
   SegmentLayout layout{c->nranks, c->nchannels, {c->slotBytes[0], c->slotBytes[1]}};
   const uint64_t nonce = c->peers[0].commNonce;
   c->mySegment = Segment::create(layout, c->rank, otherProcess, nonce);
@@ -250,17 +164,22 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
     throw;
   }
   unlinkNodeNames();
+}
 
+// Phase 4, links: TCP to the ranks of other nodes (through the listener opened before the
+// exchange), and every (protocol, channel, peer) FIFO pair a primitive uses bound.
+void connectLinks(chorusComm* c, DataListener* listener, const uint8_t secret[16]) {
   if (c->nnodes > 1) {
     std::vector<SockAddr> addrs(static_cast<size_t>(c->nranks));
     for (int p = 0; p < c->nranks; ++p) {
       memcpy(&addrs[size_t(p)].ss, c->peers[size_t(p)].dataAddr, c->peers[size_t(p)].dataAddrLen);
       addrs[size_t(p)].len = c->peers[size_t(p)].dataAddrLen;
     }
-    c->tcp = std::make_unique<TcpTransport>(c, *listener, addrs, idData.secret);
+    c->tcp = std::make_unique<TcpTransport>(c, *listener, addrs, secret);
   }
-  listener.reset();
+}
 
+void bindConns(chorusComm* c) {
   for (int pr = 0; pr < 2; ++pr) {
     c->sendConns[pr].assign(size_t(c->nchannels), std::vector<SendConn>(size_t(c->nranks)));
     c->recvConns[pr].assign(size_t(c->nchannels), std::vector<RecvConn>(size_t(c->nranks)));
@@ -286,8 +205,32 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
         s.wakee = r.wakee = &peerSeg.header()->bell;
       }
   }
+}
+
+// Init in named phases: settings, exchange, topology, segments, links, placement.
+void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg) {
+  readSettings(c, cfg);
+  const IdData idData = decodeId(id);
+  // Every rank opens its data listener first (it authenticates connections from then on); it
+  // is closed once the links exist.
+  SockAddr dataAddr = pickLocalAddress();
+  std::unique_ptr<DataListener> listener;
+  if (c->nranks > 1) {
+    listener = std::make_unique<DataListener>(&dataAddr, idData.secret, c->rank, &c->abortFlag);
+    CHORUS_INFO(c->rank, "data listener on %s", dataAddr.str().c_str());
+  }
+  c->bootstrap = std::make_unique<Bootstrap>(id, c->rank, c->nranks, &c->abortFlag);
+  Deadline deadline = deadlineIn(bootstrapTimeout());
+
+  PeerInfo mine = exchangePeers(c, cfg, dataAddr, deadline);
+  const bool otherProcess = applyTopology(c, mine);
+  setupSegments(c, mine, otherProcess, deadline);
+  connectLinks(c, listener.get(), idData.secret);
+  listener.reset();
+
+  bindConns(c);
   createAlgoStates(c);
-  placeRank(c, myCpus);
+  placeRank(c);
   CHORUS_INFO(
       c->rank, "init done: nranks %d on %d node(s), %s, %d channel(s), slot %zu bytes x %d steps",
       c->nranks, c->nnodes, otherProcess ? "shared memory between processes" : "in-process memory",
@@ -381,7 +324,7 @@ chorusResult_t chorusCommInitRankConfig(chorusComm_t* comm, int nranks, chorusUn
     c->asyncError.store(chorusInProgress);
     *comm = c;
     c->initThread = std::thread([c, commId, cfg] {
-      tInitThread = true;
+      markInitThread();
       try {
         initComm(c, commId, &cfg);
         c->asyncError.store(chorusSuccess);

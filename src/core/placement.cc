@@ -1,0 +1,102 @@
+// Placement: how a rank waits, and where it runs when nothing placed it (core/placement.h).
+#include "core/placement.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include "base/debug.h"
+#include "base/param.h"
+#include "comm/comm.h"
+#include "topo/cpu_share.h"
+
+namespace chorus {
+
+std::vector<int> threadCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int i = 0; i < CPU_SETSIZE; ++i)
+    if (CPU_ISSET(i, &set)) cpus.push_back(i);
+  return cpus;
+}
+
+namespace {
+// Whether a communicator already bound this thread (a later one, a subgroup of torch or a
+// split, keeps that placement: its ranks' positions differ from the first one's).
+thread_local bool tBoundByChorus = false;
+// Set on the thread of a non-blocking init: it must not bind itself (the caller's thread runs the
+// collectives), and the caller's placement is unknown there.
+thread_local bool tInitThread = false;
+}  // namespace
+
+void markInitThread() {
+  tInitThread = true;
+}
+
+// Placement: how this rank waits, from the cores it may use and the ranks of its node.
+// Ranks that nothing placed (torchrun, mpirun --bind-to none, srun without --cpu-bind, started
+// by hand, threads of one process) all have the same CPU set; the scheduler then moves them
+// freely, two of them may share a core while a busy process holds the other, and a wait can
+// neither spin (the peer it waits for may need this core) nor yield cheaply (the busy process
+// runs a whole time slice). So, unless CHORUS_BIND=none, the rank binds its thread (and the
+// threads it starts later) to its share of that set: one core each when the node has as many
+// ranks as cores, a block of cores each when it has more cores (a rank's compute threads stay
+// inside its block). Ranks that a launcher placed (their sets differ, or a single core each)
+// are left as they are, and so are ranks that are threads of one process (the thread that
+// creates them may create several, chorusCommInitAll does, and the threads it starts later would
+// inherit one rank's share).
+void placeRank(chorusComm* c) {
+  const std::vector<int> myCpus = threadCpus();
+  const PeerInfo& me = c->peers[size_t(c->rank)];
+  int local = 0, localIndex = 0;
+  bool sameSet = true, aloneInProcess = true;
+  for (int p = 0; p < c->nranks; ++p) {
+    if (c->isRemote(p)) continue;
+    const PeerInfo& pi = c->peers[size_t(p)];
+    localIndex += p < c->rank ? 1 : 0;
+    ++local;
+    sameSet = sameSet && pi.cpuCount == me.cpuCount && pi.cpuSetDigest == me.cpuSetDigest;
+    aloneInProcess = aloneInProcess && (p == c->rank || pi.pid != me.pid);
+  }
+  const int online = int(sysconf(_SC_NPROCESSORS_ONLN));
+  const int mine = myCpus.empty() ? online : int(myCpus.size());
+  // A rank pinned to one core (chorusrun --bind-to core) is taken to have its own, so the
+  // node's ranks share the online cores; otherwise the node has the cores of the common set.
+  const int cores = mine == 1 ? std::max(1, online) : mine;
+  bool bound = false;
+  const std::string bind = envStr("CHORUS_BIND");
+  const bool bindAllowed = !(bind == "none" || bind == "0" || bind == "no");
+  if (bindAllowed && aloneInProcess && !tInitThread && !tBoundByChorus && local > 1 && sameSet &&
+      mine >= local) {
+    const std::vector<int> share = cpuShare(myCpus, localIndex, local);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int cpu : share) CPU_SET(cpu, &set);
+    if (!share.empty() && sched_setaffinity(0, sizeof(set), &set) == 0) {
+      bound = tBoundByChorus = true;
+      CHORUS_INFO(c->rank,
+                  "bound to CPUs %d-%d: share %d of %d of the node's common set of %d CPUs "
+                  "(CHORUS_BIND=none keeps the launcher's placement)",
+                  share.front(), share.back(), localIndex, local, mine);
+    } else {
+      CHORUS_WARN(c->rank, "could not bind to share %d of %d of its CPUs: %s", localIndex, local,
+                  strerror(errno));
+    }
+  }
+  c->spinIters = uint32_t(std::max<int64_t>(1, envInt("CHORUS_SPIN", local > cores ? 1 : 256)));
+  c->oversubscribed = local > cores;
+  // The tuner's view must be the same on every rank: one node, compared with its online cores.
+  c->shape.oversubscribed = c->nnodes == 1 && local > online;
+  c->shape.onlineCores = online;
+  c->pinned = mine == 1 || bound || tBoundByChorus;
+  c->pollPhase = std::chrono::microseconds(std::max<int64_t>(0, envInt("CHORUS_POLL_US", 50)));
+}
+
+}  // namespace chorus
