@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Bottom first. A folder may include only the folders before it in this list.
-LAYERS=(base reduce topo bootstrap transport proto comm prims net tune algo cuda core)
+LAYERS=(base reduce topo bootstrap transport proto comm shm loopback prims net tune algo cuda core)
 
 graph=0
 objdir=

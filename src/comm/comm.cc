@@ -69,7 +69,7 @@ void markFailed(chorusComm* comm, chorusResult_t code, const std::string& messag
   }
   // Peers on other nodes: a notice on the TCP control connections, written to the sockets
   // before this returns (first cause sticks too).
-  if (comm->tcp) comm->tcp->notifyFailure(cause >= 0 ? cause : comm->rank, message);
+  if (comm->control) comm->control->notifyFailure(cause >= 0 ? cause : comm->rank, message);
   int noCause = -1;
   if (cause >= 0 && cause < comm->nranks) comm->failedRank.compare_exchange_strong(noCause, cause);
   int expected = chorusSuccess;

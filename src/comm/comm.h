@@ -15,10 +15,11 @@
 
 #include "bootstrap/bootstrap.h"
 #include "chorus/chorus.h"
+#include "comm/control.h"
 #include "comm/op.h"
 #include "comm/plan.h"
-#include "comm/remote.h"
 #include "comm/status.h"
+#include "comm/transport.h"
 #include "transport/fifo.h"
 #include "transport/segment.h"
 
@@ -41,9 +42,10 @@ struct PeerInfo {
   uint64_t segAddr;      // address of the segment in its owner's process
   char hostname[64];
   char segName[96];
-  uint64_t commNonce;    // rank 0's wins: names this communicator's shm segments
-  uint8_t dataAddr[28];  // TCP data listener (sockaddr_in / sockaddr_in6)
-  uint32_t dataAddrLen;
+  uint64_t commNonce;  // rank 0's wins: names this communicator's shm segments
+  // Each transport's address (comm/transport.h), by row of the transport table
+  // (core/transports.cc); opaque to all but that transport.
+  uint8_t addr[kMaxTransports][kTransportAddrBytes];
   int32_t cpuCount;       // CPUs of the thread that created the rank (its affinity set)
   uint64_t cpuSetDigest;  // topo/cpu_share.h: equal digests, equal sets
 };
@@ -78,7 +80,11 @@ struct chorusComm {
   // [proto][channel][peer]
   std::vector<std::vector<chorus::SendConn>> sendConns[2];
   std::vector<std::vector<chorus::RecvConn>> recvConns[2];
-  std::unique_ptr<chorus::RemoteLinks> tcp;  // links to ranks on other nodes (net/tcp.h), if any
+  // The transports (comm/transport.h) by row of the table (core/transports.cc; null: a row not
+  // in use), and the control channel to the ranks of other nodes (comm/control.h) that one of
+  // them runs (TCP's), null when every rank is on this node.
+  std::vector<std::unique_ptr<chorus::Transport>> transports;
+  chorus::PeerControl* control = nullptr;
   // What the algorithms keep, opaque here: each table row's state (comm/plan.h AlgoState,
   // reached through algoState<T> below), and the primitives' per-channel scratch (prims/prims.h).
   // Made by createAlgoStates when the transport is up, freed by destroyAlgoStates (algo/algo.h).

@@ -201,7 +201,8 @@ std::string opWords(uint32_t op, uint64_t seq) {
 // -1 between calls (the sign of life is negated there).
 bool readStatus(chorusComm* c, int p, int64_t nowNs, PeerStatus* st) {
   if (c->isRemote(p))
-    return c->tcp != nullptr && c->tcp->queryStatus(p, std::clamp(c->timeoutSec / 4, 0.3, 1.0), st);
+    return c->control != nullptr &&
+           c->control->queryStatus(p, std::clamp(c->timeoutSec / 4, 0.3, 1.0), st);
   *st = segmentStatus(c, p, nowNs);
   return true;
 }
@@ -224,7 +225,7 @@ bool judge(const PeerStatus& st, int p, double stale, BehindInfo* b) {
 
 // A remote rank that did not answer: stopped, unless its link failed meanwhile.
 void noAnswer(chorusComm* c, int p, BehindInfo* b) {
-  b->why = c->tcp != nullptr && c->tcp->peerFailed(p) ? Behind::kRemote : Behind::kStopped;
+  b->why = c->control != nullptr && c->control->peerFailed(p) ? Behind::kRemote : Behind::kStopped;
   b->culprit = p;
 }
 
@@ -235,9 +236,9 @@ BehindInfo findStopped(chorusComm* c, double stale, int64_t nowNs) {
   for (int remote = 0; remote < 2; ++remote)
     for (int p = 0; p < c->nranks; ++p) {
       if (p == c->rank || c->isRemote(p) != (remote == 1)) continue;
-      if (remote && c->tcp == nullptr) return b;
-      if (remote && c->tcp->peerFailed(p)) {
-        b.why = Behind::kFailed, b.culprit = c->tcp->failureCause(p), b.reporter = p;
+      if (remote && c->control == nullptr) return b;
+      if (remote && c->control->peerFailed(p)) {
+        b.why = Behind::kFailed, b.culprit = c->control->failureCause(p), b.reporter = p;
         return b;
       }
       PeerStatus st;
@@ -258,7 +259,7 @@ BehindInfo findBehind(chorusComm* c, int peer) {
   int p = peer;
   bool inCall = false;  // p is inside a call (not between two)
   for (int steps = 0; steps < c->nranks; ++steps) {
-    if (c->isRemote(p) && (c->tcp == nullptr || c->tcp->peerFailed(p))) {
+    if (c->isRemote(p) && (c->control == nullptr || c->control->peerFailed(p))) {
       b.why = Behind::kRemote;  // its own failure notice names the cause (Waiter::check)
       b.culprit = p;
       return b;
@@ -400,11 +401,11 @@ void Waiter::check(Clock::time_point now) {
   if (peer_ >= 0 && peer_ != c->rank && c->isRemote(peer_)) {
     // The proxy failed this peer: its connection was lost (cause: the peer), or it sent a
     // failure notice naming the rank that caused it (itself, or a rank that died).
-    if (c->tcp && c->tcp->peerFailed(peer_))
+    if (c->control && c->control->peerFailed(peer_))
       throw Failure{chorusRemoteError,
-                    format("rank %d: %s: %s", c->rank, what_, c->tcp->failureReason(peer_)),
-                    c->tcp->failureCause(peer_)};
-    if (c->tcp && c->tcp->peerLeft(peer_)) departed(now, c->tcp->peerDrained(peer_));
+                    format("rank %d: %s: %s", c->rank, what_, c->control->failureReason(peer_)),
+                    c->control->failureCause(peer_)};
+    if (c->control && c->control->peerLeft(peer_)) departed(now, c->control->peerDrained(peer_));
   } else if (peer_ >= 0 && peer_ != c->rank) {
     const SegmentHeader* h = c->peerHeader(peer_);
     pid_t pid = c->peers[size_t(peer_)].pid;
@@ -453,7 +454,7 @@ void Waiter::check(Clock::time_point now) {
                       cause};
       const bool valid = cause >= 0 && cause < c->nranks;
       const bool dead =
-          valid && (c->isRemote(cause) ? c->tcp && c->tcp->seenDead(cause)
+          valid && (c->isRemote(cause) ? c->control && c->control->seenDead(cause)
                                        : c->peers[size_t(cause)].pid != getpid() &&
                                              !processAlive(c->peers[size_t(cause)].pid));
       throw Failure{chorusRemoteError,
@@ -497,12 +498,13 @@ void Waiter::check(Clock::time_point now) {
       msg =
           format("rank %d: %s: rank %d is behind (reported by rank %d, which failed; waits %s): %s",
                  c->rank, what_, culprit, b.reporter, chain.c_str(), base.c_str());
-    } else if (b.why == Behind::kRemote && c->tcp) {
+    } else if (b.why == Behind::kRemote && c->control) {
       // The ranks there timed out too, at about the same moment, and followed their own node's
       // waits: give their notice a moment to arrive (an error path; the bound is long passed).
       const auto until = Clock::now() + std::chrono::milliseconds(300);
-      while (!c->tcp->peerFailed(culprit) && Clock::now() < until) usleep(2000);
-      const int remoteCause = c->tcp->peerFailed(culprit) ? c->tcp->failureCause(culprit) : -1;
+      while (!c->control->peerFailed(culprit) && Clock::now() < until) usleep(2000);
+      const int remoteCause =
+          c->control->peerFailed(culprit) ? c->control->failureCause(culprit) : -1;
       if (remoteCause >= 0 && remoteCause != c->rank) {
         msg = format("rank %d: %s: rank %d is behind (reported by rank %d of node %d): %s", c->rank,
                      what_, remoteCause, culprit, c->nodeOf[size_t(culprit)], base.c_str());

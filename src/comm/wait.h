@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "base/clock.h"
-#include "comm/remote.h"
+#include "comm/control.h"
 
 struct chorusComm;
 

@@ -15,6 +15,7 @@
 #include "comm/comm.h"
 #include "comm/wait.h"
 #include "core/placement.h"
+#include "core/transports.h"
 #include "cuda/backend.h"
 #include "net/tcp.h"
 #include "topo/cpu_share.h"
@@ -74,10 +75,30 @@ void readSettings(chorusComm* c, const chorusConfig_t* cfg) {
   c->streamThreshold = size_t(envSize("CHORUS_STREAM_THRESHOLD", 16 << 20));
 }
 
-// Phase 1, exchange: every rank's record (identity, host, proposals, data listener) to every
-// rank through the bootstrap. Returns this rank's record.
-PeerInfo exchangePeers(chorusComm* c, const chorusConfig_t* cfg, const SockAddr& dataAddr,
-                       Deadline deadline) {
+// Phase 0, transports: one of every row of the table (core/transports.cc) that may serve a peer,
+// created before the bootstrap (TCP's data listener authenticates connections from then on).
+// CHORUS_TRANSPORT=<name> keeps that row alone; a row marked onlyWhenNamed is used only then.
+void openTransports(chorusComm* c, const uint8_t secret[16]) {
+  const std::string only = envStr("CHORUS_TRANSPORT");
+  const auto table = transportTable();
+  c->transports.resize(table.size());
+  bool named = only.empty();
+  std::string names;
+  for (size_t i = 0; i < table.size(); ++i) {
+    names += (i ? ", " : "") + std::string(table[i].name);
+    const bool isNamed = only == table[i].name;
+    named = named || isNamed;
+    if (only.empty() ? !table[i].onlyWhenNamed : isNamed)
+      c->transports[i] = table[i].create(c, int(i), secret);
+  }
+  if (!named)
+    fail(chorusInvalidArgument, "rank %d: CHORUS_TRANSPORT=%s names no transport (%s)", c->rank,
+         only.c_str(), names.c_str());
+}
+
+// Phase 1, exchange: every rank's record (identity, host, proposals) to every rank through the
+// bootstrap. Returns this rank's record.
+PeerInfo exchangePeers(chorusComm* c, const chorusConfig_t* cfg, Deadline deadline) {
   PeerInfo mine{};
   std::string host;
   mine.rank = c->rank;
@@ -91,8 +112,6 @@ PeerInfo exchangePeers(chorusComm* c, const chorusConfig_t* cfg, const SockAddr&
   mine.llSlotBytes = size_t(
       std::max<int64_t>(4096, envSize("CHORUS_LL_BUFFSIZE", 256 << 10) / kNSteps) & ~int64_t(63));
   fillRandom(&mine.commNonce, sizeof(mine.commNonce));
-  memcpy(mine.dataAddr, &dataAddr.ss, dataAddr.len);
-  mine.dataAddrLen = dataAddr.len;
   const std::vector<int> myCpus = threadCpus();
   mine.cpuCount = int32_t(myCpus.size());
   mine.cpuSetDigest = cpuSetDigest(myCpus);
@@ -128,8 +147,8 @@ bool applyTopology(chorusComm* c, const PeerInfo& mine) {
   return otherProcess;
 }
 
-// Phase 3, segments: this rank's segment (its receive FIFOs and its state), its address to the
-// node's ranks (a second exchange), and theirs attached.
+// Phase 3, segments: this rank's segment (its receive FIFOs and its state), its address and
+// every transport's to every rank (a second exchange), and the node's segments attached.
 void setupSegments(chorusComm* c, PeerInfo& mine, bool otherProcess, Deadline deadline) {
   SegmentLayout layout{c->nranks, c->nchannels, {c->slotBytes[0], c->slotBytes[1]}};
   const uint64_t nonce = c->peers[0].commNonce;
@@ -149,6 +168,8 @@ void setupSegments(chorusComm* c, PeerInfo& mine, bool otherProcess, Deadline de
           Segment::unlinkPeerName(p.pid, p.rank, nonce);
   };
   try {
+    for (size_t i = 0; i < c->transports.size(); ++i)
+      if (c->transports[i]) c->transports[i]->address(mine.addr[i]);
     c->bootstrap->allGather(&mine, sizeof(mine), c->peers.data(), deadline);
     c->peerSegments.resize(size_t(c->nranks));
     for (int p = 0; p < c->nranks; ++p) {
@@ -166,20 +187,32 @@ void setupSegments(chorusComm* c, PeerInfo& mine, bool otherProcess, Deadline de
   unlinkNodeNames();
 }
 
-// Phase 4, links: TCP to the ranks of other nodes (through the listener opened before the
-// exchange), and every (protocol, channel, peer) FIFO pair a primitive uses bound.
-void connectLinks(chorusComm* c, DataListener* listener, const uint8_t secret[16]) {
-  if (c->nnodes > 1) {
-    std::vector<SockAddr> addrs(static_cast<size_t>(c->nranks));
-    for (int p = 0; p < c->nranks; ++p) {
-      memcpy(&addrs[size_t(p)].ss, c->peers[size_t(p)].dataAddr, c->peers[size_t(p)].dataAddrLen);
-      addrs[size_t(p)].len = c->peers[size_t(p)].dataAddrLen;
-    }
-    c->tcp = std::make_unique<TcpTransport>(c, *listener, addrs, secret);
+// Phase 4, links: every peer gets the first transport (in table order) that reaches it; every
+// transport connects to the peers it got (each rank calls each, so a collective step inside one
+// is met); the control channel is the one a transport offers. Returns the row of every peer.
+std::vector<int> connectLinks(chorusComm* c) {
+  const size_t rows = c->transports.size();
+  std::vector<int> rowOf(size_t(c->nranks), -1);
+  std::vector<std::vector<int>> served(rows);
+  for (int p = 0; p < c->nranks; ++p) {
+    for (size_t i = 0; i < rows && rowOf[size_t(p)] < 0; ++i)
+      if (c->transports[i] && c->transports[i]->reaches(p)) rowOf[size_t(p)] = int(i);
+    if (rowOf[size_t(p)] < 0)
+      fail(chorusInvalidUsage, "rank %d: no transport reaches rank %d (CHORUS_TRANSPORT=%s)",
+           c->rank, p, envStr("CHORUS_TRANSPORT").c_str());
+    served[size_t(rowOf[size_t(p)])].push_back(p);
   }
+  for (size_t i = 0; i < rows; ++i)
+    if (c->transports[i]) {
+      c->transports[i]->connect(served[i]);
+      if (c->control == nullptr) c->control = c->transports[i]->control();
+    }
+  return rowOf;
 }
 
-void bindConns(chorusComm* c) {
+// The FIFO pair of every (protocol, channel, peer): the receive side in this rank's segment,
+// then the peer's transport binds both.
+void bindConns(chorusComm* c, const std::vector<int>& rowOf) {
   for (int pr = 0; pr < 2; ++pr) {
     c->sendConns[pr].assign(size_t(c->nchannels), std::vector<SendConn>(size_t(c->nranks)));
     c->recvConns[pr].assign(size_t(c->nchannels), std::vector<RecvConn>(size_t(c->nranks)));
@@ -192,17 +225,7 @@ void bindConns(chorusComm* c) {
         r.slotBytes = c->slotBytes[pr];
         r.peer = p;
         s.peer = p;
-        if (c->isRemote(p)) {
-          // Only Simple crosses nodes (the tuner never picks LL when a peer is remote).
-          if (pr == 0) c->tcp->bindSendConn(p, ch, &s);
-          continue;
-        }
-        const Segment& peerSeg = p == c->rank ? c->mySegment : c->peerSegments[size_t(p)];
-        s.ctrl = peerSeg.fifoCtrl(pr, ch, c->rank);
-        s.slots = peerSeg.fifoData(pr, ch, c->rank);
-        s.slotBytes = c->slotBytes[pr];
-        // Posts wake p if it sleeps waiting for data; releases wake p waiting for a free slot.
-        s.wakee = r.wakee = &peerSeg.header()->bell;
+        c->transports[size_t(rowOf[size_t(p)])]->bind(pr, ch, p, &s, &r);
       }
   }
 }
@@ -211,24 +234,24 @@ void bindConns(chorusComm* c) {
 void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg) {
   readSettings(c, cfg);
   const IdData idData = decodeId(id);
-  // Every rank opens its data listener first (it authenticates connections from then on); it
-  // is closed once the links exist.
-  SockAddr dataAddr = pickLocalAddress();
-  std::unique_ptr<DataListener> listener;
-  if (c->nranks > 1) {
-    listener = std::make_unique<DataListener>(&dataAddr, idData.secret, c->rank, &c->abortFlag);
-    CHORUS_INFO(c->rank, "data listener on %s", dataAddr.str().c_str());
+  std::vector<int> rowOf;
+  bool otherProcess = false;
+  try {
+    openTransports(c, idData.secret);
+    c->bootstrap = std::make_unique<Bootstrap>(id, c->rank, c->nranks, &c->abortFlag);
+    Deadline deadline = deadlineIn(bootstrapTimeout());
+    PeerInfo mine = exchangePeers(c, cfg, deadline);
+    otherProcess = applyTopology(c, mine);
+    setupSegments(c, mine, otherProcess, deadline);
+    rowOf = connectLinks(c);
+  } catch (...) {
+    // As the links' setup unwinds: listeners closed now, not when the communicator is freed.
+    c->control = nullptr;
+    c->transports.clear();
+    throw;
   }
-  c->bootstrap = std::make_unique<Bootstrap>(id, c->rank, c->nranks, &c->abortFlag);
-  Deadline deadline = deadlineIn(bootstrapTimeout());
 
-  PeerInfo mine = exchangePeers(c, cfg, dataAddr, deadline);
-  const bool otherProcess = applyTopology(c, mine);
-  setupSegments(c, mine, otherProcess, deadline);
-  connectLinks(c, listener.get(), idData.secret);
-  listener.reset();
-
-  bindConns(c);
+  bindConns(c, rowOf);
   createAlgoStates(c);
   placeRank(c);
   CHORUS_INFO(
@@ -253,7 +276,8 @@ void freeComm(chorusComm* c) {
   destroyAlgoStates(c);  // the channel workers too (parked: no call is in flight here)
   // Same-node peers in chorusCommShrink stop waiting for this rank (core/shrink.cc).
   if (c->mySegment.base()) c->mySegment.shrinkBox()->left.store(1, std::memory_order_release);
-  c->tcp.reset();  // flushes posted slots, stops the proxy (it writes into our segment)
+  c->control = nullptr;
+  c->transports.clear();  // TCP flushes posted slots, stops the proxy (it writes into our segment)
   for (auto& s : c->peerSegments) s.release();
   c->mySegment.release();
   c->bootstrap.reset();

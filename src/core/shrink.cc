@@ -186,7 +186,7 @@ class Agreement {
       if (r == c_->rank || gone_[size_t(r)]) continue;
       bool g;
       if (c_->isRemote(r)) {
-        g = c_->tcp && (c_->tcp->seenDead(r) || c_->tcp->controlClosed(r));
+        g = c_->control && (c_->control->seenDead(r) || c_->control->controlClosed(r));
       } else {
         const pid_t pid = pid_t(c_->peers[size_t(r)].pid);
         g = c_->peerSegments[size_t(r)].shrinkBox()->left.load(std::memory_order_acquire) != 0 ||
@@ -216,13 +216,13 @@ class Agreement {
 
   void publish(const std::string& bytes) {
     writeBox(c_->mySegment.shrinkBox(), bytes);
-    if (c_->tcp) c_->tcp->publishShrink(bytes);
+    if (c_->control) c_->control->publishShrink(bytes);
   }
 
   // The latest message of rank r for this shrink call (false: none, or from another call).
   bool latest(int r, Message* m) {
     std::string bytes;
-    const bool got = c_->isRemote(r) ? c_->tcp && c_->tcp->latestShrink(r, &bytes)
+    const bool got = c_->isRemote(r) ? c_->control && c_->control->latestShrink(r, &bytes)
                                      : readBox(c_->peerSegments[size_t(r)].shrinkBox(), &bytes);
     if (!got) return false;
     const shrinkwire::Status st = shrinkwire::parse(bytes.data(), bytes.size(), c_->nranks, m);

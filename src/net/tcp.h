@@ -1,6 +1,7 @@
-// TCP transport between nodes (NCCL's socket path): the communicator's RemoteLinks
-// (comm/remote.h), with a proxy thread per communicator. For each remote peer and channel the
-// rank keeps the same FIFO interface as shared memory:
+// TCP transport between nodes (NCCL's socket path): a row of the transport table
+// (comm/transport.h; net/tcp_row.cc) and the communicator's control channel to the ranks of
+// other nodes (comm/control.h), with a proxy thread per communicator. For each remote peer and
+// channel the rank keeps the same FIFO interface as shared memory:
 //   outgoing: the rank posts into a local staging FIFO; the proxy thread drains each slot into
 //             the peer's sockets ({u64 bytes, data}; slot i goes on socket i % nsocks);
 //   incoming: the proxy reads slots from the sockets straight into the rank's own receive FIFO
@@ -40,7 +41,8 @@
 #include <vector>
 
 #include "bootstrap/socket.h"
-#include "comm/remote.h"
+#include "comm/control.h"
+#include "comm/transport.h"
 #include "transport/fifo.h"
 
 struct chorusComm;
@@ -80,7 +82,7 @@ class DataListener {
   std::thread thread_;
 };
 
-class TcpTransport final : public RemoteLinks {
+class TcpTransport final : public PeerControl {
  public:
   // Connects to every remote peer (lower rank connects, higher accepts through `listener`),
   // authenticates, allocates staging FIFOs, starts the proxy. `addrs[r]` is rank r's listener.
@@ -89,7 +91,7 @@ class TcpTransport final : public RemoteLinks {
   ~TcpTransport() override;
 
   // The FIFO a rank posts into to send to remote `peer` on `channel`.
-  void bindSendConn(int peer, int channel, SendConn* conn) override;
+  void bindSendConn(int peer, int channel, SendConn* conn);
   bool peerFailed(int peer) const override { return failed_[size_t(peer)].load() != 0; }
   // Once peerFailed: why (a phrase naming the rank that caused it) and that rank.
   const char* failureReason(int peer) const override;
@@ -159,5 +161,9 @@ class TcpTransport final : public RemoteLinks {
   std::vector<uint64_t> statusCount_;
   std::unique_ptr<std::atomic<bool>[]> controlClosed_;
 };
+
+// TCP's row of the transport table (net/tcp_row.cc): reaches the ranks of other nodes; its
+// data listener is open from its creation until its links exist.
+std::unique_ptr<Transport> createTcpTransport(chorusComm* c, int row, const uint8_t secret[16]);
 
 }  // namespace chorus

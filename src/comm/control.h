@@ -1,15 +1,16 @@
-// Links to the ranks on other nodes, as the communicator sees them: its waits (comm/wait.cc),
-// markFailed (comm/comm.cc), init (core/init.cc) and chorusCommShrink (core/shrink.cc). The TCP
-// transport (net/tcp.h) implements it and init creates it, so the communicator's layer does not
-// depend on the proxy that lives above it.
+// The control channel to the ranks on other nodes, as the communicator sees it: failure notices,
+// departures, shrink messages and status queries, apart from the data links that carry the
+// FIFOs. The communicator holds it as `control` (null when no peer is on another node); its
+// waits (comm/wait.cc), markFailed (comm/comm.cc) and chorusCommShrink (core/shrink.cc) use it.
+// The TCP transport (net/tcp.h) implements it over its control connections and init
+// (core/init.cc) takes it from the transport that offers one, so the communicator's layer does
+// not depend on the proxy that lives above it. Its calls are off the hot path.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 namespace chorus {
-
-struct SendConn;  // transport/fifo.h
 
 // A remote rank's state, as its process answers a status query (comm/wait.cc follows a chain of
 // waits across nodes with it): the peer + 1 it waits for in a long wait (0: none), how long ago
@@ -23,12 +24,10 @@ struct PeerStatus {
   int failed = 0;
 };
 
-class RemoteLinks {
+class PeerControl {
  public:
-  virtual ~RemoteLinks() = default;
+  virtual ~PeerControl() = default;
 
-  // The FIFO a rank posts into to send to remote `peer` on `channel`.
-  virtual void bindSendConn(int peer, int channel, SendConn* conn) = 0;
   // Whether the link to `peer` failed; once it did: why (a phrase naming the rank that caused
   // it) and that rank.
   virtual bool peerFailed(int peer) const = 0;

@@ -1,0 +1,94 @@
+// The transport seam (src/comm/transport.h): the loopback transport (src/loopback/), written
+// against the interface only, carries every FIFO when CHORUS_TRANSPORT=loopback. Thread ranks
+// run AllReduce, AllGather, Broadcast, ReduceScatter and Send/Recv through it, at 2, 3 and 4
+// ranks, with the tuner's choice and with ring / tree forced in both protocols; tests/support's
+// matrix checks every result against its own reference (tests/support/reference.h). Its FIFO
+// blocks exist while the communicators do and are freed with them. An unknown transport name
+// fails init with a message naming it.
+#include <chorus/chorus.h>
+#include <gtest/gtest.h>
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "loopback/loopback.h"
+#include "matrix.h"
+#include "util.h"
+
+namespace {
+
+using namespace ctest;
+
+struct SeamParam {
+  const char* algo;  // nullptr: the tuner's choice
+  const char* proto;
+  int nranks;
+};
+
+void PrintTo(const SeamParam& p, std::ostream* os) {
+  *os << (p.algo ? p.algo : "tuner") << "/" << (p.proto ? p.proto : "tuner") << " x " << p.nranks
+      << " ranks";
+}
+
+class Loopback : public ::testing::TestWithParam<SeamParam> {};
+
+TEST_P(Loopback, Matrix) {
+  const SeamParam p = GetParam();
+  ScopedEnv transport("CHORUS_TRANSPORT", "loopback");
+  ScopedEnv algo("CHORUS_ALGO", p.algo), proto("CHORUS_PROTO", p.proto);
+  ScopedEnv buff("CHORUS_BUFFSIZE", "65536"), ll("CHORUS_LL_BUFFSIZE", "65536");
+  Watchdog watchdog(120, "loopback transport matrix");
+  const long before = chorus::loopbackBlocksLive();
+  {
+    CommSet comms(p.nranks);
+    ASSERT_EQ(comms.initResult(), chorusSuccess) << chorusGetLastError(nullptr);
+    // One FIFO block per rank: the FIFOs are the loopback transport's.
+    EXPECT_EQ(chorus::loopbackBlocksLive() - before, p.nranks);
+    MatrixOptions opt;
+    opt.colls = {Coll::AllReduce, Coll::AllGather, Coll::Broadcast, Coll::ReduceScatter,
+                 Coll::SendRecv};
+    opt.counts = {0, 1, 7, 1000, 54321};
+    opt.big = BigPolicy::None;
+    opt.seed = 4242;
+    std::vector<MatrixResult> results(size_t(p.nranks));
+    runThreads(p.nranks,
+               [&](int r) { results[size_t(r)] = runMatrix(comms[r], r, p.nranks, opt); });
+    MatrixResult all;
+    for (const auto& r : results) all.merge(r, opt.maxMessages);
+    EXPECT_GT(all.cases, 0u);
+    EXPECT_EQ(all.failures, 0u) << all.summary();
+    EXPECT_EQ(comms.destroyAll(), chorusSuccess);
+  }
+  EXPECT_EQ(chorus::loopbackBlocksLive(), before);
+}
+
+std::vector<SeamParam> seamParams() {
+  std::vector<SeamParam> v;
+  for (int n : {2, 3, 4}) {
+    v.push_back({nullptr, nullptr, n});
+    for (const char* algo : {"ring", "tree"})
+      for (const char* proto : {"simple", "ll"}) v.push_back({algo, proto, n});
+  }
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Transport, Loopback, ::testing::ValuesIn(seamParams()),
+                         [](const ::testing::TestParamInfo<SeamParam>& info) {
+                           return std::string(info.param.algo ? info.param.algo : "tuner") + "_" +
+                                  (info.param.proto ? info.param.proto : "tuner") + "_" +
+                                  std::to_string(info.param.nranks) + "ranks";
+                         });
+
+TEST(TransportSeam, UnknownNameFailsInit) {
+  ScopedEnv transport("CHORUS_TRANSPORT", "carrier-pigeon");
+  chorusUniqueId id;
+  ASSERT_EQ(chorusGetUniqueId(&id), chorusSuccess);
+  chorusComm_t comm = nullptr;
+  EXPECT_EQ(chorusCommInitRank(&comm, 1, id, 0), chorusInvalidArgument);
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_NE(std::string(chorusGetLastError(nullptr)).find("carrier-pigeon"), std::string::npos)
+      << chorusGetLastError(nullptr);
+}
+
+}  // namespace
