@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "fuzz_check.h"
-#include "transport/tcp_wire.h"
+#include "net/tcp_wire.h"
 
 using namespace chorus::tcpwire;
 

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "fuzz_check.h"
-#include "transport/tcp_wire.h"
+#include "net/tcp_wire.h"
 
 using namespace chorus::tcpwire;
 

@@ -58,13 +58,13 @@
 #include "comm_set.h"
 #include "gtest_helpers.h"
 #include "handstart.h"
+#include "net/tcp_wire.h"
 #include "process.h"
 #include "result_name.h"
 #include "scoped_env.h"
 #include "shm_leaks.h"
 #include "threads.h"
 #include "timing.h"
-#include "transport/tcp_wire.h"
 #include "watchdog.h"
 
 #ifndef RELIABILITY_WORKER_PATH

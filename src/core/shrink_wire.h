@@ -4,7 +4,7 @@
 // Every rank of the parent communicator that takes part publishes messages to all its peers over
 // the parent's own channels: same-node peers read them from a mailbox in the rank's segment
 // header (transport/segment.h, ShrinkBox), peers on other nodes receive them as kShrink notices
-// on the TCP control connections (transport/tcp_wire.h). A message (little-endian):
+// on the TCP control connections (net/tcp_wire.h). A message (little-endian):
 //   {u32 magic "CSHR", u16 version, u16 kind, u32 seq, i32 sender, u32 nexcl,
 //    i32 excl[nexcl] (strictly increasing ranks of the parent), id[128] (kDecision only)}
 //   kView:     the sender takes part in shrink call number `seq` on this parent and holds these

@@ -20,7 +20,7 @@
 #include "base/param.h"
 #include "comm/comm.h"
 #include "comm/wait.h"
-#include "transport/tcp_wire.h"
+#include "net/tcp_wire.h"
 
 namespace chorus {
 

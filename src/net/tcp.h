@@ -8,7 +8,7 @@
 //             for that peer, only when a slot is free (TCP flow control does the rest).
 // So primitives and algorithms do not change. Every data connection first answers a
 // challenge with the communicator's secret (SipHash), as the bootstrap does
-// (transport/tcp_wire.h has the wire format).
+// (net/tcp_wire.h has the wire format).
 // Sockets per peer and channel: CHORUS_NSOCKS_PERTHREAD x CHORUS_SOCKET_NTHREADS (default 1 x 1;
 // this implementation drives all of them from one proxy thread per communicator).
 //

@@ -1,4 +1,4 @@
-#include "transport/tcp_wire.h"
+#include "net/tcp_wire.h"
 
 #include <algorithm>
 #include <cstdio>
