@@ -15,8 +15,9 @@ namespace {
 
 std::atomic<long> blocksLive{0};
 
-// Each rank's block: a reference count (one per rank of its process, each dropped by that
-// rank's close), then one FIFO (control word, kNSteps slots) per (protocol, channel, sender).
+// A rank's address: its process, its host, and its block of receive FIFOs: a reference count
+// (one per rank of its process, each dropped by that rank's close), then one FIFO (control
+// word, kNSteps slots) per (protocol, channel, sender).
 struct Address {
   int32_t pid;
   uint64_t hostHash;
