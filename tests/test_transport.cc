@@ -12,9 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "comm_set.h"
 #include "loopback/loopback.h"
 #include "matrix.h"
-#include "util.h"
+#include "scoped_env.h"
+#include "threads.h"
+#include "watchdog.h"
 
 namespace {
 
