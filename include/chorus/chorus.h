@@ -207,6 +207,25 @@ CHORUS_API chorusResult_t chorusSend(const void* sendbuff, size_t count, chorusD
 CHORUS_API chorusResult_t chorusRecv(void* recvbuff, size_t count, chorusDataType_t datatype,
                                      int peer, chorusComm_t comm, chorusStream_t stream);
 
+/* Registered memory (Chorus extension; docs/performance.md "Zero copy"), the counterpart of NCCL's
+ * ncclMemAlloc and window registration. chorusMemAlloc returns `size` bytes (page aligned, zeroed)
+ * of memory that the other processes of the node can map (an anonymous memory file: nothing
+ * stays in /dev/shm after a crash); chorusMemFree releases it (deregister it first).
+ * chorusCommRegister is collective: every rank of comm calls it, in the same order as its other
+ * registrations, each with its own buffer (any memory; chorusMemAlloc memory is mapped by the
+ * peers in other processes, other memory is reached directly only by ranks of the same
+ * process). On return every rank knows every rank's region. An AllReduce or ReduceScatter whose
+ * buffers are registered on every rank then runs zero-copy: each rank reduces its slice reading
+ * every rank's input in place and writes the result straight into every rank's output. Calls on
+ * unregistered buffers stay correct (every rank falls back together). chorusCommDeregister is
+ * collective too, every rank passing the handle of the same registration. Neither may be called
+ * while comm has operations queued on a stream. */
+CHORUS_API chorusResult_t chorusMemAlloc(void** ptr, size_t size);
+CHORUS_API chorusResult_t chorusMemFree(void* ptr);
+CHORUS_API chorusResult_t chorusCommRegister(chorusComm_t comm, void* buff, size_t size,
+                                             void** handle);
+CHORUS_API chorusResult_t chorusCommDeregister(chorusComm_t comm, void* handle);
+
 /* Groups: operations issued between Start and End run together at End. */
 CHORUS_API chorusResult_t chorusGroupStart(void);
 CHORUS_API chorusResult_t chorusGroupEnd(void);

@@ -22,6 +22,7 @@ extern const AlgoDesc kOneShotAlgo;  // algo/oneshot.cc
 extern const AlgoDesc kCmaAlgo;  // algo/copy.cc
 extern const AlgoDesc kTwoShotAlgo;  // algo/oneshot.cc
 extern const AlgoDesc kHalvingDoublingAlgo;  // algo/halving_doubling.cc
+extern const AlgoDesc kZeroCopyAlgo;  // algo/zerocopy.cc
 
 constinit const AlgoDesc* const kAlgoTable[] = {
     &kRingAlgo,  // Algo::kRing
@@ -34,6 +35,7 @@ constinit const AlgoDesc* const kAlgoTable[] = {
     &kCmaAlgo,  // Algo::kCma
     &kTwoShotAlgo,  // Algo::kTwoShot
     &kHalvingDoublingAlgo,  // "hd"
+    &kZeroCopyAlgo,  // "zerocopy"
 };
 // clang-format on
 constinit const int kNumAlgoTable = int(sizeof(kAlgoTable) / sizeof(kAlgoTable[0]));

@@ -28,6 +28,7 @@ namespace chorus {
 struct CudaComm;        // src/cuda/device_state.h
 class ChannelWorkers;   // src/algo/channel_workers.h
 struct ChannelScratch;  // src/prims/prims.h
+struct RegState;        // src/comm/register.h
 
 enum class CommState : int { kInitializing, kReady, kFailed, kFinalized, kAborted };
 
@@ -103,7 +104,9 @@ struct chorusComm {
   std::atomic<int> executing{0};
   std::atomic<int> pending{0};  // operations queued on streams, not yet finished
   uint64_t opCount = 0;
-  chorus::OpTrace trace;    // the last operations and the current wait (comm/status.h)
+  chorus::OpTrace trace;  // the last operations and the current wait (comm/status.h)
+  // Registered buffers (chorusCommRegister: comm/register.h, core/mem.cc); null until the first.
+  chorus::RegState* reg = nullptr;
   uint32_t shrinkSeq = 0;   // chorusCommShrink calls on this communicator (core/shrink.cc)
   double timeoutSec = 0;    // CHORUS_TIMEOUT
   bool checkCalls = false;  // CHORUS_CHECK: agree on every collective's arguments first

@@ -38,6 +38,9 @@ struct Shape {
   // Single-copy Broadcast / AllGather (algo/copy.cc) may run: cleared on every rank of a
   // communicator, together, when the kernel refused cross-memory attach to one of them.
   bool singleCopy = true;
+  // Some buffers are registered with the communicator (chorusCommRegister, collective: the
+  // same on every rank): the zero-copy algorithm (algo/zerocopy.cc) is a candidate.
+  bool registered = false;
   // One node with more ranks than online cores (the same on every rank of the node).
   bool oversubscribed = false;
   // The node's online cores (0: unknown; the tuner then assumes the worst oversubscription).

@@ -13,6 +13,7 @@
 #include "base/param.h"
 #include "base/siphash.h"
 #include "comm/comm.h"
+#include "comm/register.h"
 #include "comm/wait.h"
 #include "core/placement.h"
 #include "core/transports.h"
@@ -280,6 +281,7 @@ void freeComm(chorusComm* c) {
   c->transports.clear();  // TCP flushes posted slots, stops the proxy (it writes into our segment)
   for (auto& s : c->peerSegments) s.release();
   c->mySegment.release();
+  freeRegState(c);  // peers' registered memory this rank mapped (comm/register.h)
   c->bootstrap.reset();
   cudaCommFree(c);
   unregisterComm(c);

@@ -27,6 +27,18 @@ struct alignas(64) CopyPost {
   std::atomic<uint64_t> quit;
 };
 
+// Zero-copy collectives on registered buffers (algo/zerocopy.cc): this rank's buffers for one
+// call and how far it got. Written by the owner only.
+struct alignas(64) RegPost {
+  std::atomic<uint64_t> seq;   // (call << 2) | status (algo/zerocopy.cc): the words below belong
+                               // to `call`
+  std::atomic<uint64_t> send;  // sendbuff, its address in the owner's process
+  std::atomic<uint64_t> recv;  // recvbuff, likewise
+  std::atomic<uint32_t> sendSlot, recvSlot;  // their registrations (comm/register.h slots)
+  std::atomic<uint64_t> done;  // the last call the owner finished touching its peers' buffers for
+  std::atomic<uint64_t> quit;  // the last call the owner gave up on (it failed): see zerocopy.cc
+};
+
 struct SegmentHeader {
   uint64_t magic;
   // 0 while healthy; cause + 1 once the owner failed or aborted (cause: the rank whose death or
@@ -42,6 +54,7 @@ struct SegmentHeader {
   uint64_t totalBytes;
   Doorbell bell;  // the owner sleeps here in long waits for its FIFOs (fifo.h)
   CopyPost copy;  // single-copy Broadcast / AllGather (algo/copy.cc)
+  RegPost reg;    // zero-copy collectives on registered buffers (algo/zerocopy.cc)
   // peer + 1 while the owner is in a long wait (past its spin) for that peer, else 0: a rank
   // that times out follows these to the rank that is behind (comm/wait.cc).
   std::atomic<int32_t> waitingFor;

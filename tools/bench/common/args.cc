@@ -98,6 +98,8 @@ void printUsage(FILE* out, const char* prog) {
                "bfloat16/all>]\n"
                "\t[-r,--root <root>|all]\n"
                "\t[-z,--blocking <0/1>]\n"
+               "\t[-R,--local_register <0/1/2>] 1: chorusMemAlloc buffers registered with the "
+               "communicator (zero-copy collectives); 2: ordinary buffers registered\n"
                "\t[-G,--cudagraph <num graph launches>] (accepted; ignored on the CPU)\n"
                "\t[-C,--report_cputime <0/1>]\n"
                "\t[-a,--average <0/1/2/3> report average iteration time "
@@ -136,6 +138,7 @@ ParseStatus parseArgs(int argc, char** argv, Options* o, std::string* error) {
       {"datatype", required_argument, nullptr, 'd'},
       {"root", required_argument, nullptr, 'r'},
       {"blocking", required_argument, nullptr, 'z'},
+      {"local_register", required_argument, nullptr, 'R'},
       {"cudagraph", required_argument, nullptr, 'G'},
       {"report_cputime", required_argument, nullptr, 'C'},
       {"average", required_argument, nullptr, 'a'},
@@ -154,8 +157,8 @@ ParseStatus parseArgs(int argc, char** argv, Options* o, std::string* error) {
   optind = 1;
   for (;;) {
     int longIndex = 0;
-    const int c =
-        getopt_long(argc, argv, "t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:G:C:a:T:J:I:h", kLong, &longIndex);
+    const int c = getopt_long(argc, argv, "t:g:b:e:i:f:n:m:w:N:p:c:o:d:r:z:R:G:C:a:T:J:I:h", kLong,
+                              &longIndex);
     if (c == -1) break;
     const char* arg = optarg;
     bool ok = true;
@@ -220,6 +223,9 @@ ParseStatus parseArgs(int argc, char** argv, Options* o, std::string* error) {
         break;
       case 'z':
         ok = parseInt(arg, 0, 1, &o->blocking);
+        break;
+      case 'R':
+        ok = parseInt(arg, 0, 2, &o->registerBuffers);
         break;
       case 'G':
         ok = parseInt(arg, 0, INT_MAX, &o->graph);

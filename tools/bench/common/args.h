@@ -40,6 +40,9 @@ struct Options {
   double interBw = 0.0;                      // --inter-bw (GB/s), 0: not given
   bool calibrate = false;                    // --calibrate: measure B (and I) before the sweep
   size_t calibrateBytes = size_t{32} << 20;  // --calibrate-bytes: the message it exchanges
+  // -R: 0 plain buffers; 1 chorusMemAlloc buffers registered with the communicator
+  // (chorusCommRegister: the zero-copy collectives); 2 plain buffers registered (as nccl-tests -R)
+  int registerBuffers = 0;
   bool device = false;  // --device: CUDA device buffers on device communicators (docs/cuda.md)
   std::vector<std::string> argv;   // the command line, for the JSON document
   std::vector<std::string> notes;  // "# ..." lines to print (ignored flags)

@@ -8,15 +8,16 @@
 
 namespace chorus_bench {
 
-// Page-aligned host memory.
+// Page-aligned host memory: aligned_alloc, or chorusMemAlloc (-R 1).
 struct FreeDeleter {
-  void operator()(unsigned char* p) const { std::free(p); }
+  bool memAlloc = false;
+  void operator()(unsigned char* p) const;
 };
 using Buffer = std::unique_ptr<unsigned char[], FreeDeleter>;
 
 // `bytes` rounded up to whole pages (one page at least), filled with kPoison; ends the process
-// if the memory is not there.
-Buffer allocate(size_t bytes);
+// if the memory is not there. memAlloc: from chorusMemAlloc (memory peers can map).
+Buffer allocate(size_t bytes, bool memAlloc = false);
 
 }  // namespace chorus_bench
 

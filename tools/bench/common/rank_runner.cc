@@ -41,9 +41,15 @@ void RankRunner::init() {
   if (useStream != nullptr && std::atoi(useStream) != 0)
     check(chorusStreamCreate(&stream_), "chorusStreamCreate");
   capBytes_ = o_.maxBytes;
-  sendBuf_ = allocate(capBytes_);
-  recvBuf_ = allocate(capBytes_ + kGuardBytes);
+  sendBuf_ = allocate(capBytes_, o_.registerBuffers == 1);
+  recvBuf_ = allocate(capBytes_ + kGuardBytes, o_.registerBuffers == 1);
   if (o_.check > 0) expBuf_ = allocate(capBytes_);
+  if (o_.registerBuffers != 0 && !o_.device) {  // collective: every rank registers both, in order
+    check(chorusCommRegister(comm_, sendBuf_.get(), std::max<size_t>(capBytes_, 1), &sendHandle_),
+          "chorusCommRegister (send buffer)");
+    check(chorusCommRegister(comm_, recvBuf_.get(), capBytes_ + kGuardBytes, &recvHandle_),
+          "chorusCommRegister (receive buffer)");
+  }
   if (o_.device) {
     device_ = rank_ % std::max(1, p_->ndevices);
     deviceSelect(device_);
@@ -316,6 +322,10 @@ int RankRunner::run() {
     deviceFree(devSend_);
     deviceFree(devRecv_);
   }
+  if (recvHandle_ != nullptr)
+    check(chorusCommDeregister(comm_, recvHandle_), "chorusCommDeregister");
+  if (sendHandle_ != nullptr)
+    check(chorusCommDeregister(comm_, sendHandle_), "chorusCommDeregister");
   check(chorusCommDestroy(comm_), "chorusCommDestroy");
   return wrongTotal_ == 0 ? 0 : 1;
 }

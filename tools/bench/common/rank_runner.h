@@ -108,6 +108,8 @@ class RankRunner {
   // --device).
   void* onDevice(const unsigned char* p) const;
   Buffer sendBuf_, recvBuf_, expBuf_;
+  void* sendHandle_ = nullptr;  // -R: the buffers' registrations
+  void* recvHandle_ = nullptr;
   size_t capBytes_ = 0;
   unsigned char* send_ = nullptr;
   unsigned char* recv_ = nullptr;
