@@ -28,6 +28,7 @@ import numpy as np
 from . import _chorus
 
 __all__ = [
+    "mem_alloc",
     "Comm", "Error", "InvalidArgumentError", "InvalidUsageError", "RemoteError",
     "TimeoutError", "SystemCallError", "InternalError", "CudaError", "get_unique_id",
     "unique_id_from_env", "group", "version", "spawn_local", "SUM", "PROD", "MAX", "MIN", "AVG",
@@ -188,6 +189,20 @@ def _out(out, shape, dtype, what):
     return out
 
 
+def mem_alloc(shape, dtype=np.float32, comm=None):
+    """A zeroed numpy array of `shape` and `dtype` in chorusMemAlloc memory (memory the node's
+    other processes map). With `comm` it is also registered with it (collective:
+    comm.register); comm.deregister(x) (collective) or comm.close() ends that."""
+    dtype = np.dtype(dtype)
+    shape = tuple(int(d) for d in shape) if np.iterable(shape) else (int(shape),)
+    count = math.prod(shape)
+    block = _chorus.mem_alloc(max(count * dtype.itemsize, 1))
+    x = np.frombuffer(block, dtype=dtype, count=count).reshape(shape)
+    if comm is not None:
+        comm.register(x)
+    return x
+
+
 class Comm:
     """A communicator: ``Comm(nranks, unique_id, rank, timeout=None)``, ``Comm.from_env()`` or
     ``Comm.init_all(n)``. ``timeout`` (seconds) bounds every wait without progress; None takes
@@ -206,6 +221,7 @@ class Comm:
         return c
 
     def _setup(self):
+        self._registered = {}  # handle -> the registered array (kept alive while registered)
         self.rank = self._h.rank
         self.size = self._h.size
         self._token = np.zeros(1, dtype=np.int8)
@@ -233,6 +249,28 @@ class Comm:
     def close(self):
         """Frees this rank's resources (local; finalize() first for a collective shutdown)."""
         self._h.destroy()
+        self._registered.clear()
+
+    # -- registered memory -----------------------------------------------------------------
+    def register(self, x):
+        """Collective (every rank, in the same order): registers the contiguous array x with this
+        communicator and returns its handle. all_reduce / reduce_scatter on registered arrays
+        (mem_alloc's on every rank) run zero-copy: each rank reduces its slice of every rank's
+        input in place and writes it into every rank's output. x stays referenced until
+        deregister (or close)."""
+        h = _chorus.comm_register(self._h, x)
+        self._registered[h] = x
+        return h
+
+    def deregister(self, x):
+        """Collective: every rank passes the same registration (its handle, or the array)."""
+        if not isinstance(x, int):
+            found = [h for h, a in self._registered.items() if a is x]
+            if not found:
+                raise InvalidArgumentError(4, "deregister: the array is not registered here")
+            x = found[0]
+        _chorus.comm_deregister(self._h, int(x))
+        self._registered.pop(int(x), None)
 
     def abort(self):
         """Stops every operation on this communicator at once (also from another thread); peers

@@ -47,6 +47,18 @@ struct Comm {
   }
 };
 
+// chorusMemAlloc memory owned by a Python object (module.cc "Registered memory").
+struct MemBlock {
+  void* p = nullptr;
+  size_t bytes = 0;
+  MemBlock() = default;
+  MemBlock(const MemBlock&) = delete;
+  MemBlock& operator=(const MemBlock&) = delete;
+  ~MemBlock() {
+    if (p != nullptr) chorusMemFree(p);
+  }
+};
+
 // A contiguous buffer seen through the buffer protocol, with its element type.
 struct Buf {
   void* ptr = nullptr;
@@ -591,6 +603,40 @@ PYBIND11_MODULE(_chorus, m) {
     auto* c = new Comm;
     c->c = out;
     return py::cast(c, py::return_value_policy::take_ownership);
+  });
+
+  // Registered memory (chorusMemAlloc, chorusCommRegister): a block of memory the node's other
+  // processes can map, freed when the last Python reference to it goes (numpy arrays built on
+  // it hold one).
+  py::class_<MemBlock>(m, "MemBlock", py::buffer_protocol())
+      .def_buffer([](MemBlock& b) {
+        return py::buffer_info(b.p, 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {py::ssize_t(b.bytes)}, {py::ssize_t(1)});
+      })
+      .def_property_readonly("nbytes", [](const MemBlock& b) { return b.bytes; });
+  m.def("mem_alloc", [](size_t bytes) {
+    auto b = std::make_unique<MemBlock>();
+    void* p = nullptr;
+    check(chorusMemAlloc(&p, bytes), nullptr);
+    b->p = p;
+    b->bytes = bytes;
+    return b;
+  });
+  // Collective: every rank's thread must be able to run, so the GIL is released.
+  m.def("comm_register", [](Comm& c, py::handle buf) {
+    Buf b = bufferOf(buf, false, "register: buffer", int(chorusUint8));
+    chorusComm_t h = c.get();
+    void* handle = nullptr;
+    {
+      py::gil_scoped_release nogil;
+      check(chorusCommRegister(h, b.ptr, b.bytes, &handle), h);
+    }
+    return reinterpret_cast<uintptr_t>(handle);
+  });
+  m.def("comm_deregister", [](Comm& c, uintptr_t handle) {
+    chorusComm_t h = c.get();
+    py::gil_scoped_release nogil;
+    check(chorusCommDeregister(h, reinterpret_cast<void*>(handle)), h);
   });
 
   // Collectives. Buffers are Python objects (None where a rank passes none); `t` >= 0 forces

@@ -253,3 +253,34 @@ def test_reduce_and_broadcast_argument_checks():
         assert c.broadcast(v, out=o) is o and c.broadcast(v) is v
         assert o.tobytes() == v.tobytes(), dt
     c.close()
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_mem_alloc_registered_all_reduce(n):
+    """mem_alloc arrays registered on every rank: all_reduce / reduce_scatter (the zero-copy
+    path) in and out of place, then after deregistration (the fallback)."""
+
+    def body(c):
+        count = 100003
+        x = chorus.mem_alloc((count,), np.float32, comm=c)
+        y = chorus.mem_alloc(count, np.float32, comm=c)
+        assert x.shape == (count,) and x.dtype == np.float32 and not x.any()
+        ref = sum(((r * 7 + np.arange(count) * 3) % 5 + 1) for r in range(c.size)).astype(np.float32)
+        x[:] = (c.rank * 7 + np.arange(count) * 3) % 5 + 1
+        c.all_reduce(x, out=y)
+        assert np.array_equal(y, ref)
+        c.all_reduce(x)  # in place
+        assert np.array_equal(x, ref)
+        z = chorus.mem_alloc((c.size, 1001), np.float64, comm=c)
+        z[:] = c.rank + 1
+        out = c.reduce_scatter(z)
+        assert np.array_equal(out, np.full(1001, c.size * (c.size + 1) / 2))
+        c.deregister(x)
+        c.deregister(y)
+        x[:] = 1
+        c.all_reduce(x, out=y)
+        assert np.array_equal(y, np.full(count, c.size, np.float32))
+        with pytest.raises(chorus.InvalidArgumentError):
+            c.deregister(x)
+
+    run_threads(n, body)
