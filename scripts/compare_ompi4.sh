@@ -17,12 +17,15 @@
 #   --sizes "-b 8 -e 128M -f 4"  the sweep (default 8 B .. 128 MiB, x4)
 #   --iters "-n 20 -w 5"         iterations and warm-ups per size
 #   --chorus-only     run Chorus alone (no Open MPI on this machine); the table then has no ratio
+#   --chorus-flags "-R 1"  flags for Chorus's benchmark only (e.g. -R 1: registered buffers); the
+#                     Chorus benchmark then also runs without them in every round, interleaved,
+#                     and the table gains its columns ("Chorus plain") and the ratio to it
 # Needs openmpi-bin and libopenmpi-dev (mpicc) unless --chorus-only.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/compare_common.sh
 build=build rounds=5 np=2 load=0 colls=allreduce,allgather,reducescatter,broadcast
-placement=oop sizes="-b 8 -e 128M -f 4" iters="-n 20 -w 5" chorusOnly=0 extra=()
+placement=oop sizes="-b 8 -e 128M -f 4" iters="-n 20 -w 5" chorusOnly=0 extra=() chorusFlags=
 while [ $# -gt 0 ]; do
   case $1 in
     --build) build=$2; shift 2 ;;
@@ -34,6 +37,7 @@ while [ $# -gt 0 ]; do
     --sizes) sizes=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
     --chorus-only) chorusOnly=1; shift ;;
+    --chorus-flags) chorusFlags=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     *) echo "compare_ompi4: unknown option $1 (see the top of $0)" >&2; exit 2 ;;
   esac
@@ -58,7 +62,11 @@ echo "### $(date -u +%FT%TZ) $(nproc) cores, $np ranks, $load busy processes, $r
      "$placement times; files in $out"
 [ -n "$mpibin" ] && echo "### Open MPI: $(mpirun --version | head -n 1):" \
   "mpirun --allow-run-as-root --oversubscribe ${bind[*]} -np $np $mpibin -C <coll> ${args[*]}"
-echo "### Chorus:   $build/chorusrun --no-prefix -np $np $build/<coll>_perf ${args[*]}"
+# shellcheck disable=SC2206
+cflags=($chorusFlags)
+echo "### Chorus:   $build/chorusrun --no-prefix -np $np $build/<coll>_perf ${args[*]} ${cflags[*]}"
+[ -n "$chorusFlags" ] && echo "### Chorus plain: the same without $chorusFlags"
+
 IFS=, read -r -a collList <<<"$colls"
 for ((r = 0; r < rounds; r++)); do
   for c in "${collList[@]}"; do
@@ -67,8 +75,12 @@ for ((r = 0; r < rounds; r++)); do
       timeout 600 mpirun --allow-run-as-root --oversubscribe "${bind[@]}" -np "$np" "$mpibin" \
         -C "$c" "${args[@]}" >"$out/ompi_${c}_$r.txt" 2>&1 || echo "round $r: Open MPI $c failed"
     fi
+    if [ -n "$chorusFlags" ]; then
+      timeout 600 "$build/chorusrun" --no-prefix -np "$np" "$build/${chorusBin[$c]}" "${args[@]}" \
+        >"$out/plain_${c}_$r.txt" 2>&1 || echo "round $r: Chorus plain $c failed"
+    fi
     timeout 600 "$build/chorusrun" --no-prefix -np "$np" "$build/${chorusBin[$c]}" "${args[@]}" \
-      >"$out/chorus_${c}_$r.txt" 2>&1 || echo "round $r: Chorus $c failed"
+      "${cflags[@]}" >"$out/chorus_${c}_$r.txt" 2>&1 || echo "round $r: Chorus $c failed"
   done
 done
 /usr/bin/python3 - "$out" "$rounds" "$placement" "$colls" <<'PY'
@@ -92,12 +104,14 @@ def size(b):
         if b >= 1 << shift and b % (1 << shift) == 0:
             return f"{b >> shift} {unit}"
     return str(b)
+plain = os.path.exists(f"{out}/plain_{colls[0]}_0.txt")
 print("| collective | bytes | Open MPI best | Open MPI median | Chorus best | Chorus median |"
-      " Open MPI / Chorus (best) |")
-print("|---|---:|---:|---:|---:|---:|---:|")
+      " Open MPI / Chorus (best) |" + (" Chorus plain best | plain median | plain / Chorus (best) |"
+                                       if plain else ""))
+print("|---|---:|---:|---:|---:|---:|---:|" + ("---:|---:|---:|" if plain else ""))
 for c in colls:
     res = {lib: [table(f"{out}/{lib}_{c}_{r}.txt") for r in range(rounds)]
-           for lib in ("ompi", "chorus")}
+           for lib in ("ompi", "chorus", "plain")}
     sizes = sorted(set().union(*[t.keys() for t in res["chorus"]]))
     for s in sizes:
         o = [t[s] for t in res["ompi"] if s in t]
@@ -107,6 +121,11 @@ for c in colls:
         ob = f"{min(o):.2f}" if o else "-"
         om = f"{statistics.median(o):.2f}" if o else "-"
         ratio = f"{min(o) / min(ch):.2f}" if o and min(ch) > 0 else "-"
-        print(f"| {c} | {size(s)} | {ob} | {om} | {min(ch):.2f} | {statistics.median(ch):.2f} |"
-              f" {ratio} |")
+        row = (f"| {c} | {size(s)} | {ob} | {om} | {min(ch):.2f} | {statistics.median(ch):.2f} |"
+               f" {ratio} |")
+        if plain:
+            p = [t[s] for t in res["plain"] if s in t]
+            row += (f" {min(p):.2f} | {statistics.median(p):.2f} | {min(p) / min(ch):.2f} |"
+                    if p and min(ch) > 0 else " - | - | - |")
+        print(row)
 PY

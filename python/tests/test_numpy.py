@@ -265,7 +265,8 @@ def test_mem_alloc_registered_all_reduce(n):
         x = chorus.mem_alloc((count,), np.float32, comm=c)
         y = chorus.mem_alloc(count, np.float32, comm=c)
         assert x.shape == (count,) and x.dtype == np.float32 and not x.any()
-        ref = sum(((r * 7 + np.arange(count) * 3) % 5 + 1) for r in range(c.size)).astype(np.float32)
+        vals = [(r * 7 + np.arange(count) * 3) % 5 + 1 for r in range(c.size)]
+        ref = sum(vals).astype(np.float32)
         x[:] = (c.rank * 7 + np.arange(count) * 3) % 5 + 1
         c.all_reduce(x, out=y)
         assert np.array_equal(y, ref)
