@@ -14,6 +14,7 @@
 // the same on every rank since the ranks register in the same order.
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -62,6 +63,7 @@ const MemAlloc* findAlloc(const void* p, size_t bytes) {
 struct RegRecord {
   uint64_t base, bytes;
   uint64_t fileBase, fileBytes;  // the chorusMemAlloc allocation holding it (kRegMapped)
+  uint64_t fileIno, fileDev;     // its memory file's identity: a peer checks what it opened
   int32_t pid, fd, kind, slot;
 };
 
@@ -198,15 +200,25 @@ chorusResult_t chorusCommRegister(chorusComm_t comm, void* buff, size_t size, vo
     const int n = comm->nranks, me = comm->rank;
     int slot = 0;
     while (slot < st.nslots && st.slotLive[size_t(slot)]) ++slot;
-    RegRecord mine{reinterpret_cast<uint64_t>(buff), size, 0,         0,
-                   comm->peers[size_t(me)].pid,      -1,   kRegPlain, slot};
+    RegRecord mine{};
+    mine.base = reinterpret_cast<uint64_t>(buff);
+    mine.bytes = size;
+    mine.pid = comm->peers[size_t(me)].pid;
+    mine.fd = -1;
+    mine.kind = kRegPlain;
+    mine.slot = slot;
     {
       std::lock_guard<std::mutex> l(gAllocMu);
       if (const MemAlloc* m = findAlloc(buff, size)) {
         mine.fileBase = reinterpret_cast<uint64_t>(m->base);
         mine.fileBytes = m->bytes;
         mine.fd = m->fd;
-        mine.kind = kRegMapped;
+        struct stat sb {};
+        if (fstat(m->fd, &sb) == 0) {
+          mine.fileIno = uint64_t(sb.st_ino);
+          mine.fileDev = uint64_t(sb.st_dev);
+          mine.kind = kRegMapped;
+        }
       }
     }
     std::vector<RegRecord> all(static_cast<size_t>(n));
@@ -231,6 +243,9 @@ chorusResult_t chorusCommRegister(chorusComm_t comm, void* buff, size_t size, vo
       g.base = r.base;
       g.bytes = r.bytes;
       g.kind = RegKind(r.kind);
+      // Ranks of other nodes are never reached this way (the zero-copy collectives run on one
+      // node): a pid of theirs names nothing here.
+      if (comm->nodeOf[size_t(p)] != comm->nodeOf[size_t(me)]) continue;
       if (p == me || r.pid == mine.pid) {
         g.local = reinterpret_cast<char*>(r.base);
         continue;
@@ -238,7 +253,16 @@ chorusResult_t chorusCommRegister(chorusComm_t comm, void* buff, size_t size, vo
       if (g.kind != kRegMapped) continue;
       char path[64];
       snprintf(path, sizeof(path), "/proc/%d/fd/%d", int(r.pid), int(r.fd));
-      const int fd = open(path, O_RDWR | O_CLOEXEC);
+      int fd = open(path, O_RDWR | O_CLOEXEC);
+      // The file must be the peer's: a pid from another pid namespace (a container) names some
+      // other process here.
+      struct stat sb {};
+      if (fd >= 0 && (fstat(fd, &sb) != 0 || uint64_t(sb.st_ino) != r.fileIno ||
+                      uint64_t(sb.st_dev) != r.fileDev)) {
+        close(fd);
+        fd = -1;
+        errno = ESRCH;
+      }
       void* map = fd < 0 ? MAP_FAILED
                          : mmap(nullptr, r.fileBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
       const int err = errno;
