@@ -49,7 +49,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, RegisteredThreads, ::testing::Values(2, 3, 4));
 
 // The same with the zero-copy algorithm forced for every size (CHORUS_ALGO is read at init).
 TEST(RegisteredThreadsForced, EverySizeZeroCopy) {
-  setenv("CHORUS_ALGO", "allreduce:zerocopy;reducescatter:zerocopy", 1);
+  setenv("CHORUS_ALGO", "allreduce:zerocopy;reducescatter:zerocopy;allgather:zerocopy", 1);
   const auto mem = runThreads(3, [](int) { return Buffers::kMemAlloc; });
   const auto mixed =
       runThreads(3, [](int r) { return r == 2 ? Buffers::kUnregistered : Buffers::kMemAlloc; });
@@ -78,6 +78,8 @@ TEST(RegisteredTuner, PicksZeroCopyOnlyOnceRegistered) {
   EXPECT_STREQ(c.algorithm, "zerocopy");
   ASSERT_EQ(chorusTunerChoice(comms[0], "reducescatter", 1 << 19, chorusFloat32, &c),
             chorusSuccess);
+  EXPECT_STREQ(c.algorithm, "zerocopy");
+  ASSERT_EQ(chorusTunerChoice(comms[0], "allgather", 1 << 18, chorusFloat32, &c), chorusSuccess);
   EXPECT_STREQ(c.algorithm, "zerocopy");
   t.clear();
   for (int r = 0; r < 2; ++r)

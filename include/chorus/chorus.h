@@ -216,7 +216,8 @@ CHORUS_API chorusResult_t chorusRecv(void* recvbuff, size_t count, chorusDataTyp
  * peers in other processes, other memory is reached directly only by ranks of the same
  * process). On return every rank knows every rank's region. An AllReduce or ReduceScatter whose
  * buffers are registered on every rank then runs zero-copy: each rank reduces its slice reading
- * every rank's input in place and writes the result straight into every rank's output. Calls on
+ * every rank's input in place and writes the result straight into every rank's output (an
+ * AllGather: each rank writes its block into every output). Calls on
  * unregistered buffers stay correct (every rank falls back together). chorusCommDeregister is
  * collective too, every rank passing the handle of the same registration. Neither may be called
  * while comm has operations queued on a stream. */
