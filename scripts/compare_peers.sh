@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Chorus against Open MPI, MPICH and Intel's oneCCL for AllReduce, AllGather, ReduceScatter and
+# Broadcast on one node: separate launches interleaved launch by launch (per round and
+# collective: Open MPI, MPICH, oneCCL, then Chorus), every one printing the nccl-tests table,
+# float32 sum:
+#   Open MPI  mpirun.openmpi --bind-to core         tools/mpi/mpi_coll_perf.c (mpicc.openmpi)
+#   MPICH     mpiexec.mpich -bind-to core           the same source (mpicc.mpich)
+#   oneCCL    Intel MPI's mpiexec (impi-rt wheel)   tools/ccl/ccl_coll_perf.cc on oneCCL's C++ API
+#   Chorus    build/chorusrun (its own placement)   build/<coll>_perf
+# Per collective and size: the best and the median time of each over the rounds, and the best
+# peer's best / Chorus's best (> 1: Chorus faster). A library whose launcher or build is
+# missing is left out (its columns say "-").
+#
+# oneCCL's placement: Intel MPI's launcher pins rank r to core r (I_MPI_PIN's default); oneCCL
+# then finds one core per process and disables its worker thread (CCL_WORKER_OFFLOAD=0), so each
+# rank's own thread drives the collective, as the other three libraries do. --ccl-env passes
+# other settings (e.g. "CCL_WORKER_OFFLOAD=1 CCL_WORKER_AFFINITY=0,1": a worker on its rank's
+# core; see docs/performance.md for what that costs).
+#
+# Usage: scripts/compare_peers.sh [options] [-- extra flags for every benchmark]
+#   --build DIR       Chorus build directory, also where the peers' binaries go (build)
+#   --rounds N        rounds (5)
+#   --np N            ranks (2)
+#   --colls LIST      comma-separated subset of allreduce,allgather,reducescatter,broadcast
+#   --placement P     oop (out of place, default) or ip (in place) times
+#   --sizes "-b 8 -e 128M -f 4"  the sweep (default 8 B .. 128 MiB, x4)
+#   --iters "-n 20 -w 5"         iterations and warm-ups per size
+#   --libs LIST       comma-separated subset of ompi,mpich,ccl (default all three)
+#   --ccl-venv DIR    oneCCL's virtualenv, created where missing ($CHORUS_CCL_VENV or
+#                     BUILD/venv-ccl; scripts/compare_common.sh pins the versions)
+#   --ccl-env "V=X .." environment for oneCCL's runs only
+#   --out DIR         where the tables go (a new /tmp/compare_peers.XXXXXX)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source scripts/compare_common.sh
+build=build rounds=5 np=2 colls=allreduce,allgather,reducescatter,broadcast placement=oop
+sizes="-b 8 -e 128M -f 4" iters="-n 20 -w 5" libs=ompi,mpich,ccl cclVenv= cclEnv= out= extra=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --build) build=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --np) np=$2; shift 2 ;;
+    --colls) colls=$2; shift 2 ;;
+    --placement) placement=$2; shift 2 ;;
+    --sizes) sizes=$2; shift 2 ;;
+    --iters) iters=$2; shift 2 ;;
+    --libs) libs=$2; shift 2 ;;
+    --ccl-venv) cclVenv=$2; shift 2 ;;
+    --ccl-env) cclEnv=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --) shift; extra=("$@"); break ;;
+    *) echo "compare_peers: unknown option $1 (see the top of $0)" >&2; exit 2 ;;
+  esac
+done
+[ -x "$build/chorusrun" ] && [ -x "$build/all_reduce_perf" ] || scripts/setup.sh "$build" || exit 1
+cclVenv=${cclVenv:-${CHORUS_CCL_VENV:-$build/venv-ccl}}
+ompiBin= mpichBin= cclBin=
+case ",$libs," in *,ompi,*)
+  command -v mpirun.openmpi >/dev/null && ompiBin=$(build_mpi_perf "$build" openmpi) ||
+    echo "compare_peers: no Open MPI (openmpi-bin, libopenmpi-dev): left out" >&2 ;;
+esac
+case ",$libs," in *,mpich,*)
+  command -v mpiexec.mpich >/dev/null && mpichBin=$(build_mpi_perf "$build" mpich) ||
+    echo "compare_peers: no MPICH (mpich, libmpich-dev): left out" >&2 ;;
+esac
+case ",$libs," in *,ccl,*)
+  { cclVenv=$(setup_ccl_venv "$cclVenv") && cclBin=$(build_ccl_perf "$build" "$cclVenv"); } ||
+    { cclBin=; echo "compare_peers: oneCCL's virtualenv or harness failed: left out" >&2; } ;;
+esac
+# shellcheck disable=SC2206
+args=($sizes $iters -c 1 "${extra[@]}")
+ompiBind=(--bind-to core) mpichBind=(-bind-to core) cclPin=()
+if [ "$np" -gt "$(nproc)" ]; then
+  ompiBind=(--bind-to none --oversubscribe) mpichBind=(-bind-to none) cclPin=(-genv I_MPI_PIN 0)
+fi
+# shellcheck disable=SC2206
+cclEnvList=($cclEnv)
+declare -A chorusBin=([allreduce]=all_reduce_perf [allgather]=all_gather_perf
+                      [reducescatter]=reduce_scatter_perf [broadcast]=broadcast_perf)
+[ -n "$out" ] && mkdir -p "$out" || out=$(mktemp -d /tmp/compare_peers.XXXXXX)
+echo "### $(date -u +%FT%TZ) $(nproc) cores, $np ranks, $rounds rounds, $placement times;" \
+     "files in $out; $(uptime | sed 's/.*load/load/')"
+[ -n "$ompiBin" ] && echo "### Open MPI: $(mpirun.openmpi --version | head -n 1):" \
+  "mpirun.openmpi --allow-run-as-root ${ompiBind[*]} -np $np $ompiBin -C <coll> ${args[*]}"
+[ -n "$mpichBin" ] && echo "### MPICH: $(mpichversion 2>/dev/null | head -n 1 | tr -s ' \t' ' '):" \
+  "mpiexec.mpich ${mpichBind[*]} -n $np $mpichBin -C <coll> ${args[*]}"
+[ -n "$cclBin" ] && echo "### oneCCL: $("$cclVenv/bin/pip" list 2>/dev/null |
+  awk '/^(oneccl-cpu|impi-rt) /{printf "%s %s ", $1, $2}'):" \
+  "${cclEnvList[*]} $cclVenv/bin/mpiexec ${cclPin[*]} -n $np $cclBin -C <coll> ${args[*]}"
+echo "### Chorus: $build/chorusrun --no-prefix -np $np $build/<coll>_perf ${args[*]}"
+IFS=, read -r -a collList <<<"$colls"
+for ((r = 0; r < rounds; r++)); do
+  for c in "${collList[@]}"; do
+    [ -n "${chorusBin[$c]:-}" ] || { echo "compare_peers: unknown collective $c" >&2; exit 2; }
+    if [ -n "$ompiBin" ]; then
+      timeout 600 mpirun.openmpi --allow-run-as-root "${ompiBind[@]}" -np "$np" "$ompiBin" \
+        -C "$c" "${args[@]}" >"$out/ompi_${c}_$r.txt" 2>&1 || echo "round $r: Open MPI $c failed"
+    fi
+    if [ -n "$mpichBin" ]; then
+      timeout 600 mpiexec.mpich "${mpichBind[@]}" -n "$np" "$mpichBin" -C "$c" "${args[@]}" \
+        >"$out/mpich_${c}_$r.txt" 2>&1 || echo "round $r: MPICH $c failed"
+    fi
+    if [ -n "$cclBin" ]; then
+      env "${cclEnvList[@]}" timeout 600 "$cclVenv/bin/mpiexec" "${cclPin[@]}" -n "$np" \
+        "$cclBin" -C "$c" "${args[@]}" >"$out/ccl_${c}_$r.txt" 2>&1 ||
+        echo "round $r: oneCCL $c failed"
+    fi
+    timeout 600 "$build/chorusrun" --no-prefix -np "$np" "$build/${chorusBin[$c]}" "${args[@]}" \
+      >"$out/chorus_${c}_$r.txt" 2>&1 || echo "round $r: Chorus $c failed"
+  done
+done
+echo "### $(date -u +%FT%TZ) done; $(uptime | sed 's/.*load/load/')"
+/usr/bin/python3 - "$out" "$rounds" "$placement" "$colls" <<'PY'
+import os, statistics, sys
+out, rounds, placement, colls = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4].split(",")
+col = 5 if placement == "oop" else 9  # time (us) of the nccl-tests row
+libs = (("ompi", "Open MPI"), ("mpich", "MPICH"), ("ccl", "oneCCL"))
+def table(path):
+    t = {}
+    if not os.path.exists(path):
+        return t
+    for line in open(path):
+        f = line.split()
+        if len(f) >= 13 and f[0].isdigit() and f[2] == "float":
+            try:
+                t[int(f[0])] = float(f[col])
+            except ValueError:
+                pass
+    return t
+def size(b):
+    for unit, shift in (("M", 20), ("K", 10)):
+        if b >= 1 << shift and b % (1 << shift) == 0:
+            return f"{b >> shift} {unit}"
+    return str(b)
+def cell(v):
+    return f"{min(v):.2f} / {statistics.median(v):.2f}" if v else "-"
+print("Times in us, best / median over the rounds; last column: the best peer's best time"
+      " / Chorus's best (> 1: Chorus faster), and which peer that is.")
+for c in colls:
+    res = {lib: [table(f"{out}/{lib}_{c}_{r}.txt") for r in range(rounds)]
+           for lib in [l for l, _ in libs] + ["chorus"]}
+    print(f"\n{c}\n")
+    print("| bytes | " + " | ".join(n for _, n in libs) + " | Chorus | best peer / Chorus |")
+    print("|---:|" + "---:|" * (len(libs) + 2))
+    for s in sorted(set().union(*[t.keys() for t in res["chorus"]])):
+        ch = [t[s] for t in res["chorus"] if s in t]
+        peers = {l: [t[s] for t in res[l] if s in t] for l, _ in libs}
+        best = min(((min(v), n) for (l, n) in libs for v in [peers[l]] if v), default=None)
+        ratio = f"{best[0] / min(ch):.2f} ({best[1]})" if best and min(ch) > 0 else "-"
+        print(f"| {size(s)} | " + " | ".join(cell(peers[l]) for l, _ in libs) +
+              f" | {cell(ch)} | {ratio} |")
+PY
