@@ -62,6 +62,7 @@ const char* const kProgNames[] = {"ccl_allreduce_perf", "ccl_allgather_perf",
                                   "ccl_reducescatter_perf", "ccl_broadcast_perf"};
 Coll coll = kAllReduce;
 int root = 0, rank = 0, nranks = 1;
+std::string kvsFileWritten;  // rank 0's address file until every rank has joined
 
 double wallSeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -486,6 +487,7 @@ std::shared_ptr<ccl::kvs> connectKvs(const std::string& file) {
       std::fprintf(stderr, "ccl_coll_perf: cannot write %s\n", file.c_str());
       std::exit(1);
     }
+    kvsFileWritten = file;
     return kvs;
   }
   const double deadline = wallSeconds() + 60.0;
@@ -516,7 +518,10 @@ int run(int argc, char** argv) {
   ccl::init();
   auto kvs = connectKvs(o.kvsFile);
   auto comm = ccl::create_communicator(nranks, rank, kvs);
-  if (rank == 0) std::remove(o.kvsFile.c_str());  // every rank has read it: the store is joined
+  if (rank == 0) {  // every rank has read it: the store is joined
+    std::remove(o.kvsFile.c_str());
+    kvsFileWritten.clear();
+  }
 
   const std::vector<size_t> counts = sweepCounts(o);
   Buffer sendbuf = allocate(o.maxBytes), recvbuf = allocate(o.maxBytes + kGuardBytes);
@@ -569,6 +574,8 @@ int main(int argc, char** argv) {
     return run(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "ccl_coll_perf: rank %d: %s\n", rank, e.what());
+    // A failed start must not leave an address behind for a later run with the same parent pid.
+    if (!kvsFileWritten.empty()) std::remove(kvsFileWritten.c_str());
     return 1;
   }
 }
