@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "algo/algo.h"
+#include "algo/peer_post.h"
 #include "base/debug.h"
 #include "base/error.h"
 #include "comm/comm.h"
@@ -75,10 +76,6 @@ struct CmaState final : AlgoState {
 };
 CmaState& cmaState(chorusComm* comm) {
   return algoState<CmaState>(comm, Algo::kCma);
-}
-
-bool samePid(const chorusComm* comm, int p) {
-  return comm->peers[size_t(p)].pid == comm->peers[size_t(comm->rank)].pid;
 }
 
 // What this rank reports in this call (advancing its state: see the top of the file).
@@ -120,29 +117,6 @@ Status prepare(chorusComm* comm) {
     }
   }
   return st == kUsable ? kCanRead : st == kRefused ? kCannot : kNotYet;
-}
-
-void ringPeers(chorusComm* comm) {
-  // One fence orders the publication before every `sleeping` load (transport/fifo.h).
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  for (int p = 0; p < comm->nranks; ++p) {
-    if (p == comm->rank) continue;
-    Doorbell* d = &comm->peerSegments[size_t(p)].header()->bell;
-    if (d->sleeping.load(std::memory_order_relaxed) != 0) ringDoorbell(d);
-  }
-}
-
-// Waits until `ready(peer's CopyPost)` holds for every peer.
-template <typename Ready>
-void waitAll(chorusComm* comm, const char* what, Ready ready) {
-  for (int p = 0; p < comm->nranks; ++p) {
-    if (p == comm->rank) continue;
-    const CopyPost& c = comm->peerSegments[size_t(p)].header()->copy;
-    if (!ready(c)) {
-      Waiter w(comm, p, what, /*fifoWait=*/true);
-      while (!ready(c)) w.pause();
-    }
-  }
 }
 
 // Copies `bytes` between `local` here and `remote` in rank p's process (to here when `read`).
@@ -194,8 +168,8 @@ bool publish(chorusComm* comm, uint64_t k, const void* addr, const char* what) {
   // store of its own and then reads this word (SameProcessAccess).
   post.seq.store(k << 2 | uint64_t(mine), std::memory_order_seq_cst);
   ringPeers(comm);
-  waitAll(comm, what,
-          [k](const CopyPost& c) { return c.seq.load(std::memory_order_acquire) >> 2 == k; });
+  waitAllPosts(comm, &SegmentHeader::copy, what,
+               [k](const CopyPost& c) { return c.seq.load(std::memory_order_acquire) >> 2 == k; });
   bool all = mine == kCanRead, refused = mine == kCannot;
   for (int p = 0; p < comm->nranks; ++p) {
     if (p == comm->rank) continue;
@@ -216,8 +190,9 @@ bool publish(chorusComm* comm, uint64_t k, const void* addr, const char* what) {
 void reach(chorusComm* comm, uint64_t mark, const char* what) {
   comm->mySegment.header()->copy.done.store(mark, std::memory_order_release);
   ringPeers(comm);
-  waitAll(comm, what,
-          [mark](const CopyPost& c) { return c.done.load(std::memory_order_acquire) >= mark; });
+  waitAllPosts(comm, &SegmentHeader::copy, what, [mark](const CopyPost& c) {
+    return c.done.load(std::memory_order_acquire) >= mark;
+  });
 }
 
 // Step 4.
@@ -225,44 +200,11 @@ void finish(chorusComm* comm, uint64_t k, const char* what) {
   reach(comm, 2 * k, what);
 }
 
-// Threads of one process read (and a Broadcast root writes) each other's buffers directly. A
-// call that fails must not return while such a peer may still touch its buffers: the caller
-// may free them at once, and the peer would then fault instead of failing. Held for the whole
-// of a single-copy call: if it ends in a failure, this rank withdraws its buffer from call k (a
-// peer that has not yet looked at it in publish() then takes the FIFO path), says it touches
-// nothing more of call k, and waits (5 s at most; an error path) until every same-process peer
-// that had joined call k finished it or stopped on its own failure. The withdrawal and the
-// peer's publication are both sequentially consistent, then each reads the other's word: at
-// least one of them sees the other's store (so a peer not seen joining saw the withdrawal).
-class SameProcessAccess {
- public:
-  SameProcessAccess(chorusComm* comm, uint64_t k)
-      : comm_(comm), k_(k), exceptions_(std::uncaught_exceptions()) {}
-  SameProcessAccess(const SameProcessAccess&) = delete;
-  SameProcessAccess& operator=(const SameProcessAccess&) = delete;
-  ~SameProcessAccess() {
-    if (std::uncaught_exceptions() <= exceptions_) return;
-    CopyPost& mine = comm_->mySegment.header()->copy;
-    mine.seq.store(k_ << 2 | uint64_t(kCannot), std::memory_order_seq_cst);
-    mine.quit.store(k_, std::memory_order_release);
-    const Clock::time_point until = Clock::now() + std::chrono::seconds(5);
-    for (int p = 0; p < comm_->nranks; ++p) {
-      if (p == comm_->rank || !samePid(comm_, p)) continue;
-      const SegmentHeader* h = comm_->peerSegments[size_t(p)].header();
-      auto settled = [&] {
-        return h->copy.seq.load(std::memory_order_seq_cst) >> 2 < k_ ||
-               h->copy.done.load(std::memory_order_acquire) >= 2 * k_ ||
-               h->copy.quit.load(std::memory_order_acquire) >= k_;
-      };
-      while (!settled() && Clock::now() < until) usleep(100);
-    }
-  }
-
- private:
-  chorusComm* comm_;
-  uint64_t k_;
-  int exceptions_;
-};
+// A failed single-copy call withdraws its buffer (status kCannot) and waits for same-process
+// peers that joined it until their done shows 2k (algo/peer_post.h).
+SameProcessAccess<CopyPost> holdAccess(chorusComm* comm, uint64_t k) {
+  return {comm, &SegmentHeader::copy, k, uint64_t(kCannot), 2 * k};
+}
 
 uint64_t peerAddr(const chorusComm* comm, int p) {
   return comm->peerSegments[size_t(p)].header()->copy.addr.load(std::memory_order_relaxed);
@@ -281,7 +223,7 @@ void cmaBroadcast(chorusComm* comm, const OpDesc& op) {
   const size_t bytes = op.count * chorusTypeSize(op.type);
   if (bytes == 0) return;  // every rank knows: nothing to agree on
   const uint64_t k = ++cmaState(comm).seq;
-  const SameProcessAccess access(comm, k);
+  const auto access = holdAccess(comm, k);
   const bool root = comm->rank == op.root;
   if (root) {
     // Out of place the root also copies its own buffer, at about 3/4 of a kernel copy's cost
@@ -321,7 +263,7 @@ void cmaAllGather(chorusComm* comm, const OpDesc& op) {
   const size_t block = op.count * chorusTypeSize(op.type);
   if (block == 0) return;
   const uint64_t k = ++cmaState(comm).seq;
-  const SameProcessAccess access(comm, k);
+  const auto access = holdAccess(comm, k);
   const int n = comm->nranks, me = comm->rank;
   if (publish(comm, k, op.sendbuff, "AllGather")) {
     char* out = static_cast<char*>(op.recvbuff);
@@ -353,7 +295,7 @@ void cmaAllReduce(chorusComm* comm, const OpDesc& op) {
   if (op.count == 0) return;
   const int n = comm->nranks, me = comm->rank;
   const uint64_t k = ++cmaState(comm).seq;
-  const SameProcessAccess access(comm, k);
+  const auto access = holdAccess(comm, k);
   const size_t align = std::max<size_t>(1, 64 / tsize);
   const LineBlocks blocks(op.count, n, tsize);
   comm->mySegment.header()->copy.out.store(reinterpret_cast<uint64_t>(op.recvbuff),

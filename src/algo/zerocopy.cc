@@ -26,6 +26,7 @@
 #include <exception>
 
 #include "algo/algo.h"
+#include "algo/peer_post.h"
 #include "base/error.h"
 #include "comm/comm.h"
 #include "comm/register.h"
@@ -41,70 +42,13 @@ namespace {
 // L2 between the reduction and the copies into the other outputs.
 constexpr size_t kZeroCopyChunk = size_t(32) << 10;
 
-void ringPeers(chorusComm* comm) {
-  // One fence orders the publication before every `sleeping` load (transport/fifo.h).
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  for (int p = 0; p < comm->nranks; ++p) {
-    if (p == comm->rank) continue;
-    Doorbell* d = &comm->peerSegments[size_t(p)].header()->bell;
-    if (d->sleeping.load(std::memory_order_relaxed) != 0) ringDoorbell(d);
-  }
+// Threads of one process write into each other's outputs: a failed call withdraws its buffers
+// (status kRegNone) and waits for same-process peers that joined it until their done shows k
+// (algo/peer_post.h). Peers in other processes write through their own mapping of this rank's
+// memory file, which outlives this rank's; a failed call's output is undefined.
+SameProcessAccess<RegPost> holdAccess(chorusComm* comm, uint64_t k) {
+  return {comm, &SegmentHeader::reg, k, uint64_t(kRegNone), k};
 }
-
-// Waits until `ready(peer's RegPost)` holds for every peer.
-template <typename Ready>
-void waitAll(chorusComm* comm, const char* what, Ready ready) {
-  for (int p = 0; p < comm->nranks; ++p) {
-    if (p == comm->rank) continue;
-    const RegPost& c = comm->peerSegments[size_t(p)].header()->reg;
-    if (!ready(c)) {
-      Waiter w(comm, p, what, /*fifoWait=*/true);
-      while (!ready(c)) w.pause();
-    }
-  }
-}
-
-bool samePid(const chorusComm* comm, int p) {
-  return comm->peers[size_t(p)].pid == comm->peers[size_t(comm->rank)].pid;
-}
-
-// Threads of one process write into each other's outputs. A call that fails must not return
-// while such a peer may still do so (the caller may free the buffer at once): on a failure this
-// rank withdraws its buffers from call k (a peer that has not looked yet falls back), says it
-// touches nothing more of call k, and waits (5 s at most; an error path) until every
-// same-process peer that joined call k finished it or gave up on it. The withdrawal and the
-// peer's publication are both sequentially consistent, and each then reads the other's word.
-// (Peers in other processes write through their own mapping of this rank's memory file, which
-// outlives this rank's; a failed call's output is undefined.)
-class SameProcessAccess {
- public:
-  SameProcessAccess(chorusComm* comm, uint64_t k)
-      : comm_(comm), k_(k), exceptions_(std::uncaught_exceptions()) {}
-  SameProcessAccess(const SameProcessAccess&) = delete;
-  SameProcessAccess& operator=(const SameProcessAccess&) = delete;
-  ~SameProcessAccess() {
-    if (std::uncaught_exceptions() <= exceptions_) return;
-    RegPost& mine = comm_->mySegment.header()->reg;
-    mine.seq.store(k_ << 2 | uint64_t(kRegNone), std::memory_order_seq_cst);
-    mine.quit.store(k_, std::memory_order_release);
-    const Clock::time_point until = Clock::now() + std::chrono::seconds(5);
-    for (int p = 0; p < comm_->nranks; ++p) {
-      if (p == comm_->rank || !samePid(comm_, p)) continue;
-      const RegPost& h = comm_->peerSegments[size_t(p)].header()->reg;
-      auto settled = [&] {
-        return h.seq.load(std::memory_order_seq_cst) >> 2 < k_ ||
-               h.done.load(std::memory_order_acquire) >= k_ ||
-               h.quit.load(std::memory_order_acquire) >= k_;
-      };
-      while (!settled() && Clock::now() < until) usleep(100);
-    }
-  }
-
- private:
-  chorusComm* comm_;
-  uint64_t k_;
-  int exceptions_;
-};
 
 // Steps 1-2: publishes this rank's buffers, waits for every peer's, and returns whether the
 // zero-copy path runs; if so, st.in / st.out hold every rank's buffers as this process reaches
@@ -125,8 +69,8 @@ bool publish(chorusComm* comm, RegState& st, uint64_t k, const OpDesc& op, size_
   // store of its own and then reads this word (SameProcessAccess).
   post.seq.store(k << 2 | uint64_t(mineKind), std::memory_order_seq_cst);
   ringPeers(comm);
-  waitAll(comm, what,
-          [k](const RegPost& c) { return c.seq.load(std::memory_order_acquire) >> 2 == k; });
+  waitAllPosts(comm, &SegmentHeader::reg, what,
+               [k](const RegPost& c) { return c.seq.load(std::memory_order_acquire) >> 2 == k; });
   bool registered = mineKind != kRegNone, mapped = mineKind == kRegMapped;
   for (int p = 0; p < n; ++p) {
     if (p == me) continue;
@@ -166,8 +110,8 @@ bool publish(chorusComm* comm, RegState& st, uint64_t k, const OpDesc& op, size_
 void finish(chorusComm* comm, uint64_t k, const char* what) {
   comm->mySegment.header()->reg.done.store(k, std::memory_order_release);
   ringPeers(comm);
-  waitAll(comm, what,
-          [k](const RegPost& c) { return c.done.load(std::memory_order_acquire) >= k; });
+  waitAllPosts(comm, &SegmentHeader::reg, what,
+               [k](const RegPost& c) { return c.done.load(std::memory_order_acquire) >= k; });
 }
 
 // The call did not run zero-copy: what the tuner picks without this algorithm, on one channel.
@@ -217,7 +161,7 @@ void zeroCopyAllReduce(chorusComm* comm, const OpDesc& op) {
   if (op.count == 0) return;  // every rank knows: nothing to agree on
   RegState& st = *comm->reg;
   const uint64_t k = ++st.seq;
-  const SameProcessAccess access(comm, k);
+  const auto access = holdAccess(comm, k);
   const size_t bytes = op.count * chorusTypeSize(op.type);
   if (!publish(comm, st, k, op, bytes, bytes, "AllReduce")) return fallback(comm, st, k, op);
   const int n = comm->nranks, me = comm->rank;
@@ -233,7 +177,7 @@ void zeroCopyReduceScatter(chorusComm* comm, const OpDesc& op) {
   if (op.count == 0) return;
   RegState& st = *comm->reg;
   const uint64_t k = ++st.seq;
-  const SameProcessAccess access(comm, k);
+  const auto access = holdAccess(comm, k);
   const int n = comm->nranks, me = comm->rank;
   const size_t bytes = op.count * chorusTypeSize(op.type);
   if (!publish(comm, st, k, op, bytes * size_t(n), bytes, "ReduceScatter"))
@@ -249,7 +193,7 @@ void zeroCopyAllGather(chorusComm* comm, const OpDesc& op) {
   if (op.count == 0) return;
   RegState& st = *comm->reg;
   const uint64_t k = ++st.seq;
-  const SameProcessAccess access(comm, k);
+  const auto access = holdAccess(comm, k);
   const int n = comm->nranks, me = comm->rank;
   const size_t block = op.count * chorusTypeSize(op.type);
   if (!publish(comm, st, k, op, block, block * size_t(n), "AllGather"))
