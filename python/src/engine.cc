@@ -67,6 +67,19 @@ void Engine::run(Task& t) {
   for (auto& w : t.works) w->complete(err);
 }
 
+namespace {
+// Runs one operation here and completes its work with what it threw, if anything.
+void runNow(const c10::intrusive_ptr<ChorusWork>& work, const std::function<void()>& job) {
+  std::exception_ptr err;
+  try {
+    job();
+  } catch (...) {
+    err = std::current_exception();
+  }
+  work->complete(err);
+}
+}  // namespace
+
 void Engine::submit(const c10::intrusive_ptr<ChorusWork>& work, std::function<void()> job) {
   std::unique_lock<std::mutex> lock(mutex_);
   TORCH_CHECK(!stopping_, "chorus: the process group is shut down");
@@ -77,25 +90,13 @@ void Engine::submit(const c10::intrusive_ptr<ChorusWork>& work, std::function<vo
     // issue order, then this one, here.
     lock.unlock();
     runQueuedUntil([] { return false; });
-    std::exception_ptr err;
-    try {
-      job();
-    } catch (...) {
-      err = std::current_exception();
-    }
-    work->complete(err);
+    runNow(work, job);
     return;
   }
   if (!async_) {
     // Inline: run here, under the lock (one operation at a time, in issue order), with no task
     // to build (the common case's allocations are the work and the job only).
-    std::exception_ptr err;
-    try {
-      job();
-    } catch (...) {
-      err = std::current_exception();
-    }
-    work->complete(err);
+    runNow(work, job);
     return;
   }
   Task t;
