@@ -47,8 +47,7 @@ struct PeerInfo {
   // Each transport's address (comm/transport.h), by row of the transport table
   // (core/transports.cc); opaque to all but that transport.
   uint8_t addr[kMaxTransports][kTransportAddrBytes];
-  int32_t cpuCount;       // CPUs of the thread that created the rank (its affinity set)
-  uint64_t cpuSetDigest;  // topo/cpu_share.h: equal digests, equal sets
+  uint64_t cpuSetDigest;  // the CPU set of the thread that created the rank (topo/cpu_share.h)
 };
 
 }  // namespace chorus

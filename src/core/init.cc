@@ -114,7 +114,6 @@ PeerInfo exchangePeers(chorusComm* c, const chorusConfig_t* cfg, Deadline deadli
       std::max<int64_t>(4096, envSize("CHORUS_LL_BUFFSIZE", 256 << 10) / kNSteps) & ~int64_t(63));
   fillRandom(&mine.commNonce, sizeof(mine.commNonce));
   const std::vector<int> myCpus = threadCpus();
-  mine.cpuCount = int32_t(myCpus.size());
   mine.cpuSetDigest = cpuSetDigest(myCpus);
   c->peers.resize(size_t(c->nranks));
   c->bootstrap->allGather(&mine, sizeof(mine), c->peers.data(), deadline);

@@ -62,7 +62,7 @@ void placeRank(chorusComm* c) {
     const PeerInfo& pi = c->peers[size_t(p)];
     localIndex += p < c->rank ? 1 : 0;
     ++local;
-    sameSet = sameSet && pi.cpuCount == me.cpuCount && pi.cpuSetDigest == me.cpuSetDigest;
+    sameSet = sameSet && pi.cpuSetDigest == me.cpuSetDigest;
     aloneInProcess = aloneInProcess && (p == c->rank || pi.pid != me.pid);
   }
   const int online = int(sysconf(_SC_NPROCESSORS_ONLN));

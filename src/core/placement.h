@@ -10,7 +10,7 @@ struct chorusComm;
 namespace chorus {
 
 // The CPUs the calling thread may run on, ascending (empty if the kernel does not say): what a
-// rank tells its peers in the exchange (PeerInfo::cpuCount, cpuSetDigest).
+// rank tells its peers in the exchange (PeerInfo::cpuSetDigest).
 std::vector<int> threadCpus();
 
 // Marks the calling thread as a non-blocking init's thread: it binds nothing.
