@@ -31,14 +31,10 @@ for ((r = 0; r < rounds; r++)); do
 done
 /usr/bin/python3 - "$out" "$rounds" <<'PY'
 import statistics, sys
+sys.path.insert(0, "scripts")
+from nccl_table import IN_PLACE, times
 out, rounds = sys.argv[1], int(sys.argv[2])
-def table(path):
-    t = {}
-    for line in open(path):
-        f = line.split()
-        if len(f) >= 13 and f[0].isdigit() and f[2] == "float":
-            t[int(f[0])] = float(f[9])  # in-place time, us
-    return t
+table = lambda path: times(path, IN_PLACE)  # noqa: E731
 res = {lib: [table(f"{out}/{lib}_{r}.txt") for r in range(rounds)] for lib in ("ompi", "chorus")}
 sizes = sorted(set().union(*[t.keys() for t in res["chorus"]]))
 print("| bytes | Open MPI best | Open MPI median | Chorus best | Chorus median | Open MPI / Chorus (best) | (median) |")

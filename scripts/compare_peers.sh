@@ -111,29 +111,13 @@ for ((r = 0; r < rounds; r++)); do
 done
 echo "### $(date -u +%FT%TZ) done; $(uptime | sed 's/.*load/load/')"
 /usr/bin/python3 - "$out" "$rounds" "$placement" "$colls" <<'PY'
-import os, statistics, sys
+import sys
+sys.path.insert(0, "scripts")
+from nccl_table import IN_PLACE, OUT_OF_PLACE, best_median as cell, size_label as size, times
 out, rounds, placement, colls = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4].split(",")
-col = 5 if placement == "oop" else 9  # time (us) of the nccl-tests row
+col = OUT_OF_PLACE if placement == "oop" else IN_PLACE
+table = lambda path: times(path, col)  # noqa: E731
 libs = (("ompi", "Open MPI"), ("mpich", "MPICH"), ("ccl", "oneCCL"))
-def table(path):
-    t = {}
-    if not os.path.exists(path):
-        return t
-    for line in open(path):
-        f = line.split()
-        if len(f) >= 13 and f[0].isdigit() and f[2] == "float":
-            try:
-                t[int(f[0])] = float(f[col])
-            except ValueError:
-                pass
-    return t
-def size(b):
-    for unit, shift in (("M", 20), ("K", 10)):
-        if b >= 1 << shift and b % (1 << shift) == 0:
-            return f"{b >> shift} {unit}"
-    return str(b)
-def cell(v):
-    return f"{min(v):.2f} / {statistics.median(v):.2f}" if v else "-"
 print("Times in us, best / median over the rounds; last column: the best peer's best time"
       " / Chorus's best (> 1: Chorus faster), and which peer that is.")
 for c in colls:

@@ -46,27 +46,16 @@ for ((r = 0; r < rounds; r++)); do
     >"$out/chorusrun_$r.txt" 2>&1 || echo "round $r: chorusrun failed"
 done
 /usr/bin/python3 - "$out" "$rounds" <<'PY'
-import statistics, sys
+import sys
+sys.path.insert(0, "scripts")
+from nccl_table import IN_PLACE, best_median, times
 out, rounds = sys.argv[1], int(sys.argv[2])
-def table(path):
-    t = {}
-    try:
-        for line in open(path):
-            f = line.split()
-            if len(f) >= 13 and f[0].isdigit() and f[2] == "float":
-                t[int(f[0])] = float(f[9])  # in-place time, us
-    except OSError:
-        pass
-    return t
 kinds = ("bound", "none", "chorusrun")
-runs = {k: [table(f"{out}/{k}_{r}.txt") for r in range(rounds)] for k in kinds}
+runs = {k: [times(f"{out}/{k}_{r}.txt", IN_PLACE) for r in range(rounds)] for k in kinds}
 sizes = sorted({s for k in kinds for t in runs[k] for s in t})
 print("in-place time per call, us: best / median over the rounds")
 print(f"{'bytes':>9} | {'by hand (bound)':>17} | {'by hand, CHORUS_BIND=none':>25} | {'chorusrun':>17}")
 for s in sizes:
-    cells = []
-    for k in kinds:
-        v = [t[s] for t in runs[k] if s in t]
-        cells.append(f"{min(v):7.2f} / {statistics.median(v):7.2f}" if v else "-")
+    cells = [best_median([t[s] for t in runs[k] if s in t]) for k in kinds]
     print(f"{s:>9} | {cells[0]:>17} | {cells[1]:>25} | {cells[2]:>17}")
 PY

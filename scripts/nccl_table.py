@@ -1,0 +1,36 @@
+"""The nccl-tests table that every benchmark of the comparison scripts prints (build/<coll>_perf,
+tools/mpi/mpi_coll_perf.c, tools/ccl/ccl_coll_perf.cc), read once for all of them.
+The scripts' embedded Python imports it: sys.path.insert(0, "scripts") from the repository root.
+"""
+import os
+import statistics
+
+OUT_OF_PLACE, IN_PLACE = 5, 9  # the columns of a row's time (us)
+
+
+def times(path, col=OUT_OF_PLACE):
+    """{bytes: time in us} of the float rows of the table in `path` ({} if there is none)."""
+    t = {}
+    if not os.path.exists(path):
+        return t
+    for line in open(path):
+        f = line.split()
+        if len(f) >= 13 and f[0].isdigit() and f[2] == "float":
+            try:
+                t[int(f[0])] = float(f[col])
+            except ValueError:
+                pass
+    return t
+
+
+def size_label(b):
+    """8, 512, 2 K, 32 M: bytes as the docs' tables write them."""
+    for unit, shift in (("M", 20), ("K", 10)):
+        if b >= 1 << shift and b % (1 << shift) == 0:
+            return f"{b >> shift} {unit}"
+    return str(b)
+
+
+def best_median(v):
+    """'best / median' of a list of times, '-' when empty."""
+    return f"{min(v):.2f} / {statistics.median(v):.2f}" if v else "-"
