@@ -4,9 +4,12 @@
 // small collective matrix. A real mpirun runs too when Open MPI is installed.
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <set>
 #include <sstream>
@@ -89,6 +92,7 @@ std::vector<int> parentCpus() {
 // Starts np ranks by hand (prefix[r] before rank r's command, e.g. "taskset -c 1"), returns each
 // rank's CPU list.
 std::map<int, std::vector<int>> cpusOfRanks(int np, const std::string& env,
+                                            const std::string& counts,
                                             const std::vector<std::string>& prefix = {}) {
   const int port = freeLoopbackPort();
   std::string script;
@@ -98,7 +102,7 @@ std::map<int, std::vector<int>> cpusOfRanks(int np, const std::string& env,
               " CHORUS_COMM_ID=127.0.0.1:" + std::to_string(port) +
               " CHORUS_SECRET=00112233445566778899aabbccddeeff " + env + " " +
               (size_t(r) < prefix.size() ? prefix[size_t(r)] + " " : std::string()) +
-              MP_WORKER_PATH + " --print-cpus --counts 1 --big none --timeout 100 & ";
+              MP_WORKER_PATH + " --print-cpus --counts " + counts + " --big none --timeout 100 & ";
   script += "fail=0; for j in $(jobs -p); do wait $j || fail=1; done; exit $fail";
   const CommandResult res = runCommand({"/bin/sh", "-c", script}, 150);
   EXPECT_FALSE(res.timedOut) << res.output;
@@ -123,7 +127,7 @@ TEST(Placement, UnplacedRanksTakeTheirShareOfTheCpus) {
   if (all.size() < 2) GTEST_SKIP() << "one CPU: nothing to share";
   for (int np : {2, 3}) {
     if (size_t(np) > all.size()) continue;
-    const auto got = cpusOfRanks(np, "");
+    const auto got = cpusOfRanks(np, "", "1");
     std::set<int> seen;
     for (const auto& [rank, cpus] : got) {
       // Share r of np: all.size() / np CPUs, one more for the first all.size() % np shares.
@@ -142,22 +146,42 @@ TEST(Placement, KeepsWhatTheUserOrTheLauncherChose) {
   const std::vector<int> all = parentCpus();
   if (all.size() < 2) GTEST_SKIP() << "one CPU: nothing to share";
   // CHORUS_BIND=none: every rank keeps the whole set.
-  for (const auto& [rank, cpus] : cpusOfRanks(2, "CHORUS_BIND=none"))
+  for (const auto& [rank, cpus] : cpusOfRanks(2, "CHORUS_BIND=none", "1"))
     EXPECT_EQ(cpus, all) << "rank " << rank;
   // Placed by a launcher (taskset: both on the same CPU, sets equal but of one CPU): kept.
   const std::string one = "taskset -c " + std::to_string(all.back());
-  for (const auto& [rank, cpus] : cpusOfRanks(2, "", {one, one}))
+  for (const auto& [rank, cpus] : cpusOfRanks(2, "", "1", {one, one}))
     EXPECT_EQ(cpus, std::vector<int>{all.back()}) << "rank " << rank;
   // Placed on different sets: kept.
   const std::string first = "taskset -c " + std::to_string(all.front());
   for (const auto& [rank, cpus] :
-       cpusOfRanks(2, "", {first, "taskset -c " + std::to_string(all[1])}))
+       cpusOfRanks(2, "", "1", {first, "taskset -c " + std::to_string(all[1])}))
     EXPECT_EQ(cpus, std::vector<int>{rank == 0 ? all.front() : all[1]}) << "rank " << rank;
   // More ranks than CPUs: no share would be a core of its own; kept.
   if (all.size() <= 4) {
-    for (const auto& [rank, cpus] : cpusOfRanks(int(all.size()) + 1, ""))
+    for (const auto& [rank, cpus] : cpusOfRanks(int(all.size()) + 1, "", "1"))
       EXPECT_EQ(cpus, all) << "rank " << rank;
   }
+}
+
+// Bound ranks beside a busy process (the cores shared with other work, as in training): the
+// collective matrix (every collective, type and op at three counts, each checked by mp_worker
+// against its own reference) stays right, and the ranks still take disjoint shares.
+TEST(Placement, BoundRanksBesideABusyProcessGetRightResults) {
+  const std::vector<int> all = parentCpus();
+  if (all.size() < 2) GTEST_SKIP() << "one CPU: nothing to share";
+  const pid_t busy = fork();
+  ASSERT_GE(busy, 0);
+  if (busy == 0) {
+    std::atomic<uint64_t> spins{0};
+    for (;;) spins.fetch_add(1, std::memory_order_relaxed);  // busy until killed
+  }
+  const auto got = cpusOfRanks(2, "", "1,1000,65537");
+  kill(busy, SIGKILL);
+  waitpid(busy, nullptr, 0);
+  ASSERT_EQ(got.size(), 2u);
+  for (int c : got.at(0))
+    EXPECT_EQ(std::find(got.at(1).begin(), got.at(1).end(), c), got.at(1).end()) << "CPU " << c;
 }
 
 }  // namespace

@@ -255,3 +255,57 @@ def test_training_loop_names_a_dead_rank(kind):
     results = launch(3, [WORKER, "train_kill", kind, str(victim)], timeout=120)
     for r, (rc, text) in enumerate(results):
         assert rc == (9 if r == victim else 0), report(results)
+
+
+PLACEMENT_SCRIPT = r'''
+import os, sys, torch, torch.distributed as dist
+import chorus.torch  # noqa: F401
+dist.init_process_group("chorus")
+rank, world = dist.get_rank(), dist.get_world_size()
+for i in range(200):  # a reference computed here: the sum over ranks of (rank + 1) * (i + 1)
+    t = torch.full((4099,), float((rank + 1) * (i + 1)))
+    dist.all_reduce(t)
+    want = float(world * (world + 1) // 2 * (i + 1))
+    assert torch.equal(t, torch.full((4099,), want)), (i, t[:4])
+print(f"cpus rank={rank} list={sorted(os.sched_getaffinity(0))}", flush=True)
+dist.destroy_process_group()
+'''
+
+
+def _torchrun_cpus(tmp_path, env_extra, busy=0):
+    """2 ranks started by torchrun (nothing pins them), beside `busy` spinning processes: each
+    checks 200 all_reduces against its own reference and prints the CPUs it may use."""
+    import re
+    import subprocess
+    from launch import free_port
+    script = tmp_path / "placement.py"
+    script.write_text(PLACEMENT_SCRIPT)
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
+    try:
+        p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                            "--master_addr", "127.0.0.1", "--master_port", str(free_port()),
+                            str(script)], env=dict(os.environ, **env_extra), text=True,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+    finally:
+        for s in spinners:
+            s.kill()
+    assert p.returncode == 0, p.stdout
+    cpus = {int(r): set(eval(lst)) for r, lst in re.findall(r"cpus rank=(\d) list=(\[[^]]*\])",
+                                                             p.stdout)}
+    assert set(cpus) == {0, 1}, p.stdout
+    return cpus
+
+
+@pytest.mark.parametrize("busy", [0, 1])
+def test_torchrun_ranks_take_their_share_of_the_cpus(tmp_path, busy):
+    """Placement as torchrun users get it: the two ranks bind to disjoint shares covering the
+    CPUs they were given (one each on 2 CPUs), beside a busy process too; CHORUS_BIND=none
+    leaves them the whole set."""
+    given = set(os.sched_getaffinity(0))
+    if len(given) < 2:
+        pytest.skip("one CPU: nothing to share")
+    cpus = _torchrun_cpus(tmp_path, {"CHORUS_BIND": "auto"}, busy)
+    assert not (cpus[0] & cpus[1]) and cpus[0] | cpus[1] == given, cpus
+    assert abs(len(cpus[0]) - len(cpus[1])) <= 1, cpus
+    cpus = _torchrun_cpus(tmp_path, {"CHORUS_BIND": "none"}, busy)
+    assert cpus[0] == given and cpus[1] == given, cpus
