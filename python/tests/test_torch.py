@@ -273,7 +273,8 @@ dist.destroy_process_group()
 
 
 def _torchrun_cpus(tmp_path, env_extra, busy=0):
-    """2 ranks started by torchrun (nothing pins them), beside `busy` spinning processes: each
+    """2 ranks started by torchrun, or by hand with its variables on torch 1.x (nothing pins
+    them), beside `busy` spinning processes: each
     checks 200 all_reduces against its own reference and prints the CPUs it may use."""
     import re
     import subprocess
@@ -281,18 +282,30 @@ def _torchrun_cpus(tmp_path, env_extra, busy=0):
     script = tmp_path / "placement.py"
     script.write_text(PLACEMENT_SCRIPT)
     spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
+    port = free_port()
     try:
-        p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-                            "--master_addr", "127.0.0.1", "--master_port", str(free_port()),
-                            str(script)], env=dict(os.environ, **env_extra), text=True,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+        if TORCH2:  # torchrun itself (Debian's torch 1.13 launcher fails on Python 3.11)
+            p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node",
+                                "2", "--master_addr", "127.0.0.1", "--master_port", str(port),
+                                str(script)], env=dict(os.environ, **env_extra), text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=300)
+            rc, out = p.returncode, p.stdout
+        else:  # the variables torchrun sets, by hand
+            procs = [subprocess.Popen([sys.executable, str(script)], text=True,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      env=dict(os.environ, RANK=str(r), LOCAL_RANK=str(r),
+                                               WORLD_SIZE="2", LOCAL_WORLD_SIZE="2",
+                                               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                                               **env_extra)) for r in range(2)]
+            outs = [q.communicate(timeout=300)[0] for q in procs]
+            rc, out = max(q.returncode for q in procs), "".join(outs)
     finally:
         for s in spinners:
             s.kill()
-    assert p.returncode == 0, p.stdout
+    assert rc == 0, out
     cpus = {int(r): set(eval(lst)) for r, lst in re.findall(r"cpus rank=(\d) list=(\[[^]]*\])",
-                                                             p.stdout)}
-    assert set(cpus) == {0, 1}, p.stdout
+                                                             out)}
+    assert set(cpus) == {0, 1}, out
     return cpus
 
 
