@@ -351,9 +351,16 @@ namespace {
 constexpr double kCmaAllReduceByteRatio = 0.82;
 constexpr double kCmaAllReduceSetupUs = 36.0;
 // Fixed cost of a single-copy Broadcast / AllGather beyond its two hand-offs (a system call per
-// peer, the page walk). Measured against the FIFO path on 2 ranks (docs/performance.md): single
-// copy already wins at 4-8 KiB, so no extra cost; the model then crosses over at about 8 KiB.
-constexpr double kCmaSetupUs = 0.0;
+// peer, the page walk): forced against the chain at 2 KiB, 2 ranks, 1.50 against 0.15 us
+// (docs/performance.md, "Single copy against the FIFO path, again").
+constexpr double kCmaSetupUs = 1.35;
+// What a byte copied by cross-memory attach costs against a byte through the FIFOs (copied into
+// a slot and out of it, on both cores at once): the kernel pins and unpins every page it copies
+// (perf, 2 MiB AllGather: get_user_pages, follow_page_pte, unpin_user_pages and their locks take
+// twice the cycles of the copy itself), so the single copy runs at about half the FIFO
+// pipeline's pace. Measured on 2 ranks, 8 KiB-32 MiB, and 4 ranks on 2 cores, 32 KiB-32 MiB:
+// the chain and the ring 1.7-3x faster at every size, in place and out of place.
+constexpr double kCmaCopyCost = 2.0;
 
 bool cmaRunsOn(OpKind kind, const Shape& s) {
   return oneNodeOnly(kind, s) && s.singleCopy;
@@ -364,12 +371,12 @@ bool cmaRunsOn(OpKind kind, const Shape& s) {
 double cmaHops(OpKind kind, const Shape& s, size_t) {
   return (kind == OpKind::kAllReduce ? 3.0 : 2.0) * (double(s.nranks) - 1);
 }
-// Broadcast / AllGather: one copy instead of the FIFOs' two (into a slot, out of it), at the
-// same bandwidth.
+// Broadcast / AllGather: the chain's and the ring's bytes at kCmaCopyCost times their price, so
+// the tuner leaves them to the FIFOs (CHORUS_ALGO=cma still runs them).
 double cmaBytes(OpKind kind, int n) {
   const double nn = double(n);
   if (kind == OpKind::kAllReduce) return kCmaAllReduceByteRatio * 2.0 * (nn - 1) / nn;
-  return kind == OpKind::kAllGather ? 0.5 * (nn - 1) / nn : 0.5;
+  return kCmaCopyCost * (kind == OpKind::kAllGather ? (nn - 1) / nn : 1.0);
 }
 // Every step waits for every rank to be scheduled, and half of them are not (measured at 4
 // ranks on 2 cores, docs/performance.md: the chain and the ring beat it at 32 KiB, not from
