@@ -343,17 +343,6 @@ void cmaAllReduce(chorusComm* comm, const OpDesc& op) {
 }
 
 namespace {
-// The single-copy AllReduce (two kernel copies and one reduction against the ring's copy,
-// reduce-and-copy, copy through the FIFOs) measured on 2 ranks, best of 5 interleaved rounds
-// (docs/performance.md): 0.78-0.86 of the ring's time per byte at 2-8 MiB, behind it up to about
-// 1 MiB (5 us more at 128 KiB, even at 512 KiB). Modelled as that byte factor of the ring's plus
-// a fixed cost that puts the crossover near 1.5 MiB.
-constexpr double kCmaAllReduceByteRatio = 0.82;
-constexpr double kCmaAllReduceSetupUs = 36.0;
-// Fixed cost of a single-copy Broadcast / AllGather beyond its two hand-offs (a system call per
-// peer, the page walk): forced against the chain at 2 KiB, 2 ranks, 1.50 against 0.15 us
-// (docs/performance.md, "Single copy against the FIFO path, again").
-constexpr double kCmaSetupUs = 1.35;
 // What a byte copied by cross-memory attach costs against a byte through the FIFOs (copied into
 // a slot and out of it, on both cores at once): the kernel pins and unpins every page it copies
 // (perf, 2 MiB AllGather: get_user_pages, follow_page_pte, unpin_user_pages and their locks take
@@ -361,6 +350,19 @@ constexpr double kCmaSetupUs = 1.35;
 // pipeline's pace. Measured on 2 ranks, 8 KiB-32 MiB, and 4 ranks on 2 cores, 32 KiB-32 MiB:
 // the chain and the ring 1.7-3x faster at every size, in place and out of place.
 constexpr double kCmaCopyCost = 2.0;
+// The single-copy AllReduce (two kernel copies and one reduction against the ring's copy,
+// reduce-and-copy, copy through the FIFOs). Measured on 2 ranks on 2026-11-24 at 0.78-0.86 of
+// the ring's time per byte at 2-8 MiB; measured again on 2026-11-26 (docs/performance.md,
+// "Single copy against the FIFO path, again"), the ring and the tree, several times faster since,
+// take a half to a third of its time at 128 KiB-32 MiB, the kernel's page pinning being what the
+// single copy pays on top of its copies. So, as for Broadcast and AllGather, the ring's bytes at
+// kCmaCopyCost times their price: the tuner no longer picks it.
+constexpr double kCmaAllReduceByteRatio = kCmaCopyCost;
+constexpr double kCmaAllReduceSetupUs = 36.0;
+// Fixed cost of a single-copy Broadcast / AllGather beyond its two hand-offs (a system call per
+// peer, the page walk): forced against the chain at 2 KiB, 2 ranks, 1.50 against 0.15 us
+// (docs/performance.md, "Single copy against the FIFO path, again").
+constexpr double kCmaSetupUs = 1.35;
 
 bool cmaRunsOn(OpKind kind, const Shape& s) {
   return oneNodeOnly(kind, s) && s.singleCopy;
