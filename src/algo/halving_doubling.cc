@@ -25,6 +25,7 @@
 // partner's, so a FIFO of any depth never deadlocks; both ends compute the same chunk sizes.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "algo/algo.h"
 #include "comm/comm.h"
@@ -168,14 +169,17 @@ double hdUs(OpKind, Proto proto, const Shape& shape, size_t bytes) {
 // with all_reduce_perf on emulated nodes (TCP over loopback, 2 cores; 2 nodes x 2 ranks, 2 + 1
 // ranks, 4 x 1), it was ahead of every other algorithm at 1-64 KiB in each (1.1-4x), and behind
 // the ring, tree or hier from 256 KiB in some, where this model (unpipelined steps at the full
-// network bandwidth) would still prefer it. On one node, where no measurement backs its model
-// against the one- and two-shot and the fitted ring and tree, only when CHORUS_ALGO names it.
-// On 2 even nodes of 1 or 2 ranks its hops and bytes are the hierarchical AllReduce's (and, at 1
-// rank per node, the ring's): the tuner keeps those there, as floating-point rounding alone would
-// pick between them.
+// network bandwidth) would still prefer it. On 2 even nodes of 1 or 2 ranks its hops and bytes
+// are the hierarchical AllReduce's (and, at 1 rank per node, the ring's): the tuner keeps those
+// there, as floating-point rounding alone would pick between them.
+// On one node, at every size on 2 ranks, where it is one exchange each way and was measured
+// ahead of the ring and the tree from 1 KiB to 128 MiB (1.2-2x; docs/performance.md
+// "Halving-doubling on one node"; its fitted terms are in tune/calibration.cc). On more ranks of
+// one node only when named: at 4 ranks on 2 cores it was not ahead of the ring.
 constexpr size_t kHdUnnamedMaxBytes = size_t(64) << 10;
 size_t hdUnnamedBelow(const Shape& s) {
-  if (s.nnodes == 1 || (s.nnodes == 2 && s.evenNodes && s.nranks <= 4)) return 0;
+  if (s.nnodes == 1) return s.nranks == 2 ? SIZE_MAX : 0;
+  if (s.nnodes == 2 && s.evenNodes && s.nranks <= 4) return 0;
   return kHdUnnamedMaxBytes + 1;
 }
 
