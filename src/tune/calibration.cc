@@ -57,6 +57,11 @@ MachineModel defaultModel() {
   // chorus-tune's 2-channel overhead when every call started a thread per extra channel (the
   // hierarchical AllReduce still starts two threads per pipelined call).
   m.threadStartUs = 38.4333;
+  // Where the per-byte time changes (docs/performance.md "The model against the measurement"):
+  // 2 ranks' AllReduce moved 25-35 GB/s of its size from 16 KiB to 1 MiB and 5-9 GB/s from
+  // 2 MiB, where the fitted bandwidths (7-10 GB/s) were measured.
+  m.cacheBytes = double(size_t(1) << 20);
+  m.cacheBwGain = 3.0;
   m.netHopUs = 25;  // loopback / LAN TCP hand-off through the proxy
   m.netBwGBs = 1.0;
   m.allreduce[int(Algo::kRing)][int(Proto::kSimple)][0] = {0.565044, 7.03408, true};
@@ -103,6 +108,8 @@ MachineModel loadOrDefaultModel() {
       in >> c.channelGain >> c.channelWakeUs;
     else if (key == "net")
       in >> c.netHopUs >> c.netBwGBs;
+    else if (key == "cache")
+      in >> c.cacheBytes >> c.cacheBwGain;
     else if (key == "allreduce") {
       std::string algo, proto;
       int ch = 0;
@@ -143,6 +150,7 @@ bool saveModel(const MachineModel& m, std::string* error) {
   f << "ll " << m.hopUs[1] << " " << m.baseUs[1] << " " << m.bwGBs[1] << "\n";
   f << "channels " << m.channelGain << " " << m.channelWakeUs << "\n";
   f << "net " << m.netHopUs << " " << m.netBwGBs << "\n";
+  f << "cache " << m.cacheBytes << " " << m.cacheBwGain << "\n";
   for (int a = 0; a < numAlgos(); ++a)
     for (int p = 0; p < kNumProtos; ++p)
       for (int ch = 1; ch <= kModelChannels; ++ch) {

@@ -212,8 +212,10 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
     extra = m.channelWakeUs * (nch - 1);
   }
   const double wakeups = shape.oversubscribed && d.wakeups ? d.wakeups(shape) : 1.0;
+  const double cached = std::min(S, m.cacheBytes);
+  const double gain = m.cacheBwGain > 0 ? m.cacheBwGain : 1.0;
   return m.baseUs[pi] + extra + wakeups * d.hops(kind, withDepth(shape), bytes) * hop +
-         S * d.byteFactor(kind, n) / (bw * 1e3);
+         (cached / gain + (S - cached)) * d.byteFactor(kind, n) / (bw * 1e3);
 }
 
 Shape shapeOf(const chorusComm* comm) {
@@ -292,8 +294,13 @@ class PlanBuilder {
     // Sizes where a candidate's cost is not affine across or where it stops being a candidate:
     // its cost steps (the hier slice count), its size limit (beyond it, it cannot run) and the
     // size from which the tuner no longer picks it unnamed.
-    uint64_t cuts[65 * kMaxAlgos];
+    uint64_t cuts[65 * kMaxAlgos + 2];
     int ncuts = 0;
+    // And where the model's own terms bend: the end of the cache-sized bytes, and the size up to
+    // which a tree Broadcast / Reduce on an oversubscribed node is given the chain's hops.
+    const double cacheBytes = machineModel().cacheBytes;
+    if (cacheBytes >= 1 && cacheBytes < 1e18) cuts[ncuts++] = uint64_t(cacheBytes) + 1;
+    if (comm_->shape.oversubscribed) cuts[ncuts++] = kOversubscribedChainBytes + 1;
     for (int ai = 0; ai < numAlgos(); ++ai) {
       const Algo a = Algo(ai);
       if (!algoSupports(a, kind_, comm_->shape)) continue;

@@ -46,6 +46,11 @@ struct MachineModel {
   // Starting (and joining) a thread: the hierarchical AllReduce starts two per pipelined call.
   double threadStartUs;
   ChoiceFit allreduce[kMaxAlgos][kNumProtos][kModelChannels];
+  // On one node the fitted bandwidths are those of data beyond the caches (their fit runs to
+  // 16 MiB); up to cacheBytes of a collective's size, its bytes move cacheBwGain times faster
+  // (the ranks' buffers and slots stay in L2 / L3).
+  double cacheBytes;
+  double cacheBwGain;
   double netHopUs;  // one hand-off over the TCP transport
   double netBwGBs;  // one node's network bandwidth (each direction)
   bool calibrated;
