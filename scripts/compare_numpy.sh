@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # chorus's numpy API against mpi4py on Open MPI and on MPICH: float32 sum all_reduce, out of place
-# and in place, 8 B to 64 MiB, 2 local ranks pinned to cores by every launcher
-# (tools/py_bench/np_allreduce.py). Launches alternate library by library for `rounds` rounds
+# and in place, 8 B to 64 MiB, 2 local ranks pinned to cores by every launcher (more ranks than
+# cores: chorusrun's placement, the MPI launchers unbound) (tools/py_bench/np_allreduce.py). Launches alternate library by library for `rounds` rounds
 # (this machine's speed changes for seconds at a time: one launch proves nothing); prints the best
 # and the median over the launches per size (each launch reports its best of 3 timed loops).
 # Usage: scripts/compare_numpy.sh [build-dir (build)] [rounds (5)] [max bytes (64M)] [nranks (2)]
@@ -48,8 +48,9 @@ case ",$peers," in *,mpich,*)
     { echo "$mpich/mpi4py is not linked with MPICH: remove it and rerun" >&2; exit 1; } ;;
 esac
 [ -n "$mpirun$mpich" ] || { echo "PEERS=$peers names neither ompi nor mpich" >&2; exit 2; }
-mpichBind=(-bind-to core)
-[ "$np" -gt "$(nproc)" ] && mpichBind=(-bind-to none)  # Hydra refuses to bind more ranks than cores
+# Both launchers refuse to bind more ranks than cores to cores: unbound then.
+ompiBind=(--bind-to core) mpichBind=(-bind-to core)
+[ "$np" -gt "$(nproc)" ] && ompiBind=(--bind-to none) mpichBind=(-bind-to none)
 bench=tools/py_bench/np_allreduce.py
 out=$(mktemp -d /tmp/compare_numpy.XXXXXX)
 echo "### $(date -u +%FT%TZ) $(nproc) cores, $np ranks, $rounds rounds, results in $out;" \
@@ -70,7 +71,7 @@ else:
     print(lines[0].split(",")[0].strip())
 EOF
 }
-[ -n "$mpirun" ] && echo "# mpi4py $mpi4py_version on $(libver): $mpirun -np $np --bind-to core" \
+[ -n "$mpirun" ] && echo "# mpi4py $mpi4py_version on $(libver): $mpirun -np $np ${ompiBind[*]}" \
   "--allow-run-as-root $py $bench mpi --max $maxb"
 [ -n "$mpich" ] && echo "# mpi4py $mpi4py_version on $(libver "$mpich"): PYTHONPATH=$mpich" \
   "mpiexec.mpich ${mpichBind[*]} -n $np $py $bench mpi --label mpich --max $maxb"
@@ -85,7 +86,7 @@ for ((r = 0; r < rounds; r++)); do
   PYTHONPATH="$build/python" timeout 600 "$build/chorusrun" -np "$np" --no-prefix "$py" "$bench" \
     chorus --max "$maxb" >"$out/chorus_$r.txt" 2>&1 || echo "chorus launch $r failed (see $out)"
   if [ -n "$mpirun" ]; then
-    OMPI_MCA_rmaps_base_oversubscribe=1 timeout 600 "$mpirun" -np "$np" --bind-to core \
+    OMPI_MCA_rmaps_base_oversubscribe=1 timeout 600 "$mpirun" -np "$np" "${ompiBind[@]}" \
       --allow-run-as-root "$py" "$bench" mpi --max "$maxb" >"$out/mpi_$r.txt" 2>&1 ||
       echo "mpi4py (Open MPI) launch $r failed (see $out)"
   fi
