@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -163,6 +164,114 @@ TEST(MultiNodeNetnsShaped, HierAllReduceOverShapedLinks) {
   EXPECT_EQ(r.output.find(" 0 cases,"), std::string::npos) << "a rank ran nothing";
   EXPECT_EQ(leftoverNamespaces(), "");
   std::printf("shaped netns: %.1f s\n", r.seconds);
+}
+
+// The link probe (core/net_probe.h): what every rank's "network link: ..." line (CHORUS_DEBUG=INFO)
+// says, without its " in X ms" tail (each rank's own probe time), and those times.
+struct LinkLines {
+  std::vector<std::string> figures;
+  std::vector<double> ms;
+};
+LinkLines linkLines(const std::string& out) {
+  LinkLines l;
+  const std::string key = "network link: ";
+  for (size_t p = out.find(key); p != std::string::npos; p = out.find(key, p + 1)) {
+    const size_t eol = out.find('\n', p);
+    const std::string line = out.substr(p + key.size(), eol - p - key.size());
+    const size_t in = line.rfind(" in ");
+    l.figures.push_back(line.substr(0, in));
+    l.ms.push_back(in == std::string::npos ? -1 : std::atof(line.c_str() + in + 4));
+  }
+  return l;
+}
+
+// A communicator across nodes measures its link at init; every rank ends with the same figures
+// (the slowest rank's), in bounded time. Even nodes (every rank measures) and uneven ones (2 + 2
+// + 1: only the first rank of each node measures, the others meet the barriers).
+TEST(MultiNodeLinkProbe, EveryRankLearnsTheSameLink) {
+  for (auto [nodes, np] : {std::make_pair(2, 4), std::make_pair(3, 5)}) {
+    const CommandResult r =
+        launchWorkers({"--nodes", std::to_string(nodes), "-x", "CHORUS_DEBUG=INFO"}, np,
+                      {"--colls", "AllReduce", "--counts", "1,1000", "--big", "none"}, 120);
+    ASSERT_EQ(r.exitCode, 0) << outputTail(r.output);
+    const LinkLines l = linkLines(r.output);
+    ASSERT_EQ(l.figures.size(), size_t(np)) << outputTail(r.output);
+    for (const std::string& f : l.figures) EXPECT_EQ(f, l.figures[0]);
+    double hop = 0, gbs = 0;
+    ASSERT_EQ(std::sscanf(l.figures[0].c_str(), "%lf us per hop, %lf GB/s", &hop, &gbs), 2)
+        << l.figures[0];
+    EXPECT_GT(hop, 0);
+    EXPECT_GT(gbs, 0);
+    EXPECT_NE(l.figures[0].find("measured at init"), std::string::npos) << l.figures[0];
+    // About 10 ms over loopback when quiet: 2 s leaves room for a loaded machine.
+    for (double ms : l.ms) {
+      EXPECT_GE(ms, 0);
+      EXPECT_LT(ms, 2000) << l.figures[0];
+    }
+  }
+}
+
+// One node: nothing to measure, no line.
+TEST(MultiNodeLinkProbe, OneNodeMeasuresNothing) {
+  const CommandResult r =
+      launchWorkers({"-x", "CHORUS_DEBUG=INFO"}, 2,
+                    {"--colls", "AllReduce", "--counts", "1", "--big", "none"}, 60);
+  ASSERT_EQ(r.exitCode, 0) << outputTail(r.output);
+  EXPECT_NE(r.output.find("init done"), std::string::npos) << outputTail(r.output);
+  EXPECT_TRUE(linkLines(r.output).figures.empty()) << outputTail(r.output);
+}
+
+// CHORUS_NET_GBS / CHORUS_NET_HOP_US replace the measurement, and the tuner's prediction follows
+// the link: halving the bandwidth about doubles a 16 MiB AllReduce's predicted time (the JSON's
+// predicted_time, from chorusTunerChoice).
+double predicted16M(const std::string& gbs) {
+  const std::string json = ::testing::TempDir() + "linkprobe_" + gbs + ".json";
+  const CommandResult r = runCommand({CHORUSRUN_PATH,
+                                      "--nodes",
+                                      "2",
+                                      "-np",
+                                      "4",
+                                      "-x",
+                                      "CHORUS_DEBUG=INFO",
+                                      "-x",
+                                      "CHORUS_ALGO=hier",
+                                      "-x",
+                                      "CHORUS_NET_GBS=" + gbs,
+                                      "-x",
+                                      "CHORUS_NET_HOP_US=40",
+                                      ALL_REDUCE_PERF_PATH,
+                                      "-b",
+                                      "16M",
+                                      "-e",
+                                      "16M",
+                                      "-n",
+                                      "1",
+                                      "-w",
+                                      "0",
+                                      "-J",
+                                      json},
+                                     120 * timeoutScale());
+  EXPECT_EQ(r.exitCode, 0) << outputTail(r.output);
+  const LinkLines l = linkLines(r.output);
+  EXPECT_EQ(l.figures.size(), 4u) << outputTail(r.output);
+  for (const std::string& f : l.figures)
+    EXPECT_EQ(f, "40.0 us per hop, " + gbs + "0 GB/s per node (set by CHORUS_NET_GBS / " +
+                     "CHORUS_NET_HOP_US; 0: the machine model's)");
+  FILE* f = std::fopen(json.c_str(), "r");
+  if (f == nullptr) return 0;
+  std::string doc;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) doc.append(buf, n);
+  std::fclose(f);
+  const size_t p = doc.find("\"predicted_time\":");
+  return p == std::string::npos ? 0 : std::atof(doc.c_str() + p + 17);
+}
+
+TEST(MultiNodeLinkProbe, EnvironmentSetsTheLinkAndThePredictionFollows) {
+  const double slow = predicted16M("0.05"), fast = predicted16M("0.10");
+  ASSERT_GT(fast, 0);
+  EXPECT_GT(slow / fast, 1.8) << slow << " vs " << fast;
+  EXPECT_LT(slow / fast, 2.05) << slow << " vs " << fast;
 }
 
 // A rank of another node dies right after init: the job ends (no hang) with a failure status.

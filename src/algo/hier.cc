@@ -289,12 +289,12 @@ double hierUs(OpKind, Proto p, const Shape& shape, size_t bytes) {
   const int pi = int(p);
   const double S = double(bytes);
   const double Q = shape.nnodes, P = double(shape.nranks) / Q;
-  const double netBw = m.netBwGBs * 1e3, shmBw = m.bwGBs[0] * 1e3;
+  const double netBw = netBwGBs(shape) * 1e3, shmBw = m.bwGBs[0] * 1e3;
   const double shmT = S * 2 * (P - 1) / P / shmBw, netT = S * 2 * (Q - 1) / Q / netBw;
   const int K = shape.hierPipelined ? hierSlices(bytes, int(P)) : 1;
   const double dataT = (shmT + netT) / K + (K - 1.0) / K * std::max(shmT, netT);
   return m.baseUs[pi] + (K > 1 ? 2 * m.threadStartUs : 0.0) + 2 * (P - 1) * m.hopUs[pi] +
-         2 * (Q - 1) * m.netHopUs + dataT;
+         2 * (Q - 1) * netHopUs(shape) + dataT;
 }
 }  // namespace
 

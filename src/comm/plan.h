@@ -45,6 +45,10 @@ struct Shape {
   bool oversubscribed = false;
   // The node's online cores (0: unknown; the tuner then assumes the worst oversubscription).
   int onlineCores = 0;
+  // Across nodes: one network hand-off and one node's link bandwidth (each direction), as this
+  // communicator measured them at init (core/net_probe.h); 0: the machine model's.
+  double netHopUs = 0;
+  double netBwGBs = 0;
 };
 
 // The tuner's environment (CHORUS_ALGO, CHORUS_PROTO, CHORUS_MIN/MAX_NCHANNELS), parsed once:

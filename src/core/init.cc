@@ -15,6 +15,7 @@
 #include "comm/comm.h"
 #include "comm/register.h"
 #include "comm/wait.h"
+#include "core/net_probe.h"
 #include "core/placement.h"
 #include "core/transports.h"
 #include "cuda/backend.h"
@@ -254,6 +255,7 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
   bindConns(c, rowOf);
   createAlgoStates(c);
   placeRank(c);
+  probeNetwork(c);  // after placement: measured as the calls will run
   CHORUS_INFO(
       c->rank, "init done: nranks %d on %d node(s), %s, %d channel(s), slot %zu bytes x %d steps",
       c->nranks, c->nnodes, otherProcess ? "shared memory between processes" : "in-process memory",

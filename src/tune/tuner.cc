@@ -179,6 +179,14 @@ size_t slotLimit(Algo a, OpKind kind, int nranks) {
   return d.slotLimit ? d.slotLimit(kind, nranks) : SIZE_MAX;
 }
 
+double netHopUs(const Shape& shape) {
+  return shape.netHopUs > 0 ? shape.netHopUs : machineModel().netHopUs;
+}
+
+double netBwGBs(const Shape& shape) {
+  return shape.netBwGBs > 0 ? shape.netBwGBs : machineModel().netBwGBs;
+}
+
 double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size_t bytes) {
   const MachineModel& m = machineModel();
   const AlgoDesc& d = algoDesc(a);
@@ -195,10 +203,11 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
     // data each way, every hand-off counted as a network hop. Algorithms that use the node's
     // shared memory for part of the work (hier) model themselves.
     if (d.multiNodeUs) return d.multiNodeUs(kind, p, shape, bytes);
-    const double netBw = m.netBwGBs * 1e3;
+    const double netBw = netBwGBs(shape) * 1e3;
     Shape s = withDepth(shape);
     s.oversubscribed = false;
-    return m.baseUs[pi] + d.hops(kind, s, bytes) * m.netHopUs + S * d.byteFactor(kind, n) / netBw;
+    return m.baseUs[pi] + d.hops(kind, s, bytes) * netHopUs(shape) +
+           S * d.byteFactor(kind, n) / netBw;
   }
   double hop = m.hopUs[pi], bw = m.bwGBs[pi];
   const ChoiceFit* fit = kind == OpKind::kAllReduce && nch <= kModelChannels

@@ -68,6 +68,10 @@ double modelHops(OpKind kind, Algo a, int nranks, int treeDepth = -1);
 double modelByteFactor(OpKind kind, Algo a, int nranks);
 
 const MachineModel& machineModel();
+// The across-node terms for `shape`: its communicator's measured link (Shape::netHopUs,
+// netBwGBs), else the machine model's.
+double netHopUs(const Shape& shape);
+double netBwGBs(const Shape& shape);
 void setMachineModel(const MachineModel& m);  // chorus-tune
 
 // Whether algo can run kind at all (on this shape), with protocol p (the algorithm table).

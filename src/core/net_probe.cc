@@ -1,0 +1,134 @@
+// The link probe (core/net_probe.h). Node leaders alone would measure one TCP stream; the
+// hierarchical AllReduce, the tuner's choice for large calls across nodes, drives one stream per
+// rank of a node at once. So every rank of local index i (i below the smallest node's rank
+// count) runs ring AllReduces among the ranks of index i of every node, all rings at once, as
+// hier's network phase does, each phase started together on every rank (bootstrap barriers):
+//   - one of X = CHORUS_NET_PROBE_BYTES (1 MiB) per node, split over the node's ranks, to warm
+//     up (pages, TCP windows, the proxies awake);
+//   - Q doubles (one per ring position, so every one of the 2(Q-1) steps moves something),
+//     kSmallReps times: the median over 2(Q-1) steps is one network hop;
+//   - kLargeReps of X back to back: the first empties a shaper's token bucket (tc's tbf lets
+//     its burst, 256 KiB under chorusrun --link-rate, through at once), the others run at the
+//     link's rate. The node sends 2(Q-1)/Q of X each way per call; their mean time, less the
+//     2(Q-1) hops the model adds to it, gives the bandwidth.
+// A max-AllReduce over the whole communicator then gives every rank the slowest link's figures,
+// so every rank's tuner makes the same choices. On 1 Gbit/s links this takes about 45 ms (5 x 1
+// MiB through the link), on unshaped veth links about 10 ms.
+#include "core/net_probe.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <vector>
+
+#include "algo/algo.h"
+#include "base/clock.h"
+#include "base/debug.h"
+#include "base/error.h"
+#include "base/param.h"
+#include "bootstrap/bootstrap.h"
+#include "comm/comm.h"
+
+namespace chorus {
+
+namespace {
+
+constexpr int kSmallReps = 9;
+constexpr int kLargeReps = 4;
+
+double envPositive(const char* name) {
+  const std::string v = envStr(name);
+  if (v.empty()) return 0;
+  char* end = nullptr;
+  const double d = strtod(v.c_str(), &end);
+  if (end == v.c_str() || *end != 0 || !(d > 0))
+    fail(chorusInvalidArgument, "%s=%s: expected a positive number", name, v.c_str());
+  return d;
+}
+
+// Seconds one ring AllReduce of `count` doubles among `ring` takes on this rank.
+double timedAllReduce(chorusComm* c, const std::vector<int>& ring, int pos, double* buf,
+                      size_t count) {
+  OpDesc op{OpKind::kAllReduce, buf, buf, count, chorusFloat64, chorusSum, -1, c, nullptr};
+  const auto t0 = std::chrono::steady_clock::now();
+  ringAllReduceOn(c, ring, pos, op, Work{0, Proto::kSimple, 0, count});
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+void probeNetwork(chorusComm* c) {
+  if (c->nnodes < 2) return;
+  const auto start = std::chrono::steady_clock::now();
+  const double gbs = envPositive("CHORUS_NET_GBS"), hopUs = envPositive("CHORUS_NET_HOP_US");
+  const bool probe = envInt("CHORUS_NET_PROBE", 1) != 0 && (gbs == 0 || hopUs == 0);
+  double hopSec = 0, secPerByte = 0;  // this rank's measurement (0: none)
+  if (probe) {
+    // This rank's node's ranks in ring order, and the smallest node's rank count.
+    const int me = c->rank, node = c->nodeOf[size_t(me)];
+    std::vector<int> perNode(size_t(c->nnodes), 0);
+    int local = -1;
+    for (int r : c->ring) {
+      if (r == me) local = perNode[size_t(node)];
+      ++perNode[size_t(c->nodeOf[size_t(r)])];
+    }
+    const int P = *std::min_element(perNode.begin(), perNode.end());
+    const Deadline deadline = deadlineIn(bootstrapTimeout());
+    // Every rank meets the barriers, measuring or not.
+    if (local >= P) {
+      c->bootstrap->barrier(deadline);
+      c->bootstrap->barrier(deadline);
+    } else {
+      std::vector<int> cross;  // local index `local` of every node, in node order
+      for (int q = 0; q < c->nnodes; ++q) {
+        int seen = 0;
+        for (int r : c->ring)
+          if (c->nodeOf[size_t(r)] == q && seen++ == local) cross.push_back(r);
+      }
+      const int Q = int(cross.size());
+      const int pos = int(std::find(cross.begin(), cross.end(), me) - cross.begin());
+      const long total = std::max(envSize("CHORUS_NET_PROBE_BYTES", kNetProbeBytes), 64L << 10);
+      const size_t elems = size_t(total) / size_t(P) / sizeof(double);
+      std::vector<double> buf(elems, 1.0);
+      // Warm-up first (pages, TCP windows, the proxies awake), then the hops. Each phase starts
+      // on every ring at once (the barriers): the link is the node's, shared by its rings.
+      timedAllReduce(c, cross, pos, buf.data(), elems);
+      c->bootstrap->barrier(deadline);
+      std::vector<double> hops(kSmallReps);
+      for (double& h : hops) h = timedAllReduce(c, cross, pos, buf.data(), size_t(Q));
+      std::nth_element(hops.begin(), hops.begin() + kSmallReps / 2, hops.end());
+      hopSec = hops[kSmallReps / 2] / (2.0 * (Q - 1));
+      c->bootstrap->barrier(deadline);
+      // Back to back: the first call empties a shaper's bucket, the others run at its rate.
+      // Their time together, not the fastest: the rings of a node share its link, and one that
+      // ran ahead would see it alone.
+      timedAllReduce(c, cross, pos, buf.data(), elems);
+      double t = 0;
+      for (int i = 1; i < kLargeReps; ++i) t += timedAllReduce(c, cross, pos, buf.data(), elems);
+      t /= kLargeReps - 1;
+      // Bytes each node sends each way per call: 2(Q-1)/Q of its P shares. The model adds
+      // 2(Q-1) hops to the bytes' time, so they come off here (at most 3/4 of the call).
+      const double bytes = 2.0 * (Q - 1) / Q * double(P) * double(elems) * sizeof(double);
+      const double dataSec = std::max(t - 2.0 * (Q - 1) * hopSec, t / 4);
+      secPerByte = dataSec / bytes;
+      CHORUS_INFO(c->rank, "network probe, this rank: hop %.1f us, %.0f B per node in %.3f ms",
+                  hopSec * 1e6, bytes, t * 1e3);
+    }
+  }
+  // The slowest link decides, the same figures on every rank.
+  double v[2] = {hopSec, secPerByte};
+  OpDesc op{OpKind::kAllReduce, v, v, 2, chorusFloat64, chorusMax, -1, c, nullptr};
+  if (probe) ringAllReduce(c, op, Work{0, Proto::kSimple, 0, 2});
+  c->shape.netHopUs = hopUs > 0 ? hopUs : v[0] * 1e6;
+  c->shape.netBwGBs = gbs > 0 ? gbs : v[1] > 0 ? 1e-9 / v[1] : 0;
+  const double ms =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() * 1e3;
+  CHORUS_INFO(c->rank, "network link: %.1f us per hop, %.3f GB/s per node (%s) in %.1f ms",
+              c->shape.netHopUs, c->shape.netBwGBs,
+              !probe ? "set by CHORUS_NET_GBS / CHORUS_NET_HOP_US; 0: the machine model's"
+              : gbs > 0 || hopUs > 0 ? "measured at init, in part set by the environment"
+                                     : "measured at init, slowest rank",
+              ms);
+}
+
+}  // namespace chorus
