@@ -197,11 +197,14 @@ TEST(MultiNodeLinkProbe, EveryRankLearnsTheSameLink) {
     const LinkLines l = linkLines(r.output);
     ASSERT_EQ(l.figures.size(), size_t(np)) << outputTail(r.output);
     for (const std::string& f : l.figures) EXPECT_EQ(f, l.figures[0]);
-    double hop = 0, gbs = 0;
-    ASSERT_EQ(std::sscanf(l.figures[0].c_str(), "%lf us per hop, %lf GB/s", &hop, &gbs), 2)
+    double hop = 0, gbs = 0, nodeHop = 0;
+    ASSERT_EQ(std::sscanf(l.figures[0].c_str(), "%lf us per hop, %lf GB/s per node, %lf us", &hop,
+                          &gbs, &nodeHop),
+              3)
         << l.figures[0];
     EXPECT_GT(hop, 0);
     EXPECT_GT(gbs, 0);
+    EXPECT_GT(nodeHop, 0);  // both shapes have a node of 2 ranks
     EXPECT_NE(l.figures[0].find("measured at init"), std::string::npos) << l.figures[0];
     // About 10 ms over loopback when quiet: 2 s leaves room for a loaded machine.
     for (double ms : l.ms) {
@@ -255,8 +258,8 @@ double predicted16M(const std::string& gbs) {
   const LinkLines l = linkLines(r.output);
   EXPECT_EQ(l.figures.size(), 4u) << outputTail(r.output);
   for (const std::string& f : l.figures)
-    EXPECT_EQ(f, "40.0 us per hop, " + gbs + "0 GB/s per node (set by CHORUS_NET_GBS / " +
-                     "CHORUS_NET_HOP_US; 0: the machine model's)");
+    EXPECT_EQ(f, "40.0 us per hop, " + gbs + "0 GB/s per node, 0.0 us per hop in a node (set by " +
+                     "CHORUS_NET_GBS / CHORUS_NET_HOP_US; 0: the machine model's)");
   FILE* f = std::fopen(json.c_str(), "r");
   if (f == nullptr) return 0;
   std::string doc;

@@ -160,7 +160,7 @@ double hdUs(OpKind, Proto proto, const Shape& shape, size_t bytes) {
   const int kNet = h.k - kIn;
   const double netBw = netBwGBs(shape) * 1e3, shmBw = m.bwGBs[pi] * 1e3;
   const double inBytes = 2.0 * (1.0 - std::ldexp(1.0, -kIn)), netBytes = 2.0 * (Q - 1) / Q;
-  return m.baseUs[pi] + (2.0 * kIn + (h.folds ? 2.0 : 0.0)) * m.hopUs[pi] +
+  return m.baseUs[pi] + (2.0 * kIn + (h.folds ? 2.0 : 0.0)) * nodeHopUs(shape, proto) +
          2.0 * kNet * netHopUs(shape) + S * (inBytes + (h.folds ? 2.0 : 0.0)) / shmBw +
          S * netBytes / netBw;
 }

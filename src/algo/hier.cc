@@ -78,6 +78,9 @@ void samplePipeline(chorusComm* comm, double netSec, double shmSec, size_t bytes
   const double ratio = v[1] > 0 ? v[0] / v[1] : 1e9;
   comm->shape.hierPipelined =
       ratio >= (oversubscribed ? kPipelineRatioOversubscribed : kPipelineRatio);
+  // The node phases as measured replace the model's shared-memory bandwidth in hierUs (the
+  // network's time per byte comes from the link probe at init, core/net_probe.h).
+  comm->shape.hierNodeUsPerByte = v[1] * 1e6;
   comm->plans.clear();  // the model of the hierarchical AllReduce changed
   CHORUS_INFO(comm->rank,
               "hier AllReduce: network phase %.3f ms/MiB, node phases %.3f ms/MiB (fastest of %d "
@@ -290,10 +293,12 @@ double hierUs(OpKind, Proto p, const Shape& shape, size_t bytes) {
   const double S = double(bytes);
   const double Q = shape.nnodes, P = double(shape.nranks) / Q;
   const double netBw = netBwGBs(shape) * 1e3, shmBw = m.bwGBs[0] * 1e3;
-  const double shmT = S * 2 * (P - 1) / P / shmBw, netT = S * 2 * (Q - 1) / Q / netBw;
+  const double shmT =
+      shape.hierNodeUsPerByte > 0 ? S * shape.hierNodeUsPerByte : S * 2 * (P - 1) / P / shmBw;
+  const double netT = S * 2 * (Q - 1) / Q / netBw;
   const int K = shape.hierPipelined ? hierSlices(bytes, int(P)) : 1;
   const double dataT = (shmT + netT) / K + (K - 1.0) / K * std::max(shmT, netT);
-  return m.baseUs[pi] + (K > 1 ? 2 * m.threadStartUs : 0.0) + 2 * (P - 1) * m.hopUs[pi] +
+  return m.baseUs[pi] + (K > 1 ? 2 * m.threadStartUs : 0.0) + 2 * (P - 1) * nodeHopUs(shape, p) +
          2 * (Q - 1) * netHopUs(shape) + dataT;
 }
 }  // namespace

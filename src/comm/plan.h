@@ -49,6 +49,12 @@ struct Shape {
   // communicator measured them at init (core/net_probe.h); 0: the machine model's.
   double netHopUs = 0;
   double netBwGBs = 0;
+  // Across nodes: one shared-memory hand-off inside a node with the Simple protocol, measured at
+  // init with the network's (core/net_probe.h); 0: the machine model's.
+  double nodeHopUs = 0;
+  // Across nodes: the hierarchical AllReduce's two node phases, microseconds per byte of the
+  // operation, as its first large calls measured them (algo/hier.cc); 0: not yet measured.
+  double hierNodeUsPerByte = 0;
 };
 
 // The tuner's environment (CHORUS_ALGO, CHORUS_PROTO, CHORUS_MIN/MAX_NCHANNELS), parsed once:

@@ -7,6 +7,11 @@
 //     up (pages, TCP windows, the proxies awake);
 //   - Q doubles (one per ring position, so every one of the 2(Q-1) steps moves something),
 //     kSmallReps times: the median over 2(Q-1) steps is one network hop;
+//   - likewise on each node's own ring (shared memory): one hand-off inside a node, which on
+//     a node whose cores also run the network's proxy threads costs more than the machine
+//     model's (measured on one node, without them); with even nodes, kSmallReps small
+//     hierarchical AllReduces too, whose node hand-offs wait behind the network phase and cost
+//     more again: the node hop is then the one that makes the model fit their median;
 //   - kLargeReps of X back to back: the first empties a shaper's token bucket (tc's tbf lets
 //     its burst, 256 KiB under chorusrun --link-rate, through at once), the others run at the
 //     link's rate. The node sends 2(Q-1)/Q of X each way per call; their mean time, less the
@@ -62,43 +67,67 @@ void probeNetwork(chorusComm* c) {
   const auto start = std::chrono::steady_clock::now();
   const double gbs = envPositive("CHORUS_NET_GBS"), hopUs = envPositive("CHORUS_NET_HOP_US");
   const bool probe = envInt("CHORUS_NET_PROBE", 1) != 0 && (gbs == 0 || hopUs == 0);
-  double hopSec = 0, secPerByte = 0;  // this rank's measurement (0: none)
+  double hopSec = 0, secPerByte = 0, nodeHopSec = 0;  // this rank's measurement (0: none)
   if (probe) {
     // This rank's node's ranks in ring order, and the smallest node's rank count.
     const int me = c->rank, node = c->nodeOf[size_t(me)];
-    std::vector<int> perNode(size_t(c->nnodes), 0);
-    int local = -1;
+    std::vector<int> perNode(size_t(c->nnodes), 0), mine;
     for (int r : c->ring) {
-      if (r == me) local = perNode[size_t(node)];
+      if (c->nodeOf[size_t(r)] == node) mine.push_back(r);
       ++perNode[size_t(c->nodeOf[size_t(r)])];
     }
     const int P = *std::min_element(perNode.begin(), perNode.end());
+    const int local = int(std::find(mine.begin(), mine.end(), me) - mine.begin());
+    const bool crossing = local < P;  // this rank's index exists on every node
+    std::vector<int> cross;           // local index `local` of every node, in node order
+    for (int q = 0; crossing && q < c->nnodes; ++q) {
+      int seen = 0;
+      for (int r : c->ring)
+        if (c->nodeOf[size_t(r)] == q && seen++ == local) cross.push_back(r);
+    }
+    const int Q = int(cross.size());
+    const int pos = int(std::find(cross.begin(), cross.end(), me) - cross.begin());
+    const long total = std::max(envSize("CHORUS_NET_PROBE_BYTES", kNetProbeBytes), 64L << 10);
+    const size_t elems = crossing ? size_t(total) / size_t(P) / sizeof(double) : 0;
+    const size_t hierElems = size_t(P) * size_t(c->nnodes) * 8;
+    std::vector<double> buf(std::max({elems, mine.size(), hierElems}), 1.0);
+    // The median of kSmallReps calls of one double per ring position (so that every one of the
+    // 2(n-1) steps moves something), per step.
+    auto hop = [&](const std::vector<int>& ring, int at) {
+      const size_t n = ring.size();
+      double t[kSmallReps];
+      for (double& ti : t) ti = timedAllReduce(c, ring, at, buf.data(), n);
+      std::nth_element(t, t + kSmallReps / 2, t + kSmallReps);
+      return t[kSmallReps / 2] / (2.0 * double(n - 1));
+    };
+    // Each phase starts on every rank at once (the barriers, met by every rank): the link is the
+    // node's, shared by its rings. Warm-up first (pages, TCP windows, the proxies awake).
     const Deadline deadline = deadlineIn(bootstrapTimeout());
-    // Every rank meets the barriers, measuring or not.
-    if (local >= P) {
-      c->bootstrap->barrier(deadline);
-      c->bootstrap->barrier(deadline);
-    } else {
-      std::vector<int> cross;  // local index `local` of every node, in node order
-      for (int q = 0; q < c->nnodes; ++q) {
-        int seen = 0;
-        for (int r : c->ring)
-          if (c->nodeOf[size_t(r)] == q && seen++ == local) cross.push_back(r);
+    if (crossing) timedAllReduce(c, cross, pos, buf.data(), elems);
+    c->bootstrap->barrier(deadline);
+    if (crossing) hopSec = hop(cross, pos);
+    c->bootstrap->barrier(deadline);
+    // The node's own hand-offs, beside the network's proxies as in a call across nodes.
+    if (mine.size() > 1) nodeHopSec = hop(mine, local);
+    c->bootstrap->barrier(deadline);
+    if (c->shape.evenNodes && P > 1) {
+      // Inside a small hierarchical AllReduce (the tuner's usual choice across nodes) a node's
+      // hand-offs cost more: a rank that waited on the network phase sleeps and must be woken.
+      // The model counts 2(P-1) node hops and 2(Q-1) network hops for it; the node hop is what
+      // makes the measured call (the median of kSmallReps) fit that, if more than the above.
+      double t[kSmallReps];
+      for (double& ti : t) {
+        OpDesc op{OpKind::kAllReduce, buf.data(), buf.data(), hierElems, chorusFloat64,
+                  chorusSum,          -1,         c,          nullptr};
+        const auto t0 = std::chrono::steady_clock::now();
+        hierAllReduce(c, op, Proto::kSimple);
+        ti = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       }
-      const int Q = int(cross.size());
-      const int pos = int(std::find(cross.begin(), cross.end(), me) - cross.begin());
-      const long total = std::max(envSize("CHORUS_NET_PROBE_BYTES", kNetProbeBytes), 64L << 10);
-      const size_t elems = size_t(total) / size_t(P) / sizeof(double);
-      std::vector<double> buf(elems, 1.0);
-      // Warm-up first (pages, TCP windows, the proxies awake), then the hops. Each phase starts
-      // on every ring at once (the barriers): the link is the node's, shared by its rings.
-      timedAllReduce(c, cross, pos, buf.data(), elems);
-      c->bootstrap->barrier(deadline);
-      std::vector<double> hops(kSmallReps);
-      for (double& h : hops) h = timedAllReduce(c, cross, pos, buf.data(), size_t(Q));
-      std::nth_element(hops.begin(), hops.begin() + kSmallReps / 2, hops.end());
-      hopSec = hops[kSmallReps / 2] / (2.0 * (Q - 1));
-      c->bootstrap->barrier(deadline);
+      std::nth_element(t, t + kSmallReps / 2, t + kSmallReps);
+      const double Q = c->nnodes, fit = (t[kSmallReps / 2] - 2 * (Q - 1) * hopSec) / (2 * (P - 1));
+      nodeHopSec = std::max(nodeHopSec, fit);
+    }
+    if (crossing) {
       // Back to back: the first call empties a shaper's bucket, the others run at its rate.
       // Their time together, not the fastest: the rings of a node share its link, and one that
       // ran ahead would see it alone.
@@ -111,20 +140,25 @@ void probeNetwork(chorusComm* c) {
       const double bytes = 2.0 * (Q - 1) / Q * double(P) * double(elems) * sizeof(double);
       const double dataSec = std::max(t - 2.0 * (Q - 1) * hopSec, t / 4);
       secPerByte = dataSec / bytes;
-      CHORUS_INFO(c->rank, "network probe, this rank: hop %.1f us, %.0f B per node in %.3f ms",
-                  hopSec * 1e6, bytes, t * 1e3);
+      CHORUS_INFO(c->rank,
+                  "network probe, this rank: hop %.1f us, %.0f B per node in %.3f ms, node hop "
+                  "%.1f us",
+                  hopSec * 1e6, bytes, t * 1e3, nodeHopSec * 1e6);
     }
   }
   // The slowest link decides, the same figures on every rank.
-  double v[2] = {hopSec, secPerByte};
-  OpDesc op{OpKind::kAllReduce, v, v, 2, chorusFloat64, chorusMax, -1, c, nullptr};
-  if (probe) ringAllReduce(c, op, Work{0, Proto::kSimple, 0, 2});
+  double v[3] = {hopSec, secPerByte, nodeHopSec};
+  OpDesc op{OpKind::kAllReduce, v, v, 3, chorusFloat64, chorusMax, -1, c, nullptr};
+  if (probe) ringAllReduce(c, op, Work{0, Proto::kSimple, 0, 3});
   c->shape.netHopUs = hopUs > 0 ? hopUs : v[0] * 1e6;
+  c->shape.nodeHopUs = v[2] * 1e6;
   c->shape.netBwGBs = gbs > 0 ? gbs : v[1] > 0 ? 1e-9 / v[1] : 0;
   const double ms =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() * 1e3;
-  CHORUS_INFO(c->rank, "network link: %.1f us per hop, %.3f GB/s per node (%s) in %.1f ms",
-              c->shape.netHopUs, c->shape.netBwGBs,
+  CHORUS_INFO(c->rank,
+              "network link: %.1f us per hop, %.3f GB/s per node, %.1f us per hop in a node (%s) "
+              "in %.1f ms",
+              c->shape.netHopUs, c->shape.netBwGBs, c->shape.nodeHopUs,
               !probe ? "set by CHORUS_NET_GBS / CHORUS_NET_HOP_US; 0: the machine model's"
               : gbs > 0 || hopUs > 0 ? "measured at init, in part set by the environment"
                                      : "measured at init, slowest rank",

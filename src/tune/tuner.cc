@@ -187,6 +187,13 @@ double netBwGBs(const Shape& shape) {
   return shape.netBwGBs > 0 ? shape.netBwGBs : machineModel().netBwGBs;
 }
 
+double nodeHopUs(const Shape& shape, Proto p) {
+  const MachineModel& m = machineModel();
+  const double simple = m.hopUs[int(Proto::kSimple)];
+  return shape.nodeHopUs > 0 && simple > 0 ? shape.nodeHopUs * m.hopUs[int(p)] / simple
+                                           : m.hopUs[int(p)];
+}
+
 double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size_t bytes) {
   const MachineModel& m = machineModel();
   const AlgoDesc& d = algoDesc(a);

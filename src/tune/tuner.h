@@ -72,6 +72,10 @@ const MachineModel& machineModel();
 // netBwGBs), else the machine model's.
 double netHopUs(const Shape& shape);
 double netBwGBs(const Shape& shape);
+// One hand-off inside a node with protocol p for a communicator across nodes: the measured
+// Simple one (Shape::nodeHopUs) scaled by the model's ratio between p and Simple, else the
+// model's.
+double nodeHopUs(const Shape& shape, Proto p);
 void setMachineModel(const MachineModel& m);  // chorus-tune
 
 // Whether algo can run kind at all (on this shape), with protocol p (the algorithm table).
