@@ -226,7 +226,8 @@ TEST(MultiNodeLinkProbe, OneNodeMeasuresNothing) {
 
 // CHORUS_NET_GBS / CHORUS_NET_HOP_US replace the measurement, and the tuner's prediction follows
 // the link: halving the bandwidth about doubles a 16 MiB AllReduce's predicted time (the JSON's
-// predicted_time, from chorusTunerChoice).
+// predicted_time, from chorusTunerChoice). CHORUS_HIER_SLICES=1: hier times no call of its own
+// (its node-phase time would enter the prediction, a different one in each run).
 double predicted16M(const std::string& gbs) {
   const std::string json = ::testing::TempDir() + "linkprobe_" + gbs + ".json";
   const CommandResult r = runCommand({CHORUSRUN_PATH,
@@ -238,6 +239,8 @@ double predicted16M(const std::string& gbs) {
                                       "CHORUS_DEBUG=INFO",
                                       "-x",
                                       "CHORUS_ALGO=hier",
+                                      "-x",
+                                      "CHORUS_HIER_SLICES=1",
                                       "-x",
                                       "CHORUS_NET_GBS=" + gbs,
                                       "-x",

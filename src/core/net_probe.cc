@@ -3,8 +3,8 @@
 // rank of a node at once. So every rank of local index i (i below the smallest node's rank
 // count) runs ring AllReduces among the ranks of index i of every node, all rings at once, as
 // hier's network phase does, each phase started together on every rank (bootstrap barriers):
-//   - one of X = CHORUS_NET_PROBE_BYTES (1 MiB) per node, split over the node's ranks, to warm
-//     up (pages, TCP windows, the proxies awake);
+//   - two of X = CHORUS_NET_PROBE_BYTES (1 MiB) per node, split over the node's ranks, to warm
+//     up (pages, TCP windows, the proxies awake) and to size the timed calls below;
 //   - Q doubles (one per ring position, so every one of the 2(Q-1) steps moves something),
 //     kSmallReps times: the median over 2(Q-1) steps is one network hop;
 //   - likewise on each node's own ring (shared memory): one hand-off inside a node, which on
@@ -12,17 +12,19 @@
 //     model's (measured on one node, without them); with even nodes, kSmallReps small
 //     hierarchical AllReduces too, whose node hand-offs wait behind the network phase and cost
 //     more again: the node hop is then the one that makes the model fit their median;
-//   - kLargeReps of X back to back: the first empties a shaper's token bucket (tc's tbf lets
-//     its burst, 256 KiB under chorusrun --link-rate, through at once), the others run at the
-//     link's rate. The node sends 2(Q-1)/Q of X each way per call; their mean time, less the
-//     2(Q-1) hops the model adds to it, gives the bandwidth.
+//   - kLargeReps of k X back to back (k: 1 where one X took kTimedSec = 5 ms, more on a faster
+//     link, at most 16; the slowest rank's warm-up decides, so all agree): the first empties a
+//     shaper's token bucket (tc's tbf lets its burst, 256 KiB under chorusrun --link-rate, through
+//     at once), the others run at the link's rate. The node sends 2(Q-1)/Q of k X each way per
+//     call; their mean time, less the 2(Q-1) hops the model adds to it, gives the bandwidth.
 // A max-AllReduce over the whole communicator then gives every rank the slowest link's figures,
-// so every rank's tuner makes the same choices. On 1 Gbit/s links this takes about 45 ms (5 x 1
-// MiB through the link), on unshaped veth links about 10 ms.
+// so every rank's tuner makes the same choices. On 1 Gbit/s links this takes 55-75 ms (6 x 1 MiB
+// through the link), on unshaped veth links about as long (4 x k MiB).
 #include "core/net_probe.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <vector>
 
@@ -40,6 +42,8 @@ namespace {
 
 constexpr int kSmallReps = 9;
 constexpr int kLargeReps = 4;
+constexpr double kTimedSec = 5e-3;
+constexpr int kMaxScale = 16;
 
 double envPositive(const char* name) {
   const std::string v = envStr(name);
@@ -103,7 +107,15 @@ void probeNetwork(chorusComm* c) {
     // Each phase starts on every rank at once (the barriers, met by every rank): the link is the
     // node's, shared by its rings. Warm-up first (pages, TCP windows, the proxies awake).
     const Deadline deadline = deadlineIn(bootstrapTimeout());
+    // A second one's time, the slowest rank's, decides how many times X the timed calls move: at
+    // least kTimedSec each where the link is fast, so that the hops are a small part of them (at
+    // most kMaxScale x X). Every rank takes part, so every rank scales alike.
     if (crossing) timedAllReduce(c, cross, pos, buf.data(), elems);
+    double warm[1] = {crossing ? timedAllReduce(c, cross, pos, buf.data(), elems) : 0.0};
+    OpDesc maxOp{OpKind::kAllReduce, warm, warm, 1, chorusFloat64, chorusMax, -1, c, nullptr};
+    ringAllReduce(c, maxOp, Work{0, Proto::kSimple, 0, 1});
+    const size_t scale =
+        size_t(std::clamp(std::ceil(kTimedSec / std::max(warm[0], 1e-6)), 1.0, double(kMaxScale)));
     c->bootstrap->barrier(deadline);
     if (crossing) hopSec = hop(cross, pos);
     c->bootstrap->barrier(deadline);
@@ -131,13 +143,15 @@ void probeNetwork(chorusComm* c) {
       // Back to back: the first call empties a shaper's bucket, the others run at its rate.
       // Their time together, not the fastest: the rings of a node share its link, and one that
       // ran ahead would see it alone.
-      timedAllReduce(c, cross, pos, buf.data(), elems);
+      const size_t timed = elems * scale;
+      buf.resize(timed, 1.0);
+      timedAllReduce(c, cross, pos, buf.data(), timed);
       double t = 0;
-      for (int i = 1; i < kLargeReps; ++i) t += timedAllReduce(c, cross, pos, buf.data(), elems);
+      for (int i = 1; i < kLargeReps; ++i) t += timedAllReduce(c, cross, pos, buf.data(), timed);
       t /= kLargeReps - 1;
       // Bytes each node sends each way per call: 2(Q-1)/Q of its P shares. The model adds
       // 2(Q-1) hops to the bytes' time, so they come off here (at most 3/4 of the call).
-      const double bytes = 2.0 * (Q - 1) / Q * double(P) * double(elems) * sizeof(double);
+      const double bytes = 2.0 * (Q - 1) / Q * double(P) * double(timed) * sizeof(double);
       const double dataSec = std::max(t - 2.0 * (Q - 1) * hopSec, t / 4);
       secPerByte = dataSec / bytes;
       CHORUS_INFO(c->rank,
