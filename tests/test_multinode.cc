@@ -206,10 +206,10 @@ TEST(MultiNodeLinkProbe, EveryRankLearnsTheSameLink) {
     EXPECT_GT(gbs, 0);
     EXPECT_GT(nodeHop, 0);  // both shapes have a node of 2 ranks
     EXPECT_NE(l.figures[0].find("measured at init"), std::string::npos) << l.figures[0];
-    // About 10 ms over loopback when quiet: 2 s leaves room for a loaded machine.
+    // Tens of ms over loopback: 5 s leaves room for a loaded machine.
     for (double ms : l.ms) {
       EXPECT_GE(ms, 0);
-      EXPECT_LT(ms, 2000) << l.figures[0];
+      EXPECT_LT(ms, 5000) << l.figures[0];
     }
   }
 }

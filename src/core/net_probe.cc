@@ -18,7 +18,7 @@
 //     at once), the others run at the link's rate. The node sends 2(Q-1)/Q of k X each way per
 //     call; their mean time, less the 2(Q-1) hops the model adds to it, gives the bandwidth.
 // A max-AllReduce over the whole communicator then gives every rank the slowest link's figures,
-// so every rank's tuner makes the same choices. On 1 Gbit/s links this takes 55-75 ms (6 x 1 MiB
+// so every rank's tuner makes the same choices. On 1 Gbit/s links this takes 55-120 ms (6 x 1 MiB
 // through the link), on unshaped veth links about as long (4 x k MiB).
 #include "core/net_probe.h"
 
