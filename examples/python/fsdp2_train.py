@@ -5,6 +5,7 @@ trained on the whole batch in one process, and prints the time per step.
     pip install torch==2.13.0 && pip install --no-build-isolation .     # docs/python.md
     torchrun --nproc-per-node 2 examples/python/fsdp2_train.py --backend chorus
     torchrun --nproc-per-node 2 examples/python/fsdp2_train.py --backend gloo
+    torchrun --nproc-per-node 2 examples/python/fsdp2_train.py --registered   # zero-copy comms
     python examples/python/fsdp2_train.py -np 2 --mp bf16 --reduce-dtype bf16   # no torchrun
 
 Every rank trains on its 1/N share of each global batch; FSDP2 all-gathers the parameters
@@ -66,6 +67,10 @@ def main():
                    help="parameter dtype of forward/backward (MixedPrecisionPolicy)")
     p.add_argument("--reduce-dtype", choices=["fp32", "bf16"], default="fp32",
                    help="dtype of the gradient reduce-scatter under --mp bf16")
+    p.add_argument("--registered", action="store_true",
+                   help="FSDP2's communication buffers in chorus registered memory "
+                        "(chorus.torch.use_registered_buffers: zero-copy all-gathers and "
+                        "reduce-scatters)")
     p.add_argument("--no-check", dest="check", action="store_false")
     p.add_argument("-np", type=int, default=2, help="local ranks when not under torchrun")
     a = p.parse_args()
@@ -86,6 +91,8 @@ def main():
         if isinstance(layer, nn.Linear):
             fully_shard(layer, mp_policy=mp)
     fully_shard(model, mp_policy=mp)
+    if a.registered:
+        chorus.torch.use_registered_buffers(model)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr)
     share = BATCH // world
     t0, timed = None, 0

@@ -25,7 +25,9 @@ import torch
 import torch.distributed as dist
 
 __all__ = ["BACKEND", "abort", "is_async", "env_from_launcher", "backend_of", "sequence_number",
-           "monitored_barrier", "failed_rank", "shrink_after_failure"]
+           "monitored_barrier", "failed_rank", "shrink_after_failure", "registered_empty",
+           "registered_pool_stats", "FSDPAllGather", "FSDPReduceScatter",
+           "use_registered_buffers"]
 
 BACKEND = "chorus"
 
@@ -206,3 +208,137 @@ def shrink_after_failure(error, group=None):
     if group is not None and group is not default:
         lost = dist.get_group_rank(group, lost)
     return dist.shrink_group([lost], group=group)
+
+
+# -- Registered memory ---------------------------------------------------------------------------
+# Tensors in Chorus registered memory (chorusMemAlloc + chorusCommRegister) for one chorus group:
+# a collective of that group whose buffers all come from here runs zero-copy (each rank reads its
+# peers' inputs and writes their outputs in place; docs/performance.md "Zero copy on registered
+# buffers"). The memory comes from a pool per group (python/src/registered_pool.h): a tensor's
+# death returns its block to the pool, which keeps it registered until the group is destroyed,
+# and a later request of the same size reuses it.
+
+
+def _chorus_backend(group, what):
+    """The chorus backend of `group`, or a ValueError naming `what` and the group's backend."""
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    try:
+        be = backend_of(pg)
+        _chorus_torch.registered_stats(be)  # raises for a backend other than chorus
+        return be
+    except (RuntimeError, ValueError, AttributeError) as e:
+        try:
+            name = dist.get_backend(pg)
+        except (RuntimeError, ValueError):
+            name = "?"
+        raise ValueError(f"chorus.torch.{what}: the group is not a chorus process group "
+                         f"(backend {name!r}); registered memory belongs to a group made with "
+                         f"backend \"chorus\" (or \"cpu:chorus\")") from e
+
+
+def registered_empty(size, dtype=torch.float32, group=None):
+    """An uninitialized CPU tensor of `size` and `dtype` in `group`'s registered memory (default:
+    the default group, which must be a chorus group). Collective: every rank of the group calls
+    it, in the same order, with the same size (the ranks agree whether to register a new block).
+    The tensor is ordinary CPU memory to torch; when it dies its block goes back to the group's
+    pool, registered, for the next request of that size; destroying the group frees the pool
+    (a tensor still alive keeps its memory, no longer registered)."""
+    be = _chorus_backend(group, "registered_empty")
+    if isinstance(size, int):
+        size = (size,)
+    size = tuple(int(s) for s in size)
+    numel = 1
+    for s in size:
+        numel *= s
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    return _chorus_torch.registered_empty(be, numel * itemsize).view(dtype).view(size)
+
+
+def registered_pool_stats(group=None):
+    """The group's pool: {"blocks": blocks made (each registered once), "free_blocks": on the
+    free list now, "bytes": of all blocks, "reuses": requests served from the free list,
+    "open": False once the group is destroyed}."""
+    return dict(_chorus_torch.registered_stats(_chorus_backend(group, "registered_pool_stats")))
+
+
+def _fsdp_comm_bases():
+    try:  # torch 2.x with FSDP2's custom communication API
+        from torch.distributed.fsdp._fully_shard._fsdp_api import AllGather, ReduceScatter
+        return AllGather, ReduceScatter
+    except ImportError:  # torch 1.13: no FSDP2; the classes exist but nothing calls them
+        return object, object
+
+
+_AllGatherBase, _ReduceScatterBase = _fsdp_comm_bases()
+
+
+class FSDPAllGather(_AllGatherBase):
+    """FSDP2's all-gather (FSDPModule.set_custom_all_gather) with its output buffer in the
+    registered memory of `group` (a chorus group: FSDP2's shard group). FSDP2 all-gathers in
+    place (the input is this rank's block of the output), so the call runs zero-copy."""
+
+    def __init__(self, group=None):
+        self.group = group
+        _chorus_backend(group, "FSDPAllGather")
+
+    def allocate(self, size, *, dtype, device):
+        if torch.device(device).type != "cpu":
+            return torch.empty(*size, dtype=dtype, device=device)
+        return registered_empty(size, dtype, self.group)
+
+    def __call__(self, output_tensor, input_tensor, group, async_op=False):
+        # all_gather_single where it exists (FSDP2's default comm calls it; torch 2.13 warns that
+        # all_gather_into_tensor is deprecated): the same _allgather_base underneath.
+        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        return gather(output_tensor, input_tensor, group=group, async_op=async_op)
+
+
+class FSDPReduceScatter(_ReduceScatterBase):
+    """FSDP2's reduce-scatter (FSDPModule.set_custom_reduce_scatter) with its input and output
+    in the registered memory of `group` (a chorus group: FSDP2's shard group), so the call runs
+    zero-copy (with FSDP2's AVG or SUM; a PREMUL_SUM scales a copy of the input first, which
+    is not registered)."""
+
+    def __init__(self, group=None):
+        self.group = group
+        _chorus_backend(group, "FSDPReduceScatter")
+
+    def allocate(self, size, *, dtype, device):
+        if torch.device(device).type != "cpu":
+            return torch.empty(*size, dtype=dtype, device=device)
+        return registered_empty(size, dtype, self.group)
+
+    def __call__(self, output_tensor, input_tensor, group, op, async_op=False):
+        scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+        return scatter(output_tensor, input_tensor, op=op, group=group, async_op=async_op)
+
+
+def use_registered_buffers(module):
+    """Sets FSDPAllGather and FSDPReduceScatter, on each module's own shard group, on every
+    FSDPModule in `module` (itself included): FSDP2's all-gathers and reduce-scatters then run
+    zero-copy on registered memory. Call it after fully_shard and before the first step, on
+    every rank. Returns the number of FSDPModules set. Raises ValueError if a shard group is
+    not a chorus group, RuntimeError on a torch without FSDP2."""
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError as e:
+        raise RuntimeError(f"chorus.torch.use_registered_buffers needs FSDP2 (torch 2.x); "
+                           f"this is torch {torch.__version__}") from e
+    comms = {}  # one pair per group
+    count = 0
+    for m in module.modules():
+        if not isinstance(m, FSDPModule):
+            continue
+        groups = m._get_fsdp_state()._fsdp_param_groups
+        if not groups:  # no parameters of its own: no communication
+            continue
+        ag_group = groups[0]._all_gather_process_group
+        rs_group = groups[0]._reduce_scatter_process_group
+        if ag_group not in comms:
+            comms[ag_group] = FSDPAllGather(ag_group)
+        if (rs_group, "rs") not in comms:
+            comms[(rs_group, "rs")] = FSDPReduceScatter(rs_group)
+        m.set_custom_all_gather(comms[ag_group])
+        m.set_custom_reduce_scatter(comms[(rs_group, "rs")])
+        count += 1
+    return count

@@ -80,6 +80,7 @@ ProcessGroupChorus::~ProcessGroupChorus() {
   engine_->stop();
   forgetGlobalRanks();
   if (engine_->comm() != nullptr) chorusCommDestroy(engine_->comm());
+  pool_->close();
 }
 
 void ProcessGroupChorus::abortComm() {
@@ -88,6 +89,34 @@ void ProcessGroupChorus::abortComm() {
   forgetGlobalRanks();
   chorusCommAbort(comm);
   engine_->forgetComm();  // later calls fail on a null communicator; nothing destroys it again
+  pool_->close();         // its registrations went with the communicator
+}
+
+// One request of registered memory (registered_pool.h): a free block of this size if this rank
+// has one, then, in issue order, the agreement whether every rank has one; if not, every rank
+// allocates and registers a new block (and puts back the one it took).
+at::Tensor ProcessGroupChorus::registeredEmpty(size_t bytes) {
+  chorusComm_t comm = engine_->comm();
+  TORCH_CHECK(comm != nullptr, "chorus registered memory (rank ", rank_,
+              "): the group's communicator is aborted");
+  auto block = std::make_shared<std::shared_ptr<RegisteredBlock>>(pool_->takeFree(bytes));
+  std::shared_ptr<RegisteredPool> pool = pool_;
+  auto work = makeWork(c10d::OpType::UNKNOWN, {});
+  engine_->submit(work, [comm, pool, block, bytes] {
+    int32_t missing = *block ? 0 : 1;
+    check(chorusAllReduce(&missing, &missing, 1, chorusInt32, chorusMax, comm, nullptr), comm,
+          "registered memory (agreement)");
+    if (missing == 0) return;
+    if (*block) pool->putBack(std::move(*block));
+    *block = pool->allocateRegistered(comm, bytes);
+  });
+  try {
+    work->wait();
+  } catch (...) {
+    if (*block) pool_->putBack(std::move(*block));  // still registered: keep it for later
+    throw;
+  }
+  return pool_->tensorOn(*block, bytes);
 }
 
 c10::intrusive_ptr<ChorusWork> ProcessGroupChorus::makeWork(c10d::OpType type,
@@ -146,7 +175,17 @@ void ProcessGroupChorus::shutdown() {
   engine_->stop();
   forgetGlobalRanks();
   if (engine_->comm() != nullptr) chorusCommDestroy(engine_->comm());
+  pool_->close();  // after the communicator: its registrations went with it
   destroyed_ = true;
+}
+
+at::Tensor ProcessGroupChorus::allocateTensor(long size, at::TensorOptions options) {
+  TORCH_CHECK(size >= 0, "chorus allocateTensor: negative size ", size);
+  TORCH_CHECK(!options.has_device() || options.device().is_cpu(),
+              "chorus allocateTensor: registered memory is CPU memory, not ", options.device());
+  const at::ScalarType type = c10::typeMetaToScalarType(options.dtype());
+  const size_t bytes = size_t(size) * c10::elementSize(type);
+  return registeredEmpty(bytes).view(type);
 }
 
 c10::intrusive_ptr<c10d::Backend> ProcessGroupChorus::split(
@@ -193,7 +232,7 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupChorus::shrink(
 #else
 void ProcessGroupChorus::startCoalescing() {}
 
-void ProcessGroupChorus::endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work> >& /*reqs*/) {
+void ProcessGroupChorus::endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& /*reqs*/) {
   engine_->flush();
 }
 #endif

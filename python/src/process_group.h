@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "chorus/chorus.h"
+#include "registered_pool.h"
 #include "torch_compat.h"
 
 namespace chorus_torch {
@@ -144,6 +145,12 @@ class ProcessGroupChorus : public BackendBase {
   bool supportsShrinking() const {
     return true;
   }
+  // Backend::allocateTensor (FSDP2's set_allocate_memory_from_process_group_for_comm): `size`
+  // elements of the group's registered memory (registeredEmpty); collective. CPU only.
+  bool supportsTensorAlloc(c10::DeviceIndex /*deviceIdx*/) {
+    return true;
+  }
+  at::Tensor allocateTensor(long size, at::TensorOptions options = {});
   c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranksToExclude,
                                            int shrinkFlags,
                                            const c10::intrusive_ptr<Options>& optsOverride);
@@ -211,6 +218,13 @@ class ProcessGroupChorus : public BackendBase {
   // Aborts the communicator (every waiting and later call raises); the group stays usable for
   // shrink.
   void abortComm();
+  // chorus.torch.registered_empty: `bytes` of the group's registered memory as a 1-D uint8
+  // tensor (registered_pool.h). Collective: every rank, in the same order; it runs in issue
+  // order with the group's other operations (on the worker thread in async mode).
+  at::Tensor registeredEmpty(size_t bytes);
+  RegisteredPoolStats registeredStats() {
+    return pool_->stats();
+  }
 
  private:
   void start(chorusComm_t comm, std::chrono::milliseconds timeout);
@@ -232,6 +246,8 @@ class ProcessGroupChorus : public BackendBase {
 
   c10::intrusive_ptr<c10d::Store> store_;
   std::shared_ptr<Engine> engine_;
+  // Registered memory handed out by registeredEmpty; closed when the communicator goes.
+  std::shared_ptr<RegisteredPool> pool_ = std::make_shared<RegisteredPool>();
   std::chrono::milliseconds timeout_{0};
   bool async_ = false;
   bool destroyed_ = false;

@@ -44,6 +44,25 @@ PYBIND11_MODULE(_chorus_torch_ext, m) {
   m.def("abort", [](const c10::intrusive_ptr<chorus_torch::BackendBase>& pg) {
     chorusGroup(pg)->abortComm();
   });
+  // Registered memory (chorus.torch.registered_empty; python/src/registered_pool.h).
+  m.def(
+      "registered_empty",
+      [](const c10::intrusive_ptr<chorus_torch::BackendBase>& pg, int64_t bytes) {
+        TORCH_CHECK(bytes >= 0, "registered_empty: negative size");
+        return chorusGroup(pg)->registeredEmpty(size_t(bytes));
+      },
+      py::call_guard<py::gil_scoped_release>());
+  m.def("registered_stats", [](const c10::intrusive_ptr<chorus_torch::BackendBase>& pg) {
+    const chorus_torch::RegisteredPoolStats s = chorusGroup(pg)->registeredStats();
+    py::dict d;
+    d["blocks"] = s.blocks;
+    d["free_blocks"] = s.freeBlocks;
+    d["bytes"] = s.bytes;
+    d["reuses"] = s.reuses;
+    d["open"] = s.open;
+    return d;
+  });
+  m.def("registered_live_blocks", &chorus_torch::RegisteredPool::liveBlocks);
   m.def("sequence_number", [](const c10::intrusive_ptr<chorus_torch::BackendBase>& pg) {
     return chorusGroup(pg)->getSequenceNumberForGroup();
   });

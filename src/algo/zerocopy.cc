@@ -27,6 +27,7 @@
 
 #include "algo/algo.h"
 #include "algo/peer_post.h"
+#include "base/debug.h"
 #include "base/error.h"
 #include "comm/comm.h"
 #include "comm/register.h"
@@ -122,6 +123,9 @@ void fallback(chorusComm* comm, RegState& st, uint64_t k, const OpDesc& op) {
   comm->mySegment.header()->reg.done.store(k, std::memory_order_release);
   const Choice c = chooseFor(comm, op.kind, modelBytes(op.kind, op.count, op.type, comm->nranks),
                              st.fallbackEnv);
+  // CHORUS_DEBUG=INFO: the choice line said zerocopy; this one says the call did not run it.
+  CHORUS_INFO(comm->rank, "%s: zerocopy falls back to %s (buffers not registered on every rank)",
+              opKindName(op.kind), algoName(c.algo));
   const AlgoEntry run = algoDesc(c.algo).run.of[int(op.kind)];
   if (run == nullptr)
     fail(chorusInternalError, "rank %d: the fallback %s has no %s", comm->rank, algoName(c.algo),
