@@ -7,6 +7,7 @@ the best and the median time per call over the rounds, and their ratios.
 
 Usage:  chorus-torch-bench [-np N] [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-r ROUNDS]
                            [--ops all_reduce,broadcast,all_gather,ddp] [--json FILE]
+                           [--registered]
 Without RANK/WORLD_SIZE in the environment it starts N local ranks itself (torchrun-style
 variables); under torchrun it is one of them.
 """
@@ -45,6 +46,10 @@ def parse():
                    help="seconds per timed round and backend (iterations are chosen to fill it)")
     p.add_argument("--ops", default="all_reduce,broadcast,all_gather,reduce_scatter,ddp,fsdp2")
     p.add_argument("--backends", default="chorus,gloo")
+    p.add_argument("--registered", action="store_true",
+                   help="FSDP2 step: also a column \"chorus-reg\", the model sharded on a chorus "
+                        "group of its own with its buffers in registered memory "
+                        "(chorus.torch.use_registered_buffers)")
     p.add_argument("--json", help="write the results as JSON here (rank 0)")
     return p.parse_args()
 
@@ -172,11 +177,12 @@ def main():
             measure("reduce_scatter", nb,
                     {b: (lambda g=g: dist.reduce_scatter_tensor(y, x, group=g))
                      for b, g in groups.items()})
-    def mlp_steps(wrap):
+    def mlp_steps(wrap, extra=()):
         """backend -> one training step of the benchmark MLP, made by wrap(model, group) for each
-        backend's group; "compute": the same step without communication, the floor both approach."""
+        backend's group (and each (name, group) of `extra`); "compute": the same step without
+        communication, the floor both approach."""
         steps = {}
-        for b, g in list(groups.items()) + [("compute", "none")]:
+        for b, g in list(groups.items()) + list(extra) + [("compute", "none")]:
             torch.manual_seed(0)
             model = torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.ReLU(),
                                         torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
@@ -201,8 +207,13 @@ def main():
     if "fsdp2" in ops and torch2:
         from torch.distributed.device_mesh import DeviceMesh
         from torch.distributed.fsdp import fully_shard
+        # chorus-reg: a chorus group of its own (registrations on a group make its other large
+        # calls on ordinary buffers pay a hand-off first, so the default group stays without).
+        extra = [("chorus-reg", dist.new_group(backend="chorus"))] if args.registered else []
+        columns = backends + [b for b, _ in extra] + ["compute"]
         header("FSDP2 training step: the same MLP, each Linear and the root fully_shard-ed "
-               "(fp32); compute: the step without FSDP", backends + ["compute"])
+               "(fp32); chorus-reg: its buffers in registered memory; compute: the step without "
+               "FSDP", columns)
 
         def shard(model, g):
             mesh = DeviceMesh.from_group(g if g is not None else dist.group.WORLD, "cpu")
@@ -210,9 +221,12 @@ def main():
                 if isinstance(layer, torch.nn.Linear):
                     fully_shard(layer, mesh=mesh)
             fully_shard(model, mesh=mesh)
+            if extra and g is extra[0][1]:
+                import chorus.torch
+                chorus.torch.use_registered_buffers(model)
             return model
-        steps = mlp_steps(shard)
-        measure("fsdp2_step", "step", steps, backends + ["compute"])
+        steps = mlp_steps(shard, extra)
+        measure("fsdp2_step", "step", steps, columns)
     if args.json and rank == 0:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=1)
