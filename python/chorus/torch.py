@@ -261,18 +261,7 @@ def registered_pool_stats(group=None):
     return dict(_chorus_torch.registered_stats(_chorus_backend(group, "registered_pool_stats")))
 
 
-def _fsdp_comm_bases():
-    try:  # torch 2.x with FSDP2's custom communication API
-        from torch.distributed.fsdp._fully_shard._fsdp_api import AllGather, ReduceScatter
-        return AllGather, ReduceScatter
-    except ImportError:  # torch 1.13: no FSDP2; the classes exist but nothing calls them
-        return object, object
-
-
-_AllGatherBase, _ReduceScatterBase = _fsdp_comm_bases()
-
-
-class FSDPAllGather(_AllGatherBase):
+class _AllGatherComm:
     """FSDP2's all-gather (FSDPModule.set_custom_all_gather) with its output buffer in the
     registered memory of `group` (a chorus group: FSDP2's shard group). FSDP2 all-gathers in
     place (the input is this rank's block of the output), so the call runs zero-copy."""
@@ -293,7 +282,7 @@ class FSDPAllGather(_AllGatherBase):
         return gather(output_tensor, input_tensor, group=group, async_op=async_op)
 
 
-class FSDPReduceScatter(_ReduceScatterBase):
+class _ReduceScatterComm:
     """FSDP2's reduce-scatter (FSDPModule.set_custom_reduce_scatter) with its input and output
     in the registered memory of `group` (a chorus group: FSDP2's shard group), so the call runs
     zero-copy (with FSDP2's AVG or SUM; a PREMUL_SUM scales a copy of the input first, which
@@ -313,6 +302,36 @@ class FSDPReduceScatter(_ReduceScatterBase):
         return scatter(output_tensor, input_tensor, op=op, group=group, async_op=async_op)
 
 
+_FSDP_COMMS = {}
+
+
+def _fsdp_comm(name):
+    """chorus.torch.FSDPAllGather / FSDPReduceScatter, made on first use as subclasses of torch's
+    AllGather / ReduceScatter: importing torch.distributed.fsdp takes most of a second, which
+    `import chorus.torch` should not pay. torch 1.13 has no FSDP2 (and Debian's 1.13 under
+    Python 3.11 raises a ValueError inside torch.distributed.fsdp): there they subclass object,
+    and nothing calls them."""
+    if name not in _FSDP_COMMS:
+        impl, base = {"FSDPAllGather": (_AllGatherComm, "AllGather"),
+                      "FSDPReduceScatter": (_ReduceScatterComm, "ReduceScatter")}[name]
+        bases = (impl,)
+        if _chorus_torch.TORCH_VERSION.split(".")[0] != "1":
+            try:
+                from torch.distributed.fsdp._fully_shard import _fsdp_api
+                bases = (impl, getattr(_fsdp_api, base))
+            except Exception:  # a torch 2.x without FSDP2's custom comms
+                pass
+        _FSDP_COMMS[name] = type(name, bases, {"__doc__": impl.__doc__, "__module__": __name__,
+                                               "__qualname__": name})
+    return _FSDP_COMMS[name]
+
+
+def __getattr__(name):
+    if name in ("FSDPAllGather", "FSDPReduceScatter"):
+        return _fsdp_comm(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def use_registered_buffers(module):
     """Sets FSDPAllGather and FSDPReduceScatter, on each module's own shard group, on every
     FSDPModule in `module` (itself included): FSDP2's all-gathers and reduce-scatters then run
@@ -321,7 +340,7 @@ def use_registered_buffers(module):
     not a chorus group, RuntimeError on a torch without FSDP2."""
     try:
         from torch.distributed.fsdp import FSDPModule
-    except ImportError as e:
+    except Exception as e:  # ImportError; a ValueError inside Debian's torch 1.13 on Python 3.11
         raise RuntimeError(f"chorus.torch.use_registered_buffers needs FSDP2 (torch 2.x); "
                            f"this is torch {torch.__version__}") from e
     comms = {}  # one pair per group
@@ -335,9 +354,9 @@ def use_registered_buffers(module):
         ag_group = groups[0]._all_gather_process_group
         rs_group = groups[0]._reduce_scatter_process_group
         if ag_group not in comms:
-            comms[ag_group] = FSDPAllGather(ag_group)
+            comms[ag_group] = _fsdp_comm("FSDPAllGather")(ag_group)
         if (rs_group, "rs") not in comms:
-            comms[(rs_group, "rs")] = FSDPReduceScatter(rs_group)
+            comms[(rs_group, "rs")] = _fsdp_comm("FSDPReduceScatter")(rs_group)
         m.set_custom_all_gather(comms[ag_group])
         m.set_custom_reduce_scatter(comms[(rs_group, "rs")])
         count += 1

@@ -21,7 +21,7 @@ WORKER = os.path.join(HERE, "registered_worker.py")
 try:
     from torch.distributed.fsdp import fully_shard  # noqa: F401
     FSDP2 = True
-except ImportError:
+except Exception:  # ImportError; on Debian's torch 1.13 + Python 3.11 a ValueError inside torch
     FSDP2 = False
 
 
@@ -104,7 +104,14 @@ def test_fsdp2_registered_buffers_match_default_and_run_zero_copy(tmp_path):
         info = runs[mode][1]
         stats = info["stats"]
         assert stats[0]["blocks"] > 0
-        assert all(s["blocks"] == stats[1]["blocks"] for s in stats[1:]), stats
+        if mode == "registered_async":
+            # The worker thread drops its references to a call's tensors when it has run it,
+            # which may come after the next request on one rank and not on the other: then
+            # every rank makes one more block (the agreement), so the pool may grow by the
+            # calls in flight, not more.
+            assert all(s["blocks"] <= 2 * stats[0]["blocks"] for s in stats), stats
+        else:
+            assert all(s["blocks"] == stats[1]["blocks"] for s in stats[1:]), (mode, stats)
         assert stats[-1]["reuses"] > stats[1]["reuses"]
         assert info["live_after_release"] == 0, info
 
