@@ -9,6 +9,7 @@
 # --load N runs N busy competitor processes (a spinning loop each) during every launch.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/compare_common.sh
 build=${1:-build}
 launches=${2:-5}
 rounds=${3:-5}
@@ -16,12 +17,7 @@ load=0
 [ "${4:-}" = "--load" ] && load=${5:-1}
 out=$(mktemp -d /tmp/compare_fsdp_registered.XXXXXX)
 [ -x "$build/chorus-torch-bench" ] || { echo "no $build/chorus-torch-bench (scripts/setup.sh)"; exit 1; }
-pids=()
-for ((i = 0; i < load; i++)); do
-  /usr/bin/python3 -c "while True: pass" &
-  pids+=($!)
-done
-trap '[ ${#pids[@]} -gt 0 ] && kill "${pids[@]}" 2>/dev/null' EXIT
+start_busy "$load"
 echo "### $(date -u +%FT%TZ) $(nproc) cores, load $load, $launches launches x $rounds rounds, results in $out"
 for ((l = 0; l < launches; l++)); do
   "$build/chorus-torch-bench" -np 2 --ops fsdp2 --registered -r "$rounds" \

@@ -8,6 +8,7 @@
 # --load N runs N busy competitor processes (a spinning loop each) during every launch.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+source scripts/compare_common.sh
 build=${1:-build}
 launches=${2:-5}
 maxb=${3:-256M}
@@ -15,12 +16,7 @@ load=0
 [ "${4:-}" = "--load" ] && load=${5:-1}
 out=$(mktemp -d /tmp/compare_torch.XXXXXX)
 [ -x "$build/chorus-torch-bench" ] || scripts/setup.sh "$build" || exit 1
-pids=()
-for ((i = 0; i < load; i++)); do
-  /usr/bin/python3 -c "while True: pass" &
-  pids+=($!)
-done
-trap '[ ${#pids[@]} -gt 0 ] && kill "${pids[@]}" 2>/dev/null' EXIT
+start_busy "$load"
 echo "### $(date -u +%FT%TZ) $(nproc) cores, load $load, $launches launches, results in $out"
 for np in 2 4; do
   for ((l = 0; l < launches; l++)); do

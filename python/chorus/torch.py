@@ -261,19 +261,27 @@ def registered_pool_stats(group=None):
     return dict(_chorus_torch.registered_stats(_chorus_backend(group, "registered_pool_stats")))
 
 
-class _AllGatherComm:
-    """FSDP2's all-gather (FSDPModule.set_custom_all_gather) with its output buffer in the
-    registered memory of `group` (a chorus group: FSDP2's shard group). FSDP2 all-gathers in
-    place (the input is this rank's block of the output), so the call runs zero-copy."""
+class _RegisteredComm:
+    """What FSDP2's two comm objects share: a chorus group and `allocate` from its registered
+    memory (CPU buffers; other devices get torch's own)."""
 
-    def __init__(self, group=None):
+    def __init__(self, group, what):
         self.group = group
-        _chorus_backend(group, "FSDPAllGather")
+        _chorus_backend(group, what)
 
     def allocate(self, size, *, dtype, device):
         if torch.device(device).type != "cpu":
             return torch.empty(*size, dtype=dtype, device=device)
         return registered_empty(size, dtype, self.group)
+
+
+class _AllGatherComm(_RegisteredComm):
+    """FSDP2's all-gather (FSDPModule.set_custom_all_gather) with its output buffer in the
+    registered memory of `group` (a chorus group: FSDP2's shard group). FSDP2 all-gathers in
+    place (the input is this rank's block of the output), so the call runs zero-copy."""
+
+    def __init__(self, group=None):
+        super().__init__(group, "FSDPAllGather")
 
     def __call__(self, output_tensor, input_tensor, group, async_op=False):
         # all_gather_single where it exists (FSDP2's default comm calls it; torch 2.13 warns that
@@ -282,20 +290,14 @@ class _AllGatherComm:
         return gather(output_tensor, input_tensor, group=group, async_op=async_op)
 
 
-class _ReduceScatterComm:
+class _ReduceScatterComm(_RegisteredComm):
     """FSDP2's reduce-scatter (FSDPModule.set_custom_reduce_scatter) with its input and output
     in the registered memory of `group` (a chorus group: FSDP2's shard group), so the call runs
     zero-copy (with FSDP2's AVG or SUM; a PREMUL_SUM scales a copy of the input first, which
     is not registered)."""
 
     def __init__(self, group=None):
-        self.group = group
-        _chorus_backend(group, "FSDPReduceScatter")
-
-    def allocate(self, size, *, dtype, device):
-        if torch.device(device).type != "cpu":
-            return torch.empty(*size, dtype=dtype, device=device)
-        return registered_empty(size, dtype, self.group)
+        super().__init__(group, "FSDPReduceScatter")
 
     def __call__(self, output_tensor, input_tensor, group, op, async_op=False):
         scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
