@@ -43,7 +43,10 @@ class Launchers : public ShmCheckedTestP<int> {};
 TEST_P(Launchers, FormOneCommunicator) {
   const LauncherVars& l = kLaunchers[GetParam()];
   const int np = 3;
-  const int port = 20000 + (getpid() * 7 + GetParam() * 101) % 20000;
+  // A port the kernel just handed out and took back: a fixed formula could land in the
+  // ephemeral range, where another process's connection may hold it.
+  const int port = freeLoopbackPort();
+  ASSERT_GT(port, 1) << "no free port on 127.0.0.1";
   std::string script;
   for (int r = 0; r < np; ++r) {
     script += std::string("env -u CHORUS_RANK -u CHORUS_NRANKS -u CHORUS_COMM_ID ") + l.rankVar +
@@ -66,7 +69,10 @@ INSTANTIATE_TEST_SUITE_P(Env, Launchers, ::testing::Values(0, 1, 2, 3),
 
 TEST(Launchers, RealMpirunWhenInstalled) {
   if (access("/usr/bin/mpirun", X_OK) != 0) GTEST_SKIP() << "Open MPI's mpirun is not installed";
-  const int port = 20000 + (getpid() * 13) % 20000;
+  // As above: mpirun's own daemons take ephemeral ports, which a fixed formula once hit
+  // ("bind 0.0.0.0:37052: Address already in use").
+  const int port = freeLoopbackPort();
+  ASSERT_GT(port, 0) << "no free port on 127.0.0.1";
   const CommandResult r =
       runCommand({"/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "3", "-x",
                   "CHORUS_COMM_ID=127.0.0.1:" + std::to_string(port), MP_WORKER_PATH, "--counts",
