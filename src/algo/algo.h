@@ -48,6 +48,17 @@ void ringAllReduceOn(chorusComm* comm, const std::vector<int>& ring, int pos, co
 // every node to hold the same number of ranks.
 void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto);
 // Its slices: tune/tuner.h hierSlices.
+
+// The hierarchical AllReduce's rings, as seen by this rank (also the link probe's,
+// core/net_probe.cc): its node's ranks in ring order, its index i there, and the ranks of index i
+// of every node (one per node that has that many ranks), in node order, with its place there.
+struct HierPlan {
+  std::vector<int> local;  // this node's ranks in ring order
+  std::vector<int> cross;  // local index i of every node, in node order
+  int P = 1, i = 0, qpos = 0;
+};
+HierPlan hierPlan(const chorusComm* comm);
+
 void ringAllGather(chorusComm* comm, const OpDesc& op, const Work& w);
 void ringReduceScatter(chorusComm* comm, const OpDesc& op, const Work& w);
 // Pipelined chains along the ring (algo/chain.cc).

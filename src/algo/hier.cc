@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "algo/algo.h"
+#include "base/clock.h"
 #include "base/debug.h"
 #include "base/error.h"
 #include "base/param.h"
@@ -89,17 +90,9 @@ void samplePipeline(chorusComm* comm, double netSec, double shmSec, size_t bytes
               comm->shape.hierPipelined ? "pipelining" : "phases one after the other");
 }
 
-double secondsSince(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
+}  // namespace
 
-struct HierPlan {
-  std::vector<int> local;  // this node's ranks in ring order
-  std::vector<int> cross;  // local index i of every node, in node order
-  int P = 1, i = 0, qpos = 0;
-};
-
-HierPlan plan(chorusComm* comm) {
+HierPlan hierPlan(const chorusComm* comm) {
   HierPlan h;
   const int me = comm->rank, node = comm->nodeOf[size_t(me)];
   for (int r : comm->ring)
@@ -114,6 +107,8 @@ HierPlan plan(chorusComm* comm) {
   h.qpos = int(std::find(h.cross.begin(), h.cross.end(), me) - h.cross.begin());
   return h;
 }
+
+namespace {
 
 // One slice: elements [first, first + count) of the operation, in P blocks of ceil(count / P)
 // (the last ones shorter or empty), block k owned by local rank k.
@@ -184,7 +179,7 @@ void allGatherSlice(Prims& prims, const HierPlan& h, const Slice& s) {
 }  // namespace
 
 void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto) {
-  const HierPlan h = plan(comm);
+  const HierPlan h = hierPlan(comm);
   const int P = h.P;
   const size_t esz = chorusTypeSize(op.type), count = op.count;
   const chorusRedOp_t partial = op.op == chorusAvg ? chorusSum : op.op;
@@ -207,15 +202,15 @@ void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto) {
   };
 
   if (nslices == 1) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const auto t0 = Clock::now();
     Prims rs(comm, 0, proto, prev, next, op.type, partial,
              "AllReduce(hier, intra-node reduce-scatter)");
     reduceScatterSlice(rs, h, slice(0));
     const double tA = secondsSince(t0);
-    const auto t1 = std::chrono::steady_clock::now();
+    const auto t1 = Clock::now();
     crossSlice(comm, op, h, slice(0));
     const double tB = secondsSince(t1);
-    const auto t2 = std::chrono::steady_clock::now();
+    const auto t2 = Clock::now();
     Prims ag(comm, 1, proto, prev, next, op.type, op.op, "AllReduce(hier, intra-node allgather)");
     allGatherSlice(ag, h, slice(0));
     if (measure) samplePipeline(comm, tB, tA + secondsSince(t2), count * esz, P);

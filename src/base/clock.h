@@ -17,6 +17,10 @@ inline Deadline noDeadline() {
 inline int64_t steadyNs(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
+// Seconds from t to now.
+inline double secondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 inline Deadline deadlineIn(double seconds) {
   return Clock::now() + std::chrono::microseconds(int64_t(seconds * 1e6));
 }

@@ -59,38 +59,38 @@ double envPositive(const char* name) {
 double timedAllReduce(chorusComm* c, const std::vector<int>& ring, int pos, double* buf,
                       size_t count) {
   OpDesc op{OpKind::kAllReduce, buf, buf, count, chorusFloat64, chorusSum, -1, c, nullptr};
-  const auto t0 = std::chrono::steady_clock::now();
+  const auto t0 = Clock::now();
   ringAllReduceOn(c, ring, pos, op, Work{0, Proto::kSimple, 0, count});
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return secondsSince(t0);
+}
+
+// The median of kSmallReps timings (reorders them).
+double median(double (&t)[kSmallReps]) {
+  std::nth_element(t, t + kSmallReps / 2, t + kSmallReps);
+  return t[kSmallReps / 2];
 }
 
 }  // namespace
 
 void probeNetwork(chorusComm* c) {
   if (c->nnodes < 2) return;
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
   const double gbs = envPositive("CHORUS_NET_GBS"), hopUs = envPositive("CHORUS_NET_HOP_US");
   const bool probe = envInt("CHORUS_NET_PROBE", 1) != 0 && (gbs == 0 || hopUs == 0);
   double hopSec = 0, secPerByte = 0, nodeHopSec = 0;  // this rank's measurement (0: none)
   if (probe) {
-    // This rank's node's ranks in ring order, and the smallest node's rank count.
-    const int me = c->rank, node = c->nodeOf[size_t(me)];
-    std::vector<int> perNode(size_t(c->nnodes), 0), mine;
-    for (int r : c->ring) {
-      if (c->nodeOf[size_t(r)] == node) mine.push_back(r);
-      ++perNode[size_t(c->nodeOf[size_t(r)])];
-    }
+    // The hierarchical AllReduce's rings (this node's, and index i of every node), and the
+    // smallest node's rank count: only indices every node has cross all of them.
+    const HierPlan h = hierPlan(c);
+    const std::vector<int>& mine = h.local;
+    std::vector<int> perNode(size_t(c->nnodes), 0);
+    for (int r : c->ring) ++perNode[size_t(c->nodeOf[size_t(r)])];
     const int P = *std::min_element(perNode.begin(), perNode.end());
-    const int local = int(std::find(mine.begin(), mine.end(), me) - mine.begin());
+    const int local = h.i;
     const bool crossing = local < P;  // this rank's index exists on every node
-    std::vector<int> cross;           // local index `local` of every node, in node order
-    for (int q = 0; crossing && q < c->nnodes; ++q) {
-      int seen = 0;
-      for (int r : c->ring)
-        if (c->nodeOf[size_t(r)] == q && seen++ == local) cross.push_back(r);
-    }
+    const std::vector<int> cross = crossing ? h.cross : std::vector<int>{};
     const int Q = int(cross.size());
-    const int pos = int(std::find(cross.begin(), cross.end(), me) - cross.begin());
+    const int pos = h.qpos;
     const long total = std::max(envSize("CHORUS_NET_PROBE_BYTES", kNetProbeBytes), 64L << 10);
     const size_t elems = crossing ? size_t(total) / size_t(P) / sizeof(double) : 0;
     const size_t hierElems = size_t(P) * size_t(c->nnodes) * 8;
@@ -101,8 +101,7 @@ void probeNetwork(chorusComm* c) {
       const size_t n = ring.size();
       double t[kSmallReps];
       for (double& ti : t) ti = timedAllReduce(c, ring, at, buf.data(), n);
-      std::nth_element(t, t + kSmallReps / 2, t + kSmallReps);
-      return t[kSmallReps / 2] / (2.0 * double(n - 1));
+      return median(t) / (2.0 * double(n - 1));
     };
     // Each phase starts on every rank at once (the barriers, met by every rank): the link is the
     // node's, shared by its rings. Warm-up first (pages, TCP windows, the proxies awake).
@@ -131,12 +130,11 @@ void probeNetwork(chorusComm* c) {
       for (double& ti : t) {
         OpDesc op{OpKind::kAllReduce, buf.data(), buf.data(), hierElems, chorusFloat64,
                   chorusSum,          -1,         c,          nullptr};
-        const auto t0 = std::chrono::steady_clock::now();
+        const auto t0 = Clock::now();
         hierAllReduce(c, op, Proto::kSimple);
-        ti = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        ti = secondsSince(t0);
       }
-      std::nth_element(t, t + kSmallReps / 2, t + kSmallReps);
-      const double Q = c->nnodes, fit = (t[kSmallReps / 2] - 2 * (Q - 1) * hopSec) / (2 * (P - 1));
+      const double Q = c->nnodes, fit = (median(t) - 2 * (Q - 1) * hopSec) / (2 * (P - 1));
       nodeHopSec = std::max(nodeHopSec, fit);
     }
     if (crossing) {
@@ -167,8 +165,7 @@ void probeNetwork(chorusComm* c) {
   c->shape.netHopUs = hopUs > 0 ? hopUs : v[0] * 1e6;
   c->shape.nodeHopUs = v[2] * 1e6;
   c->shape.netBwGBs = gbs > 0 ? gbs : v[1] > 0 ? 1e-9 / v[1] : 0;
-  const double ms =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() * 1e3;
+  const double ms = secondsSince(start) * 1e3;
   CHORUS_INFO(c->rank,
               "network link: %.1f us per hop, %.3f GB/s per node, %.1f us per hop in a node (%s) "
               "in %.1f ms",
