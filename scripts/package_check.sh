@@ -81,6 +81,9 @@ step "pip install --no-build-isolation . into a fresh venv with torch 2.13; torc
 (cd / && "$work/venv/bin/python" -c "import chorus, chorus.torch, torch; print('pip-installed chorus', chorus.version(), 'for torch', torch.__version__, 'at', chorus.__file__)")
 (cd "$work" && PATH=$work/venv/bin:$PATH torchrun --nproc-per-node 2 "$src/examples/python/fsdp2_train.py" \
   --backend chorus --steps 5 | tail -n 3)
+# The same with FSDP2's buffers in registered memory (chorus.torch.use_registered_buffers).
+(cd "$work" && PATH=$work/venv/bin:$PATH torchrun --nproc-per-node 2 "$src/examples/python/fsdp2_train.py" \
+  --backend chorus --steps 5 --registered | tail -n 3)
 
 step ".deb (cpack) installed with apt"
 (cd "$work/build" && cpack -G DEB >/dev/null)
