@@ -252,11 +252,15 @@ size_t modelBytes(OpKind kind, size_t count, chorusDataType_t type, int nranks) 
 }
 
 Choice chooseFor(const chorusComm* comm, OpKind kind, size_t bytes, const TunerEnv& env) {
-  const Shape& shape = comm->shape;  // computed once at init
+  return chooseForShape(comm->shape, comm->nchannels, kind, bytes, env);  // shape: set at init
+}
+
+Choice chooseForShape(const Shape& shape, int nchannels, OpKind kind, size_t bytes,
+                      const TunerEnv& env) {
   const int k = int(kind);
-  const int minCh = int(std::clamp<int64_t>(env.minChannels, 1, comm->nchannels));
-  const int maxCh = int(std::clamp<int64_t>(env.maxChannelsSet ? env.maxChannels : comm->nchannels,
-                                            minCh, comm->nchannels));
+  const int minCh = int(std::clamp<int64_t>(env.minChannels, 1, nchannels));
+  const int maxCh =
+      int(std::clamp<int64_t>(env.maxChannelsSet ? env.maxChannels : nchannels, minCh, nchannels));
   Choice best{Algo::kRing, Proto::kSimple, 1, 1e300};
   bool any = false;
   for (int ai = 0; ai < numAlgos(); ++ai) {
@@ -269,7 +273,7 @@ Choice chooseFor(const chorusComm* comm, OpKind kind, size_t bytes, const TunerE
     for (int pi = 0; pi < kNumProtos; ++pi) {
       Proto p = Proto(pi);
       if (!protoSupports(a, p) || !(env.protoAllowed[k] & (1u << pi))) continue;
-      if (p == Proto::kLL && comm->nnodes > 1) continue;  // LL does not cross the TCP proxy
+      if (p == Proto::kLL && shape.nnodes > 1) continue;  // LL does not cross the TCP proxy
       // Channels split rings and chains; trees use one channel per tree.
       const bool multi = d.channels;
       for (int ch = multi ? minCh : 1; ch <= (multi ? maxCh : 1); ++ch) {

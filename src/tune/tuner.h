@@ -89,6 +89,10 @@ TunerEnv readTunerEnv();  // comm/plan.h's TunerEnv, from the environment now
 
 // The model's choice for `bytes` (the size predictUs takes) under the overrides `env`.
 Choice chooseFor(const chorusComm* comm, OpKind kind, size_t bytes, const TunerEnv& env);
+// The same for a described communicator: its shape and channel count (chorus-tune --cluster
+// predicts clusters that do not exist here with it).
+Choice chooseForShape(const Shape& shape, int nchannels, OpKind kind, size_t bytes,
+                      const TunerEnv& env);
 // The size the model sees for `count` elements of `type` (AllGather, ReduceScatter and the
 // direct collectives count every rank's block).
 size_t modelBytes(OpKind kind, size_t count, chorusDataType_t type, int nranks);

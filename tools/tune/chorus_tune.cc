@@ -1,8 +1,12 @@
 // chorus-tune: measures this machine's hand-off latency and slot bandwidth per protocol, fits the
 // tuner's model (src/tune/tuner.h) and caches it; --print shows the model's predicted time for
-// every size and choice, marking the one the tuner picks.
+// every size and choice, marking the one the tuner picks; --cluster predicts a described cluster
+// (cluster_model.h) without measuring anything.
 //
 //   chorus-tune [--ranks N] [--no-save] [--print] [--print-only] [--collective allreduce]
+//   chorus-tune --cluster NODESxRANKS [--link-gbps G] [--link-us U] [--mem-gbs B] [--hop-us H]
+//               [--channels C] [--min-bytes S] [--max-bytes S] [--collective NAME|all] [--json F]
+#include <errno.h>
 #include <getopt.h>
 
 #include <algorithm>
@@ -15,6 +19,7 @@
 #include <vector>
 
 #include "chorus/chorus.h"
+#include "cluster_model.h"
 #include "comm/comm.h"
 #include "tune/calibration.h"
 #include "tune/tuner.h"
@@ -132,7 +137,28 @@ int main(int argc, char** argv) {
   int n = 2;
   bool save = true, print = false, measure = true;
   std::string collective = "allreduce";
+  bool cluster = false, collectiveSet = false;
+  ClusterSpec spec;
+  std::string json;
+  auto positive = [](const char* flag, const char* v) {
+    char* end = nullptr;
+    const double d = strtod(v, &end);
+    if (end == v || *end != 0 || !(d > 0)) {
+      fprintf(stderr, "chorus-tune: %s needs a positive number, got '%s'\n", flag, v);
+      exit(2);
+    }
+    return d;
+  };
   static option opts[] = {{"ranks", required_argument, nullptr, 'n'},
+                          {"cluster", required_argument, nullptr, 'C'},
+                          {"link-gbps", required_argument, nullptr, 'G'},
+                          {"link-us", required_argument, nullptr, 'L'},
+                          {"mem-gbs", required_argument, nullptr, 'M'},
+                          {"hop-us", required_argument, nullptr, 'H'},
+                          {"channels", required_argument, nullptr, 'K'},
+                          {"min-bytes", required_argument, nullptr, 'b'},
+                          {"max-bytes", required_argument, nullptr, 'e'},
+                          {"json", required_argument, nullptr, 'j'},
                           {"no-save", no_argument, nullptr, 's'},
                           {"print", no_argument, nullptr, 'p'},
                           {"print-only", no_argument, nullptr, 'P'},
@@ -140,7 +166,7 @@ int main(int argc, char** argv) {
                           {"help", no_argument, nullptr, 'h'},
                           {nullptr, 0, nullptr, 0}};
   int c;
-  while ((c = getopt_long(argc, argv, "n:spPc:h", opts, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, "n:spPc:hC:G:L:M:H:K:b:e:j:", opts, nullptr)) != -1) {
     switch (c) {
       case 'n':
         n = atoi(optarg);
@@ -156,16 +182,79 @@ int main(int argc, char** argv) {
         break;
       case 'c':
         collective = optarg;
+        collectiveSet = true;
+        break;
+      case 'C':
+        if (!parseClusterShape(optarg, &spec.nodes, &spec.perNode)) {
+          fprintf(stderr, "chorus-tune: --cluster wants NODESxRANKS (e.g. 16x8), got '%s'\n",
+                  optarg);
+          return 2;
+        }
+        cluster = true;
+        break;
+      case 'G':
+        spec.linkGbps = positive("--link-gbps", optarg);
+        break;
+      case 'L':
+        spec.linkUs = positive("--link-us", optarg);
+        break;
+      case 'M':
+        spec.memGBs = positive("--mem-gbs", optarg);
+        break;
+      case 'H':
+        spec.hopUs = positive("--hop-us", optarg);
+        break;
+      case 'K':
+        spec.channels = std::clamp(int(positive("--channels", optarg)), 2, 64);
+        break;
+      case 'b':
+        spec.minBytes = size_t(positive("--min-bytes", optarg));
+        break;
+      case 'e':
+        spec.maxBytes = size_t(positive("--max-bytes", optarg));
+        break;
+      case 'j':
+        json = optarg;
         break;
       default:
         printf(
             "usage: chorus-tune [--ranks N] [--no-save] [--print] [--print-only] "
             "[--collective allreduce|broadcast|reduce|allgather|reducescatter]\n"
+            "       chorus-tune --cluster NODESxRANKS [--link-gbps G] [--link-us U] [--mem-gbs B]\n"
+            "                   [--hop-us H] [--channels C] [--min-bytes S] [--max-bytes S]\n"
+            "                   [--collective NAME|all] [--json FILE]\n"
             "Measures hand-off latency and bandwidth per protocol on N thread ranks (default 2),\n"
-            "writes the tuner cache (%s), and with --print shows the model's predictions.\n",
+            "writes the tuner cache (%s), and with --print shows the model's predictions.\n"
+            "--cluster measures nothing: it prints, for the described cluster (default link\n"
+            "25 Gbit/s; the rest from this machine's model unless given), the tuner's choice,\n"
+            "predicted time and bus bandwidth of each collective per size, and the ideal.\n",
             tuneCachePath().c_str());
         return c == 'h' ? 0 : 2;
     }
+  }
+  if (cluster) {
+    if (spec.minBytes > spec.maxBytes) {
+      fprintf(stderr, "chorus-tune: --min-bytes %zu is above --max-bytes %zu\n", spec.minBytes,
+              spec.maxBytes);
+      return 2;
+    }
+    setMachineModel(clusterModel(machineModel(), spec));
+    const auto rows = predictCluster(spec, collectiveSet ? collective.c_str() : "all");
+    if (rows.empty()) {
+      fprintf(stderr, "chorus-tune: unknown collective '%s'\n", collective.c_str());
+      return 2;
+    }
+    printCluster(spec, rows);
+    if (!json.empty()) {
+      FILE* f = fopen(json.c_str(), "w");
+      if (f == nullptr) {
+        fprintf(stderr, "chorus-tune: cannot write %s: %s\n", json.c_str(), strerror(errno));
+        return 1;
+      }
+      writeClusterJson(f, spec, rows);
+      fclose(f);
+    }
+    return 0;
   }
   if (n < 2) n = 2;
   if (measure) {

@@ -1,0 +1,135 @@
+// chorus-tune --cluster (tools/tune/cluster_model.h): the described cluster is the same model the
+// communicators use (a real communicator of that shape gets the same choices), its ideal is seed
+// 001's formula, its bus bandwidth nccl-tests', and the tool's JSON says what it printed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "cluster_model.h"
+#include "comm/comm.h"
+#include "comm_set.h"
+#include "run_command.h"
+#include "tune/tuner.h"
+
+namespace {
+
+using namespace ctest;
+using namespace chorus;
+
+TEST(ClusterModel, ParsesShapes) {
+  int q = 0, p = 0;
+  EXPECT_TRUE(parseClusterShape("16x8", &q, &p));
+  EXPECT_EQ(q, 16);
+  EXPECT_EQ(p, 8);
+  EXPECT_TRUE(parseClusterShape("1X2", &q, &p));
+  for (const char* bad : {"", "16", "16x", "x8", "0x8", "16x0", "16x8x2", "16*8", "-1x4"})
+    EXPECT_FALSE(parseClusterShape(bad, &q, &p)) << bad;
+}
+
+// A described single node of 2 ranks (a core each) chooses what a real 2-rank communicator of
+// this process chooses, at every size, for every collective the model covers.
+TEST(ClusterModel, OneNodeChoosesAsACommunicator) {
+  CommSet comms(2);
+  ASSERT_EQ(comms.initResult(), chorusSuccess);
+  const chorusComm* c = comms[0];
+  if (c->shape.oversubscribed) GTEST_SKIP() << "fewer than 2 online cores";
+  ClusterSpec spec;
+  spec.nodes = 1;
+  spec.perNode = 2;
+  spec.channels = c->nchannels;
+  Shape described = clusterShape(spec);
+  described.onlineCores = c->shape.onlineCores;
+  const TunerEnv env = readTunerEnv();
+  for (OpKind k : {OpKind::kAllReduce, OpKind::kBroadcast, OpKind::kReduce, OpKind::kAllGather,
+                   OpKind::kReduceScatter})
+    for (size_t bytes = 8; bytes <= (size_t(1) << 30); bytes *= 2) {
+      const Choice a = chooseFor(c, k, bytes, env);
+      const Choice b = chooseForShape(described, spec.channels, k, bytes, env);
+      EXPECT_EQ(a.algo, b.algo) << collectiveKey(k) << " " << bytes;
+      EXPECT_EQ(a.proto, b.proto) << collectiveKey(k) << " " << bytes;
+      EXPECT_EQ(a.nchannels, b.nchannels) << collectiveKey(k) << " " << bytes;
+      EXPECT_DOUBLE_EQ(a.predictedUs, b.predictedUs) << collectiveKey(k) << " " << bytes;
+    }
+}
+
+// The described link and memory replace the model's; the rows carry seed 001's ideal and
+// nccl-tests' bus bandwidth.
+TEST(ClusterModel, RowsFollowTheDescription) {
+  const MachineModel saved = machineModel();
+  ClusterSpec spec;
+  spec.nodes = 16;
+  spec.perNode = 8;
+  spec.linkGbps = 100;
+  spec.linkUs = 5;
+  spec.memGBs = 20;
+  spec.minBytes = 1024;
+  spec.maxBytes = size_t(256) << 20;
+  setMachineModel(clusterModel(saved, spec));
+  const auto rows = predictCluster(spec, "all");
+  setMachineModel(saved);
+  ASSERT_FALSE(rows.empty());
+  // min(I (N-1) Q / (N ), B (N-1) / (N-Q)) with I = 12.5, B = 20, N = 128, Q = 16.
+  const double ideal = std::min(12.5 * 127 * 16 / (128.0 * 15), 20.0 * 127 / (128 - 16));
+  int kinds = 0;
+  for (const ClusterRow& r : rows) {
+    EXPECT_NEAR(r.idealBusBw, ideal, 1e-9) << r.collective;
+    EXPECT_GT(r.us, 0);
+    const double algbw = double(r.bytes) / (r.us * 1e3);
+    EXPECT_NEAR(r.algBw, algbw, 1e-12);
+    const std::string name = r.collective;
+    const double factor = name == "allreduce"                              ? 2.0 * 127 / 128
+                          : name == "allgather" || name == "reducescatter" ? 127.0 / 128
+                                                                           : 1.0;
+    EXPECT_NEAR(r.busBw, algbw * factor, 1e-12) << name;
+    EXPECT_NE(std::string(r.protocol), "ll") << "LL never crosses nodes";
+    // Nothing moves faster than the ideal (the model's bandwidths are below the link's).
+    EXPECT_LE(r.busBw, ideal * 1.0001) << name << " " << r.bytes;
+    if (r.bytes == spec.minBytes) ++kinds;
+  }
+  EXPECT_EQ(kinds, 5);
+  // A faster link never predicts a slower collective.
+  ClusterSpec slow = spec;
+  slow.linkGbps = 25;
+  setMachineModel(clusterModel(saved, slow));
+  const auto slowRows = predictCluster(slow, "all");
+  setMachineModel(saved);
+  ASSERT_EQ(slowRows.size(), rows.size());
+  for (size_t i = 0; i < rows.size(); ++i)
+    EXPECT_LE(rows[i].us, slowRows[i].us * 1.0001) << rows[i].collective << " " << rows[i].bytes;
+}
+
+// The tool end to end: exit status, the table's header, JSON with the printed rows; bad input
+// named.
+TEST(ClusterModel, ToolPrintsAndWritesJson) {
+  const std::string json = testing::TempDir() + "/cluster_model.json";
+  const CommandResult r =
+      runCommand({CHORUS_TUNE_PATH, "--cluster", "4x2", "--link-gbps", "1", "--link-us", "50",
+                  "--collective", "allreduce", "--max-bytes", "1048576", "--json", json},
+                 60);
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  EXPECT_NE(r.output.find("# cluster: 4 node(s) x 2 rank(s) = 8 ranks; link 1.0 Gbit/s"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("allreduce:"), std::string::npos) << r.output;
+  std::ifstream in(json);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string j = text.str();
+  EXPECT_NE(j.find("\"nodes\": 4"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"ideal_busbw\": 0.145833"), std::string::npos) << j;  // 0.125*7*4/(8*3)
+  EXPECT_EQ(j.find("\"collective\": \"broadcast\""), std::string::npos);
+  const CommandResult bad = runCommand({CHORUS_TUNE_PATH, "--cluster", "4by2"}, 60);
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_NE(bad.output.find("--cluster wants NODESxRANKS"), std::string::npos) << bad.output;
+  const CommandResult neg =
+      runCommand({CHORUS_TUNE_PATH, "--cluster", "2x2", "--link-gbps", "-3"}, 60);
+  EXPECT_EQ(neg.exitCode, 2);
+  EXPECT_NE(neg.output.find("--link-gbps needs a positive number"), std::string::npos)
+      << neg.output;
+}
+
+}  // namespace
