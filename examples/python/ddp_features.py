@@ -1,9 +1,9 @@
 """DistributedDataParallel features on CPU over the "chorus" backend (or --backend gloo to
 compare), each checked against a reference computed in one process; prints the time per step.
 
-    PYTHONPATH=build/python torchrun --nproc-per-node 2 examples/python/ddp_features.py
-    PYTHONPATH=build/python python examples/python/ddp_features.py -np 3     # no torchrun
-    PYTHONPATH=build/python python examples/python/ddp_features.py -np 2 --modes powersgd,join
+    torchrun --nproc-per-node 2 examples/python/ddp_features.py
+    python examples/python/ddp_features.py -np 3     # no torchrun
+    python examples/python/ddp_features.py -np 2 --modes powersgd,join
 
 Modes (--modes, comma separated; default all), each a fresh model trained for --steps steps:
 

@@ -2,9 +2,9 @@
 "chorus" backend (or --backend gloo to compare), and prints the time per step.
 
     build/chorus-torch-bench ...                                   # the benchmark
-    PYTHONPATH=build/python torchrun --nproc_per_node 2 examples/python/ddp_train.py
+    torchrun --nproc-per-node 2 examples/python/ddp_train.py
     # or without torchrun (starts 2 local ranks itself):
-    PYTHONPATH=build/python /usr/bin/python3 examples/python/ddp_train.py -np 2
+    python examples/python/ddp_train.py -np 2
 """
 
 import argparse

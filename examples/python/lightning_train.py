@@ -4,9 +4,9 @@ small regression model on a synthetic dataset, then checks that the loss went do
 rank ends with the same parameters; prints the time per step.
 
     pip install lightning==2.6.6
-    PYTHONPATH=build/python python examples/python/lightning_train.py -np 2   # Lightning starts
-    PYTHONPATH=build/python torchrun --nproc-per-node 2 examples/python/lightning_train.py
-    PYTHONPATH=build/python python examples/python/lightning_train.py -np 2 --start-method spawn
+    python examples/python/lightning_train.py -np 2   # Lightning starts
+    torchrun --nproc-per-node 2 examples/python/lightning_train.py
+    python examples/python/lightning_train.py -np 2 --start-method spawn
 
 How the ranks come to be (Lightning's LightningEnvironment / DDPStrategy launchers):
 

@@ -4,7 +4,8 @@ gradient of its own batch and reduce-scatters the gradients into its shard
 (reduce_scatter_tensor with AVG), so no rank ever holds the whole optimizer state. This
 torch's gloo backend has neither collective; "chorus" has both.
 
-    PYTHONPATH=build/python /usr/bin/python3 examples/python/sharded_train.py -np 2
+    torchrun --nproc-per-node 2 examples/python/sharded_train.py
+    python examples/python/sharded_train.py -np 2        # no torchrun: starts 2 ranks itself
 """
 
 import argparse

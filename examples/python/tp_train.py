@@ -2,10 +2,10 @@
 --backend gloo to compare): trains a small MLP and checks every step's loss and the final
 parameters against the same MLP trained in one process on the same data; prints the time per step.
 
-    PYTHONPATH=build/python torchrun --nproc-per-node 2 examples/python/tp_train.py
-    PYTHONPATH=build/python python examples/python/tp_train.py -np 2            # no torchrun
-    PYTHONPATH=build/python python examples/python/tp_train.py -np 4 --dp 2     # 2-D mesh 2x2
-    PYTHONPATH=build/python python examples/python/tp_train.py -np 4 --dp 2 --dp-mode allreduce
+    torchrun --nproc-per-node 2 examples/python/tp_train.py
+    python examples/python/tp_train.py -np 2            # no torchrun
+    python examples/python/tp_train.py -np 4 --dp 2     # 2-D mesh 2x2
+    python examples/python/tp_train.py -np 4 --dp 2 --dp-mode allreduce
 
 init_process_group(backend) comes first; init_device_mesh("cpu", ...) then builds its (sub)groups
 on that backend. The mesh is ("dp", "tp") = (--dp, world / --dp); with --dp 1 it is 1-D ("tp").

@@ -70,6 +70,22 @@ def test_processes_by_hand():
     assert all(rc == 0 for rc, _ in results), report(results)
 
 
+EXAMPLE = os.path.normpath(os.path.join(HERE, "..", "..", "examples", "python",
+                                        "numpy_allreduce.py"))
+
+
+def test_numpy_example_chorusrun():
+    """examples/python/numpy_allreduce.py checks its own results (exit 1 on a mismatch)."""
+    rc, text = chorusrun(3, [EXAMPLE, "--count", "100000"])
+    assert rc == 0 and "numpy_allreduce: 3 ranks, 100000 floats: OK" in text, text
+
+
+def test_numpy_example_torchrun_variables():
+    results = launch(2, [EXAMPLE, "--count", "100000"])
+    assert all(rc == 0 for rc, _ in results), report(results)
+    assert "numpy_allreduce: 2 ranks, 100000 floats: OK" in results[0][1], report(results)
+
+
 def test_single_rank_without_launcher():
     with chorus.Comm.from_env() as c:
         assert (c.rank, c.size) == (0, 1)

@@ -1,4 +1,4 @@
-// Logging with rank prefixes, controlled by CHORUS_DEBUG=WARN|INFO|TRACE (and CHORUS_DEBUG_FILE).
+// Logging with rank prefixes, controlled by CHORUS_DEBUG=WARN|INFO|TRACE.
 #pragma once
 
 #include <cstdarg>
