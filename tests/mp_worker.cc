@@ -17,14 +17,22 @@
 //   --fail-rank R     rank R exits with status 3 at the end (tests the launcher)
 //   --crash-rank R    rank R kills itself with SIGKILL right after init (tests teardown)
 //   --timeout SEC     watchdog: exit 99 if not done by then (default 500)
+//   --resources       print one line "resources rank=R init_s=S threads=T shm_bytes=B
+//                     shm_files=F shm_resident=B devshm_grown=B" after the matrix: init's time,
+//                     this process's threads, and the Chorus shared memory it maps and has touched
+//                     (/proc/self/smaps, /dev/shm/chorus*), and how much /dev/shm's use grew
+//                     since this rank started (the whole node's segments, once all exist)
 #include <chorus/chorus.h>
 #include <sched.h>
+#include <sys/statvfs.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "matrix.h"
@@ -64,7 +72,59 @@ struct Options {
   int crashRank = -1;
   double timeout = 500;
   bool printCpus = false;  // print the CPUs this rank's thread may use once the communicator exists
+  bool resources = false;
 };
+
+// Bytes in use on /dev/shm (every process's, unlinked but still mapped segments included).
+size_t devShmUsed() {
+  struct statvfs v;
+  if (statvfs("/dev/shm", &v) != 0) return 0;
+  return size_t(v.f_blocks - v.f_bfree) * v.f_frsize;
+}
+
+// This process's thread count (/proc/self/status).
+int threadCount() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  int n = -1;
+  while (std::fgets(line, sizeof(line), f) != nullptr)
+    if (std::sscanf(line, "Threads: %d", &n) == 1) break;
+  std::fclose(f);
+  return n;
+}
+
+// Chorus's shared memory (/dev/shm/chorus*) as this process sees it (/proc/self/smaps): bytes
+// mapped, bytes of it resident (pages touched), and the distinct files.
+struct ShmMapped {
+  size_t bytes = 0, residentBytes = 0, files = 0;
+};
+ShmMapped chorusShmMapped() {
+  ShmMapped m;
+  std::FILE* f = std::fopen("/proc/self/smaps", "r");
+  if (f == nullptr) return m;
+  char line[1024];
+  bool inChorus = false;
+  std::vector<std::string> files;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    unsigned long lo = 0, hi = 0;
+    size_t kb = 0;
+    if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2) {
+      const char* path = std::strstr(line, "/dev/shm/chorus");
+      inChorus = path != nullptr;
+      if (!inChorus) continue;
+      m.bytes += hi - lo;
+      std::string name(path);
+      while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
+      if (std::find(files.begin(), files.end(), name) == files.end()) files.push_back(name);
+    } else if (inChorus && std::sscanf(line, "Rss: %zu kB", &kb) == 1) {
+      m.residentBytes += kb << 10;
+    }
+  }
+  std::fclose(f);
+  m.files = files.size();
+  return m;
+}
 
 Options parse(int argc, char** argv) {
   Options o;
@@ -122,6 +182,8 @@ Options parse(int argc, char** argv) {
       o.timeout = std::stod(next());
     } else if (a == "--print-cpus") {
       o.printCpus = true;
+    } else if (a == "--resources") {
+      o.resources = true;
     } else {
       usage("unknown option " + a);
     }
@@ -182,6 +244,7 @@ int main(int argc, char** argv) {
   const Options opt = parse(argc, argv);
   Watchdog watchdog(opt.timeout, "chorus_mp_worker");
   const double start = nowSeconds();
+  const size_t shmUsedBefore = opt.resources ? devShmUsed() : 0;
 
   chorusComm_t comm = nullptr;
   chorusResult_t r = chorusCommInitFromEnv(&comm);
@@ -190,6 +253,7 @@ int main(int argc, char** argv) {
                  chorusGetLastError(nullptr));
     return 2;
   }
+  const double initSeconds = nowSeconds() - start;
   int rank = -1, nranks = -1;
   chorusCommUserRank(comm, &rank);
   chorusCommCount(comm, &nranks);
@@ -226,6 +290,15 @@ int main(int argc, char** argv) {
   res.merge(runMatrix(comm, rank, nranks, opt.matrix, stream), opt.matrix.maxMessages);
   if (stream != nullptr) chorusStreamDestroy(stream);
   if (opt.split) checkSplits(comm, rank, nranks, res, opt.matrix.maxMessages);
+  if (opt.resources) {
+    const ShmMapped shm = chorusShmMapped();
+    std::printf(
+        "resources rank=%d init_s=%.3f threads=%d shm_bytes=%zu shm_files=%zu shm_resident=%zu "
+        "devshm_grown=%zd\n",
+        rank, initSeconds, threadCount(), shm.bytes, shm.files, shm.residentBytes,
+        ssize_t(devShmUsed()) - ssize_t(shmUsedBefore));
+    std::fflush(stdout);
+  }
 
   if ((r = chorusCommFinalize(comm)) != chorusSuccess) {
     res.fail(std::string("chorusCommFinalize returned ") + resultName(r), opt.matrix.maxMessages);

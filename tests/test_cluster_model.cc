@@ -91,6 +91,18 @@ TEST(ClusterModel, RowsFollowTheDescription) {
     if (r.bytes == spec.minBytes) ++kinds;
   }
   EXPECT_EQ(kinds, 5);
+  // Where a rank's memory is slower than its share of the link, the memory limits: no
+  // prediction beats seed 001's ideal, which is then the intra-node term.
+  ClusterSpec memBound = spec;
+  memBound.memGBs = 5;
+  setMachineModel(clusterModel(saved, memBound));
+  const auto memRows = predictCluster(memBound, "all");
+  setMachineModel(saved);
+  const double memIdeal = 5.0 * 127 / (128 - 16);
+  for (const ClusterRow& r : memRows) {
+    EXPECT_NEAR(r.idealBusBw, memIdeal, 1e-9);
+    EXPECT_LE(r.busBw, memIdeal * 1.0001) << r.collective << " " << r.bytes << " " << r.algorithm;
+  }
   // A faster link never predicts a slower collective.
   ClusterSpec slow = spec;
   slow.linkGbps = 25;

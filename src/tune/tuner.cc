@@ -206,15 +206,16 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
   if (d.setupUs) extra += d.setupUs(kind);
   const double S = double(bytes);
   if (shape.nnodes > 1) {
-    // Across nodes the network link is the bottleneck: per node, a ring sends 2(N-1)/N of the
-    // data each way, every hand-off counted as a network hop. Algorithms that use the node's
-    // shared memory for part of the work (hier) model themselves.
+    // Across nodes every hand-off is counted as a network hop, and the bytes move at the
+    // slower of the node's link and a rank's shared memory: per node, a ring (or a tree edge)
+    // sends 2(N-1)/N of the data each way over its one network edge while each of the node's
+    // other edges carries as much through shared memory, concurrently (seed 001's ideal is the
+    // same min). Algorithms that split the work between the two (hier, hd) model themselves.
     if (d.multiNodeUs) return d.multiNodeUs(kind, p, shape, bytes);
-    const double netBw = netBwGBs(shape) * 1e3;
+    const double bw = std::min(netBwGBs(shape), m.bwGBs[pi]) * 1e3;
     Shape s = withDepth(shape);
     s.oversubscribed = false;
-    return m.baseUs[pi] + d.hops(kind, s, bytes) * netHopUs(shape) +
-           S * d.byteFactor(kind, n) / netBw;
+    return m.baseUs[pi] + d.hops(kind, s, bytes) * netHopUs(shape) + S * d.byteFactor(kind, n) / bw;
   }
   double hop = m.hopUs[pi], bw = m.bwGBs[pi];
   const ChoiceFit* fit = kind == OpKind::kAllReduce && nch <= kModelChannels

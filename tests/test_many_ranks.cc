@@ -1,0 +1,224 @@
+// Many ranks on one node (oversubscribed here: 16, 32 and 64 ranks on 2 cores): every collective
+// and every algorithm the tuner can pick on one node, as processes (chorusrun -np N
+// chorus_mp_worker) and as threads of one process (chorusCommInitAll), each result compared with
+// the independent reference of tests/support; and at 64 processes the resources one rank holds
+// (init time, threads, the shared memory it maps), printed and bounded.
+//
+// The forced settings name, per collective, the algorithms the tuner picks unnamed on one node
+// (src/algo: ring, tree, chain, one-shot, two-shot, halving-doubling) with both protocols; sizes a
+// forced algorithm cannot run (the one- and two-shot slot limits) fall back to the default, as
+// the tuner does.
+#include <chorus/chorus.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <initializer_list>
+#include <iterator>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "comm_set.h"
+#include "gtest_helpers.h"
+#include "launch.h"
+#include "matrix.h"
+#include "scoped_env.h"
+#include "threads.h"
+#include "timing.h"
+#include "watchdog.h"
+
+namespace {
+
+using namespace ctest;
+
+struct Forced {
+  const char* algo;   // CHORUS_ALGO ("" : the tuner's own choice)
+  const char* proto;  // CHORUS_PROTO
+};
+
+// Every algorithm the tuner can pick on one node, each collective's in one setting or another.
+const Forced kForced[] = {
+    {"", ""},
+    {"allreduce:ring;broadcast:chain;reduce:chain;allgather:ring;reducescatter:ring", "simple"},
+    {"allreduce:ring;broadcast:chain;reduce:chain;allgather:ring;reducescatter:ring", "ll"},
+    {"allreduce:tree;broadcast:tree;reduce:tree", "simple"},
+    {"allreduce:tree;broadcast:tree;reduce:tree", "ll"},
+    {"allreduce:oneshot;broadcast:oneshot;allgather:oneshot;reducescatter:oneshot", ""},
+    {"allreduce:twoshot", ""},
+    {"allreduce:hd", "simple"},
+    {"allreduce:hd", "ll"},
+};
+
+const char* kColls = "AllReduce,Broadcast,Reduce,AllGather,ReduceScatter";
+// 0, 1, odd, past the one-shot limits, and one that spans many slots on every rank count.
+const char* kCounts = "0,1,7,1000,70001";
+
+std::string settingName(const Forced& f) {
+  std::string s = *f.algo ? f.algo : "default";
+  if (*f.proto) s += " proto " + std::string(f.proto);
+  return s;
+}
+
+struct Param {
+  int nranks;
+  int setting;  // index into kForced
+};
+
+std::string paramName(const ::testing::TestParamInfo<Param>& info) {
+  return std::to_string(info.param.nranks) + "ranks_setting" + std::to_string(info.param.setting);
+}
+
+std::vector<Param> params(std::initializer_list<int> rankCounts) {
+  std::vector<Param> v;
+  for (int n : rankCounts)
+    for (int s = 0; s < int(std::size(kForced)); ++s) v.push_back({n, s});
+  return v;
+}
+
+class ManyRanksProcesses : public ShmCheckedTestP<Param> {};
+
+// One forced setting at N processes: each rank checks every case and exits 0.
+TEST_P(ManyRanksProcesses, EveryAlgorithm) {
+  const auto [np, setting] = GetParam();
+  const Forced& f = kForced[setting];
+  SCOPED_TRACE(settingName(f));
+  ScopedEnv algo("CHORUS_ALGO", *f.algo ? f.algo : nullptr);
+  ScopedEnv proto("CHORUS_PROTO", *f.proto ? f.proto : nullptr);
+  const CommandResult r = launchWorkers({}, np,
+                                        {"--colls", kColls, "--types", "float32,int32", "--ops",
+                                         "sum,max", "--counts", kCounts, "--big", "none"},
+                                        500);
+  EXPECT_FALSE(r.timedOut) << outputTail(r.output);
+  EXPECT_EQ(r.exitCode, 0) << np << " ranks, " << settingName(f) << ":\n" << outputTail(r.output);
+  std::printf("[ timing   ] %d processes, %s: %.1f s\n", np, settingName(f).c_str(), r.seconds);
+}
+
+INSTANTIATE_TEST_SUITE_P(OneNode, ManyRanksProcesses, ::testing::ValuesIn(params({16, 32, 64})),
+                         paramName);
+
+// The other collectives (AlltoAll, Gather, Scatter, Send/Recv patterns) at 16 and 64 processes
+// with the tuner's own choice.
+TEST(ManyRanksMisc, DirectCollectivesAndSendRecv) {
+  for (int np : {16, 64}) {
+    const CommandResult r =
+        launchWorkers({}, np,
+                      {"--colls", "AlltoAll,Gather,Scatter,SendRecv", "--types", "int32,float64",
+                       "--ops", "sum", "--counts", "0,1,7,1000", "--big", "none"},
+                      600);
+    EXPECT_FALSE(r.timedOut) << outputTail(r.output);
+    EXPECT_EQ(r.exitCode, 0) << np << " ranks:\n" << outputTail(r.output);
+    std::printf("[ timing   ] %d processes, direct collectives: %.1f s\n", np, r.seconds);
+  }
+}
+
+// One "resources rank=R init_s=S threads=T shm_bytes=B shm_files=F" line per rank.
+struct RankResources {
+  double initSeconds = -1;
+  int threads = -1;
+  size_t shmBytes = 0, shmFiles = 0, shmResident = 0;
+  long long devShmGrown = 0;
+};
+
+std::map<int, RankResources> parseResources(const std::string& out) {
+  std::map<int, RankResources> m;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t at = line.find("resources rank=");
+    if (at == std::string::npos) continue;
+    int rank = -1;
+    RankResources r;
+    if (std::sscanf(line.c_str() + at,
+                    "resources rank=%d init_s=%lf threads=%d shm_bytes=%zu shm_files=%zu "
+                    "shm_resident=%zu devshm_grown=%lld",
+                    &rank, &r.initSeconds, &r.threads, &r.shmBytes, &r.shmFiles, &r.shmResident,
+                    &r.devShmGrown) == 7)
+      m[rank] = r;
+  }
+  return m;
+}
+
+// 64 processes: init time, threads and mapped shared memory per rank, printed and bounded. The
+// bounds are what the design promises (docs/performance.md "Many ranks on one node"): a rank's
+// threads do not grow with the rank count (its own, the channel workers', the watchdog's), and
+// the shared memory it maps grows with its ring and tree neighbours and the node's one- and
+// two-shot slots, not with N^2 FIFOs.
+TEST(ManyRanksMisc, ResourcesAt64Processes) {
+  const int np = 64;
+  const CommandResult r =
+      launchWorkers({}, np,
+                    {"--colls", "AllReduce,Broadcast,AllGather", "--types", "float32", "--ops",
+                     "sum", "--counts", "1,1000,70001", "--big", "none", "--resources"},
+                    600);
+  ASSERT_FALSE(r.timedOut) << outputTail(r.output);
+  ASSERT_EQ(r.exitCode, 0) << outputTail(r.output);
+  const auto res = parseResources(r.output);
+  ASSERT_EQ(res.size(), size_t(np)) << outputTail(r.output);
+  double initMax = 0, initSum = 0;
+  int threadsMax = 0;
+  size_t shmMax = 0, residentMax = 0, filesMax = 0;
+  long long grownMax = 0;
+  for (const auto& [rank, x] : res) {
+    initMax = std::max(initMax, x.initSeconds);
+    initSum += x.initSeconds;
+    threadsMax = std::max(threadsMax, x.threads);
+    shmMax = std::max(shmMax, x.shmBytes);
+    residentMax = std::max(residentMax, x.shmResident);
+    filesMax = std::max(filesMax, x.shmFiles);
+    grownMax = std::max(grownMax, x.devShmGrown);
+  }
+  const double MiB = 1 << 20;
+  std::printf(
+      "[ resources] %d processes on %d cores: init %.2f s mean, %.2f s max; threads per rank max "
+      "%d; Chorus shared memory per rank: %.1f MiB mapped (%zu segments), %.1f MiB of it touched; "
+      "/dev/shm grew %.1f MiB for the node (%.2f MiB per rank)\n",
+      np, int(sysconf(_SC_NPROCESSORS_ONLN)), initSum / np, initMax, threadsMax, shmMax / MiB,
+      filesMax, residentMax / MiB, grownMax / MiB, grownMax / MiB / np);
+  EXPECT_LE(threadsMax, 8) << "threads per rank grow with the rank count?";
+  EXPECT_EQ(filesMax, size_t(np)) << "every rank maps each same-node rank's segment";
+  // What the node's memory holds: per rank, bounded by its ring / tree / halving-doubling
+  // neighbours' FIFOs it touches, not by N FIFOs per rank.
+  EXPECT_LE(grownMax, (long long)(16 << 20) * np) << "/dev/shm per rank";
+  EXPECT_LT(initMax, 120.0) << "init at 64 processes";
+}
+
+// Threads of one process: every forced setting at 16 and 32 ranks, each rank running the matrix
+// on its communicator.
+class ManyRanksThreads : public ShmCheckedTestP<Param> {};
+
+TEST_P(ManyRanksThreads, EveryAlgorithm) {
+  const auto [n, setting] = GetParam();
+  const Forced& f = kForced[setting];
+  SCOPED_TRACE(settingName(f));
+  Watchdog watchdog(500, "ManyRanksThreads " + std::to_string(n) + " " + settingName(f));
+  MatrixOptions opt;
+  opt.colls = {Coll::AllReduce, Coll::Broadcast, Coll::Reduce, Coll::AllGather,
+               Coll::ReduceScatter};
+  opt.types = {chorusFloat32, chorusInt32};
+  opt.ops = {chorusSum, chorusMax};
+  opt.counts = {0, 1, 7, 1000, 70001};
+  opt.big = BigPolicy::None;
+  ScopedEnv algo("CHORUS_ALGO", *f.algo ? f.algo : nullptr);
+  ScopedEnv proto("CHORUS_PROTO", *f.proto ? f.proto : nullptr);
+  const double start = nowSeconds();
+  CommSet comms(n);
+  ASSERT_EQ(comms.initResult(), chorusSuccess) << chorusGetLastError(nullptr);
+  std::vector<MatrixResult> results(static_cast<size_t>(n));
+  runThreads(
+      n, [&](int rank) { results[size_t(rank)] = runMatrix(comms[rank], rank, n, opt, nullptr); });
+  MatrixResult all;
+  for (const auto& x : results) all.merge(x, 20);
+  EXPECT_GT(all.cases, 0u);
+  EXPECT_EQ(all.failures, 0u) << all.summary();
+  EXPECT_EQ(comms.destroyAll(), chorusSuccess);
+  std::printf("[ timing   ] %d threads, %s: %zu rank-cases in %.1f s\n", n, settingName(f).c_str(),
+              all.cases, nowSeconds() - start);
+}
+
+INSTANTIATE_TEST_SUITE_P(OneNode, ManyRanksThreads, ::testing::ValuesIn(params({16, 32})),
+                         paramName);
+
+}  // namespace
