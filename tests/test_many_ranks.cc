@@ -28,6 +28,7 @@
 #include "scoped_env.h"
 #include "threads.h"
 #include "timing.h"
+#include "values.h"
 #include "watchdog.h"
 
 namespace {
@@ -88,7 +89,7 @@ TEST_P(ManyRanksProcesses, EveryAlgorithm) {
   ScopedEnv algo("CHORUS_ALGO", *f.algo ? f.algo : nullptr);
   ScopedEnv proto("CHORUS_PROTO", *f.proto ? f.proto : nullptr);
   const CommandResult r = launchWorkers({}, np,
-                                        {"--colls", kColls, "--types", "float32,int32", "--ops",
+                                        {"--colls", kColls, "--types", "bfloat16,int32", "--ops",
                                          "sum,max", "--counts", kCounts, "--big", "none"},
                                         500);
   EXPECT_FALSE(r.timedOut) << outputTail(r.output);
@@ -197,13 +198,14 @@ TEST_P(ManyRanksThreads, EveryAlgorithm) {
   MatrixOptions opt;
   opt.colls = {Coll::AllReduce, Coll::Broadcast, Coll::Reduce, Coll::AllGather,
                Coll::ReduceScatter};
-  opt.types = {chorusFloat32, chorusInt32};
-  opt.ops = {chorusSum, chorusMax};
+  opt.types = {chorusFloat32, chorusBfloat16};
+  opt.ops = {chorusSum, chorusAvg};
   opt.counts = {0, 1, 7, 1000, 70001};
   opt.big = BigPolicy::None;
   ScopedEnv algo("CHORUS_ALGO", *f.algo ? f.algo : nullptr);
   ScopedEnv proto("CHORUS_PROTO", *f.proto ? f.proto : nullptr);
   const double start = nowSeconds();
+  setValueRanks(n);
   CommSet comms(n);
   ASSERT_EQ(comms.initResult(), chorusSuccess) << chorusGetLastError(nullptr);
   std::vector<MatrixResult> results(static_cast<size_t>(n));
@@ -214,6 +216,7 @@ TEST_P(ManyRanksThreads, EveryAlgorithm) {
   EXPECT_GT(all.cases, 0u);
   EXPECT_EQ(all.failures, 0u) << all.summary();
   EXPECT_EQ(comms.destroyAll(), chorusSuccess);
+  setValueRanks(0);
   std::printf("[ timing   ] %d threads, %s: %zu rank-cases in %.1f s\n", n, settingName(f).c_str(),
               all.cases, nowSeconds() - start);
 }

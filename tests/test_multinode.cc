@@ -150,6 +150,46 @@ INSTANTIATE_TEST_SUITE_P(Namespaces, MultiNodeNetns,
                                   std::to_string(std::get<1>(info.param)) + "ranks";
                          });
 
+// Clusters of 4 and 8 emulated nodes with 1 and 2 ranks each, every node in its own namespace:
+// every collective (AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AlltoAll, Gather,
+// Scatter, Send/Recv) with the tuner's choice, and the AllReduce algorithms that cross nodes
+// (ring, tree, hier, halving-doubling) forced, on three types whose arithmetic differs.
+class MultiNodeCluster : public ShmCheckedTestP<std::tuple<int, int>> {};
+
+TEST_P(MultiNodeCluster, EveryCollectiveAndAlgorithmCorrect) {
+  if (const std::string why = netnsUnavailable(); !why.empty()) GTEST_SKIP() << why;
+  const auto [nodes, np] = GetParam();
+  const CommandResult r =
+      launchWorkers({"--netns", "--nodes", std::to_string(nodes)}, np,
+                    {"--types", "float32,int64,bfloat16", "--ops", "sum,max,avg", "--counts",
+                     "0,1,7,1000,70001", "--big", "none"},
+                    500);
+  EXPECT_FALSE(r.timedOut) << outputTail(r.output);
+  EXPECT_EQ(r.exitCode, 0) << outputTail(r.output);
+  EXPECT_EQ(r.output.find(" 0 cases,"), std::string::npos) << "a rank ran nothing";
+  std::printf("netns cluster, %d nodes, %d ranks, tuner's choice: %.1f s\n", nodes, np, r.seconds);
+  for (const char* algo : {"ring", "tree", "hier", "hd"}) {
+    const CommandResult f = launchWorkers(
+        {"--netns", "--nodes", std::to_string(nodes), "-x", std::string("CHORUS_ALGO=") + algo}, np,
+        {"--colls", "AllReduce", "--types", "float32,int64", "--ops", "sum,avg", "--counts",
+         "1,7,1000,70001,2500007", "--big", "minimal"},
+        500);
+    EXPECT_FALSE(f.timedOut) << algo << ": " << outputTail(f.output);
+    EXPECT_EQ(f.exitCode, 0) << "CHORUS_ALGO=" << algo << ":\n" << outputTail(f.output);
+    std::printf("netns cluster, %d nodes, %d ranks, AllReduce %s: %.1f s\n", nodes, np, algo,
+                f.seconds);
+  }
+  EXPECT_EQ(leftoverNamespaces(), "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Clusters, MultiNodeCluster,
+                         ::testing::Values(std::make_tuple(4, 4), std::make_tuple(4, 8),
+                                           std::make_tuple(8, 8), std::make_tuple(8, 16)),
+                         [](const ::testing::TestParamInfo<std::tuple<int, int>>& info) {
+                           return std::to_string(std::get<0>(info.param)) + "nodes_" +
+                                  std::to_string(std::get<1>(info.param)) + "ranks";
+                         });
+
 // A shaped link (tc) and the pipelined hierarchical AllReduce across it: right results, and
 // nothing left behind.
 TEST(MultiNodeNetnsShaped, HierAllReduceOverShapedLinks) {

@@ -104,17 +104,23 @@ T fromBits(uint64_t bits) {
   return v;
 }
 
+// The sum/avg ranges below keep every partial sum exact (and signed integers from overflowing)
+// with up to 8 ranks; with more (setValueRanks) they shrink by ceil(ranks / 8).
+int64_t sumRangeDivisor();
+
 // The exact value (as a double) of a float input for a reducing op; every value is representable
 // in T, so T's encoding of it converts back to the same double.
 template <class T>
 double floatValue(chorusRedOp_t op, uint64_t h) {
+  const int64_t s = sumRangeDivisor();
   switch (op) {
     case chorusSum:
     case chorusAvg:
-      if constexpr (std::is_same_v<T, Bf16>) return double(uniform(h, -32, 32));
-      if constexpr (std::is_same_v<T, Half>) return double(uniform(h, -128, 128)) / 2.0;
-      if constexpr (std::is_same_v<T, float>) return double(uniform(h, -65536, 65536)) / 16.0;
-      return double(uniform(h, -(int64_t{1} << 30), int64_t{1} << 30)) / 1024.0;
+      if constexpr (std::is_same_v<T, Bf16>) return double(uniform(h, -32 / s, 32 / s));
+      if constexpr (std::is_same_v<T, Half>) return double(uniform(h, -128 / s, 128 / s)) / 2.0;
+      if constexpr (std::is_same_v<T, float>)
+        return double(uniform(h, -65536 / s, 65536 / s)) / 16.0;
+      return double(uniform(h, -(int64_t{1} << 30) / s, (int64_t{1} << 30) / s)) / 1024.0;
     case chorusProd: {
       static constexpr double kMag[8] = {0.5, 1.0, 1.0, 2.0, -0.5, -1.0, -1.0, -2.0};
       return kMag[h & 7];
@@ -138,10 +144,11 @@ T generate(chorusRedOp_t op, uint64_t h) {
     return fromBits<T>(h & ~kTopExp);
   } else {
     if (op == chorusSum || op == chorusAvg) {
+      const int64_t s = sumRangeDivisor();
       if constexpr (std::is_same_v<T, int32_t>)
-        return static_cast<T>(uniform(h, -(1 << 27), (1 << 27) - 1));
+        return static_cast<T>(uniform(h, -(1 << 27) / s, (1 << 27) / s - 1));
       if constexpr (std::is_same_v<T, int64_t>)
-        return static_cast<T>(uniform(h, -(int64_t{1} << 59), (int64_t{1} << 59) - 1));
+        return static_cast<T>(uniform(h, -(int64_t{1} << 59) / s, (int64_t{1} << 59) / s - 1));
     }
     if (op == chorusProd && std::is_signed_v<T>) {
       const int64_t m = uniform(h, 1, 3);

@@ -1,8 +1,24 @@
 #include "values.h"
 
+#include <atomic>
+
 #include "typed.h"
 
 namespace ctest {
+
+namespace {
+std::atomic<int64_t> gSumRangeDivisor{1};
+}  // namespace
+
+void setValueRanks(int nranks) {
+  gSumRangeDivisor.store(nranks > 8 ? (int64_t(nranks) + 7) / 8 : 1);
+}
+
+namespace detail {
+int64_t sumRangeDivisor() {
+  return gSumRangeDivisor.load(std::memory_order_relaxed);
+}
+}  // namespace detail
 
 uint64_t mix(uint64_t seed, uint64_t rank, uint64_t index) {
   auto round = [](uint64_t z) {

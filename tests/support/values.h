@@ -13,6 +13,8 @@
 //    (no signed overflow with 8 ranks, and int64 values need more than a double's 53 bits);
 //    signed prod: +-{1, 2, 3} (int8 products wrap, modular like the reference);
 //  * min/max, integers: any bits;
+//  * with more than 8 ranks (setValueRanks), the sum/avg ranges shrink by ceil(ranks / 8), so
+//    the same bounds hold at any rank count;
 //  * kNoOp (data movement): any bits, floats with a cleared top exponent bit (finite).
 #pragma once
 
@@ -22,6 +24,10 @@
 #include <cstdint>
 
 namespace ctest {
+
+// The rank count the inputs are made for (every rank of a job, and its reference, must set the
+// same before generating inputs); up to 8 (the default) changes nothing.
+void setValueRanks(int nranks);
 
 // A 64-bit hash of the three inputs (splitmix64 rounds).
 uint64_t mix(uint64_t seed, uint64_t rank, uint64_t index);
