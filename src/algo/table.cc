@@ -10,7 +10,7 @@
 namespace chorus {
 
 // One line per algorithm in each list (clang-format keeps them so, so that adding one is one line
-// in each). The first rows follow the Algo values other code names (comm/plan.h); any order after.
+// in each), in the order of the Algo enumerators (comm/plan.h), which the static_assert checks.
 // clang-format off
 extern const AlgoDesc kRingAlgo;  // algo/ring.cc
 extern const AlgoDesc kTreeAlgo;  // algo/tree.cc
@@ -24,7 +24,7 @@ extern const AlgoDesc kTwoShotAlgo;  // algo/oneshot.cc
 extern const AlgoDesc kHalvingDoublingAlgo;  // algo/halving_doubling.cc
 extern const AlgoDesc kZeroCopyAlgo;  // algo/zerocopy.cc
 
-constinit const AlgoDesc* const kAlgoTable[] = {
+extern constexpr const AlgoDesc* const kAlgoTable[] = {
     &kRingAlgo,  // Algo::kRing
     &kTreeAlgo,  // Algo::kTree
     &kChainAlgo,  // Algo::kChain
@@ -34,10 +34,23 @@ constinit const AlgoDesc* const kAlgoTable[] = {
     &kOneShotAlgo,  // Algo::kOneShot
     &kCmaAlgo,  // Algo::kCma
     &kTwoShotAlgo,  // Algo::kTwoShot
-    &kHalvingDoublingAlgo,  // "hd"
-    &kZeroCopyAlgo,  // "zerocopy"
+    &kHalvingDoublingAlgo,  // Algo::kHalvingDoubling
+    &kZeroCopyAlgo,  // Algo::kZeroCopy
 };
 // clang-format on
+// Each row sits at its enumerator (comm/plan.h Algo): the one identity code uses.
+static_assert(kAlgoTable[int(Algo::kRing)] == &kRingAlgo &&
+                  kAlgoTable[int(Algo::kTree)] == &kTreeAlgo &&
+                  kAlgoTable[int(Algo::kChain)] == &kChainAlgo &&
+                  kAlgoTable[int(Algo::kDirect)] == &kDirectAlgo &&
+                  kAlgoTable[int(Algo::kNaive)] == &kNaiveAlgo &&
+                  kAlgoTable[int(Algo::kHier)] == &kHierAlgo &&
+                  kAlgoTable[int(Algo::kOneShot)] == &kOneShotAlgo &&
+                  kAlgoTable[int(Algo::kCma)] == &kCmaAlgo &&
+                  kAlgoTable[int(Algo::kTwoShot)] == &kTwoShotAlgo &&
+                  kAlgoTable[int(Algo::kHalvingDoubling)] == &kHalvingDoublingAlgo &&
+                  kAlgoTable[int(Algo::kZeroCopy)] == &kZeroCopyAlgo,
+              "the table's rows follow the Algo enumerators");
 constinit const int kNumAlgoTable = int(sizeof(kAlgoTable) / sizeof(kAlgoTable[0]));
 static_assert(sizeof(kAlgoTable) / sizeof(kAlgoTable[0]) <= size_t(kMaxAlgos),
               "TunerEnv's masks hold kMaxAlgos algorithms");

@@ -22,9 +22,12 @@ enum class Algo : int {
   kNaive = 4,
   kHier = 5,
   kOneShot = 6,
-  kCma = 7,     // single copy straight from the peers' buffers (algo/copy.cc)
-  kTwoShot = 8  // AllReduce: publish, reduce one block, publish it, gather (algo/oneshot.cc)
+  kCma = 7,      // single copy straight from the peers' buffers (algo/copy.cc)
+  kTwoShot = 8,  // AllReduce: publish, reduce one block, publish it, gather (algo/oneshot.cc)
+  kHalvingDoubling = 9,  // AllReduce: recursive halving then doubling (algo/halving_doubling.cc)
+  kZeroCopy = 10         // straight between registered buffers (algo/zerocopy.cc)
 };
+// Every algorithm has an enumerator, its row in the table (algo/table.cc checks the order).
 constexpr int kMaxAlgos = 16;  // TunerEnv's masks hold one bit per algorithm
 // The communicator's shape as the model sees it.
 struct Shape {

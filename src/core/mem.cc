@@ -34,8 +34,6 @@
 
 namespace chorus {
 
-extern const AlgoDesc kZeroCopyAlgo;  // algo/zerocopy.cc
-
 namespace {
 
 // chorusMemAlloc's allocations in this process (taken by the API calls only, never per call).
@@ -67,12 +65,6 @@ struct RegRecord {
   int32_t pid, fd, kind, slot;
 };
 
-int algoIndexOf(const AlgoDesc* d) {
-  for (int a = 0; a < kNumAlgoTable; ++a)
-    if (kAlgoTable[a] == d) return a;
-  return -1;
-}
-
 RegState& stateOf(chorusComm* comm) {
   if (comm->reg == nullptr) {
     auto* st = new RegState;
@@ -85,9 +77,8 @@ RegState& stateOf(chorusComm* comm) {
     // The fallback of a zero-copy call whose buffers are not registered on every rank: what the
     // tuner picks without it, on one channel (the call runs on the caller's thread).
     st->fallbackEnv = comm->tunerEnv;
-    const int zc = algoIndexOf(&kZeroCopyAlgo);
     for (int k = 0; k < kNumOpKinds; ++k)
-      if (zc >= 0) st->fallbackEnv.algoAllowed[k] &= uint16_t(~(1u << zc));
+      st->fallbackEnv.algoAllowed[k] &= uint16_t(~(1u << int(Algo::kZeroCopy)));
     st->fallbackEnv.minChannels = 1;
     st->fallbackEnv.maxChannelsSet = true;
     st->fallbackEnv.maxChannels = 1;

@@ -70,13 +70,12 @@ MachineModel defaultModel() {
   m.allreduce[int(Algo::kRing)][int(Proto::kLL)][1] = {2.334, 2.79581, true};
   m.allreduce[int(Algo::kTree)][int(Proto::kSimple)][0] = {0.653191, 7.5805, true};
   m.allreduce[int(Algo::kTree)][int(Proto::kLL)][0] = {0.614784, 2.3626, true};
-  // The halving-doubling AllReduce (no enumerator: found by name), relative to the ring's terms
-  // above by their measured ratio on 2 ranks as processes (docs/performance.md "Halving-doubling
-  // on one node", 5 interleaved rounds, Simple forced): 16 B 0.60 against 0.51 us, and from
-  // 64 KiB to 16 MiB 1.43x the ring's bandwidth (64 KiB-1 MiB: 1.95x).
-  for (int a = 0; a < numAlgos(); ++a)
-    if (std::string_view(algoName(Algo(a))) == "hd")
-      m.allreduce[a][int(Proto::kSimple)][0] = {0.565044 * 0.60 / 0.51, 7.03408 * 1.43, true};
+  // The halving-doubling AllReduce, relative to the ring's terms above by their measured ratio
+  // on 2 ranks as processes (docs/history/performance-2026-11.md "Halving-doubling on one node",
+  // 5 interleaved rounds, Simple forced): 16 B 0.60 against 0.51 us, and from 64 KiB to 16 MiB
+  // 1.43x the ring's bandwidth (64 KiB-1 MiB: 1.95x).
+  m.allreduce[int(Algo::kHalvingDoubling)][int(Proto::kSimple)][0] = {0.565044 * 0.60 / 0.51,
+                                                                      7.03408 * 1.43, true};
   m.calibrated = false;
   return m;
 }

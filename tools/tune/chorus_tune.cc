@@ -28,13 +28,6 @@ using namespace chorus;
 
 namespace {
 
-// The halving-doubling AllReduce has no enumerator (its descriptor's place in the table).
-Algo hdAlgo() {
-  for (int a = 0; a < numAlgos(); ++a)
-    if (std::string(algoName(Algo(a))) == "hd") return Algo(a);
-  return Algo::kRing;
-}
-
 // Median time (us) of `iters` AllReduces of `bytes` on n thread ranks with the given overrides.
 double timeAllReduce(int n, size_t bytes, const char* algo, const char* proto, int nch, int iters) {
   setenv("CHORUS_ALGO", algo, 1);
@@ -286,10 +279,13 @@ int main(int argc, char** argv) {
       Proto p;
       int ch;
     };
-    const Probe probes[] = {{Algo::kRing, Proto::kSimple, 1}, {Algo::kRing, Proto::kSimple, 2},
-                            {Algo::kRing, Proto::kLL, 1},     {Algo::kRing, Proto::kLL, 2},
-                            {Algo::kTree, Proto::kSimple, 1}, {Algo::kTree, Proto::kLL, 1},
-                            {hdAlgo(), Proto::kSimple, 1}};
+    const Probe probes[] = {{Algo::kRing, Proto::kSimple, 1},
+                            {Algo::kRing, Proto::kSimple, 2},
+                            {Algo::kRing, Proto::kLL, 1},
+                            {Algo::kRing, Proto::kLL, 2},
+                            {Algo::kTree, Proto::kSimple, 1},
+                            {Algo::kTree, Proto::kLL, 1},
+                            {Algo::kHalvingDoubling, Proto::kSimple, 1}};
     for (const Probe& pr : probes) {
       const size_t mid = size_t(64) << 10,
                    big = pr.p == Proto::kSimple ? size_t(16) << 20 : size_t(4) << 20;
