@@ -235,7 +235,8 @@ CHORUS_API chorusResult_t chorusGroupEnd(void);
  * "allgather", "reducescatter", "alltoall", "gather", "scatter") of `count` elements (per rank,
  * as passed to the call) on this communicator, honouring CHORUS_ALGO / CHORUS_PROTO. */
 typedef struct {
-  char algorithm[16]; /* ring, tree, chain, direct, hier, naive; "local" on a single rank */
+  char algorithm[16]; /* an algorithm table name (ring, tree, chain, direct, naive, hier,
+                         oneshot, cma, twoshot, hd, zerocopy); "local" on a single rank */
   char protocol[16];  /* simple, ll */
   int nchannels;
   double predictedUs; /* the model's time */
