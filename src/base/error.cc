@@ -1,7 +1,11 @@
+// Errors: the printf-style fail/format, the conversion of any caught exception into a Failure
+// (the error boundary's one helper), and the per-thread last-error text.
 #include "base/error.h"
 
 #include <cstdarg>
 #include <cstdio>
+#include <new>
+#include <system_error>
 
 namespace chorus {
 
@@ -28,6 +32,35 @@ void fail(chorusResult_t code, const char* fmt, ...) {
   std::string s = vformat(fmt, ap);
   va_end(ap);
   throw Failure{code, s};
+}
+
+Failure caughtFailure(int rank, const char* doing) noexcept {
+  // Building the message may itself run out of memory: the fixed text below then stands.
+  const std::string who = rank >= 0 ? "rank " + std::to_string(rank) + ": " : std::string();
+  try {
+    try {
+      throw;
+    } catch (const Failure& e) {
+      return e;
+    } catch (const std::bad_alloc&) {
+      return Failure{chorusSystemError, who + "out of memory while " + doing};
+    } catch (const std::system_error& e) {
+      return Failure{chorusSystemError, who + doing + ": " + e.what() + " (" +
+                                            e.code().category().name() + " error " +
+                                            std::to_string(e.code().value()) + ")"};
+    } catch (const std::exception& e) {
+      return Failure{chorusInternalError, who + "internal error while " + doing + ": " + e.what()};
+    } catch (...) {
+      return Failure{chorusInternalError,
+                     who + "internal error while " + doing + ": an unknown exception"};
+    }
+  } catch (...) {  // no memory left for the message
+    try {
+      return Failure{chorusSystemError, "out of memory"};
+    } catch (...) {
+      return Failure{chorusSystemError, std::string()};
+    }
+  }
 }
 
 void setThreadLastError(const std::string& message) {

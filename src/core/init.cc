@@ -315,8 +315,8 @@ chorusResult_t chorusGetUniqueId(chorusUniqueId* uniqueId) {
     fillRandom(secret, sizeof(secret));
     *uniqueId = startRoot(pickLocalAddress(), secret);
     return chorusSuccess;
-  } catch (const Failure& e) {
-    return report(nullptr, e);
+  } catch (...) {
+    return report(nullptr, caughtFailure(-1, "chorusGetUniqueId"));
   }
 }
 
@@ -338,38 +338,54 @@ chorusResult_t chorusCommInitRankConfig(chorusComm_t* comm, int nranks, chorusUn
            rank);
     if (config) cudaCheckDevice("chorusCommInitRankConfig", rank, config->cudaDevice);
     decodeId(commId);
-  } catch (const Failure& e) {
-    return report(nullptr, e);
+  } catch (...) {
+    return report(nullptr, caughtFailure(rank, "chorusCommInitRank"));
   }
-  auto* c = new chorusComm();
-  c->magic = kCommMagic;
-  c->rank = rank;
-  c->nranks = nranks;
-  registerComm(c);
+  chorusComm* c = nullptr;
+  try {
+    c = new chorusComm();
+    c->magic = kCommMagic;
+    c->rank = rank;
+    c->nranks = nranks;
+    registerComm(c);
+  } catch (...) {
+    if (c) unregisterComm(c);
+    delete c;
+    return report(nullptr, caughtFailure(rank, "chorusCommInitRank"));
+  }
   chorusConfig_t cfg = config ? *config : chorusConfig_t CHORUS_CONFIG_INITIALIZER;
   if (cfg.blocking == 0) {
     c->asyncError.store(chorusInProgress);
+    try {
+      c->initThread = std::thread([c, commId, cfg] {
+        markInitThread();
+        try {
+          initComm(c, commId, &cfg);
+          c->asyncError.store(chorusSuccess);
+        } catch (...) {  // the thread's top: nothing may reach std::terminate
+          const Failure e = caughtFailure(c->rank, "initializing the communicator");
+          setLastError(c, e.message);
+          CHORUS_WARN(c->rank, "%s", e.message.c_str());
+          recordInitCause(c, e);
+          c->asyncError.store(e.code);
+          c->state.store(CommState::kFailed);
+        }
+      });
+    } catch (...) {  // the init thread could not start
+      const Failure e = caughtFailure(rank, "chorusCommInitRankConfig: starting the init thread");
+      chorusResult_t r = report(nullptr, e);
+      freeComm(c);
+      return r;
+    }
     *comm = c;
-    c->initThread = std::thread([c, commId, cfg] {
-      markInitThread();
-      try {
-        initComm(c, commId, &cfg);
-        c->asyncError.store(chorusSuccess);
-      } catch (const Failure& e) {
-        setLastError(c, e.message);
-        CHORUS_WARN(c->rank, "%s", e.message.c_str());
-        recordInitCause(c, e);
-        c->asyncError.store(e.code);
-        c->state.store(CommState::kFailed);
-      }
-    });
     return chorusInProgress;
   }
   try {
     initComm(c, commId, &cfg);
     *comm = c;
     return chorusSuccess;
-  } catch (const Failure& e) {
+  } catch (...) {
+    const Failure e = caughtFailure(rank, "initializing the communicator");
     chorusResult_t r = report(nullptr, e);
     recordInitCause(c, e);
     freeComm(c);
@@ -391,13 +407,26 @@ chorusResult_t chorusCommInitAll(chorusComm_t* comms, int ndev, const int* devli
     SockAddr lo = parseHostPort("127.0.0.1:0");
     chorusUniqueId id = startRoot(lo, secret);
     std::vector<chorusResult_t> rs(static_cast<size_t>(ndev));
+    for (int i = 0; i < ndev; ++i) comms[i] = nullptr;
     std::vector<std::thread> ts;
-    for (int i = 0; i < ndev; ++i)
-      ts.emplace_back([&, i] {
-        chorusConfig_t cfg = CHORUS_CONFIG_INITIALIZER;
-        if (devlist != nullptr) cfg.cudaDevice = devlist[i];
-        rs[size_t(i)] = chorusCommInitRankConfig(&comms[i], ndev, id, i, &cfg);
-      });
+    ts.reserve(size_t(ndev));
+    for (int i = 0; i < ndev; ++i) {
+      try {
+        ts.emplace_back([&, i] {
+          chorusConfig_t cfg = CHORUS_CONFIG_INITIALIZER;
+          if (devlist != nullptr) cfg.cudaDevice = devlist[i];
+          rs[size_t(i)] = chorusCommInitRankConfig(&comms[i], ndev, id, i, &cfg);
+        });
+      } catch (...) {
+        // The ranks already started wait for this one until the bootstrap timeout, then fail;
+        // they are joined (never left to std::terminate) and the thread's error is returned.
+        const Failure e = caughtFailure(i, "chorusCommInitAll: starting the thread of the rank");
+        for (auto& t : ts) t.join();
+        for (int j = 0; j < ndev; ++j)
+          if (comms[j]) chorusCommDestroy(comms[j]), comms[j] = nullptr;
+        return report(nullptr, e);
+      }
+    }
     for (auto& t : ts) t.join();
     for (int i = 0; i < ndev; ++i)
       if (rs[size_t(i)] != chorusSuccess) {
@@ -406,8 +435,8 @@ chorusResult_t chorusCommInitAll(chorusComm_t* comms, int ndev, const int* devli
         return rs[size_t(i)];
       }
     return chorusSuccess;
-  } catch (const Failure& e) {
-    return report(nullptr, e);
+  } catch (...) {
+    return report(nullptr, caughtFailure(-1, "chorusCommInitAll"));
   }
 }
 
@@ -452,8 +481,9 @@ chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key, chorusComm
     std::vector<chorusUniqueId> ids(static_cast<size_t>(comm->nranks));
     comm->bootstrap->allGather(&myId, sizeof(myId), ids.data());
     if (newRank >= 0) id = ids[size_t(members[0].rank)];
-  } catch (const Failure& e) {
-    return report(comm && isLiveComm(comm) ? comm : nullptr, e);
+  } catch (...) {
+    const bool live = comm && isLiveComm(comm);
+    return report(live ? comm : nullptr, caughtFailure(live ? comm->rank : -1, "chorusCommSplit"));
   }
   if (newRank < 0) return chorusSuccess;  // CHORUS_SPLIT_NOCOLOR
   chorusConfig_t inherited = CHORUS_CONFIG_INITIALIZER;
@@ -476,8 +506,10 @@ chorusResult_t chorusCommFinalize(chorusComm_t comm) {
     comm->bootstrap->barrier();
     comm->state.store(CommState::kFinalized);
     return chorusSuccess;
-  } catch (const Failure& e) {
-    return report(comm && isLiveComm(comm) ? comm : nullptr, e);
+  } catch (...) {
+    const bool live = comm && isLiveComm(comm);
+    return report(live ? comm : nullptr,
+                  caughtFailure(live ? comm->rank : -1, "chorusCommFinalize"));
   }
 }
 
@@ -488,13 +520,13 @@ chorusResult_t chorusCommDestroy(chorusComm_t comm) {
     if (comm->initThread.joinable()) comm->initThread.join();
     try {
       drainQueued(comm);
-    } catch (const Failure&) {
+    } catch (...) {
       // Peers failed while work was queued: the queued operations fail on their own.
       comm->abortFlag.store(true);
       while (comm->pending.load() != 0 || comm->executing.load() != 0) usleep(1000);
     }
-  } catch (const Failure& e) {
-    return report(nullptr, e);
+  } catch (...) {
+    return report(nullptr, caughtFailure(-1, "chorusCommDestroy"));
   }
   unregisterComm(comm);  // later calls with this handle get a clear error
   comm->apiOwner.store(0);

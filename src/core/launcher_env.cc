@@ -108,7 +108,8 @@ chorusResult_t chorusUniqueIdFromEnv(chorusUniqueId* uniqueId, int* procRank, in
     *procRank = rank;
     *nprocs = size;
     return chorusSuccess;
-  } catch (const Failure& e) {
+  } catch (...) {
+    const Failure e = caughtFailure(-1, "chorusUniqueIdFromEnv");
     setThreadLastError(e.message);
     return e.code;
   }

@@ -70,7 +70,22 @@ DataListener::DataListener(SockAddr* addr, const uint8_t secret[16], int rank,
     ::close(fd_);
     fail(chorusSystemError, "eventfd: %s", strerror(errno));
   }
-  thread_ = std::thread([this] { serve(); });
+  try {
+    thread_ = std::thread([this] {
+      try {  // the thread's top: a failure reaches take(), never std::terminate
+        serve();
+      } catch (...) {
+        const Failure f = caughtFailure(rank_, "serving the TCP data listener");
+        std::lock_guard<std::mutex> l(mu_);
+        if (errorCode_ == chorusSuccess) errorCode_ = f.code, error_ = f.message;
+        cv_.notify_all();
+      }
+    });
+  } catch (...) {
+    ::close(fd_);
+    ::close(wakeFd_);
+    throw caughtFailure(rank, "starting the TCP data listener thread");
+  }
 }
 
 DataListener::~DataListener() {
@@ -178,6 +193,7 @@ std::map<DataListener::Key, int> DataListener::take(const std::vector<Key>& want
     size_t have = 0;
     for (const Key& k : want) have += ready_.count(k);
     if (have == want.size()) break;
+    if (errorCode_ != chorusSuccess) throw Failure{errorCode_, error_};
     if (Clock::now() > deadline)
       fail(chorusTimeout, "data connections: %zu of %zu arrived", have, want.size());
     if (abortFlag_ && abortFlag_->load())
@@ -312,51 +328,81 @@ TcpTransport::TcpTransport(chorusComm* comm, DataListener& listener,
     fail(chorusSystemError, "rank %d: TCP setup failed: %s", me, e.message.c_str());
   }
 
-  // Links, staging FIFOs, and the rank's receive FIFOs as the proxy's send side.
-  const size_t slotBytes = comm->slotBytes[0];
-  const size_t stagingBytes = kCtrlBytes + size_t(kNSteps) * slotStride(slotBytes);
-  for (int p = 0; p < n; ++p) {
-    if (!comm->isRemote(p)) continue;
-    auto c = std::make_unique<Control>();
-    c->peer = p;
-    c->fd = fds.at(DataListener::Key{p, kControlChannel, 0});
-    setBlocking(c->fd, false);
-    controlOf_[size_t(p)] = c.get();
-    controls_.push_back(std::move(c));
-    for (int ch = 0; ch < nch; ++ch) {
-      auto l = std::make_unique<Link>();
-      l->peer = p;
-      l->channel = ch;
-      l->in = FrameReader(slotBytes);
-      for (int s = 0; s < nsocks_; ++s) {
-        int fd = fds.at(DataListener::Key{p, ch, s});
-        setBlocking(fd, false);
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        l->fds.push_back(fd);
+  // From here every failure (out of memory, the proxy thread refused) closes what was opened.
+  try {
+    // Links, staging FIFOs, and the rank's receive FIFOs as the proxy's send side.
+    const size_t slotBytes = comm->slotBytes[0];
+    const size_t stagingBytes = kCtrlBytes + size_t(kNSteps) * slotStride(slotBytes);
+    for (int p = 0; p < n; ++p) {
+      if (!comm->isRemote(p)) continue;
+      auto c = std::make_unique<Control>();
+      c->peer = p;
+      c->fd = fds.at(DataListener::Key{p, kControlChannel, 0});
+      setBlocking(c->fd, false);
+      controlOf_[size_t(p)] = c.get();
+      controls_.push_back(std::move(c));
+      for (int ch = 0; ch < nch; ++ch) {
+        auto l = std::make_unique<Link>();
+        l->peer = p;
+        l->channel = ch;
+        l->in = FrameReader(slotBytes);
+        for (int s = 0; s < nsocks_; ++s) {
+          int fd = fds.at(DataListener::Key{p, ch, s});
+          setBlocking(fd, false);
+          int one = 1;
+          setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+          l->fds.push_back(fd);
+        }
+        char* mem = static_cast<char*>(aligned_alloc(4096, (stagingBytes + 4095) / 4096 * 4096));
+        if (mem == nullptr) throw std::bad_alloc();
+        memset(mem, 0, stagingBytes);
+        staging_.push_back(mem);
+        l->staged.ctrl = reinterpret_cast<FifoCtrl*>(mem);
+        l->staged.slots = mem + kCtrlBytes;
+        l->staged.slotBytes = slotBytes;
+        l->staged.peer = p;
+        // The proxy's posts into this rank's FIFO, and its releases of the staged FIFO this rank
+        // sends through, wake this rank if it sleeps.
+        l->local.wakee = l->staged.wakee = &comm->mySegment.header()->bell;
+        l->local.ctrl = comm->mySegment.fifoCtrl(0, ch, p);
+        l->local.slots = comm->mySegment.fifoData(0, ch, p);
+        l->local.slotBytes = slotBytes;
+        l->local.peer = p;
+        links_.push_back(std::move(l));
       }
-      char* mem = static_cast<char*>(aligned_alloc(4096, (stagingBytes + 4095) / 4096 * 4096));
-      memset(mem, 0, stagingBytes);
-      staging_.push_back(mem);
-      l->staged.ctrl = reinterpret_cast<FifoCtrl*>(mem);
-      l->staged.slots = mem + kCtrlBytes;
-      l->staged.slotBytes = slotBytes;
-      l->staged.peer = p;
-      // The proxy's posts into this rank's FIFO, and its releases of the staged FIFO this rank
-      // sends through, wake this rank if it sleeps.
-      l->local.wakee = l->staged.wakee = &comm->mySegment.header()->bell;
-      l->local.ctrl = comm->mySegment.fifoCtrl(0, ch, p);
-      l->local.slots = comm->mySegment.fifoData(0, ch, p);
-      l->local.slotBytes = slotBytes;
-      l->local.peer = p;
-      links_.push_back(std::move(l));
     }
+    CHORUS_INFO(me,
+                "TCP transport: %zu links to remote ranks, %d socket(s) each, %zu control "
+                "connection(s)",
+                links_.size(), nsocks_, controls_.size());
+    proxy_ = std::thread([this] {
+      try {  // the proxy's top: nothing reaches std::terminate
+        proxyLoop();
+      } catch (...) {
+        const Failure f = caughtFailure(comm_->rank, "running the TCP proxy thread");
+        proxyDied(f.code, f.message);
+      }
+    });
+  } catch (...) {
+    const Failure f = caughtFailure(me, "setting up the TCP transport (staging, proxy thread)");
+    for (auto& kv : fds) ::close(kv.second);
+    for (char* m : staging_) free(m);
+    staging_.clear();
+    ::close(wakeFd_);
+    throw f;
   }
-  CHORUS_INFO(me,
-              "TCP transport: %zu links to remote ranks, %d socket(s) each, %zu control "
-              "connection(s)",
-              links_.size(), nsocks_, controls_.size());
-  proxy_ = std::thread([this] { proxyLoop(); });
+}
+
+void TcpTransport::proxyDied(chorusResult_t code, const std::string& message) noexcept {
+  try {
+    CHORUS_WARN(comm_->rank, "%s", message.c_str());
+    for (int p = 0; p < comm_->nranks; ++p)
+      if (comm_->isRemote(p)) failPeer(p, comm_->rank, message);
+    markFailed(comm_, code, message, comm_->rank);
+    Deadline until = deadlineIn(0.2);  // this thread no longer runs: send the notice here
+    while (!flushNotices() && Clock::now() < until) usleep(200);
+  } catch (...) {  // out of memory even for the notice: the failed links still stop the rank
+  }
 }
 
 void TcpTransport::bindSendConn(int peer, int channel, SendConn* conn) {
