@@ -2,6 +2,7 @@
 // (the error boundary's one helper), and the per-thread last-error text.
 #include "base/error.h"
 
+#include <cctype>
 #include <cstdarg>
 #include <cstdio>
 #include <new>
@@ -61,6 +62,19 @@ Failure caughtFailure(int rank, const char* doing) noexcept {
       return Failure{chorusSystemError, std::string()};
     }
   }
+}
+
+Failure namingRank(Failure f, int rank) {
+  if (rank < 0) return f;
+  const std::string me = "rank " + std::to_string(rank);
+  size_t at = f.message.find(me);
+  while (at != std::string::npos) {
+    const size_t end = at + me.size();
+    if (end == f.message.size() || !isdigit(static_cast<unsigned char>(f.message[end]))) return f;
+    at = f.message.find(me, end);
+  }
+  f.message = me + ": " + f.message;
+  return f;
 }
 
 void setThreadLastError(const std::string& message) {

@@ -105,7 +105,7 @@ chorusResult_t runCommOpsCaught(chorusComm* comm, OpSpan ops) {
     runCommOps(comm, ops);
     return chorusSuccess;
   } catch (...) {
-    const Failure e = caughtFailure(comm->rank, "running an operation");
+    const Failure e = namingRank(caughtFailure(comm->rank, "running an operation"), comm->rank);
     // A failure in the middle of an operation leaves the connections in an unknown state: the
     // communicator can only be aborted or destroyed from now on, and peers are told.
     setLastError(comm, e.message);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 
@@ -176,8 +177,18 @@ void setupSegments(chorusComm* c, PeerInfo& mine, bool otherProcess, Deadline de
     for (int p = 0; p < c->nranks; ++p) {
       if (p == c->rank || c->isRemote(p)) continue;
       const PeerInfo& pi = c->peers[size_t(p)];
-      c->peerSegments[size_t(p)] =
-          Segment::attach(pi.segName, reinterpret_cast<void*>(pi.segAddr), pid_t(pi.pid));
+      try {
+        c->peerSegments[size_t(p)] =
+            Segment::attach(pi.segName, reinterpret_cast<void*>(pi.segAddr), pid_t(pi.pid));
+      } catch (const Failure& e) {
+        // Gone from /dev/shm: the peer removed it as its own init failed, or it died.
+        if (e.message.find(strerror(ENOENT)) == std::string::npos) throw;
+        throw Failure{chorusRemoteError,
+                      format("rank %d: rank %d's shared-memory segment is gone (%s): rank %d "
+                             "left during the communicator's setup (its init failed or it died)",
+                             c->rank, p, e.message.c_str(), p),
+                      p};
+      }
     }
     // Every peer has mapped every segment: the names can go, so a crash leaves no trace.
     c->bootstrap->barrier(deadline);
@@ -266,11 +277,15 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
 
 // An init that failed because of another rank (it died during the setup) leaves that rank in its
 // segment's failure flag before it goes: a same-node peer that finished its init and waits for
-// this rank names the dead rank, not this one.
+// this rank names the dead rank, not this one. An init that failed on its own (out of memory,
+// no thread, no descriptor) records this rank: its peers read "failed", not "destroyed its
+// communicator" (a departure), and its TCP peers get a failure notice as it closes.
 static void recordInitCause(chorusComm* c, const Failure& e) {
-  if (e.cause < 0 || e.cause >= c->nranks || c->mySegment.base() == nullptr) return;
+  c->state.store(CommState::kFailed);
+  if (c->mySegment.base() == nullptr) return;
+  const int cause = e.cause >= 0 && e.cause < c->nranks ? e.cause : c->rank;
   int32_t none = 0;
-  c->mySegment.header()->failed.compare_exchange_strong(none, e.cause + 1);
+  c->mySegment.header()->failed.compare_exchange_strong(none, cause + 1);
 }
 
 void freeComm(chorusComm* c) {
@@ -363,7 +378,8 @@ chorusResult_t chorusCommInitRankConfig(chorusComm_t* comm, int nranks, chorusUn
           initComm(c, commId, &cfg);
           c->asyncError.store(chorusSuccess);
         } catch (...) {  // the thread's top: nothing may reach std::terminate
-          const Failure e = caughtFailure(c->rank, "initializing the communicator");
+          const Failure e =
+              namingRank(caughtFailure(c->rank, "initializing the communicator"), c->rank);
           setLastError(c, e.message);
           CHORUS_WARN(c->rank, "%s", e.message.c_str());
           recordInitCause(c, e);
@@ -385,7 +401,7 @@ chorusResult_t chorusCommInitRankConfig(chorusComm_t* comm, int nranks, chorusUn
     *comm = c;
     return chorusSuccess;
   } catch (...) {
-    const Failure e = caughtFailure(rank, "initializing the communicator");
+    const Failure e = namingRank(caughtFailure(rank, "initializing the communicator"), rank);
     chorusResult_t r = report(nullptr, e);
     recordInitCause(c, e);
     freeComm(c);
@@ -476,7 +492,7 @@ chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key, chorusComm
     if (newRank == 0) {
       uint8_t secret[16];
       fillRandom(secret, sizeof(secret));
-      myId = startRoot(pickLocalAddress(), secret);
+      myId = startRoot(pickLocalAddress(), secret, 0);  // the new communicator's rank 0
     }
     std::vector<chorusUniqueId> ids(static_cast<size_t>(comm->nranks));
     comm->bootstrap->allGather(&myId, sizeof(myId), ids.data());

@@ -232,6 +232,30 @@ std::map<DataListener::Key, int> DataListener::take(const std::vector<Key>& want
 // ---------------------------------------------------------------------------------------------
 // The transport
 
+namespace {
+// A peer's data listener opened before the bootstrap exchange that published its address, and
+// stays open until the links exist: a connection it refuses for kRefusedSec means the peer's
+// process is gone (killed, or its init failed), which fails now, naming it, instead of at the
+// deadline.
+constexpr double kRefusedSec = 2;
+int connectToPeer(const SockAddr& addr, int peer, Deadline deadline,
+                  const std::atomic<bool>* abortFlag) {
+  while (true) {
+    try {
+      return connectTo(addr, std::min(deadline, deadlineIn(kRefusedSec)), abortFlag);
+    } catch (const Failure& e) {
+      if (e.code == chorusTimeout && e.message.find(strerror(ECONNREFUSED)) != std::string::npos)
+        throw Failure{chorusRemoteError,
+                      format("rank %d's data listener at %s refuses connections: rank %d died "
+                             "or failed during the communicator's setup",
+                             peer, addr.str().c_str(), peer),
+                      peer};
+      if (e.code != chorusTimeout || Clock::now() >= deadline) throw;
+    }
+  }
+}
+}  // namespace
+
 struct TcpTransport::Link {
   int peer = -1, channel = 0;
   std::vector<int> fds;
@@ -292,7 +316,7 @@ TcpTransport::TcpTransport(chorusComm* comm, DataListener& listener,
       if (!comm->isRemote(p)) continue;
       for (int ch = kControlChannel; ch < nch; ++ch)
         for (int s = 0; s < (ch == kControlChannel ? 1 : nsocks_); ++s) {
-          int fd = connectTo(addrs[size_t(p)], deadline, &comm->abortFlag);
+          int fd = connectToPeer(addrs[size_t(p)], p, deadline, &comm->abortFlag);
           try {
             uint8_t nonce[16];
             recvAll(fd, nonce, sizeof(nonce), deadlineIn(hs * 2), &comm->abortFlag,
