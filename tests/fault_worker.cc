@@ -116,6 +116,9 @@ int main(int argc, char** argv) {
   alarm(unsigned(envLong("FAULT_WATCHDOG", 60)));
   setvbuf(stdout, nullptr, _IOLBF, 0);
 
+  // The worker's own memory first: only the library meets the fault.
+  const size_t count = 65536;
+  std::vector<float> send(count), recv(count);
   bool countAllocs = false;
   if (mode == "none" || mode == "shm") {
   } else if (mode == "alloc" && argc >= 3) {
@@ -148,16 +151,13 @@ int main(int argc, char** argv) {
     const bool armed = gArmed.exchange(false);  // the report itself must not fail
     int failed = -1;
     if (comm) chorusCommGetFailedRank(comm, &failed);
-    std::string msg = r == chorusSuccess ? "" : chorusGetLastError(comm);
-    for (char& c : msg)
-      if (c == '\n') c = ' ';
+    // No allocation here: under RLIMIT_AS the heap may have no room left.
+    const char* msg = r == chorusSuccess ? "" : chorusGetLastError(comm);
     printf("RESULT rank=%d stage=%s code=%s failed=%d t=%.3f allocs=%ld msg=%s\n", rank, stage,
-           ctest::resultName(r), failed, monoNow() - t0, gCount.load(), msg.c_str());
+           ctest::resultName(r), failed, monoNow() - t0, gCount.load(), msg);
     gArmed.store(armed);
   };
 
-  const size_t count = 65536;
-  std::vector<float> send(count), recv(count);
   int nranks = 0;
   if (countAllocs) gArmed.store(true);
   chorusComm_t comm = nullptr;

@@ -65,14 +65,14 @@ Result resultOf(const std::string& out) {
 std::string describe(const std::vector<HandRank>& ranks) {
   std::string s;
   for (size_t r = 0; r < ranks.size(); ++r)
-    s += "--- rank " + std::to_string(r) + " (status " + std::to_string(ranks[r].status) +
-         "):\n" + ranks[r].output();
+    s += "--- rank " + std::to_string(r) + " (status " + std::to_string(ranks[r].status) + "):\n" +
+         ranks[r].output();
   return s;
 }
 
 // Bounded settings: a detection that fails shows as a slow result, never as a long hang.
 std::vector<std::string> faultEnv(const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> env = {"CHORUS_TIMEOUT=15", "CHORUS_BOOTSTRAP_TIMEOUT=15",
+  std::vector<std::string> env = {"CHORUS_TIMEOUT=15", "CHORUS_BOOTSTRAP_TIMEOUT=8",
                                   "CHORUS_DEBUG=WARN", "FAULT_WATCHDOG=60"};
   env.insert(env.end(), extra.begin(), extra.end());
   return env;
@@ -81,15 +81,17 @@ std::vector<std::string> faultEnv(const std::vector<std::string>& extra = {}) {
 // Runs n ranks of the fault worker with `args`; every rank must exit 0 with a RESULT line.
 std::vector<HandRank> runWorkers(int n, int nodes, const std::vector<std::string>& args,
                                  const std::vector<std::string>& env, const std::string& tag) {
-  auto ranks = ctest::startRanksByHand(FAULT_WORKER_PATH, n, nodes, args, tag, env);
+  static int runs = 0;  // a log of its own per run (an earlier run's must never be read)
+  auto ranks = ctest::startRanksByHand(FAULT_WORKER_PATH, n, nodes, args,
+                                       tag + "-" + std::to_string(runs++), env);
   ctest::waitRanksByHand(ranks, 90);
   return ranks;
 }
 
 // The checks every fault shares. `faulty`: the rank that met the fault; `cause`: a phrase its
 // error must contain when it failed with chorusSystemError.
-void checkClean(const std::vector<HandRank>& ranks, int faulty, const std::vector<std::string>& causes,
-                const std::string& what) {
+void checkClean(const std::vector<HandRank>& ranks, int faulty,
+                const std::vector<std::string>& causes, const std::string& what) {
   const std::string all = describe(ranks);
   for (size_t r = 0; r < ranks.size(); ++r) {
     // A signal (std::terminate's SIGABRT, SIGSEGV, SIGBUS) shows as 128 + signal; a hang as -2
@@ -104,8 +106,8 @@ void checkClean(const std::vector<HandRank>& ranks, int faulty, const std::vecto
     if (int(r) == faulty && res.code == "chorusSystemError") {
       bool named = causes.empty();
       for (const auto& c : causes) named = named || res.msg.find(c) != std::string::npos;
-      EXPECT_TRUE(named) << what << ": rank " << r << "'s error does not name the cause: "
-                         << res.msg;
+      EXPECT_TRUE(named) << what << ": rank " << r
+                         << "'s error does not name the cause: " << res.msg;
     }
     EXPECT_TRUE(res.code == "chorusSystemError" || res.code == "chorusRemoteError" ||
                 res.code == "chorusInternalError")
@@ -172,8 +174,8 @@ TEST_F(Faults, ThreadCreationRefused) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to switch rank 1 to an unprivileged uid";
   for (int k : {0, 1, 2, 3, 4, 6, 8}) {
     const std::string what = "RLIMIT_NPROC = threads + " + std::to_string(k) + " on rank 1";
-    auto ranks = runWorkers(2, 2, {"nproc", std::to_string(k), "61234"}, faultEnv(),
-                            "faults-nproc");
+    auto ranks =
+        runWorkers(2, 2, {"nproc", std::to_string(k), "61234"}, faultEnv(), "faults-nproc");
     checkClean(ranks, 1, {"Resource temporarily unavailable", "thread"}, what);
     if (HasFatalFailure()) return;
   }
@@ -237,7 +239,8 @@ TEST_F(Faults, DevShmFull) {
   };
   if (status == 77) GTEST_SKIP() << "cannot mount a tmpfs here: " << slurp(base + "sh.log");
   std::string all = slurp(base + "sh.log");
-  for (int r = 0; r < 2; ++r) all += "--- rank " + std::to_string(r) + ":\n" + slurp(base + std::to_string(r) + ".log");
+  for (int r = 0; r < 2; ++r)
+    all += "--- rank " + std::to_string(r) + ":\n" + slurp(base + std::to_string(r) + ".log");
   ASSERT_EQ(status, 0) << all;
   for (int r = 0; r < 2; ++r) {
     const Result res = resultOf(slurp(base + std::to_string(r) + ".log"));
@@ -263,7 +266,8 @@ TEST_F(Faults, DevShmFull) {
 
 // Issue 32 item 4: a rank killed inside the bootstrap exchange is named by every survivor within
 // 5 s. CHORUS_TEST_BOOTSTRAP_STALL=rank:round stops that rank inside its round-th exchange (its
-// part sent); the test kills it there with SIGKILL.
+// part sent); the test kills it there with SIGKILL. (Not covered: a rank killed in the last
+// round across nodes, whose survivors then wait in the TCP link setup: docs/reliability.md.)
 struct KillCase {
   int victim, round, nodes;
 };
@@ -273,24 +277,29 @@ class BootstrapKill : public Faults, public ::testing::WithParamInterface<KillCa
 TEST_P(BootstrapKill, EverySurvivorNamesTheKilledRankWithin5s) {
   const KillCase kc = GetParam();
   const int n = 4;
-  auto ranks = ctest::startRanksByHand(
-      FAULT_WORKER_PATH, n, kc.nodes, {"none"}, "faults-bootkill",
-      faultEnv({"CHORUS_BOOTSTRAP_TIMEOUT=60", "CHORUS_TIMEOUT=60",
-                "CHORUS_TEST_BOOTSTRAP_STALL=" + std::to_string(kc.victim) + ":" +
-                    std::to_string(kc.round)}));
+  // A tag of its own: a log left by an earlier case must not be read as this victim's stop.
+  const std::string tag = "faults-bootkill-" + std::to_string(kc.victim) + "-" +
+                          std::to_string(kc.round) + "-" + std::to_string(kc.nodes);
+  auto ranks =
+      ctest::startRanksByHand(FAULT_WORKER_PATH, n, kc.nodes, {"none"}, tag,
+                              faultEnv({"CHORUS_BOOTSTRAP_TIMEOUT=60", "CHORUS_TIMEOUT=60",
+                                        "CHORUS_TEST_BOOTSTRAP_STALL=" + std::to_string(kc.victim) +
+                                            ":" + std::to_string(kc.round)}));
   HandRank& victim = ranks[size_t(kc.victim)];
   const double until = ctest::nowSeconds() + 30 * ctest::timeoutScale();
   while (victim.output().find("CHORUS_TEST_BOOTSTRAP_STALL") == std::string::npos &&
          ctest::nowSeconds() < until)
     usleep(10000);
   ASSERT_NE(victim.output().find("CHORUS_TEST_BOOTSTRAP_STALL"), std::string::npos)
-      << "the victim never reached bootstrap round " << kc.round << "\n" << describe(ranks);
+      << "the victim never reached bootstrap round " << kc.round << "\n"
+      << describe(ranks);
   ASSERT_EQ(kill(victim.pid, SIGKILL), 0);
   const double killedAt = ctest::nowSeconds();
   victim.status = ctest::waitProcess(victim.pid, 10);
   for (int r = 0; r < n; ++r) {
     if (r == kc.victim) continue;
-    const double left = std::max(0.5, 5.0 * ctest::timeoutScale() - (ctest::nowSeconds() - killedAt));
+    const double left =
+        std::max(0.5, 5.0 * ctest::timeoutScale() - (ctest::nowSeconds() - killedAt));
     ranks[size_t(r)].status = ctest::waitProcess(ranks[size_t(r)].pid, left);
   }
   const double took = ctest::nowSeconds() - killedAt;
@@ -302,18 +311,21 @@ TEST_P(BootstrapKill, EverySurvivorNamesTheKilledRankWithin5s) {
     EXPECT_EQ(ranks[size_t(r)].status, 0) << "rank " << r << " (a hang shows as -2)\n" << all;
     const Result res = resultOf(ranks[size_t(r)].output());
     ASSERT_TRUE(res.found) << all;
-    EXPECT_EQ(res.stage, "init") << all;
+    // The last round (the barrier after the segments) completes on the survivors: they end
+    // their init and their first call names the rank instead.
+    EXPECT_TRUE(res.stage == "init" || (kc.round == 3 && res.stage == "call")) << all;
     EXPECT_EQ(res.code, "chorusRemoteError") << all;
     EXPECT_NE(res.msg.find(name), std::string::npos)
         << "rank " << r << " does not name " << name << ": " << res.msg;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Processes, BootstrapKill,
-    ::testing::Values(KillCase{2, 1, 1}, KillCase{2, 2, 1}, KillCase{2, 3, 1}, KillCase{3, 1, 2},
-                      KillCase{1, 2, 2}, KillCase{0, 1, 1}, KillCase{0, 2, 2}),
-    [](const ::testing::TestParamInfo<KillCase>& i) {
-      return "rank" + std::to_string(i.param.victim) + "_round" + std::to_string(i.param.round) +
-             "_" + std::to_string(i.param.nodes) + "node";
-    });
+INSTANTIATE_TEST_SUITE_P(Processes, BootstrapKill,
+                         ::testing::Values(KillCase{2, 1, 1}, KillCase{2, 2, 1}, KillCase{2, 3, 1},
+                                           KillCase{3, 1, 2}, KillCase{1, 2, 2}, KillCase{0, 1, 1},
+                                           KillCase{0, 2, 2}, KillCase{0, 3, 1}),
+                         [](const ::testing::TestParamInfo<KillCase>& i) {
+                           return "rank" + std::to_string(i.param.victim) + "_round" +
+                                  std::to_string(i.param.round) + "_" +
+                                  std::to_string(i.param.nodes) + "node";
+                         });

@@ -240,8 +240,9 @@ class Root {
           if (ranks_[size_t(r)].fd < 0) missing += (missing.empty() ? "" : ",") + std::to_string(r);
         const std::string why = format(
             "only %d of %d ranks joined within %.0f s (CHORUS_BOOTSTRAP_TIMEOUT); missing: "
-            "rank(s) %s",
-            joined, nranks_, bootstrapTimeout(), missing.c_str());
+            "%s %s",
+            joined, nranks_, bootstrapTimeout(),
+            missing.find(',') == std::string::npos ? "rank" : "ranks", missing.c_str());
         tellFailure(-1, why);
         throw Failure{chorusTimeout, why};
       }
@@ -455,7 +456,7 @@ chorusUniqueId startRoot(SockAddr addr, const uint8_t secret[16], int rootRank) 
 }
 
 Bootstrap::Bootstrap(const chorusUniqueId& id, int rank, int nranks,
-                     const std::atomic<bool>* abortFlag)
+                     const std::atomic<bool>* abortFlag, double joinSeconds)
     : rank_(rank), nranks_(nranks), abortFlag_(abortFlag) {
   IdData d = decodeId(id);
   rootRank_ =
@@ -470,7 +471,7 @@ Bootstrap::Bootstrap(const chorusUniqueId& id, int rank, int nranks,
   SockAddr root;
   memcpy(&root.ss, d.addr, d.addrLen);
   root.len = d.addrLen;
-  Deadline deadline = deadlineIn(bootstrapTimeout());
+  Deadline deadline = deadlineIn(joinSeconds >= 0 ? joinSeconds : bootstrapTimeout());
   while (true) {
     fd_ = connectTo(root, deadline, abortFlag_);
     try {

@@ -140,7 +140,9 @@ double bootstrapTimeout();
 
 class Bootstrap {
  public:
-  Bootstrap(const chorusUniqueId& id, int rank, int nranks, const std::atomic<bool>* abortFlag);
+  // joinSeconds < 0: CHORUS_BOOTSTRAP_TIMEOUT.
+  Bootstrap(const chorusUniqueId& id, int rank, int nranks, const std::atomic<bool>* abortFlag,
+            double joinSeconds = -1);
   ~Bootstrap();
   Bootstrap(const Bootstrap&) = delete;
   Bootstrap& operator=(const Bootstrap&) = delete;

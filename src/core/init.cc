@@ -260,6 +260,14 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
     // As the links' setup unwinds: listeners closed now, not when the communicator is freed.
     c->control = nullptr;
     c->transports.clear();
+    // Failed before it joined the bootstrap (no thread, descriptor or memory for its transports):
+    // join now and leave at once (best effort, 2 s at most), so that the root tells the other
+    // ranks which rank failed as soon as they have joined, instead of naming it only at
+    // CHORUS_BOOTSTRAP_TIMEOUT.
+    if (!c->bootstrap) try {
+        Bootstrap(id, c->rank, c->nranks, &c->abortFlag, 2.0);
+      } catch (...) {
+      }
     throw;
   }
 

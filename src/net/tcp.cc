@@ -130,6 +130,11 @@ void DataListener::serve() {
     // New connections: send each its nonce at once (a fresh socket has room for 16 bytes).
     while (true) {
       const int fd = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM))
+        fail(chorusSystemError,  // to take(), through the thread's top
+             "rank %d: data listener: accept: %s (the peers' connections cannot be taken: raise "
+             "the descriptor limit, ulimit -n)",
+             rank_, strerror(errno));
       if (fd < 0) break;
       Pending p{fd, peerName(fd), {}, {}, 0, deadlineIn(hs)};
       if (pending.size() >= kMaxPendingHandshakes) {
@@ -328,6 +333,14 @@ TcpTransport::TcpTransport(chorusComm* comm, DataListener& listener,
                     "data handshake");
             if (reply != dataProof(secret, nonce, 'E'))
               fail(chorusSystemError, "rank %d's data listener failed to prove the secret", p);
+          } catch (const Failure& e) {
+            ::close(fd);
+            // Closed or reset by the peer during the handshake: the peer failed (its error
+            // names the cause); name it here too.
+            throw Failure{e.code,
+                          format("rank %d's data listener at %s: %s", p,
+                                 addrs[size_t(p)].str().c_str(), e.message.c_str()),
+                          e.code == chorusRemoteError ? p : e.cause};
           } catch (...) {
             ::close(fd);
             throw;
