@@ -207,18 +207,18 @@ TEST_F(Faults, MmapRefused) {
 }
 
 // /dev/shm full: both ranks of one node in a mount namespace of their own whose /dev/shm is a
-// 64 KiB tmpfs (smaller than any segment): init fails on each, naming the segment and the space.
-TEST_F(Faults, DevShmFull) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root to mount a tmpfs in a mount namespace";
-  if (access("/usr/bin/unshare", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/unshare";
+// small tmpfs (`size`): the rank that cannot reserve its segment fails naming it and the space.
+namespace {
+void devShmFull(const std::string& size) {
+  SCOPED_TRACE("/dev/shm: a tmpfs of " + size);
   const int port = ctest::freeLoopbackPort();
   const std::string base = "/tmp/chorus-faults-shm-" + std::to_string(getpid()) + "-";
-  std::string script =
-      "mount -t tmpfs -o size=64k chorus-faults-shm /dev/shm || exit 77; "
-      "export CHORUS_NRANKS=2 CHORUS_COMM_ID=127.0.0.1:" +
-      std::to_string(port) +
-      " CHORUS_SECRET=00112233445566778899aabbccddeeff CHORUS_HOSTID=faults-shm "
-      "CHORUS_TIMEOUT=15 CHORUS_BOOTSTRAP_TIMEOUT=15 CHORUS_DEBUG=WARN; ";
+  std::string script = "mount -t tmpfs -o size=" + size +
+                       " chorus-faults-shm /dev/shm || exit 77; "
+                       "export CHORUS_NRANKS=2 CHORUS_COMM_ID=127.0.0.1:" +
+                       std::to_string(port) +
+                       " CHORUS_SECRET=00112233445566778899aabbccddeeff CHORUS_HOSTID=faults-shm "
+                       "CHORUS_TIMEOUT=15 CHORUS_BOOTSTRAP_TIMEOUT=15 CHORUS_DEBUG=WARN; ";
   for (int r = 0; r < 2; ++r)
     script += "CHORUS_RANK=" + std::to_string(r) + " " + FAULT_WORKER_PATH + " shm > " + base +
               std::to_string(r) + ".log 2>&1 & ";
@@ -238,6 +238,7 @@ TEST_F(Faults, DevShmFull) {
     return ss.str();
   };
   if (status == 77) GTEST_SKIP() << "cannot mount a tmpfs here: " << slurp(base + "sh.log");
+  int failedHere = 0;
   std::string all = slurp(base + "sh.log");
   for (int r = 0; r < 2; ++r)
     all += "--- rank " + std::to_string(r) + ":\n" + slurp(base + std::to_string(r) + ".log");
@@ -250,6 +251,7 @@ TEST_F(Faults, DevShmFull) {
     // The rank that could not create its segment names it and the space; a rank that could
     // (none at 64 KiB, kept for a larger tmpfs) names the one that failed.
     if (res.code == "chorusSystemError") {
+      ++failedHere;
       EXPECT_NE(res.msg.find("rank " + std::to_string(r)), std::string::npos) << res.msg;
       EXPECT_NE(res.msg.find("/dev/shm"), std::string::npos) << res.msg;
       EXPECT_NE(res.msg.find("segment /chorus"), std::string::npos) << res.msg;
@@ -260,8 +262,20 @@ TEST_F(Faults, DevShmFull) {
     }
     EXPECT_LT(res.t, 10.0) << res.msg;
   }
+  EXPECT_GE(failedHere, 1) << all;
   for (int r = 0; r < 2; ++r) unlink((base + std::to_string(r) + ".log").c_str());
   unlink((base + "sh.log").c_str());
+}
+}  // namespace
+
+// 64 KiB: no segment fits, both ranks fail on their own. 8 MiB: one segment (5.4 MiB at two
+// ranks, two channels) fits and the other does not: the rank whose segment fits is told.
+TEST_F(Faults, DevShmFull) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to mount a tmpfs in a mount namespace";
+  if (access("/usr/bin/unshare", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/unshare";
+  devShmFull("64k");
+  if (HasFatalFailure() || IsSkipped()) return;
+  devShmFull("8m");
 }
 
 // Issue 32 item 4: a rank killed inside the bootstrap exchange is named by every survivor within

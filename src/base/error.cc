@@ -77,8 +77,12 @@ Failure namingRank(Failure f, int rank) {
   return f;
 }
 
-void setThreadLastError(const std::string& message) {
-  tLastError = message;
+void setThreadLastError(const std::string& message) noexcept {
+  try {  // called in catch blocks of the error boundary: must not throw itself
+    tLastError = message;
+  } catch (...) {
+    tLastError.clear();
+  }
 }
 const char* threadLastError() {
   return tLastError.c_str();

@@ -54,7 +54,7 @@ chorusResult_t guarded(int rank, const char* doing, Body&& body, OnError&& onErr
 // f with "rank R: " in front of its message unless the message already names rank R.
 Failure namingRank(Failure f, int rank);
 
-void setThreadLastError(const std::string& message);
+void setThreadLastError(const std::string& message) noexcept;
 const char* threadLastError();
 
 }  // namespace chorus

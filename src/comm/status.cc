@@ -310,6 +310,14 @@ chorusResult_t chorusCommPrintStatus(chorusComm_t comm) {
     setThreadLastError("chorusCommPrintStatus: comm is NULL or not a live communicator");
     return chorusInvalidArgument;
   }
-  printStatus(comm, "status requested (chorusCommPrintStatus)");
-  return chorusSuccess;
+  return guarded(
+      comm->rank, "chorusCommPrintStatus",
+      [&] {
+        printStatus(comm, "status requested (chorusCommPrintStatus)");
+        return chorusSuccess;
+      },
+      [&](const Failure& f) {
+        setLastError(comm, f.message);
+        return f.code;
+      });
 }
