@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <memory>
 
 #include "algo/algo.h"
 #include "base/debug.h"
@@ -174,7 +175,8 @@ void setupSegments(chorusComm* c, PeerInfo& mine, bool otherProcess, Deadline de
       if (c->transports[i]) c->transports[i]->address(mine.addr[i]);
     c->bootstrap->allGather(&mine, sizeof(mine), c->peers.data(), deadline);
     c->peerSegments.resize(size_t(c->nranks));
-    for (int p = 0; p < c->nranks; ++p) {
+    std::unique_ptr<Failure> gone;  // a peer's segment missing: reported after the barrier
+    for (int p = 0; p < c->nranks && !gone; ++p) {
       if (p == c->rank || c->isRemote(p)) continue;
       const PeerInfo& pi = c->peers[size_t(p)];
       try {
@@ -183,12 +185,20 @@ void setupSegments(chorusComm* c, PeerInfo& mine, bool otherProcess, Deadline de
       } catch (const Failure& e) {
         // Gone from /dev/shm: the peer removed it as its own init failed, or it died.
         if (e.message.find(strerror(ENOENT)) == std::string::npos) throw;
-        throw Failure{chorusRemoteError,
-                      format("rank %d: rank %d's shared-memory segment is gone (%s): rank %d "
-                             "left during the communicator's setup (its init failed or it died)",
-                             c->rank, p, e.message.c_str(), p),
-                      p};
+        gone = std::make_unique<Failure>(
+            chorusRemoteError,
+            format("rank %d: rank %d's shared-memory segment is gone (%s): rank %d left during "
+                   "the communicator's setup (its init failed or it died)",
+                   c->rank, p, e.message.c_str(), p),
+            p);
       }
+    }
+    // A peer whose init failed removes every segment name of the node, and may have failed
+    // because of another rank: the barrier (the root names the rank that was lost first)
+    // reports the first cause; the missing segment only if the barrier passes.
+    if (gone) {
+      c->bootstrap->barrier(deadline);
+      throw *gone;
     }
     // Every peer has mapped every segment: the names can go, so a crash leaves no trace.
     c->bootstrap->barrier(deadline);
