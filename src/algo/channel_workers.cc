@@ -32,10 +32,10 @@ ChannelWorkers::ChannelWorkers(int n, int rank) : workers_(new Worker[size_t(n)]
   for (int i = 0; i < n; ++i) {
     try {
       workers_[size_t(i)].thread = std::thread([this, i] { loop(workers_[size_t(i)], i + 1); });
-    } catch (const std::system_error& e) {
+    } catch (...) {
       stopAll();
-      fail(chorusSystemError, "rank %d: cannot start the worker of channel %d: %s", rank, i + 1,
-           e.what());
+      const std::string doing = "starting the worker thread of channel " + std::to_string(i + 1);
+      throw caughtFailure(rank, doing.c_str());
     }
     ++n_;
     char name[16];  // the kernel's limit, with the 0; i + 1 <= kMaxCommChannels

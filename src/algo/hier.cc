@@ -225,17 +225,28 @@ void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto) {
     Waiter w(comm, -1, what);  // watches abort and the communicator's failed state
     while (done.load(std::memory_order_acquire) <= s) w.pause();
   };
+  // Each phase's top (two of them threads of their own): whatever it throws is kept as a Failure
+  // and fails the communicator, which stops the other phases; nothing reaches std::terminate.
   auto guarded = [&](int phase, auto&& body) {
     try {
       body();
-    } catch (const Failure& e) {
-      errors[phase] = std::current_exception();
+    } catch (...) {
+      const Failure e = caughtFailure(comm->rank, "running AllReduce(hier)");
+      errors[phase] = std::make_exception_ptr(e);
       int none = -1;
       firstFailed.compare_exchange_strong(none, phase);
-      markFailed(comm, e.code, e.message, e.cause);  // stops the other phases
+      try {
+        markFailed(comm, e.code, e.message, e.cause);  // stops the other phases
+      } catch (...) {  // out of memory even for the notice: the state set first still stops them
+      }
     }
   };
-  std::thread cross([&] {
+  std::thread cross, gather;
+  // A thread that cannot start fails the call like a phase that failed at once.
+  auto start = [&](std::thread& t, int phase, auto&& body) {
+    guarded(phase, [&] { t = std::thread(body); });
+  };
+  start(cross, 1, [&] {
     guarded(1, [&] {
       for (int s = 0; s < nslices; ++s) {
         waitFor(doneA, s, "AllReduce(hier, waiting for the node's reduce-scatter)");
@@ -244,7 +255,7 @@ void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto) {
       }
     });
   });
-  std::thread gather([&] {
+  start(gather, 2, [&] {
     guarded(2, [&] {
       Prims ag(comm, 1, proto, prev, next, op.type, op.op, "AllReduce(hier, intra-node allgather)");
       for (int s = 0; s < nslices; ++s) {
@@ -261,8 +272,8 @@ void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto) {
       doneA.store(s + 1, std::memory_order_release);
     }
   });
-  cross.join();
-  gather.join();
+  if (cross.joinable()) cross.join();
+  if (gather.joinable()) gather.join();
   if (firstFailed.load() >= 0) std::rethrow_exception(errors[firstFailed.load()]);
 }
 

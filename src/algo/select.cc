@@ -76,17 +76,18 @@ struct ChannelCall {
 
   static void runShare(void* ctx, int ch) {
     auto* c = static_cast<ChannelCall*>(ctx);
+    // A channel worker's top: whatever the share throws fails the call and the communicator.
     try {
-      try {
-        c->run(c->comm, *c->op, Work{ch, c->proto, c->shares->begin(ch), c->shares->begin(ch + 1)});
-      } catch (const std::exception& e) {  // not expected: channels fail with a Failure
-        fail(chorusInternalError, "rank %d: channel %d: %s", c->comm->rank, ch, e.what());
-      }
-    } catch (const Failure& e) {
-      c->errors[ch] = std::current_exception();
+      c->run(c->comm, *c->op, Work{ch, c->proto, c->shares->begin(ch), c->shares->begin(ch + 1)});
+    } catch (...) {
+      const Failure e = caughtFailure(c->comm->rank, "running a channel's share of a collective");
+      c->errors[ch] = std::make_exception_ptr(e);
       int none = -1;
       c->firstFailed.compare_exchange_strong(none, ch);
-      markFailed(c->comm, e.code, e.message, e.cause);  // stops sibling channels
+      try {
+        markFailed(c->comm, e.code, e.message, e.cause);  // stops sibling channels
+      } catch (...) {  // no memory for the notice: the failed state set first still stops them
+      }
     }
   }
 };

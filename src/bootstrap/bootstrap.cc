@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -147,11 +149,13 @@ class Root {
     memcpy(secret_, secret, 16);
   }
   void run() {
-    try {
+    try {  // the root thread's top: nothing reaches std::terminate
       join();
       serveRounds();
-    } catch (const Failure& e) {
+    } catch (...) {
+      const Failure e = caughtFailure(-1, "serving the bootstrap root");
       CHORUS_WARN(-1, "bootstrap root: %s", e.message.c_str());
+      if (!told_) tellFailure(e.cause, "the bootstrap root failed: " + e.message);
     }
     if (listenFd_ >= 0) ::close(listenFd_);
     for (auto& r : ranks_)
@@ -230,9 +234,18 @@ class Root {
     Deadline joinDeadline = deadlineIn(bootstrapTimeout());
     int joined = 0;
     while (nranks_ < 0 || joined < nranks_) {
-      if (Clock::now() > joinDeadline)
-        fail(chorusTimeout, "only %d of %d ranks joined within %.0f s", joined, nranks_,
-             bootstrapTimeout());
+      if (Clock::now() > joinDeadline) {
+        std::string missing;
+        for (int r = 0; r < nranks_; ++r)
+          if (ranks_[size_t(r)].fd < 0) missing += (missing.empty() ? "" : ",") + std::to_string(r);
+        const std::string why = format(
+            "only %d of %d ranks joined within %.0f s (CHORUS_BOOTSTRAP_TIMEOUT); missing: "
+            "%s %s",
+            joined, nranks_, bootstrapTimeout(),
+            missing.find(',') == std::string::npos ? "rank" : "ranks", missing.c_str());
+        tellFailure(-1, why);
+        throw Failure{chorusTimeout, why};
+      }
       std::vector<pollfd> fds;
       fds.push_back({listenFd_, POLLIN, 0});
       for (auto& p : pending_) fds.push_back({p.fd, POLLIN, 0});
@@ -275,7 +288,42 @@ class Root {
     }
   }
 
-  void failAll(const std::string& why) { fail(chorusRemoteError, "%s", why.c_str()); }
+  // Tells every rank still connected (best effort, at most ~1 s in all) why the communicator
+  // cannot form: RoundReply{kReplyFailed, cause} and the text. Once.
+  void tellFailure(int cause, const std::string& why) noexcept {
+    told_ = true;
+    try {
+      const std::string text = why.substr(0, kMaxFailureText);
+      RoundReply h{kReplyFailed, int32_t(cause), uint32_t(text.size()), 0};
+      std::string msg(reinterpret_cast<const char*>(&h), sizeof(h));
+      msg += text;
+      const Deadline until = deadlineIn(1);
+      for (int r = 0; r < int(ranks_.size()); ++r) {
+        RankConn& c = ranks_[size_t(r)];
+        if (c.fd < 0 || c.closed || r == cause) continue;
+        try {
+          sendAll(c.fd, msg.data(), msg.size(), until, nullptr, "bootstrap root notice");
+        } catch (...) {  // that rank is gone too: nothing to tell it
+        }
+      }
+    } catch (...) {  // out of memory: the connections still close
+    }
+  }
+
+  // Fails the communicator's bootstrap because of rank `cause` (-1: none): every other rank is
+  // told, then the root closes everything.
+  [[noreturn]] void failAll(int cause, const std::string& why) {
+    CHORUS_WARN(-1, "bootstrap root: %s", why.c_str());
+    tellFailure(cause, why);
+    throw Failure{chorusRemoteError, why, cause};
+  }
+
+  // A rank's connection closed while the communicator still needs it.
+  [[noreturn]] void lost(int r, const char* when) {
+    failAll(r, format("rank %d (pid %u) left %s: its connection to the bootstrap root closed "
+                      "(the process died, was killed, or its init failed)",
+                      r, ranks_[size_t(r)].pid, when));
+  }
 
   void serveRounds() {
     const int n = nranks_;
@@ -298,8 +346,7 @@ class Root {
       }
       if (anyStarted && anyClosed) {
         for (int r = 0; r < n; ++r)
-          if (ranks_[size_t(r)].closed)
-            failAll("rank " + std::to_string(r) + " left while the others exchange data");
+          if (ranks_[size_t(r)].closed) lost(r, "during the bootstrap exchange");
       }
       bool complete = true;
       for (auto& c : ranks_) complete = complete && c.round.complete();
@@ -310,7 +357,14 @@ class Root {
   void readSome(int r) {
     RankConn& c = ranks_[size_t(r)];
     const size_t want = c.round.want();
-    if (want == 0) return;  // complete; waiting for the others
+    if (want == 0) {
+      // Its part of the round is in: the only thing it can still send is the end of its
+      // connection (a rank sends nothing more before the answer).
+      char b;
+      const ssize_t k = recv(c.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) c.closed = true;
+      return;
+    }
     ssize_t k = recv(c.fd, c.round.dest(), want, 0);
     if (k <= 0) {
       if (k < 0 && (errno == EAGAIN || errno == EINTR)) return;
@@ -318,7 +372,7 @@ class Root {
       return;
     }
     if (!c.round.advance(size_t(k)))
-      failAll("rank " + std::to_string(r) + " sent an oversized round");
+      failAll(r, "rank " + std::to_string(r) + " sent an oversized bootstrap round");
   }
 
   void respond() {
@@ -327,16 +381,23 @@ class Root {
     std::vector<char> out;
     int bad = 0;
     if (!assembleRound(rounds, &out, &bad))
-      failAll("ranks 0 and " + std::to_string(bad) + " exchange different sizes (" +
-              std::to_string(ranks_[0].round.length()) + " vs " +
-              std::to_string(ranks_[size_t(bad)].round.length()) + " bytes)");
+      failAll(-1, "ranks 0 and " + std::to_string(bad) + " exchange different sizes (" +
+                      std::to_string(ranks_[0].round.length()) + " vs " +
+                      std::to_string(ranks_[size_t(bad)].round.length()) + " bytes)");
+    const RoundReply ok{kReplyOk, -1, uint32_t(out.size()), 0};
     // Ranks of other processes first: once a rank of this process has its answer, its
     // process may finish and exit, which would end this thread before the others are answered.
     const uint32_t self = uint32_t(getpid());
     for (int pass = 0; pass < 2; ++pass)
       for (auto& c : ranks_) {
         if ((c.pid == self) != (pass == 1)) continue;
-        sendAll(c.fd, out.data(), out.size(), deadlineIn(60), nullptr, "bootstrap root reply");
+        try {
+          sendAll(c.fd, &ok, sizeof(ok), deadlineIn(60), nullptr, "bootstrap root reply");
+          sendAll(c.fd, out.data(), out.size(), deadlineIn(60), nullptr, "bootstrap root reply");
+        } catch (const Failure&) {
+          c.closed = true;
+          lost(int(&c - ranks_.data()), "before the bootstrap root's answer reached it");
+        }
         c.round.reset();
       }
   }
@@ -344,6 +405,7 @@ class Root {
   int listenFd_;
   uint8_t secret_[16];
   int nranks_ = -1;
+  bool told_ = false;
   std::vector<Pending> pending_;
   std::vector<RankConn> ranks_;
 };
@@ -361,7 +423,7 @@ IdData decodeId(const chorusUniqueId& id) {
   return d;
 }
 
-chorusUniqueId encodeId(const SockAddr& root, const uint8_t secret[16]) {
+chorusUniqueId encodeId(const SockAddr& root, const uint8_t secret[16], int rootRank) {
   chorusUniqueId id;
   memset(&id, 0, sizeof(id));
   IdData d{};
@@ -369,29 +431,47 @@ chorusUniqueId encodeId(const SockAddr& root, const uint8_t secret[16]) {
   d.addrLen = root.len;
   memcpy(d.addr, &root.ss, root.len);
   memcpy(d.secret, secret, 16);
+  d.rootRankPlus1 = rootRank >= 0 ? uint32_t(rootRank) + 1 : 0;
   memcpy(id.internal, &d, sizeof(d));
   return id;
 }
 
-chorusUniqueId startRoot(SockAddr addr, const uint8_t secret[16]) {
+chorusUniqueId startRoot(SockAddr addr, const uint8_t secret[16], int rootRank) {
   int fd = listenOn(&addr);
   CHORUS_INFO(-1, "bootstrap root listening on %s", addr.str().c_str());
-  auto* root = new Root(fd, secret);
-  std::thread([root] {
-    root->run();
-    delete root;
-  }).detach();
-  return encodeId(addr, secret);
+  Root* root = nullptr;
+  try {
+    root = new Root(fd, secret);
+    std::thread([root] {
+      root->run();  // catches everything
+      delete root;
+    }).detach();
+  } catch (...) {
+    const Failure e = caughtFailure(rootRank, "starting the bootstrap root thread");
+    if (root != nullptr) delete root;
+    ::close(fd);
+    throw e;
+  }
+  return encodeId(addr, secret, rootRank);
 }
 
 Bootstrap::Bootstrap(const chorusUniqueId& id, int rank, int nranks,
-                     const std::atomic<bool>* abortFlag)
+                     const std::atomic<bool>* abortFlag, double joinSeconds)
     : rank_(rank), nranks_(nranks), abortFlag_(abortFlag) {
   IdData d = decodeId(id);
+  rootRank_ =
+      d.rootRankPlus1 > 0 && d.rootRankPlus1 <= uint32_t(nranks) ? int(d.rootRankPlus1) - 1 : -1;
+  // CHORUS_TEST_BOOTSTRAP_STALL=rank:round (tests only): that rank stops for good inside its
+  // round-th exchange, its part sent, so that a test can kill it there.
+  const std::string stall = envStr("CHORUS_TEST_BOOTSTRAP_STALL");
+  int stallRank = -1, stallRound = 0;
+  if (!stall.empty() && sscanf(stall.c_str(), "%d:%d", &stallRank, &stallRound) == 2 &&
+      stallRank == rank)
+    stallRound_ = stallRound;
   SockAddr root;
   memcpy(&root.ss, d.addr, d.addrLen);
   root.len = d.addrLen;
-  Deadline deadline = deadlineIn(bootstrapTimeout());
+  Deadline deadline = deadlineIn(joinSeconds >= 0 ? joinSeconds : bootstrapTimeout());
   while (true) {
     fd_ = connectTo(root, deadline, abortFlag_);
     try {
@@ -440,12 +520,71 @@ void Bootstrap::allGather(const void* mine, size_t size, void* all, Deadline dea
   std::vector<char> msg(4 + size);
   memcpy(msg.data(), &len, 4);
   memcpy(msg.data() + 4, mine, size);
+  ++round_;
+  RoundReply h{};
   try {
-    sendAll(fd_, msg.data(), msg.size(), deadline, abortFlag_, "bootstrap allgather");
+    try {
+      sendAll(fd_, msg.data(), msg.size(), deadline, abortFlag_, "bootstrap allgather");
+    } catch (const Failure& e) {
+      // The root may have closed after telling us why: read that first.
+      recvAll(fd_, &h, sizeof(h), deadlineIn(0.2), abortFlag_, "bootstrap allgather");
+      if (h.magic != kReplyFailed) throw;
+    }
+    if (stallRound_ == round_) {
+      fprintf(stderr, "CHORUS_TEST_BOOTSTRAP_STALL: rank %d stops in bootstrap round %d\n", rank_,
+              round_);
+      fflush(stderr);
+      for (;;) pause();
+    }
+    if (h.magic == 0) recvAll(fd_, &h, sizeof(h), deadline, abortFlag_, "bootstrap allgather");
+  } catch (const Failure& e) {
+    // Timed out as the root gave up waiting for a rank (it tells which): read its notice.
+    bool notice = false;
+    if (e.code == chorusTimeout) try {
+        recvAll(fd_, &h, sizeof(h), deadlineIn(1), abortFlag_, "bootstrap allgather");
+        notice = h.magic == kReplyFailed;
+      } catch (...) {
+      }
+    if (!notice) roundFailed(e);
+  }
+  if (h.magic == kReplyFailed) {
+    std::string text(std::min(h.len, kMaxFailureText), '\0');
+    try {
+      recvAll(fd_, text.data(), text.size(), deadlineIn(1), abortFlag_, "bootstrap allgather");
+    } catch (const Failure&) {
+      text = "(the root's notice was cut off)";
+    }
+    const int cause = h.cause >= 0 && h.cause < nranks_ ? h.cause : -1;
+    throw Failure{chorusRemoteError,
+                  format("rank %d: the communicator cannot form: %s (reported by the bootstrap "
+                         "root)",
+                         rank_, text.c_str()),
+                  cause};
+  }
+  if (h.magic != kReplyOk || h.len != size * size_t(nranks_))
+    fail(chorusSystemError,
+         "rank %d: bootstrap allgather: the root answered %u bytes (magic %08x), expected %zu",
+         rank_, h.len, h.magic, size * size_t(nranks_));
+  try {
     recvAll(fd_, all, size * size_t(nranks_), deadline, abortFlag_, "bootstrap allgather");
   } catch (const Failure& e) {
-    fail(e.code, "rank %d: %s (another rank failed or left)", rank_, e.message.c_str());
+    roundFailed(e);
   }
+}
+
+void Bootstrap::roundFailed(const Failure& e) {
+  if (e.code != chorusRemoteError)  // a timeout or an abort: as it is
+    fail(e.code, "rank %d: %s (another rank failed or left)", rank_, e.message.c_str());
+  if (rootRank_ >= 0 && rootRank_ != rank_)
+    throw Failure{chorusRemoteError,
+                  format("rank %d: %s: the bootstrap root, in the process of rank %d, is gone "
+                         "(rank %d died or failed)",
+                         rank_, e.message.c_str(), rootRank_, rootRank_),
+                  rootRank_};
+  fail(chorusRemoteError,
+       "rank %d: %s: the bootstrap root is gone (the process that created the unique id died or "
+       "failed)",
+       rank_, e.message.c_str());
 }
 
 void Bootstrap::barrier(Deadline deadline) {

@@ -5,8 +5,11 @@
 //   root -> client  Challenge {magic, version, nonce[16]}
 //   client -> root  Hello {magic, rank, nranks, pad, proof = SipHash(secret, nonce || 'C')}
 //   root -> client  proof = SipHash(secret, nonce || 'R')          (mutual authentication)
-// then rounds: every rank sends {u32 len, payload}; once all have, the root returns the
-// concatenation of the nranks payloads (all must have the same length) to every rank.
+// then rounds: every rank sends {u32 len, payload}; once all have, the root returns
+// RoundReply{kReplyOk, -1, len} and the concatenation of the nranks payloads (all must have the
+// same length) to every rank. When a rank's connection closes (its process died, or its init
+// failed) while the others exchange, or a round is wrong, the root sends every other rank
+// RoundReply{kReplyFailed, cause, textLen} and a text naming the cause rank, then closes.
 // A connection that sends junk, a wrong proof, or nothing within the handshake deadline is closed
 // and logged; the root keeps serving real peers. The secret never travels.
 #pragma once
@@ -16,6 +19,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/error.h"
 #include "bootstrap/socket.h"
 #include "chorus/chorus.h"
 
@@ -26,6 +30,7 @@ struct IdData {
   uint32_t addrLen;
   uint8_t addr[28];  // sockaddr_in or sockaddr_in6
   uint8_t secret[16];
+  uint32_t rootRankPlus1;  // the rank whose process hosts the root, + 1 (0: not known)
 };
 static_assert(sizeof(IdData) <= CHORUS_UNIQUE_ID_BYTES);
 
@@ -37,7 +42,10 @@ namespace wire {
 
 constexpr uint32_t kChallengeMagic = 0x4c414843;  // "CHAL"
 constexpr uint32_t kHelloMagic = 0x4c454843;      // "CHEL"
-constexpr uint32_t kProtocolVersion = 1;
+constexpr uint32_t kProtocolVersion = 2;          // 2: rounds answered with a RoundReply
+constexpr uint32_t kReplyOk = 0x4b4f5243;         // "CROK"
+constexpr uint32_t kReplyFailed = 0x4c465243;     // "CRFL"
+constexpr uint32_t kMaxFailureText = 1024;
 constexpr uint32_t kMaxRoundBytes = 64u << 20;  // larger rounds fail the communicator
 constexpr uint32_t kMaxRanks = 1u << 20;
 
@@ -52,6 +60,13 @@ struct Hello {
   uint32_t nranks;
   uint32_t pid;  // the rank's process: the root answers ranks of its own process last
   uint64_t proof;
+};
+
+struct RoundReply {
+  uint32_t magic;  // kReplyOk or kReplyFailed
+  int32_t cause;   // kReplyFailed: the rank that was lost or sent a bad round (-1: none)
+  uint32_t len;    // bytes that follow: the round's payloads, or the failure's text
+  uint32_t pad;
 };
 
 // SipHash-2-4(secret, nonce || role); role 'C' proves the client, 'R' the root.
@@ -113,17 +128,21 @@ bool tryDecodeId(const void* bytes, size_t len, IdData* out);
 }  // namespace wire
 
 IdData decodeId(const chorusUniqueId& id);  // throws chorusInvalidArgument if not an id
-chorusUniqueId encodeId(const SockAddr& root, const uint8_t secret[16]);
+// rootRank: the rank whose process hosts the root, when the caller knows it (-1: not known); a
+// rank that loses the root's connection then names that rank.
+chorusUniqueId encodeId(const SockAddr& root, const uint8_t secret[16], int rootRank = -1);
 
 // Starts a root listening on `addr` (port 0: ephemeral) in a detached thread, and returns the id.
-chorusUniqueId startRoot(SockAddr addr, const uint8_t secret[16]);
+chorusUniqueId startRoot(SockAddr addr, const uint8_t secret[16], int rootRank = -1);
 
 // Seconds a rank waits for all others to join (CHORUS_BOOTSTRAP_TIMEOUT, default 120).
 double bootstrapTimeout();
 
 class Bootstrap {
  public:
-  Bootstrap(const chorusUniqueId& id, int rank, int nranks, const std::atomic<bool>* abortFlag);
+  // joinSeconds < 0: CHORUS_BOOTSTRAP_TIMEOUT.
+  Bootstrap(const chorusUniqueId& id, int rank, int nranks, const std::atomic<bool>* abortFlag,
+            double joinSeconds = -1);
   ~Bootstrap();
   Bootstrap(const Bootstrap&) = delete;
   Bootstrap& operator=(const Bootstrap&) = delete;
@@ -134,8 +153,14 @@ class Bootstrap {
   void close();
 
  private:
+  // A failure of the round's I/O (`e`), as this rank reports it: the root's notice naming the
+  // rank that was lost when it sent one, else the root's loss (naming its rank when known).
+  [[noreturn]] void roundFailed(const Failure& e);
   int fd_ = -1;
   int rank_, nranks_;
+  int rootRank_ = -1;
+  int round_ = 0;       // allGather calls so far (the test hook's stage)
+  int stallRound_ = 0;  // CHORUS_TEST_BOOTSTRAP_STALL: stop in this round (0: never)
   const std::atomic<bool>* abortFlag_;
 };
 

@@ -78,11 +78,14 @@ void markFailed(chorusComm* comm, chorusResult_t code, const std::string& messag
   CHORUS_WARN(comm->rank, "communicator failed: %s", message.c_str());
 }
 
-void setLastError(chorusComm_t comm, const std::string& message) {
+void setLastError(chorusComm_t comm, const std::string& message) noexcept {
   setThreadLastError(message);
-  if (comm && isLiveComm(comm)) {
-    std::lock_guard<std::mutex> l(comm->errMutex);
-    comm->lastError = message;
+  try {  // called in catch blocks of the error boundary: must not throw itself
+    if (comm && isLiveComm(comm)) {
+      std::lock_guard<std::mutex> l(comm->errMutex);
+      comm->lastError = message;
+    }
+  } catch (...) {
   }
 }
 
@@ -112,13 +115,17 @@ ApiGuard::~ApiGuard() {
 using namespace chorus;
 
 const char* chorusGetLastError(chorusComm_t comm) {
-  if (comm != nullptr && isLiveComm(comm)) {
-    std::lock_guard<std::mutex> l(comm->errMutex);
-    if (!comm->lastError.empty()) {
-      thread_local std::string copy;
-      copy = comm->lastError;
-      return copy.c_str();
+  try {
+    if (comm != nullptr && isLiveComm(comm)) {
+      std::lock_guard<std::mutex> l(comm->errMutex);
+      if (!comm->lastError.empty()) {
+        thread_local std::string copy;
+        copy = comm->lastError;
+        return copy.c_str();
+      }
     }
+  } catch (...) {  // no memory for the copy
+    return "out of memory while reading the last error";
   }
   return threadLastError();
 }

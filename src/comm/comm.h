@@ -165,7 +165,7 @@ void markFailed(chorusComm* comm, chorusResult_t code, const std::string& messag
 
 // Records `message` as the calling thread's last error (base/error.h) and the communicator's,
 // if any.
-void setLastError(chorusComm_t comm, const std::string& message);
+void setLastError(chorusComm_t comm, const std::string& message) noexcept;
 
 }  // namespace chorus
 

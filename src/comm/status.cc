@@ -234,7 +234,12 @@ void watch() {
     const ssize_t n = read(gStatusPipe[0], buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return;
-    printAllStatus();
+    try {  // the watcher's top: a report that fails (out of memory) is skipped, not fatal
+      printAllStatus();
+    } catch (...) {
+      const Failure f = caughtFailure(-1, "printing a status report");
+      CHORUS_WARN(-1, "status report skipped: %s", f.message.c_str());
+    }
   }
 }
 
@@ -270,7 +275,17 @@ void statusSignalSetup() {
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    std::thread(watch).detach();
+    try {
+      std::thread(watch).detach();
+    } catch (...) {  // no thread: no status reports, the communicator works without them
+      pthread_sigmask(SIG_SETMASK, &old, nullptr);
+      const Failure f = caughtFailure(-1, "starting the status watcher thread");
+      CHORUS_WARN(-1, "status reports off (CHORUS_STATUS_SIGNAL): %s", f.message.c_str());
+      close(gStatusPipe[0]);
+      close(gStatusPipe[1]);
+      gStatusPipe[0] = gStatusPipe[1] = -1;
+      return;
+    }
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
     struct sigaction sa {};
     sa.sa_sigaction = onStatusSignal;
@@ -295,6 +310,14 @@ chorusResult_t chorusCommPrintStatus(chorusComm_t comm) {
     setThreadLastError("chorusCommPrintStatus: comm is NULL or not a live communicator");
     return chorusInvalidArgument;
   }
-  printStatus(comm, "status requested (chorusCommPrintStatus)");
-  return chorusSuccess;
+  return guarded(
+      comm->rank, "chorusCommPrintStatus",
+      [&] {
+        printStatus(comm, "status requested (chorusCommPrintStatus)");
+        return chorusSuccess;
+      },
+      [&](const Failure& f) {
+        setLastError(comm, f.message);
+        return f.code;
+      });
 }

@@ -67,8 +67,10 @@ chorusResult_t issue(const char* fn, OpDesc op, size_t sendElems, size_t recvEle
     // The null stream outside a group (the latency-bound case): run now, allocating nothing.
     if (op.stream == nullptr) return executeNow(op);
     return submit({op});
-  } catch (const Failure& e) {
-    setLastError(comm && isLiveComm(comm) ? comm : nullptr, e.message);
+  } catch (...) {
+    const bool live = comm && isLiveComm(comm);
+    const Failure e = caughtFailure(live ? comm->rank : -1, fn);
+    setLastError(live ? comm : nullptr, e.message);
     groupRecordError(e.code);
     return e.code;
   }

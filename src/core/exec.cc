@@ -96,14 +96,16 @@ chorusResult_t runCommOpsCaught(chorusComm* comm, OpSpan ops) {
   try {
     checkUsable(comm);
     guard.emplace(comm);
-  } catch (const Failure& e) {  // refused before anything moved: the communicator stays usable
+  } catch (...) {  // refused before anything moved: the communicator stays usable
+    const Failure e = caughtFailure(comm->rank, "starting an operation");
     setLastError(comm, e.message);
     return e.code;
   }
   try {
     runCommOps(comm, ops);
     return chorusSuccess;
-  } catch (const Failure& e) {
+  } catch (...) {
+    const Failure e = namingRank(caughtFailure(comm->rank, "running an operation"), comm->rank);
     // A failure in the middle of an operation leaves the connections in an unknown state: the
     // communicator can only be aborted or destroyed from now on, and peers are told.
     setLastError(comm, e.message);
@@ -136,8 +138,19 @@ chorusResult_t executeBatch(const std::vector<OpDesc>& ops) {
   // each runs on its own thread so that they progress together.
   std::vector<chorusResult_t> results(comms.size(), chorusSuccess);
   std::vector<std::thread> threads;
-  for (size_t i = 1; i < comms.size(); ++i)
-    threads.emplace_back([&, i] { results[i] = runCommOpsCaught(comms[i], perComm[i]); });
+  threads.reserve(comms.size());
+  for (size_t i = 1; i < comms.size(); ++i) {
+    try {
+      threads.emplace_back([&, i] { results[i] = runCommOpsCaught(comms[i], perComm[i]); });
+    } catch (...) {
+      // No thread for this communicator: it fails (its peers are told, so the communicators
+      // already running stop too) instead of leaving them waiting for it.
+      const Failure e = caughtFailure(comms[i]->rank, "starting a thread for a communicator");
+      setLastError(comms[i], e.message);
+      markFailed(comms[i], e.code, e.message, comms[i]->rank);
+      results[i] = e.code;
+    }
+  }
   results[0] = runCommOpsCaught(comms[0], perComm[0]);
   for (auto& t : threads) t.join();
   for (auto r : results)
@@ -157,7 +170,8 @@ void waitQueued(chorusComm* comm) {
 chorusResult_t executeNow(const OpDesc& op) {
   try {
     waitQueued(op.comm);
-  } catch (const Failure& e) {
+  } catch (...) {
+    const Failure e = caughtFailure(op.comm->rank, "waiting for queued operations");
     setLastError(op.comm, e.message);
     return e.code;
   }
@@ -168,7 +182,8 @@ chorusResult_t executeGroupNow(const std::vector<OpDesc>& ops) {
   chorusComm* comm = ops[0].comm;
   try {
     waitQueued(comm);
-  } catch (const Failure& e) {
+  } catch (...) {
+    const Failure e = caughtFailure(comm->rank, "waiting for queued operations");
     setLastError(comm, e.message);
     return e.code;
   }
@@ -199,7 +214,8 @@ chorusResult_t submit(std::vector<OpDesc> ops) {
     }
     try {
       for (auto& op : batch) waitQueued(op.comm);
-    } catch (const Failure& e) {
+    } catch (...) {
+      const Failure e = caughtFailure(batch[0].comm->rank, "waiting for queued operations");
       setLastError(batch[0].comm, e.message);
       return e.code;
     }

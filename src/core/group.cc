@@ -15,7 +15,7 @@ thread_local chorusResult_t tGroupError = chorusSuccess;  // first failed call i
 int groupDepth() {
   return tDepth;
 }
-void groupAdd(const OpDesc& op) {
+void groupAdd(const OpDesc& op) {  // may throw std::bad_alloc: the caller's boundary catches it
   tOps.push_back(op);
 }
 void groupRecordError(chorusResult_t code) {
@@ -51,6 +51,11 @@ chorusResult_t chorusGroupEnd(void) {
   bool oneCommNullStream = true;
   for (const OpDesc& op : tOps)
     oneCommNullStream = oneCommNullStream && op.comm == tOps[0].comm && op.stream == nullptr;
-  if (oneCommNullStream) return executeGroupNow(tOps);
-  return submit(tOps);
+  return guarded(
+      -1, "chorusGroupEnd",
+      [&] { return oneCommNullStream ? executeGroupNow(tOps) : submit(tOps); },
+      [](const Failure& f) {
+        setThreadLastError(f.message);
+        return f.code;
+      });
 }

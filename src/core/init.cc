@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <memory>
 
 #include "algo/algo.h"
 #include "base/debug.h"
@@ -173,11 +175,30 @@ void setupSegments(chorusComm* c, PeerInfo& mine, bool otherProcess, Deadline de
       if (c->transports[i]) c->transports[i]->address(mine.addr[i]);
     c->bootstrap->allGather(&mine, sizeof(mine), c->peers.data(), deadline);
     c->peerSegments.resize(size_t(c->nranks));
-    for (int p = 0; p < c->nranks; ++p) {
+    std::unique_ptr<Failure> gone;  // a peer's segment missing: reported after the barrier
+    for (int p = 0; p < c->nranks && !gone; ++p) {
       if (p == c->rank || c->isRemote(p)) continue;
       const PeerInfo& pi = c->peers[size_t(p)];
-      c->peerSegments[size_t(p)] =
-          Segment::attach(pi.segName, reinterpret_cast<void*>(pi.segAddr), pid_t(pi.pid));
+      try {
+        c->peerSegments[size_t(p)] =
+            Segment::attach(pi.segName, reinterpret_cast<void*>(pi.segAddr), pid_t(pi.pid));
+      } catch (const Failure& e) {
+        // Gone from /dev/shm: the peer removed it as its own init failed, or it died.
+        if (e.message.find(strerror(ENOENT)) == std::string::npos) throw;
+        gone = std::make_unique<Failure>(
+            chorusRemoteError,
+            format("rank %d: rank %d's shared-memory segment is gone (%s): rank %d left during "
+                   "the communicator's setup (its init failed or it died)",
+                   c->rank, p, e.message.c_str(), p),
+            p);
+      }
+    }
+    // A peer whose init failed removes every segment name of the node, and may have failed
+    // because of another rank: the barrier (the root names the rank that was lost first)
+    // reports the first cause; the missing segment only if the barrier passes.
+    if (gone) {
+      c->bootstrap->barrier(deadline);
+      throw *gone;
     }
     // Every peer has mapped every segment: the names can go, so a crash leaves no trace.
     c->bootstrap->barrier(deadline);
@@ -249,6 +270,14 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
     // As the links' setup unwinds: listeners closed now, not when the communicator is freed.
     c->control = nullptr;
     c->transports.clear();
+    // Failed before it joined the bootstrap (no thread, descriptor or memory for its transports):
+    // join now and leave at once (best effort, 2 s at most), so that the root tells the other
+    // ranks which rank failed as soon as they have joined, instead of naming it only at
+    // CHORUS_BOOTSTRAP_TIMEOUT.
+    if (!c->bootstrap) try {
+        Bootstrap(id, c->rank, c->nranks, &c->abortFlag, 2.0);
+      } catch (...) {
+      }
     throw;
   }
 
@@ -266,11 +295,15 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
 
 // An init that failed because of another rank (it died during the setup) leaves that rank in its
 // segment's failure flag before it goes: a same-node peer that finished its init and waits for
-// this rank names the dead rank, not this one.
+// this rank names the dead rank, not this one. An init that failed on its own (out of memory,
+// no thread, no descriptor) records this rank: its peers read "failed", not "destroyed its
+// communicator" (a departure), and its TCP peers get a failure notice as it closes.
 static void recordInitCause(chorusComm* c, const Failure& e) {
-  if (e.cause < 0 || e.cause >= c->nranks || c->mySegment.base() == nullptr) return;
+  c->state.store(CommState::kFailed);
+  if (c->mySegment.base() == nullptr) return;
+  const int cause = e.cause >= 0 && e.cause < c->nranks ? e.cause : c->rank;
   int32_t none = 0;
-  c->mySegment.header()->failed.compare_exchange_strong(none, e.cause + 1);
+  c->mySegment.header()->failed.compare_exchange_strong(none, cause + 1);
 }
 
 void freeComm(chorusComm* c) {
@@ -315,8 +348,8 @@ chorusResult_t chorusGetUniqueId(chorusUniqueId* uniqueId) {
     fillRandom(secret, sizeof(secret));
     *uniqueId = startRoot(pickLocalAddress(), secret);
     return chorusSuccess;
-  } catch (const Failure& e) {
-    return report(nullptr, e);
+  } catch (...) {
+    return report(nullptr, caughtFailure(-1, "chorusGetUniqueId"));
   }
 }
 
@@ -338,38 +371,55 @@ chorusResult_t chorusCommInitRankConfig(chorusComm_t* comm, int nranks, chorusUn
            rank);
     if (config) cudaCheckDevice("chorusCommInitRankConfig", rank, config->cudaDevice);
     decodeId(commId);
-  } catch (const Failure& e) {
-    return report(nullptr, e);
+  } catch (...) {
+    return report(nullptr, caughtFailure(rank, "chorusCommInitRank"));
   }
-  auto* c = new chorusComm();
-  c->magic = kCommMagic;
-  c->rank = rank;
-  c->nranks = nranks;
-  registerComm(c);
+  chorusComm* c = nullptr;
+  try {
+    c = new chorusComm();
+    c->magic = kCommMagic;
+    c->rank = rank;
+    c->nranks = nranks;
+    registerComm(c);
+  } catch (...) {
+    if (c) unregisterComm(c);
+    delete c;
+    return report(nullptr, caughtFailure(rank, "chorusCommInitRank"));
+  }
   chorusConfig_t cfg = config ? *config : chorusConfig_t CHORUS_CONFIG_INITIALIZER;
   if (cfg.blocking == 0) {
     c->asyncError.store(chorusInProgress);
+    try {
+      c->initThread = std::thread([c, commId, cfg] {
+        markInitThread();
+        try {
+          initComm(c, commId, &cfg);
+          c->asyncError.store(chorusSuccess);
+        } catch (...) {  // the thread's top: nothing may reach std::terminate
+          const Failure e =
+              namingRank(caughtFailure(c->rank, "initializing the communicator"), c->rank);
+          setLastError(c, e.message);
+          CHORUS_WARN(c->rank, "%s", e.message.c_str());
+          recordInitCause(c, e);
+          c->asyncError.store(e.code);
+          c->state.store(CommState::kFailed);
+        }
+      });
+    } catch (...) {  // the init thread could not start
+      const Failure e = caughtFailure(rank, "chorusCommInitRankConfig: starting the init thread");
+      chorusResult_t r = report(nullptr, e);
+      freeComm(c);
+      return r;
+    }
     *comm = c;
-    c->initThread = std::thread([c, commId, cfg] {
-      markInitThread();
-      try {
-        initComm(c, commId, &cfg);
-        c->asyncError.store(chorusSuccess);
-      } catch (const Failure& e) {
-        setLastError(c, e.message);
-        CHORUS_WARN(c->rank, "%s", e.message.c_str());
-        recordInitCause(c, e);
-        c->asyncError.store(e.code);
-        c->state.store(CommState::kFailed);
-      }
-    });
     return chorusInProgress;
   }
   try {
     initComm(c, commId, &cfg);
     *comm = c;
     return chorusSuccess;
-  } catch (const Failure& e) {
+  } catch (...) {
+    const Failure e = namingRank(caughtFailure(rank, "initializing the communicator"), rank);
     chorusResult_t r = report(nullptr, e);
     recordInitCause(c, e);
     freeComm(c);
@@ -391,13 +441,26 @@ chorusResult_t chorusCommInitAll(chorusComm_t* comms, int ndev, const int* devli
     SockAddr lo = parseHostPort("127.0.0.1:0");
     chorusUniqueId id = startRoot(lo, secret);
     std::vector<chorusResult_t> rs(static_cast<size_t>(ndev));
+    for (int i = 0; i < ndev; ++i) comms[i] = nullptr;
     std::vector<std::thread> ts;
-    for (int i = 0; i < ndev; ++i)
-      ts.emplace_back([&, i] {
-        chorusConfig_t cfg = CHORUS_CONFIG_INITIALIZER;
-        if (devlist != nullptr) cfg.cudaDevice = devlist[i];
-        rs[size_t(i)] = chorusCommInitRankConfig(&comms[i], ndev, id, i, &cfg);
-      });
+    ts.reserve(size_t(ndev));
+    for (int i = 0; i < ndev; ++i) {
+      try {
+        ts.emplace_back([&, i] {
+          chorusConfig_t cfg = CHORUS_CONFIG_INITIALIZER;
+          if (devlist != nullptr) cfg.cudaDevice = devlist[i];
+          rs[size_t(i)] = chorusCommInitRankConfig(&comms[i], ndev, id, i, &cfg);
+        });
+      } catch (...) {
+        // The ranks already started wait for this one until the bootstrap timeout, then fail;
+        // they are joined (never left to std::terminate) and the thread's error is returned.
+        const Failure e = caughtFailure(i, "chorusCommInitAll: starting the thread of the rank");
+        for (auto& t : ts) t.join();
+        for (int j = 0; j < ndev; ++j)
+          if (comms[j]) chorusCommDestroy(comms[j]), comms[j] = nullptr;
+        return report(nullptr, e);
+      }
+    }
     for (auto& t : ts) t.join();
     for (int i = 0; i < ndev; ++i)
       if (rs[size_t(i)] != chorusSuccess) {
@@ -406,8 +469,8 @@ chorusResult_t chorusCommInitAll(chorusComm_t* comms, int ndev, const int* devli
         return rs[size_t(i)];
       }
     return chorusSuccess;
-  } catch (const Failure& e) {
-    return report(nullptr, e);
+  } catch (...) {
+    return report(nullptr, caughtFailure(-1, "chorusCommInitAll"));
   }
 }
 
@@ -447,13 +510,14 @@ chorusResult_t chorusCommSplit(chorusComm_t comm, int color, int key, chorusComm
     if (newRank == 0) {
       uint8_t secret[16];
       fillRandom(secret, sizeof(secret));
-      myId = startRoot(pickLocalAddress(), secret);
+      myId = startRoot(pickLocalAddress(), secret, 0);  // the new communicator's rank 0
     }
     std::vector<chorusUniqueId> ids(static_cast<size_t>(comm->nranks));
     comm->bootstrap->allGather(&myId, sizeof(myId), ids.data());
     if (newRank >= 0) id = ids[size_t(members[0].rank)];
-  } catch (const Failure& e) {
-    return report(comm && isLiveComm(comm) ? comm : nullptr, e);
+  } catch (...) {
+    const bool live = comm && isLiveComm(comm);
+    return report(live ? comm : nullptr, caughtFailure(live ? comm->rank : -1, "chorusCommSplit"));
   }
   if (newRank < 0) return chorusSuccess;  // CHORUS_SPLIT_NOCOLOR
   chorusConfig_t inherited = CHORUS_CONFIG_INITIALIZER;
@@ -476,8 +540,10 @@ chorusResult_t chorusCommFinalize(chorusComm_t comm) {
     comm->bootstrap->barrier();
     comm->state.store(CommState::kFinalized);
     return chorusSuccess;
-  } catch (const Failure& e) {
-    return report(comm && isLiveComm(comm) ? comm : nullptr, e);
+  } catch (...) {
+    const bool live = comm && isLiveComm(comm);
+    return report(live ? comm : nullptr,
+                  caughtFailure(live ? comm->rank : -1, "chorusCommFinalize"));
   }
 }
 
@@ -488,13 +554,13 @@ chorusResult_t chorusCommDestroy(chorusComm_t comm) {
     if (comm->initThread.joinable()) comm->initThread.join();
     try {
       drainQueued(comm);
-    } catch (const Failure&) {
+    } catch (...) {
       // Peers failed while work was queued: the queued operations fail on their own.
       comm->abortFlag.store(true);
       while (comm->pending.load() != 0 || comm->executing.load() != 0) usleep(1000);
     }
-  } catch (const Failure& e) {
-    return report(nullptr, e);
+  } catch (...) {
+    return report(nullptr, caughtFailure(-1, "chorusCommDestroy"));
   }
   unregisterComm(comm);  // later calls with this handle get a clear error
   comm->apiOwner.store(0);

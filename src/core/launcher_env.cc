@@ -63,11 +63,11 @@ void secretFromEnv(const std::string& addr, uint8_t secret[16]) {
 using namespace chorus;
 
 chorusResult_t chorusUniqueIdFromEnv(chorusUniqueId* uniqueId, int* procRank, int* nprocs) {
+  int rank = 0, size = 1;
+  bool found = false;
   try {
     if (!uniqueId || !procRank || !nprocs)
       fail(chorusInvalidArgument, "chorusUniqueIdFromEnv: NULL argument");
-    int rank = 0, size = 1;
-    bool found = false;
     for (const LauncherVariables& l : kLauncherVariables) {
       found = readPair(l.rank, l.size, &rank, &size);
       if (found) break;
@@ -92,23 +92,24 @@ chorusResult_t chorusUniqueIdFromEnv(chorusUniqueId* uniqueId, int* procRank, in
     secretFromEnv(addr, secret);
     if (rank == 0) {
       try {
-        *uniqueId = startRoot(root, secret);
+        *uniqueId = startRoot(root, secret, 0);
       } catch (const Failure&) {
         // The address may name this host by an address we cannot bind: listen on all.
         SockAddr any;
         any.ss.ss_family = root.ss.ss_family;
         any.len = root.len;
         any.setPort(root.port());
-        startRoot(any, secret);
-        *uniqueId = encodeId(root, secret);
+        startRoot(any, secret, 0);
+        *uniqueId = encodeId(root, secret, 0);
       }
     } else {
-      *uniqueId = encodeId(root, secret);
+      *uniqueId = encodeId(root, secret, 0);  // rank 0 hosts the root
     }
     *procRank = rank;
     *nprocs = size;
     return chorusSuccess;
-  } catch (const Failure& e) {
+  } catch (...) {
+    const Failure e = caughtFailure(found ? rank : -1, "chorusUniqueIdFromEnv");
     setThreadLastError(e.message);
     return e.code;
   }

@@ -144,9 +144,13 @@ chorusResult_t chorusMemAlloc(void** ptr, size_t size) {
     setThreadLastError(format("chorusMemAlloc: %zu bytes: mmap failed: %s", bytes, strerror(err)));
     return chorusSystemError;
   }
-  {
+  try {
     std::lock_guard<std::mutex> l(gAllocMu);
     allocs().push_back({static_cast<char*>(p), bytes, fd});
+  } catch (...) {
+    munmap(p, bytes);
+    close(fd);
+    return report(nullptr, caughtFailure(-1, "chorusMemAlloc"));
   }
   *ptr = p;
   return chorusSuccess;
@@ -290,8 +294,10 @@ chorusResult_t chorusCommRegister(chorusComm_t comm, void* buff, size_t size, vo
     planChanged(comm, st);
     *handle = reinterpret_cast<void*>(uintptr_t(slot) + 1);
     return chorusSuccess;
-  } catch (const Failure& e) {
-    return report(comm != nullptr && isLiveComm(comm) ? comm : nullptr, e);
+  } catch (...) {
+    const bool live = comm != nullptr && isLiveComm(comm);
+    return report(live ? comm : nullptr,
+                  caughtFailure(live ? comm->rank : -1, "chorusCommRegister"));
   }
 }
 
@@ -325,7 +331,9 @@ chorusResult_t chorusCommDeregister(chorusComm_t comm, void* handle) {
     --st->live;
     planChanged(comm, *st);
     return chorusSuccess;
-  } catch (const Failure& e) {
-    return report(comm != nullptr && isLiveComm(comm) ? comm : nullptr, e);
+  } catch (...) {
+    const bool live = comm != nullptr && isLiveComm(comm);
+    return report(live ? comm : nullptr,
+                  caughtFailure(live ? comm->rank : -1, "chorusCommDeregister"));
   }
 }

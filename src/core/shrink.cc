@@ -364,7 +364,8 @@ chorusResult_t chorusCommShrink(chorusComm_t comm, const int* excludeRanksList,
       inherited.timeoutMs = int(std::min(comm->timeoutSec * 1000.0, 2e9));
       config = &inherited;
     }
-  } catch (const Failure& e) {
+  } catch (...) {
+    const Failure e = caughtFailure(comm && isLiveComm(comm) ? comm->rank : -1, "chorusCommShrink");
     if (comm && isLiveComm(comm)) {
       setLastError(comm, e.message);
     } else {

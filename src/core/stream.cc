@@ -55,8 +55,18 @@ struct chorusStream {
       std::vector<chorus::OpDesc> batch = std::move(queue.front());
       queue.pop_front();
       lock.unlock();
-      chorusResult_t r = chorus::executeBatch(batch);
-      std::string msg = r == chorusSuccess ? "" : chorusGetLastError(batch[0].comm);
+      chorusResult_t r;
+      std::string msg;
+      try {  // the worker's top: nothing may reach std::terminate
+        r = chorus::executeBatch(batch);
+        if (r != chorusSuccess) msg = chorusGetLastError(batch[0].comm);
+      } catch (...) {
+        const chorus::Failure f =
+            chorus::caughtFailure(batch[0].comm->rank, "running a stream's queued operations");
+        r = f.code;
+        msg = f.message;
+        chorus::setLastError(batch[0].comm, f.message);
+      }
       for (auto& op : batch) op.comm->pending.fetch_sub(1);
       lock.lock();
       if (r != chorusSuccess && error == chorusSuccess) {
@@ -104,14 +114,33 @@ chorusResult_t chorusStreamCreate(chorusStream_t* stream) {
     setThreadLastError("chorusStreamCreate: stream is NULL");
     return chorusInvalidArgument;
   }
-  auto* s = new chorusStream();
-  s->worker = std::thread([s] { s->run(); });
-  {
-    std::lock_guard<std::mutex> l(gStreamsMu);
-    gStreams.insert(s);
-  }
-  *stream = s;
-  return chorusSuccess;
+  *stream = nullptr;
+  chorusStream* s = nullptr;
+  return guarded(
+      -1, "chorusStreamCreate",
+      [&] {
+        s = new chorusStream();
+        s->worker = std::thread([s] { s->run(); });
+        try {
+          std::lock_guard<std::mutex> l(gStreamsMu);
+          gStreams.insert(s);
+        } catch (...) {
+          {
+            std::lock_guard<std::mutex> l(s->mu);
+            s->stop = true;
+            s->work.notify_one();
+          }
+          s->worker.join();
+          throw;
+        }
+        *stream = s;
+        return chorusSuccess;
+      },
+      [&](const Failure& f) {
+        if (s != nullptr && !s->worker.joinable()) delete s;  // the worker never started
+        setThreadLastError(f.message);
+        return f.code;
+      });
 }
 
 chorusResult_t chorusStreamCreateFromCuda(chorusStream_t* stream, void* cudaStream) {

@@ -70,7 +70,22 @@ DataListener::DataListener(SockAddr* addr, const uint8_t secret[16], int rank,
     ::close(fd_);
     fail(chorusSystemError, "eventfd: %s", strerror(errno));
   }
-  thread_ = std::thread([this] { serve(); });
+  try {
+    thread_ = std::thread([this] {
+      try {  // the thread's top: a failure reaches take(), never std::terminate
+        serve();
+      } catch (...) {
+        const Failure f = caughtFailure(rank_, "serving the TCP data listener");
+        std::lock_guard<std::mutex> l(mu_);
+        if (errorCode_ == chorusSuccess) errorCode_ = f.code, error_ = f.message;
+        cv_.notify_all();
+      }
+    });
+  } catch (...) {
+    ::close(fd_);
+    ::close(wakeFd_);
+    throw caughtFailure(rank, "starting the TCP data listener thread");
+  }
 }
 
 DataListener::~DataListener() {
@@ -115,6 +130,11 @@ void DataListener::serve() {
     // New connections: send each its nonce at once (a fresh socket has room for 16 bytes).
     while (true) {
       const int fd = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM))
+        fail(chorusSystemError,  // to take(), through the thread's top
+             "rank %d: data listener: accept: %s (the peers' connections cannot be taken: raise "
+             "the descriptor limit, ulimit -n)",
+             rank_, strerror(errno));
       if (fd < 0) break;
       Pending p{fd, peerName(fd), {}, {}, 0, deadlineIn(hs)};
       if (pending.size() >= kMaxPendingHandshakes) {
@@ -178,6 +198,7 @@ std::map<DataListener::Key, int> DataListener::take(const std::vector<Key>& want
     size_t have = 0;
     for (const Key& k : want) have += ready_.count(k);
     if (have == want.size()) break;
+    if (errorCode_ != chorusSuccess) throw Failure{errorCode_, error_};
     if (Clock::now() > deadline)
       fail(chorusTimeout, "data connections: %zu of %zu arrived", have, want.size());
     if (abortFlag_ && abortFlag_->load())
@@ -215,6 +236,30 @@ std::map<DataListener::Key, int> DataListener::take(const std::vector<Key>& want
 
 // ---------------------------------------------------------------------------------------------
 // The transport
+
+namespace {
+// A peer's data listener opened before the bootstrap exchange that published its address, and
+// stays open until the links exist: a connection it refuses for kRefusedSec means the peer's
+// process is gone (killed, or its init failed), which fails now, naming it, instead of at the
+// deadline.
+constexpr double kRefusedSec = 2;
+int connectToPeer(const SockAddr& addr, int peer, Deadline deadline,
+                  const std::atomic<bool>* abortFlag) {
+  while (true) {
+    try {
+      return connectTo(addr, std::min(deadline, deadlineIn(kRefusedSec)), abortFlag);
+    } catch (const Failure& e) {
+      if (e.code == chorusTimeout && e.message.find(strerror(ECONNREFUSED)) != std::string::npos)
+        throw Failure{chorusRemoteError,
+                      format("rank %d's data listener at %s refuses connections: rank %d died "
+                             "or failed during the communicator's setup",
+                             peer, addr.str().c_str(), peer),
+                      peer};
+      if (e.code != chorusTimeout || Clock::now() >= deadline) throw;
+    }
+  }
+}
+}  // namespace
 
 struct TcpTransport::Link {
   int peer = -1, channel = 0;
@@ -276,7 +321,7 @@ TcpTransport::TcpTransport(chorusComm* comm, DataListener& listener,
       if (!comm->isRemote(p)) continue;
       for (int ch = kControlChannel; ch < nch; ++ch)
         for (int s = 0; s < (ch == kControlChannel ? 1 : nsocks_); ++s) {
-          int fd = connectTo(addrs[size_t(p)], deadline, &comm->abortFlag);
+          int fd = connectToPeer(addrs[size_t(p)], p, deadline, &comm->abortFlag);
           try {
             uint8_t nonce[16];
             recvAll(fd, nonce, sizeof(nonce), deadlineIn(hs * 2), &comm->abortFlag,
@@ -288,6 +333,14 @@ TcpTransport::TcpTransport(chorusComm* comm, DataListener& listener,
                     "data handshake");
             if (reply != dataProof(secret, nonce, 'E'))
               fail(chorusSystemError, "rank %d's data listener failed to prove the secret", p);
+          } catch (const Failure& e) {
+            ::close(fd);
+            // Closed or reset by the peer during the handshake: the peer failed (its error
+            // names the cause); name it here too.
+            throw Failure{e.code,
+                          format("rank %d's data listener at %s: %s", p,
+                                 addrs[size_t(p)].str().c_str(), e.message.c_str()),
+                          e.code == chorusRemoteError ? p : e.cause};
           } catch (...) {
             ::close(fd);
             throw;
@@ -312,51 +365,81 @@ TcpTransport::TcpTransport(chorusComm* comm, DataListener& listener,
     fail(chorusSystemError, "rank %d: TCP setup failed: %s", me, e.message.c_str());
   }
 
-  // Links, staging FIFOs, and the rank's receive FIFOs as the proxy's send side.
-  const size_t slotBytes = comm->slotBytes[0];
-  const size_t stagingBytes = kCtrlBytes + size_t(kNSteps) * slotStride(slotBytes);
-  for (int p = 0; p < n; ++p) {
-    if (!comm->isRemote(p)) continue;
-    auto c = std::make_unique<Control>();
-    c->peer = p;
-    c->fd = fds.at(DataListener::Key{p, kControlChannel, 0});
-    setBlocking(c->fd, false);
-    controlOf_[size_t(p)] = c.get();
-    controls_.push_back(std::move(c));
-    for (int ch = 0; ch < nch; ++ch) {
-      auto l = std::make_unique<Link>();
-      l->peer = p;
-      l->channel = ch;
-      l->in = FrameReader(slotBytes);
-      for (int s = 0; s < nsocks_; ++s) {
-        int fd = fds.at(DataListener::Key{p, ch, s});
-        setBlocking(fd, false);
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        l->fds.push_back(fd);
+  // From here every failure (out of memory, the proxy thread refused) closes what was opened.
+  try {
+    // Links, staging FIFOs, and the rank's receive FIFOs as the proxy's send side.
+    const size_t slotBytes = comm->slotBytes[0];
+    const size_t stagingBytes = kCtrlBytes + size_t(kNSteps) * slotStride(slotBytes);
+    for (int p = 0; p < n; ++p) {
+      if (!comm->isRemote(p)) continue;
+      auto c = std::make_unique<Control>();
+      c->peer = p;
+      c->fd = fds.at(DataListener::Key{p, kControlChannel, 0});
+      setBlocking(c->fd, false);
+      controlOf_[size_t(p)] = c.get();
+      controls_.push_back(std::move(c));
+      for (int ch = 0; ch < nch; ++ch) {
+        auto l = std::make_unique<Link>();
+        l->peer = p;
+        l->channel = ch;
+        l->in = FrameReader(slotBytes);
+        for (int s = 0; s < nsocks_; ++s) {
+          int fd = fds.at(DataListener::Key{p, ch, s});
+          setBlocking(fd, false);
+          int one = 1;
+          setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+          l->fds.push_back(fd);
+        }
+        char* mem = static_cast<char*>(aligned_alloc(4096, (stagingBytes + 4095) / 4096 * 4096));
+        if (mem == nullptr) throw std::bad_alloc();
+        memset(mem, 0, stagingBytes);
+        staging_.push_back(mem);
+        l->staged.ctrl = reinterpret_cast<FifoCtrl*>(mem);
+        l->staged.slots = mem + kCtrlBytes;
+        l->staged.slotBytes = slotBytes;
+        l->staged.peer = p;
+        // The proxy's posts into this rank's FIFO, and its releases of the staged FIFO this rank
+        // sends through, wake this rank if it sleeps.
+        l->local.wakee = l->staged.wakee = &comm->mySegment.header()->bell;
+        l->local.ctrl = comm->mySegment.fifoCtrl(0, ch, p);
+        l->local.slots = comm->mySegment.fifoData(0, ch, p);
+        l->local.slotBytes = slotBytes;
+        l->local.peer = p;
+        links_.push_back(std::move(l));
       }
-      char* mem = static_cast<char*>(aligned_alloc(4096, (stagingBytes + 4095) / 4096 * 4096));
-      memset(mem, 0, stagingBytes);
-      staging_.push_back(mem);
-      l->staged.ctrl = reinterpret_cast<FifoCtrl*>(mem);
-      l->staged.slots = mem + kCtrlBytes;
-      l->staged.slotBytes = slotBytes;
-      l->staged.peer = p;
-      // The proxy's posts into this rank's FIFO, and its releases of the staged FIFO this rank
-      // sends through, wake this rank if it sleeps.
-      l->local.wakee = l->staged.wakee = &comm->mySegment.header()->bell;
-      l->local.ctrl = comm->mySegment.fifoCtrl(0, ch, p);
-      l->local.slots = comm->mySegment.fifoData(0, ch, p);
-      l->local.slotBytes = slotBytes;
-      l->local.peer = p;
-      links_.push_back(std::move(l));
     }
+    CHORUS_INFO(me,
+                "TCP transport: %zu links to remote ranks, %d socket(s) each, %zu control "
+                "connection(s)",
+                links_.size(), nsocks_, controls_.size());
+    proxy_ = std::thread([this] {
+      try {  // the proxy's top: nothing reaches std::terminate
+        proxyLoop();
+      } catch (...) {
+        const Failure f = caughtFailure(comm_->rank, "running the TCP proxy thread");
+        proxyDied(f.code, f.message);
+      }
+    });
+  } catch (...) {
+    const Failure f = caughtFailure(me, "setting up the TCP transport (staging, proxy thread)");
+    for (auto& kv : fds) ::close(kv.second);
+    for (char* m : staging_) free(m);
+    staging_.clear();
+    ::close(wakeFd_);
+    throw f;
   }
-  CHORUS_INFO(me,
-              "TCP transport: %zu links to remote ranks, %d socket(s) each, %zu control "
-              "connection(s)",
-              links_.size(), nsocks_, controls_.size());
-  proxy_ = std::thread([this] { proxyLoop(); });
+}
+
+void TcpTransport::proxyDied(chorusResult_t code, const std::string& message) noexcept {
+  try {
+    CHORUS_WARN(comm_->rank, "%s", message.c_str());
+    for (int p = 0; p < comm_->nranks; ++p)
+      if (comm_->isRemote(p)) failPeer(p, comm_->rank, message);
+    markFailed(comm_, code, message, comm_->rank);
+    Deadline until = deadlineIn(0.2);  // this thread no longer runs: send the notice here
+    while (!flushNotices() && Clock::now() < until) usleep(200);
+  } catch (...) {  // out of memory even for the notice: the failed links still stop the rank
+  }
 }
 
 void TcpTransport::bindSendConn(int peer, int channel, SendConn* conn) {

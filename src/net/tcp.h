@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "bootstrap/socket.h"
+#include "chorus/chorus.h"
 #include "comm/control.h"
 #include "comm/transport.h"
 #include "transport/fifo.h"
@@ -78,6 +79,8 @@ class DataListener {
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<Key, int> ready_;
+  std::string error_;  // why serve() stopped early (its thread's top caught it); take() throws it
+  chorusResult_t errorCode_ = chorusSuccess;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
@@ -118,6 +121,9 @@ class TcpTransport final : public PeerControl {
   struct Link;
   struct Control;
   void proxyLoop();
+  // The proxy thread's top caught `message`: every remote peer's link fails with it and the
+  // communicator fails (peers told), instead of std::terminate.
+  void proxyDied(chorusResult_t code, const std::string& message) noexcept;
   bool progressOut(Link& l);
   bool progressIn(Link& l);
   void progressControl(Control& c);

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -61,6 +62,26 @@ Segment Segment::create(const SegmentLayout& layout, int rank, bool shared, uint
       shm_unlink(name);
       fail(chorusSystemError, "ftruncate %s to %zu bytes: %s (is /dev/shm large enough?)", name,
            s.bytes_, strerror(e));
+    }
+    // A full /dev/shm must fail here, clearly, not later as a SIGBUS on the first write into a
+    // page tmpfs cannot supply: the pages are reserved now (as many as MAP_POPULATE commits
+    // anyway); a larger segment is checked against the free space.
+    struct statvfs vfs {};
+    const bool haveVfs = fstatvfs(fd, &vfs) == 0;
+    const unsigned long long freeBytes =
+        haveVfs ? (unsigned long long)vfs.f_bavail * vfs.f_frsize : 0;
+    int rc = 0;
+    if (prefault(s.bytes_) != 0)
+      rc = posix_fallocate(fd, 0, off_t(s.bytes_));
+    else if (haveVfs && freeBytes < s.bytes_)
+      rc = ENOSPC;
+    if (rc != 0) {
+      close(fd);
+      shm_unlink(name);
+      fail(chorusSystemError,
+           "rank %d: cannot reserve %zu bytes in /dev/shm for its shared-memory segment %s: %s "
+           "(%llu bytes free in /dev/shm; make it larger, e.g. docker --shm-size, or free it)",
+           rank, s.bytes_, name, strerror(rc), freeBytes);
     }
     void* p =
         mmap(nullptr, s.bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | prefault(s.bytes_), fd, 0);

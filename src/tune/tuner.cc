@@ -450,7 +450,14 @@ chorusResult_t chorusTunerChoice(chorusComm_t comm, const char* collective, size
       }
       // The environment as it is now (a communicator's calls use it as it was at init; the
       // two agree unless the environment changed since).
-      Choice c = chooseFor(comm, k, modelBytes(k, count, datatype, comm->nranks), readTunerEnv());
+      Choice c;
+      try {
+        c = chooseFor(comm, k, modelBytes(k, count, datatype, comm->nranks), readTunerEnv());
+      } catch (...) {
+        const Failure f = caughtFailure(comm->rank, "chorusTunerChoice");
+        setLastError(comm, f.message);
+        return f.code;
+      }
       snprintf(choice->algorithm, sizeof(choice->algorithm), "%s", algoName(c.algo));
       snprintf(choice->protocol, sizeof(choice->protocol), "%s", protoName(c.proto));
       choice->nchannels = c.nchannels;
