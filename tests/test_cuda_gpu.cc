@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "cuda/backend.h"
 #include "cuda_matrix.h"
 #include "run_command.h"
 #include "scoped_env.h"
@@ -21,7 +22,6 @@
 #include <cuda_runtime_api.h>
 
 #include "base/half.h"
-#include "cuda/backend.h"
 #include "cuda/kernels.h"
 #include "reduce/reduce.h"
 #endif
