@@ -31,7 +31,8 @@
 #   --build DIR     the build directory (GPU mode: build-device, configured here; CPU mode: an
 #                   existing build, e.g. build from scripts/test.sh, else one is configured)
 #   --out DIR       results ($OUT, else a new /tmp/device_check.XXXXXX)
-#   --deadline S    no stage starts S seconds after the start (GPU 500, CPU 170)
+#   --deadline S    no stage starts S seconds after the start, and each stage's budget is cut
+#                   to what is left (GPU 480, CPU 170)
 #   --only/--skip   stage names (prefixes: gpu_ selects every GPU test stage)
 # Every run: CHORUS_TIMEOUT=60 CHORUS_CUDA_TIMEOUT=30, chorusrun --timeout 90.
 set -uo pipefail
@@ -55,7 +56,7 @@ if [ -z "$mode" ]; then
   mode=cpu
   nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && mode=gpu
 fi
-[ -n "$deadline" ] || { [ "$mode" = gpu ] && deadline=500 || deadline=170; }
+[ -n "$deadline" ] || { [ "$mode" = gpu ] && deadline=480 || deadline=170; }
 [ -n "$out" ] || out=$(mktemp -d /tmp/device_check.XXXXXX)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -69,7 +70,8 @@ case $build in /*) ;; *) build=$root/$build ;; esac
 export CHORUS_TIMEOUT=60 CHORUS_CUDA_TIMEOUT=30 CHORUS_TEST_CHORUSRUN_TIMEOUT=90
 export root build work logs mode out
 ncores=$(nproc)
-summary=$work/summary.txt
+# Written as the stages end, so that it comes back even if the command itself is killed.
+summary=$out/summary.txt
 : >"$summary"
 say() { echo "$*" | tee -a "$summary"; }
 say "### device_check $(date -u +%FT%TZ) mode $mode, $ncores cores, build $build, out $out," \
@@ -392,7 +394,6 @@ tar -C "$work" -czf "$out/logs.tar.gz" logs 2>/dev/null
 echo
 say "### device_check done in $(($(date +%s) - start)) s; results in $out:" \
     "$(cd "$out" && ls | tr '\n' ' ')"
-cp "$summary" "$out/summary.txt"
 rm -rf "$work"
 fail=0
 for r in "${results[@]}"; do [[ $r == *FAILED* || $r == *"TIMED OUT"* ]] && fail=1; done
