@@ -79,7 +79,20 @@ say "### device_check $(date -u +%FT%TZ) mode $mode, $ncores cores, build $build
 
 # --- the stages (each runs in its own bash under timeout; stdout/stderr go to its log) ---
 run_tests() {  # run_tests FILTER: chorus_tests on a gtest filter, GPU skips are failures
-  CHORUS_TEST_REQUIRE_GPU=1 "$build/tests/chorus_tests" --gtest_filter="$1" --gtest_brief=0
+  local t=$work/gtest.$$ rc failed
+  CHORUS_TEST_REQUIRE_GPU=1 "$build/tests/chorus_tests" --gtest_filter="$1" 2>&1 | tee "$t"
+  rc=${PIPESTATUS[0]}
+  # A failure is run again at once, with the debug log and synchronous launches (a device fault
+  # then names its kernel); the stage's result stays the first run's.
+  failed=$(sed -n -E 's/^\[  FAILED  \] ([^ ]+\.[^ ]+).*/\1/p' "$t" | grep -v '^[0-9]' | sort -u |
+           head -n 8 | paste -sd: -)
+  if [ "$rc" -ne 0 ] && [ -n "$failed" ]; then
+    echo "### rerun of the failures with CHORUS_DEBUG=INFO CUDA_LAUNCH_BLOCKING=1: $failed"
+    CHORUS_TEST_REQUIRE_GPU=1 CHORUS_DEBUG=INFO CUDA_LAUNCH_BLOCKING=1 \
+      "$build/tests/chorus_tests" --gtest_filter="$failed" 2>&1 | tail -n 300
+  fi
+  rm -f "$t"
+  return "$rc"
 }
 st_probe() {
   echo "## nvidia-smi"
@@ -181,25 +194,33 @@ st_cpu_peers() {
   local nps="2 4 8 16" sizes="-b 8 -e 256M -f 32" iters="-n 5 -w 2" rounds=2 libs= np rc=0
   if [ "$mode" = cpu ]; then nps=2 sizes="-b 8 -e 64K -f 16" iters="-n 5 -w 1" rounds=1; fi
   # MPICH: the carried wheel unpacked (its mpicc finds its prefix from its own path), under
-  # the names compare_peers.sh asks for; else Debian's mpich where installed.
-  local w
+  # the names compare_peers.sh asks for; else Debian's mpich where installed. Unpacked into the
+  # build directory (kept between runs), since the harnesses built there keep its path (rpath).
+  local w dep=$build/device_deps
   w=$(ls "$root"/.device/wheels/mpich-*.whl 2>/dev/null | head -n 1)
   if [ -n "$w" ] && ! command -v mpiexec.mpich >/dev/null; then
-    python3 -m zipfile -e "$w" "$work/mpich" && local d=("$work"/mpich/mpich-*.data/data)
+    if [ ! -d "$dep/mpich" ] || [ "$w" -nt "$dep/mpich" ]; then
+      rm -rf "$dep/mpich" "$build/mpi_coll_perf_mpich"
+      python3 -m zipfile -e "$w" "$dep/mpich" || return 1
+    fi
+    local d=("$dep"/mpich/mpich-*.data/data)
     chmod +x "${d[0]}"/bin/*
-    mkdir -p "$work/bin"
+    mkdir -p "$dep/bin"
     for t in mpicc mpiexec mpichversion; do
-      printf '#!/bin/sh\nexec %s "$@"\n' "${d[0]}/bin/$t" >"$work/bin/$t.mpich"
-      chmod +x "$work/bin/$t.mpich"
+      printf '#!/bin/sh\nexec %s "$@"\n' "${d[0]}/bin/$t" >"$dep/bin/$t.mpich"
+      chmod +x "$dep/bin/$t.mpich"
     done
-    ln -sf mpichversion.mpich "$work/bin/mpichversion"
-    export PATH=$work/bin:$PATH
+    ln -sf mpichversion.mpich "$dep/bin/mpichversion"
+    export PATH=$dep/bin:$PATH
   fi
   command -v mpiexec.mpich >/dev/null && libs=mpich
-  local ccl=()
-  if [ -f "$root/.device/ccl.tar.xz" ]; then
-    mkdir -p "$work/ccl" && tar -C "$work/ccl" -xJf "$root/.device/ccl.tar.xz" &&
-      ccl=(--ccl-venv "$work/ccl") && libs=${libs:+$libs,}ccl
+  local ccl=() c=$root/.device/ccl.tar.xz
+  if [ -f "$c" ]; then
+    if [ ! -d "$dep/ccl" ] || [ "$c" -nt "$dep/ccl" ]; then
+      rm -rf "$dep/ccl" "$build/ccl_coll_perf"
+      mkdir -p "$dep/ccl" && tar -C "$dep/ccl" -xJf "$c" || return 1
+    fi
+    ccl=(--ccl-venv "$dep/ccl") && libs=${libs:+$libs,}ccl
   fi
   [ -n "$libs" ] || { echo "no MPICH or oneCCL here: Chorus alone"; libs=none; }
   for np in $nps; do
@@ -272,7 +293,7 @@ stage() {  # stage NAME BUDGET-SECONDS NEEDS (gpu|any)
   line=$(printf '%-16s rc %3d %4ds  %s' "$name" "$rc" "$secs" "$verdict")
   # gtest's counts, where the stage ran tests
   local g
-  g=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?[,.]' "$logs/$name.log" |
+  g=$(sed '/^### rerun/q' "$logs/$name.log" | grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ tests?[,.]' |
       sed -E 's/^\[ +([A-Z]+) +\] ([0-9]+) tests?.*/\1 \2/' | tr '\n' ' ')
   [ -n "$g" ] && line="$line  ($g)"
   say "$line"
