@@ -233,15 +233,20 @@ st_cpu_peers() {
   return $rc
 }
 st_torch() {
-  local py=${CHORUS_DEVICE_PYTHON:-python3} nps="8 16" e=64M r=3 per=130
+  local py=${CHORUS_DEVICE_PYTHON:-python3} nps=${CHORUS_DEVICE_TORCH_NPS:-8 16} e=64M r=3 per=130
   [ "$mode" = cpu ] && nps=2 e=64K r=1 per=90
-  if [ ! -x "$build/chorus-torch-bench" ]; then
-    # CPU mode measures nothing that needs a fresh torch build: it uses the build's own.
-    [ "$mode" = cpu ] && { echo "skipped: no torch backend in $build (chorus-torch-bench)"; return 0; }
-    local pyb
-    pyb=$("$py" -m pybind11 --cmakedir 2>/dev/null)
-    cmake "$build" -DCHORUS_PYTHON=ON -DCHORUS_TORCH=ON -DPython3_EXECUTABLE="$(command -v "$py")" \
-      ${pyb:+-Dpybind11_DIR="$pyb"} || return 1
+  # CPU mode uses the build's own torch backend (nothing to build); GPU mode builds it against
+  # this machine's torch, in the same build directory (an up-to-date build is a no-op).
+  if [ "$mode" = cpu ]; then
+    [ -x "$build/chorus-torch-bench" ] ||
+      { echo "skipped: no torch backend in $build (chorus-torch-bench)"; return 0; }
+  else
+    if [ ! -x "$build/chorus-torch-bench" ]; then
+      local pyb
+      pyb=$("$py" -m pybind11 --cmakedir 2>/dev/null)
+      cmake "$build" -DCHORUS_PYTHON=ON -DCHORUS_TORCH=ON \
+        -DPython3_EXECUTABLE="$(command -v "$py")" ${pyb:+-Dpybind11_DIR="$pyb"} || return 1
+    fi
     cmake --build "$build" -j"$ncores" --target chorus_python || return 1
   fi
   local np rc=0
