@@ -75,6 +75,9 @@ struct CudaIpcStats {
   uint64_t exchanges = 0;
   uint64_t opens = 0;
   uint64_t evictions = 0;
+  uint64_t closeFailures = 0;  // cudaIpcCloseMemHandle calls that failed (each logged, WARN)
+  // Why the first fallback of this communicator was staged (a static string), nullptr if none.
+  const char* fallbackReason = nullptr;
 };
 CudaIpcStats cudaIpcStats(const chorusComm* comm);
 

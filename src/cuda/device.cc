@@ -66,6 +66,9 @@ void cudaWaitStream(chorusComm* comm, cudaStream_t s, const char* what) {
     const cudaError_t e = cudaStreamQuery(s);
     if (e == cudaSuccess) return;
     if (e != cudaErrorNotReady) cudaCheck(comm, e, what);
+    // NotReady is not an error, but the runtime may keep it as the last error: left there, the
+    // next cudaGetLastError (a kernel launch's check) would report it as that launch's failure.
+    (void)cudaGetLastError();
     if (std::chrono::steady_clock::now() > deadline)
       fail(chorusTimeout,
            "rank %d (CUDA device %d): %s: not done after %.0f s (CHORUS_CUDA_TIMEOUT)", comm->rank,

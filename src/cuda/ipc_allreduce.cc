@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "base/debug.h"
 #include "base/error.h"
 #include "base/param.h"
 #include "comm/comm.h"
@@ -50,24 +51,47 @@ struct CudaIpc {
   bool haveUuid = false;
   uint8_t uuid[16] = {};
   CudaIpcStats stats;
+  bool fallbackLogged = false;  // the reason of the first fallback is logged (WARN), once
+  int rank = -1;                // for the log lines of the unmapping
 };
 
 bool cudaIpcBuilt() {
   return true;
 }
 
-CudaIpc* cudaIpcCreate(chorusComm*) {
+CudaIpc* cudaIpcCreate(chorusComm* comm) {
   if (envInt("CHORUS_CUDA_IPC", 0) == 0) return nullptr;
   auto* ipc = new CudaIpc();
+  ipc->rank = comm->rank;
   ipc->cacheCapacity = size_t(std::max<int64_t>(0, envInt("CHORUS_CUDA_IPC_CACHE", 64)));
   return ipc;
 }
 
+namespace {
+
+// Closes one mapping of another process's allocation. The result is logged, not thrown (this
+// runs in cleanup paths): a failure here is the first sign of an exporter that freed its buffer
+// while this process kept it open (undefined, per cudaIpcOpenMemHandle's documentation).
+void closeMapping(CudaIpc* ipc, const IpcRegEntry& e) {
+  if (!e.opened || e.mapped == nullptr) return;
+  const cudaError_t ce = cudaIpcCloseMemHandle(e.mapped);
+  if (ce != cudaSuccess) {
+    ++ipc->stats.closeFailures;
+    CHORUS_WARN(ipc->rank, "CUDA IPC: cudaIpcCloseMemHandle(%p) of rank %d's allocation failed: %s",
+                e.mapped, e.key.peer, cudaErrName(ce));
+    (void)cudaGetLastError();
+  } else {
+    CHORUS_TRACE(ipc->rank, "CUDA IPC: closed the mapping %p of rank %d's allocation", e.mapped,
+                 e.key.peer);
+  }
+}
+
+}  // namespace
+
 void cudaIpcDestroy(CudaIpc* ipc, bool unmap) {
   if (ipc == nullptr) return;
   if (unmap && ipc->cache != nullptr) {
-    for (const IpcRegEntry& e : ipc->cache->clear())
-      if (e.opened && e.mapped != nullptr) (void)cudaIpcCloseMemHandle(e.mapped);
+    for (const IpcRegEntry& e : ipc->cache->clear()) closeMapping(ipc, e);
     (void)cudaGetLastError();
   }
   delete ipc;
@@ -96,9 +120,12 @@ PointerGetAttributesFn pointerGetAttributes() {
 // The allocation holding `p` (base, size, buffer id, offset of p). False when the driver cannot
 // say or the allocation cannot be exported with cudaIpcGetMemHandle (cudaMallocAsync pools,
 // managed memory, ...): the call is then staged on every rank.
-bool describeBuffer(const void* p, IpcBufKey* k) {
+bool describeBuffer(const void* p, IpcBufKey* k, const char** why) {
   const PointerGetAttributesFn fn = pointerGetAttributes();
-  if (fn == nullptr) return false;
+  if (fn == nullptr) {
+    *why = "the driver has no cuPointerGetAttributes (CUDA 12 driver API)";
+    return false;
+  }
   const CUdeviceptr ptr = CUdeviceptr(reinterpret_cast<uintptr_t>(p));
   CUpointer_attribute attrs[3] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
                                   CU_POINTER_ATTRIBUTE_RANGE_SIZE, CU_POINTER_ATTRIBUTE_BUFFER_ID};
@@ -106,15 +133,25 @@ bool describeBuffer(const void* p, IpcBufKey* k) {
   size_t size = 0;
   unsigned long long id = 0;
   void* data[3] = {&base, &size, &id};
-  if (fn(3, attrs, data, ptr) != CUDA_SUCCESS || base == 0 || size == 0 || id == 0 || ptr < base ||
-      ptr - base >= size)
+  if (fn(3, attrs, data, ptr) != CUDA_SUCCESS) {
+    *why = "cuPointerGetAttributes failed (not memory of the CUDA driver?)";
     return false;
+  }
+  if (base == 0 || size == 0 || id == 0 || ptr < base || ptr - base >= size) {
+    *why = "the driver reports no allocation range or buffer id for it";
+    return false;
+  }
   // A newer attribute: an older driver that does not know it answers an error, taken as "yes"
   // (cudaIpcGetMemHandle then decides).
   int capable = 1;
   CUpointer_attribute capAttr = CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE;
   void* capData = &capable;
-  if (fn(1, &capAttr, &capData, ptr) == CUDA_SUCCESS && capable == 0) return false;
+  if (fn(1, &capAttr, &capData, ptr) == CUDA_SUCCESS && capable == 0) {
+    *why =
+        "its allocation cannot be exported with cudaIpcGetMemHandle (cudaMallocAsync pool, "
+        "managed or VMM memory?)";
+    return false;
+  }
   k->base = uint64_t(base);
   k->size = uint64_t(size);
   k->id = uint64_t(id);
@@ -124,10 +161,22 @@ bool describeBuffer(const void* p, IpcBufKey* k) {
 
 void unmap(CudaIpc* ipc, const std::vector<IpcRegEntry>& removed) {
   for (const IpcRegEntry& e : removed) {
-    if (e.opened && e.mapped != nullptr) (void)cudaIpcCloseMemHandle(e.mapped);
+    closeMapping(ipc, e);
     ++ipc->stats.evictions;
   }
   (void)cudaGetLastError();
+}
+
+// After a failed launch or wait: waits (bounded, CHORUS_CUDA_TIMEOUT again) until the kernel,
+// which may still be reading and writing the peers' buffers, is done, so that barrier 2 does not
+// let the peers unmap or free them under it. Returns "" or what remains wrong.
+std::string drainStream(chorusComm* comm, CudaComm* cc) {
+  try {
+    cudaWaitStream(comm, cc->stream, "draining the IPC AllReduce kernel after a failure");
+  } catch (const Failure& f) {
+    return f.message;
+  }
+  return "";
 }
 
 // Barrier 2: every rank's failure flag summed by the host engine.
@@ -251,7 +300,15 @@ bool cudaTryIpcAllReduce(chorusComm* comm, const OpDesc& op, HostRunner runHost)
   mine.pid = int32_t(getpid());
   mine.device = cc->device;
   mine.bytes = bytes;
-  mine.ok = describeBuffer(op.sendbuff, &mine.buf[0]) && describeBuffer(op.recvbuff, &mine.buf[1]);
+  const char* why = nullptr;
+  const char* whichBad = "sendbuff";
+  const void* badPtr = op.sendbuff;
+  mine.ok = describeBuffer(op.sendbuff, &mine.buf[0], &why);
+  if (mine.ok) {
+    whichBad = "recvbuff";
+    badPtr = op.recvbuff;
+    mine.ok = describeBuffer(op.recvbuff, &mine.buf[1], &why);
+  }
   std::vector<IpcCallKey> table(static_cast<size_t>(n));
   OpDesc gather{OpKind::kAllGather,
                 &mine,
@@ -268,6 +325,23 @@ bool cudaTryIpcAllReduce(chorusComm* comm, const OpDesc& op, HostRunner runHost)
     fail(chorusInvalidUsage, "rank %d: CHORUS_CUDA_IPC AllReduce: %s", me, bad.c_str());
   if (!ipcCallAllOk(table)) {  // the same answer on every rank: all stage this call
     ++ipc->stats.fallbacks;
+    if (!ipc->fallbackLogged) {  // once per communicator: the first reason
+      ipc->fallbackLogged = true;
+      int badRank = -1;
+      for (int p = 0; p < n && badRank < 0; ++p)
+        if (!table[size_t(p)].ok) badRank = p;
+      ipc->stats.fallbackReason = mine.ok ? "another rank's buffer is not IPC-capable" : why;
+      if (mine.ok)
+        CHORUS_WARN(me,
+                    "CHORUS_CUDA_IPC AllReduce staged (first time; later ones not logged): "
+                    "rank %d's buffer is not IPC-capable",
+                    badRank);
+      else
+        CHORUS_WARN(me,
+                    "CHORUS_CUDA_IPC AllReduce staged (first time; later ones not logged): "
+                    "this rank's %s %p: %s",
+                    whichBad, badPtr, why);
+    }
     return false;
   }
   // 3. Every rank's allocations mapped here (the cache, the record exchange on misses).
@@ -319,6 +393,9 @@ bool cudaTryIpcAllReduce(chorusComm* comm, const OpDesc& op, HostRunner runHost)
         cudaWaitStream(comm, cc->stream, "the IPC AllReduce kernel");
       } catch (const Failure& f) {
         err = f.message;
+        // The kernel may have been queued (a failed wait) and still use the peers' buffers.
+        const std::string left = drainStream(comm, cc);
+        if (!left.empty()) err += "; then " + left;
       }
     }
   }

@@ -14,6 +14,19 @@ namespace {
 
 constexpr unsigned kThreads = 512;
 constexpr size_t kMaxBlocks = 1024;
+// Every kernel is launched with kThreads threads per block. The bound (kThreads threads, at
+// least 2 blocks per SM) caps ptxas at 64 registers per thread, so a launch can never fail with
+// cudaErrorLaunchOutOfResources and two blocks fit on each SM. `nvcc -arch=sm_90 -Xptxas -v`
+// (CUDA 13.0, 2026-11-27): 20-54 registers without a bound (int8 max / min reduceManyKernel the
+// most), at most 64 and no spills with it; (kThreads, 1) let ptxas take 88, and (kThreads, 4)
+// (32 registers) spills up to 172 bytes.
+#define CHORUS_KERNEL_BOUNDS __launch_bounds__(kThreads, 2)
+
+// Clears the runtime's last error before a launch, so that the cudaGetLastError after it reports
+// this launch only (not a cudaErrorNotReady a stream query left, or an earlier call's error).
+void clearLastError() {
+  (void)cudaGetLastError();
+}
 
 // 16 bytes seen as a vector (one load / store) or as its elements.
 template <class S>
@@ -33,7 +46,8 @@ unsigned blocksFor(size_t units) {
 }
 
 template <class F, class S>
-__global__ void reduceKernel(F f, size_t n, const S* a, const S* b, S* d0, S* d1, bool vec) {
+__global__ void CHORUS_KERNEL_BOUNDS reduceKernel(F f, size_t n, const S* a, const S* b, S* d0,
+                                                  S* d1, bool vec) {
   const size_t tid = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   size_t done = 0;
@@ -70,7 +84,8 @@ struct ManyPtrs {
 };
 
 template <class F, class S>
-__global__ void reduceManyKernel(F f, size_t n, int nptr, ManyPtrs p, bool vec) {
+__global__ void CHORUS_KERNEL_BOUNDS reduceManyKernel(F f, size_t n, int nptr, ManyPtrs p,
+                                                      bool vec) {
   using C = typename F::C;
   const size_t tid = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const size_t stride = size_t(gridDim.x) * blockDim.x;
@@ -105,7 +120,8 @@ __global__ void reduceManyKernel(F f, size_t n, int nptr, ManyPtrs p, bool vec) 
 }
 #endif  // CHORUS_HAVE_CUDA_IPC
 
-__global__ void copyKernel(uint8_t* d0, uint8_t* d1, const uint8_t* src, size_t bytes, bool vec) {
+__global__ void CHORUS_KERNEL_BOUNDS copyKernel(uint8_t* d0, uint8_t* d1, const uint8_t* src,
+                                                size_t bytes, bool vec) {
   const size_t tid = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   size_t done = 0;
@@ -135,6 +151,7 @@ int reduceT(size_t count, const void* a, const void* b, void* d0, void* d1, int 
   const ReduceFunctor<E, K> f{RedOp<C, K>{static_cast<DivisorOf<C>>(divisor)}};
   const bool vec = aligned16(a) && aligned16(b) && aligned16(d0) && aligned16(d1);
   const size_t units = vec ? count / Pack<S>::kLanes + count % Pack<S>::kLanes : count;
+  clearLastError();
   reduceKernel<<<blocksFor(units), kThreads, 0, stream>>>(
       f, count, static_cast<const S*>(a), static_cast<const S*>(b), static_cast<S*>(d0),
       static_cast<S*>(d1), vec);
@@ -155,6 +172,7 @@ int reduceManyT(size_t count, int n, const void* const* in, void* const* out, cu
     vec = vec && aligned16(in[q]) && aligned16(out[q]);
   }
   const size_t units = vec ? count / Pack<S>::kLanes + count % Pack<S>::kLanes : count;
+  clearLastError();
   reduceManyKernel<ReduceManyFunctor<E, K>, S>
       <<<blocksFor(units), kThreads, 0, stream>>>(f, count, n, p, vec);
   return int(cudaGetLastError());
@@ -202,6 +220,7 @@ int launchCopy(void* dst0, void* dst1, const void* src, size_t bytes, void* stre
   if (bytes == 0) return int(cudaSuccess);
   const bool vec = aligned16(dst0) && aligned16(dst1) && aligned16(src);
   const size_t units = vec ? bytes / sizeof(uint4) + bytes % sizeof(uint4) : bytes;
+  clearLastError();
   copyKernel<<<blocksFor(units), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       static_cast<uint8_t*>(dst0), static_cast<uint8_t*>(dst1), static_cast<const uint8_t*>(src),
       bytes, vec);

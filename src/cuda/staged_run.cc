@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "base/error.h"
 #include "comm/comm.h"
 #include "cuda/backend.h"
 #include "cuda/device_state.h"
@@ -31,6 +32,31 @@ void ensureStaging(chorusComm* comm, CudaComm* cc, size_t bytes) {
   cc->stagingBytes = want;
 }
 
+// A device collective cannot be captured into a CUDA graph: it waits for its copies on the host
+// (cudaStreamQuery), which is not allowed during a capture and would invalidate it, and it
+// would pull the copy stream into the user's capture. Refused before anything is queued, with
+// a clear error, rather than failing the user's capture. `us`: the user's stream, nullptr when
+// the call has none (the legacy default stream is then asked, which reports a capture in
+// global mode on another stream of the device as cudaErrorStreamCaptureImplicit).
+void refuseCapture(chorusComm* comm, void* us) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  const cudaStream_t s = us != nullptr ? static_cast<cudaStream_t>(us) : cudaStreamLegacy;
+  const cudaError_t e = cudaStreamIsCapturing(s, &st);
+  if (e == cudaSuccess && st == cudaStreamCaptureStatusNone) return;
+  (void)cudaGetLastError();
+  if (e != cudaSuccess && e != cudaErrorStreamCaptureImplicit &&
+      e != cudaErrorStreamCaptureUnsupported)
+    cudaCheck(comm, e, "cudaStreamIsCapturing");
+  fail(chorusInvalidUsage,
+       "rank %d (CUDA device %d): the %s is being captured into a CUDA graph (%s); Chorus device "
+       "collectives wait for their copies on the host and cannot be captured: call them outside "
+       "the capture",
+       comm->rank, comm->cudaDevice, us != nullptr ? "call's CUDA stream" : "device's CUDA work",
+       e != cudaSuccess                      ? cudaErrName(e)
+       : st == cudaStreamCaptureStatusActive ? "capture active"
+                                             : "capture invalidated");
+}
+
 }  // namespace
 
 void cudaRunStaged(chorusComm* comm, const std::vector<const OpDesc*>& ops, HostRunner runHost,
@@ -42,6 +68,7 @@ void cudaRunStaged(chorusComm* comm, const std::vector<const OpDesc*>& ops, Host
   // so it is already ordered after the legacy default stream).
   for (const OpDesc* op : ops) {
     void* us = op->stream != nullptr ? cudaStreamOf(op->stream) : nullptr;
+    refuseCapture(comm, us);
     if (us == nullptr) continue;
     cudaCheck(comm, cudaEventRecord(cc->userDone, static_cast<cudaStream_t>(us)),
               "cudaEventRecord on the user's stream");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -393,6 +394,18 @@ std::vector<std::string> runCudaIpcAllReduce(chorusComm_t comm, int rank, int n)
   };
   stat("directCalls", s1.directCalls, calls);
   stat("fallbacks", s1.fallbacks, 0);
+  stat("failed cudaIpcCloseMemHandle calls", s1.closeFailures, 0);
+  // CHORUS_CUDA_IPC_CACHE=0 (the device check's run without the cache): every call maps and
+  // unmaps again; the counts below are the cache's.
+  const char* cacheEnv = std::getenv("CHORUS_CUDA_IPC_CACHE");
+  if (cacheEnv != nullptr && std::atoi(cacheEnv) == 0) {
+    if (s1.misses < calls)
+      fails.push_back("[rank " + std::to_string(rank) +
+                      "] CHORUS_CUDA_IPC_CACHE=0: misses = " + std::to_string(s1.misses) +
+                      ", expected at least one per call (" + std::to_string(calls) + ")");
+    pool.reset();
+    return fails;
+  }
   stat("misses (one allocation per rank, mapped once)", s1.misses, uint64_t(n));
   stat("evictions", s1.evictions, 0);
   // A new allocation: mapped again (the old one may or may not come back at the same address).
