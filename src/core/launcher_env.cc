@@ -3,7 +3,8 @@
 //
 //   rank / size : the pairs of kLauncherVariables (launcher_env.h), first pair found wins
 //   root address: CHORUS_COMM_ID=host:port, else MASTER_ADDR with port MASTER_PORT+1
-//                 (torch.distributed's own store already listens on MASTER_PORT)
+//                 (torch.distributed's own store already listens on MASTER_PORT), else under
+//                 srun the address Slurm's variables give (slurm_env.h: the step's first node)
 //   secret      : CHORUS_SECRET (32 hex digits; chorusrun sets one), else derived from the job's
 //                 identity (weaker: anyone who knows the job id could join; set CHORUS_SECRET)
 #include "core/launcher_env.h"
@@ -17,6 +18,7 @@
 #include "base/param.h"
 #include "base/siphash.h"
 #include "bootstrap/bootstrap.h"
+#include "core/slurm_env.h"
 
 namespace chorus {
 
@@ -68,15 +70,21 @@ chorusResult_t chorusUniqueIdFromEnv(chorusUniqueId* uniqueId, int* procRank, in
       fail(chorusInvalidArgument, "chorusUniqueIdFromEnv: NULL argument");
     int rank = 0, size = 1;
     bool found = false;
+    const LauncherVariables* launcher = nullptr;
     for (const LauncherVariables& l : kLauncherVariables) {
       found = readPair(l.rank, l.size, &rank, &size);
-      if (found) break;
+      if (found) {
+        launcher = &l;
+        break;
+      }
     }
     if (found && (size < 1 || rank < 0 || rank >= size))
       fail(chorusInvalidArgument, "launcher environment gives rank %d of %d", rank, size);
     std::string addr = envStr("CHORUS_COMM_ID");
     if (addr.empty() && getenv("MASTER_ADDR") && getenv("MASTER_PORT"))
       addr = envStr("MASTER_ADDR") + ":" + std::to_string(atoi(getenv("MASTER_PORT")) + 1);
+    if (addr.empty() && found && size > 1 && strcmp(launcher->launcher, "Slurm") == 0)
+      addr = slurmRootAddress();
     if (!found || (size == 1 && addr.empty())) {
       *procRank = 0;
       *nprocs = 1;
@@ -85,7 +93,7 @@ chorusResult_t chorusUniqueIdFromEnv(chorusUniqueId* uniqueId, int* procRank, in
     if (addr.empty())
       fail(chorusInvalidArgument,
            "rank %d of %d: no root address: set CHORUS_COMM_ID=host:port (or MASTER_ADDR and "
-           "MASTER_PORT) to an address of the rank 0 host",
+           "MASTER_PORT) to an address of the rank 0 host (under srun, Slurm's variables give it)",
            rank, size);
     SockAddr root = parseHostPort(addr);
     uint8_t secret[16];
