@@ -10,7 +10,8 @@
 #  2. `srun -n 4 python examples/python/multinode_ddp.py`: torch DDP on chorus, each rank's rank,
 #     world size and local rank from Slurm equal to torch.distributed's, an all_reduce equal to
 #     the sum computed independently, parameters equal across ranks after the DDP steps;
-#  3. the same as a batch job: `sbatch --wait` of a script that runs it with srun.
+#  3. the same as a batch job: `sbatch --wait` of a script that runs it with srun (and a batch
+#     script that starts all_reduce_perf itself, without srun, fails at once saying so).
 # No CHORUS_COMM_ID or MASTER_ADDR/MASTER_PORT is set: Chorus takes the rendezvous address from
 # srun's variables (src/core/slurm_env.h). The daemons are stopped at the end whatever happens.
 # Usage (root; installs slurmctld, slurmd, slurm-client and munge when missing):
@@ -223,6 +224,24 @@ print(f"slurm_check: all_reduce_perf: 4 ranks = srun tasks 0-3 (local ids 0-3) o
       f"{len(js['results'])} sizes 8 B - 512 KiB, #wrong 0 in every row, out of bounds 0 "
       "(and the check rejects a wrong value)")
 EOF
+
+# 1b. The mistake users make: a batch script of 4 tasks that starts the program itself, not with
+# srun. Its environment says SLURM_PROCID=0 of SLURM_NTASKS=4, but it is no step: the program must
+# fail at once saying so, not wait for 3 ranks that never come.
+cat >"$T/nosrun.sbatch" <<EOF
+#!/bin/bash
+#SBATCH --ntasks=4
+#SBATCH --time=2
+#SBATCH --output=$T/nosrun.out
+exec $build/all_reduce_perf -b 8 -e 8 -T 60
+EOF
+say "sbatch --wait of all_reduce_perf started without srun (must fail at once)"
+if timeout 60 sbatch --wait "$T/nosrun.sbatch" >/dev/null; then
+  cat "$T/nosrun.out"; echo "slurm_check: all_reduce_perf without srun succeeded" >&2; exit 1
+fi
+grep -q "this is no srun step" "$T/nosrun.out" ||
+  { cat "$T/nosrun.out"; echo "slurm_check: no 'no srun step' error" >&2; exit 1; }
+grep "no srun step" "$T/nosrun.out"
 
 # 2. torch DDP on chorus under srun.
 check_ddp() {  # output file, expected ranks

@@ -132,6 +132,25 @@ TEST(Launchers, SlurmWithoutAddress) {
   EXPECT_EQ(r.exitCode, 0) << r.output;
 }
 
+// A batch script's own environment has SLURM_PROCID=0 and SLURM_NTASKS=N but no step: a program
+// started there without srun fails at once, saying so, instead of waiting for N - 1 ranks.
+TEST(Launchers, SlurmBatchScriptWithoutSrun) {
+  const CommandResult r = runCommand(
+      {"/bin/sh", "-c",
+       std::string("env -u CHORUS_RANK -u CHORUS_NRANKS -u CHORUS_COMM_ID -u MASTER_ADDR -u "
+                   "MASTER_PORT -u RANK -u WORLD_SIZE -u SLURM_STEP_ID -u SLURM_STEPID -u "
+                   "SLURM_STEP_NODELIST SLURM_PROCID=0 SLURM_NTASKS=4 SLURM_LOCALID=0 "
+                   "SLURM_JOB_ID=77 SLURM_JOB_NODELIST=localhost ") +
+           MP_WORKER_PATH + " --counts 1 --big none --timeout 30 2>&1"},
+      60);
+  EXPECT_FALSE(r.timedOut) << r.output;
+  EXPECT_NE(r.exitCode, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 0 of 4: SLURM_PROCID/SLURM_NTASKS are set but this is no srun "
+                          "step"),
+            std::string::npos)
+      << r.output;
+}
+
 TEST(Launchers, RealMpirunWhenInstalled) {
   if (access("/usr/bin/mpirun", X_OK) != 0) GTEST_SKIP() << "Open MPI's mpirun is not installed";
   // As above: mpirun's own daemons take ephemeral ports, which a fixed formula once hit

@@ -87,13 +87,17 @@ def main():
     if not torch.equal(flat, ref):
         errors.append("parameters differ from rank 0's after training")
 
-    print(f"rank {rank} of {world} local_rank {local_rank} host {host} "
-          f"{'ok' if not errors else 'FAILED: ' + '; '.join(errors)}", flush=True)
+    # One write per line: the ranks of a node share their launcher's output pipe.
+    sys.stdout.write(f"rank {rank} of {world} local_rank {local_rank} host {host} "
+                     f"{'ok' if not errors else 'FAILED: ' + '; '.join(errors)}\n")
+    sys.stdout.flush()
     failed = torch.tensor([1 if errors else 0])
     dist.all_reduce(failed)
     if rank == 0:
-        print(f"multinode_ddp: {world} ranks on {nodes} nodes, final loss {loss.item():.4f}, "
-              f"{'OK' if failed.item() == 0 else f'{failed.item()} ranks FAILED'}", flush=True)
+        sys.stdout.write(f"multinode_ddp: {world} ranks on {nodes} nodes, final loss "
+                         f"{loss.item():.4f}, "
+                         f"{'OK' if failed.item() == 0 else f'{failed.item()} ranks FAILED'}\n")
+        sys.stdout.flush()
     dist.destroy_process_group()
     return 1 if failed.item() else 0
 

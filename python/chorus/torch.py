@@ -64,11 +64,10 @@ def env_from_launcher(env=None):
         env["MASTER_ADDR"] = host.strip("[]")
         env.setdefault("MASTER_PORT", str(int(port) + 1))
     if launcher == "SLURM_PROCID" and "MASTER_ADDR" not in env:
+        # Only in an srun step (a batch script's environment has SLURM_PROCID but no step).
         job = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID", "")
-        step = env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID") or "0"
-        nodes = (env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST")
-                 or env.get("SLURM_NODELIST", ""))
-        host = _chorus.slurm_first_host(nodes)
+        step = env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID", "")
+        host = _chorus.slurm_first_host(env.get("SLURM_STEP_NODELIST", ""))
         if job.isdigit() and step.isdigit() and host:
             env["MASTER_ADDR"] = host
             env.setdefault("MASTER_PORT", str(_chorus.slurm_root_port(int(job), int(step))))

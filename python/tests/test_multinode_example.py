@@ -44,5 +44,5 @@ def test_torchrun_two_emulated_nodes():
     rc, text = collect([p], 330)[0]
     assert rc == 0, text
     for r in range(4):  # node r // 2, local rank r % 2
-        assert re.search(rf"rank {r} of 4 local_rank {r % 2} host \S+ ok$", text, re.M), text
+        assert re.search(rf"rank {r} of 4 local_rank {r % 2} host \S+ ok\b", text, re.M), text
     assert re.search(r"multinode_ddp: 4 ranks on 2 nodes, .* OK$", text, re.M), text

@@ -105,6 +105,8 @@ def test_env_from_launcher():
     assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == ("node07", "24637")
     env = ct.env_from_launcher(dict(slurm, MASTER_ADDR="10.1.1.1", MASTER_PORT="29500"))
     assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == ("10.1.1.1", "29500")  # the user's kept
+    batch = {k: v for k, v in slurm.items() if "STEP" not in k}  # a batch script: no step
+    assert "MASTER_ADDR" not in ct.env_from_launcher(dict(batch, SLURM_JOB_NODELIST="node07"))
     from chorus import _chorus
     assert _chorus.slurm_first_host("rack[1-2]-n[5,7]") == "rack1-n5"
     assert _chorus.slurm_first_host("vm") == "vm"

@@ -83,8 +83,15 @@ chorusResult_t chorusUniqueIdFromEnv(chorusUniqueId* uniqueId, int* procRank, in
     std::string addr = envStr("CHORUS_COMM_ID");
     if (addr.empty() && getenv("MASTER_ADDR") && getenv("MASTER_PORT"))
       addr = envStr("MASTER_ADDR") + ":" + std::to_string(atoi(getenv("MASTER_PORT")) + 1);
-    if (addr.empty() && found && size > 1 && strcmp(launcher->launcher, "Slurm") == 0)
+    if (addr.empty() && found && size > 1 && strcmp(launcher->launcher, "Slurm") == 0) {
       addr = slurmRootAddress();
+      if (addr.empty())
+        fail(chorusInvalidArgument,
+             "rank %d of %d: SLURM_PROCID/SLURM_NTASKS are set but this is no srun step (no "
+             "SLURM_STEP_ID, SLURM_STEP_NODELIST): in a batch script, start the ranks with srun "
+             "(or set CHORUS_COMM_ID=host:port)",
+             rank, size);
+    }
     if (!found || (size == 1 && addr.empty())) {
       *procRank = 0;
       *nprocs = 1;

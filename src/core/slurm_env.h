@@ -1,9 +1,11 @@
 // The root address of a job step started by Slurm's srun, from Slurm's own variables, so that
 // `srun -n 4 prog` needs no CHORUS_COMM_ID or MASTER_ADDR/MASTER_PORT:
-//   host: the first host of the step's node list (SLURM_STEP_NODELIST, else SLURM_JOB_NODELIST,
-//         else SLURM_NODELIST), where srun's block and cyclic distributions place task 0;
+//   host: the first host of the step's node list (SLURM_STEP_NODELIST), where srun's block and
+//         cyclic distributions place task 0;
 //   port: 20000 + (SLURM_JOB_ID * 101 + SLURM_STEP_ID) mod 12000, the same in every task of a
 //         step, different for the concurrent steps of one job, below Linux's ephemeral range.
+// Only inside a job step (srun sets SLURM_STEP_ID and SLURM_STEP_NODELIST): a batch script's own
+// environment also holds SLURM_PROCID=0 and SLURM_NTASKS=N, but no step, and no other rank.
 // Inline (header only): the C library's launcher form (launcher_env.cc) and the Python
 // package's chorus.torch (through chorus._chorus.slurm_root_address) use this one definition.
 #pragma once
@@ -40,22 +42,18 @@ inline int slurmRootPort(uint64_t jobId, uint64_t stepId) {
   return 20000 + int((jobId * 101 + stepId) % 12000);
 }
 
-// "host:port" for the current srun step, or "" outside Slurm (no SLURM_JOB_ID or no node list).
+// "host:port" for the current srun step, or "" outside one (no job id, step id or step nodes).
 inline std::string slurmRootAddress() {
   const char* job = getenv("SLURM_JOB_ID");
   if (!job || !*job) job = getenv("SLURM_JOBID");
   const char* step = getenv("SLURM_STEP_ID");
   if (!step || !*step) step = getenv("SLURM_STEPID");
-  const char* nodes = nullptr;
-  for (const char* v : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}) {
-    nodes = getenv(v);
-    if (nodes && *nodes) break;
-  }
-  if (!job || !*job || !nodes || !*nodes) return "";
+  const char* nodes = getenv("SLURM_STEP_NODELIST");
+  if (!job || !*job || !step || !*step || !nodes || !*nodes) return "";
   std::string host = slurmFirstHost(nodes);
   if (host.empty()) return "";
-  const uint64_t stepId = step && *step ? strtoull(step, nullptr, 10) : 0;
-  return host + ":" + std::to_string(slurmRootPort(strtoull(job, nullptr, 10), stepId));
+  return host + ":" +
+         std::to_string(slurmRootPort(strtoull(job, nullptr, 10), strtoull(step, nullptr, 10)));
 }
 
 }  // namespace chorus
