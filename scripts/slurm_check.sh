@@ -96,7 +96,13 @@ read -r ctld_port slurmd_port < <("$py" -c 'import socket
 s = [socket.socket() for _ in range(2)]
 for x in s: x.bind(("127.0.0.1", 0))
 print(*[x.getsockname()[1] for x in s])')
+# The node is named after this host, as on a cluster; srun's tasks find rank 0 by that name
+# (SLURM_STEP_NODELIST), so it must resolve: where it does not, the node is called localhost.
 node=$(hostname -s)
+if ! getent hosts "$node" >/dev/null; then
+  say "host name $node does not resolve (getent hosts): the node is named localhost"
+  node=localhost
+fi
 mkdir -p "$T/state" "$T/spool"
 : >"$T/plugstack.conf"
 cat >"$T/slurm.conf" <<EOF
@@ -117,12 +123,11 @@ SlurmdPidFile=$T/slurmd.pid
 SlurmctldLogFile=$T/slurmctld.log
 SlurmdLogFile=$T/slurmd.log
 PlugStackConfig=$T/plugstack.conf
+# No cgroup plugin: processes tracked by process group, no task binding (Chorus binds its ranks).
+# Accounting, job completion and MPI plugins are left at their defaults (none): Slurm 23.11+ has
+# no accounting_storage/none to name.
 ProctrackType=proctrack/pgid
 TaskPlugin=task/none
-MpiDefault=none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
 SchedulerType=sched/builtin
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
