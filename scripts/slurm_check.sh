@@ -165,11 +165,11 @@ timeout 180 srun -n 4 -t 3 --kill-on-bad-exit=1 sh -c \
   >"$T/bench.out" 2>&1 ||
   { cat "$T/bench.out"; echo "slurm_check: srun all_reduce_perf failed" >&2; exit 1; }
 grep -v '^task ' "$T/bench.out"
-"$py" - "$T/bench.out" "$T/bench.json" "$node" <<'EOF'
+"$py" - "$T/bench.out" "$T/bench.json" "$(hostname -s)" <<'EOF'
 """Checks the benchmark's output and JSON; then that the same check rejects a wrong value."""
 import json, re, sys
 
-out, js, node = open(sys.argv[1]).read(), json.load(open(sys.argv[2])), sys.argv[3]
+out, js, host = open(sys.argv[1]).read(), json.load(open(sys.argv[2])), sys.argv[3]
 
 
 def problems(out, js):
@@ -190,7 +190,7 @@ def problems(out, js):
     for r, d in devs.items():  # Chorus's rank r is the process srun started as task r
         if r in tasks and d["pid"] != tasks[r][2]:
             p.append(f"rank {r} is pid {d['pid']}, task {r} is pid {tasks[r][2]}")
-        if d["hostname"].split(".")[0] != node:
+        if d["hostname"].split(".")[0] != host:  # this machine
             p.append(f"rank {r} on {d['hostname']}")
     sizes = [row["size"] for row in js["results"]]
     if sizes != [8 * 4**k for k in range(9)]:  # -b 8 -e 1M -f 4: 8 B .. 512 KiB
@@ -225,7 +225,7 @@ for o, j in ((out.replace(row, wrong_row), js),
              (out.replace("Out of bounds values : 0 OK", "Out of bounds values : 1 FAILED"), js)):
     if not problems(o, j):
         sys.exit("slurm_check: the output check accepted a wrong result")
-print(f"slurm_check: all_reduce_perf: 4 ranks = srun tasks 0-3 (local ids 0-3) on {node}, "
+print(f"slurm_check: all_reduce_perf: 4 ranks = srun tasks 0-3 (local ids 0-3) on {host}, "
       f"{len(js['results'])} sizes 8 B - 512 KiB, #wrong 0 in every row, out of bounds 0 "
       "(and the check rejects a wrong value)")
 EOF
