@@ -56,22 +56,35 @@ T=$(mktemp -d /tmp/chorus-slurm.XXXXXX)
 chmod 755 "$T"  # munged wants its socket's directory searchable by all
 pids=()
 ok=0
+stepds() {  # the slurmstepd processes of this cluster: their environment names its slurm.conf
+  local p
+  for p in /proc/[0-9]*; do
+    case $(cat "$p/comm" 2>/dev/null) in slurmstepd*) ;; *) continue ;; esac
+    tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qxF "SLURM_CONF=$T/slurm.conf" && echo "${p#/proc/}"
+  done
+}
 cleanup() {
   set +e
   if [ -S "$T/munge.sock" ] && [ -e "$T/slurm.conf" ]; then
     SLURM_CONF=$T/slurm.conf scancel --quiet --user=root >/dev/null 2>&1
-    for _ in $(seq 20); do  # steps end (slurmstepd exits) before slurmd goes
-      [ -z "$(SLURM_CONF=$T/slurm.conf squeue -h 2>/dev/null)" ] && break
+    for _ in $(seq 20); do  # jobs and their steps end (slurmstepd exits) before slurmd goes
+      [ -z "$(SLURM_CONF=$T/slurm.conf squeue -h 2>/dev/null)" ] && [ -z "$(stepds)" ] && break
       sleep 0.5
     done
   fi
-  local i
+  # This script's own children first (an srun or sbatch --wait still running), then the steps
+  # left, then the daemons, newest first; each waited for, then killed outright.
+  local pid i
+  for pid in $(pgrep -P $$); do
+    case " ${pids[*]} " in *" $pid "*) ;; *) kill "$pid" 2>/dev/null ;; esac
+  done
+  for pid in $(stepds); do kill "$pid" 2>/dev/null; done
   for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill "${pids[i]}" 2>/dev/null; done
-  for pid in "${pids[@]}"; do
+  for pid in "${pids[@]}" $(stepds); do
     for _ in $(seq 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
     kill -9 "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
   done
+  wait 2>/dev/null
   if [ "$ok" -ne 1 ]; then
     for f in "$T"/slurmctld.log "$T"/slurmd.log "$T"/munged.log; do
       [ -e "$f" ] && { echo "--- last lines of $f"; tail -n 25 "$f"; }
@@ -81,6 +94,9 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+# Runs a command in the background and waits for it: a signal to this script then runs the
+# cleanup at once (bash runs traps only between foreground commands).
+run_bg() { "$@" & wait $!; }
 
 # munge: its own key and socket (the system's munged, if any, is left alone).
 mungekey --create --keyfile="$T/munge.key" >/dev/null
@@ -159,7 +175,7 @@ export PYTHONPATH=$build/python${PYTHONPATH:+:$PYTHONPATH}
 
 # 1. The C tool under srun.
 say "srun -n 4 all_reduce_perf -b 8 -e 1M -f 4 -c 1"
-timeout 180 srun -n 4 -t 3 --kill-on-bad-exit=1 sh -c \
+run_bg timeout 180 srun -n 4 -t 3 --kill-on-bad-exit=1 sh -c \
   'echo "task $SLURM_PROCID local $SLURM_LOCALID of $SLURM_NTASKS pid $$"
    exec "$0" -b 8 -e 1M -f 4 -c 1 -T 120 -J "$1"' "$build/all_reduce_perf" "$T/bench.json" \
   >"$T/bench.out" 2>&1 ||
@@ -241,7 +257,7 @@ cat >"$T/nosrun.sbatch" <<EOF
 exec $build/all_reduce_perf -b 8 -e 8 -T 60
 EOF
 say "sbatch --wait of all_reduce_perf started without srun (must fail at once)"
-if timeout 60 sbatch --wait "$T/nosrun.sbatch" >/dev/null; then
+if run_bg timeout 60 sbatch --wait "$T/nosrun.sbatch" >/dev/null; then
   cat "$T/nosrun.out"; echo "slurm_check: all_reduce_perf without srun succeeded" >&2; exit 1
 fi
 grep -q "this is no srun step" "$T/nosrun.out" ||
@@ -259,7 +275,7 @@ check_ddp() {  # output file, expected ranks
     { cat "$f"; echo "slurm_check: no OK summary in $f" >&2; return 1; }
 }
 say "srun -n 4 python examples/python/multinode_ddp.py"
-timeout 240 srun -n 4 -t 4 --kill-on-bad-exit=1 "$py" "$src/examples/python/multinode_ddp.py" \
+run_bg timeout 240 srun -n 4 -t 4 --kill-on-bad-exit=1 "$py" "$src/examples/python/multinode_ddp.py" \
   --steps 10 >"$T/srun_ddp.out" 2>&1 ||
   { cat "$T/srun_ddp.out"; echo "slurm_check: srun DDP failed" >&2; exit 1; }
 check_ddp "$T/srun_ddp.out" 4
@@ -275,7 +291,7 @@ cat >"$T/ddp.sbatch" <<EOF
 srun $py $src/examples/python/multinode_ddp.py --steps 10
 EOF
 say "sbatch --wait (4 tasks: srun python examples/python/multinode_ddp.py)"
-timeout 270 sbatch --wait "$T/ddp.sbatch" ||
+run_bg timeout 270 sbatch --wait "$T/ddp.sbatch" ||
   { cat "$T/sbatch_ddp.out" 2>/dev/null; echo "slurm_check: sbatch job failed" >&2; exit 1; }
 check_ddp "$T/sbatch_ddp.out" 4
 grep '^multinode_ddp' "$T/sbatch_ddp.out"
