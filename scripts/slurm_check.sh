@@ -34,8 +34,9 @@ py=$(sed -n 's/^Python3_EXECUTABLE:[A-Z]*=//p' "$build/CMakeCache.txt")
 # Debian's packages. A policy-rc.d keeps the packages' own services (munge with the system key,
 # slurmctld/slurmd with /etc/slurm/slurm.conf) from starting: this script starts its own.
 need=()
-for pkg in slurmctld slurmd slurm-client munge; do
-  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+for pkg in slurmctld slurmd slurm-client munge; do  # (dpkg -s also accepts a removed package)
+  [ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null)" = "install ok installed" ] ||
+    need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
   say "installing ${need[*]}"
@@ -45,11 +46,16 @@ if [ ${#need[@]} -gt 0 ]; then
     printf '#!/bin/sh\nexit 101\n' > "$policy"
     chmod 755 "$policy"
   fi
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" \
-    >/dev/null
+  installed=0
+  apt-get update -qq &&
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" \
+      >/dev/null && installed=1
   [ -z "$policy" ] || rm -f "$policy"
+  [ "$installed" -eq 1 ] || { echo "slurm_check: installing ${need[*]} failed" >&2; exit 1; }
 fi
+for cmd in slurmctld slurmd srun sbatch squeue scancel sinfo munged mungekey; do
+  command -v "$cmd" >/dev/null || { echo "slurm_check: $cmd missing after install" >&2; exit 1; }
+done
 say "$(slurmctld -V), $(munged -V 2>&1 | head -1)"
 
 T=$(mktemp -d /tmp/chorus-slurm.XXXXXX)
@@ -65,10 +71,13 @@ stepds() {  # the slurmstepd processes of this cluster: their environment names 
 }
 cleanup() {
   set +e
-  if [ -S "$T/munge.sock" ] && [ -e "$T/slurm.conf" ]; then
-    SLURM_CONF=$T/slurm.conf scancel --quiet --user=root >/dev/null 2>&1
+  # Slurm's clients retry a controller that is not there for minutes: each call is bounded, and
+  # made only while this script's slurmctld runs.
+  if [ -n "${ctld_pid:-}" ] && kill -0 "$ctld_pid" 2>/dev/null; then
+    SLURM_CONF=$T/slurm.conf timeout 10 scancel --quiet --user=root >/dev/null 2>&1
     for _ in $(seq 20); do  # jobs and their steps end (slurmstepd exits) before slurmd goes
-      [ -z "$(SLURM_CONF=$T/slurm.conf squeue -h 2>/dev/null)" ] && [ -z "$(stepds)" ] && break
+      [ -z "$(SLURM_CONF=$T/slurm.conf timeout 5 squeue -h 2>/dev/null)" ] && [ -z "$(stepds)" ] &&
+        break
       sleep 0.5
     done
   fi
@@ -157,17 +166,18 @@ EOF
 export SLURM_CONF=$T/slurm.conf
 
 slurmctld -D -i >"$T/slurmctld.out" 2>&1 &
+ctld_pid=$!
 pids+=($!)
 slurmd -D -N "$node" >"$T/slurmd.out" 2>&1 &
 pids+=($!)
 state=""
 for _ in $(seq 60); do  # bounded: 30 s
-  state=$(sinfo -h -n "$node" -o %t 2>/dev/null || true)
+  state=$(timeout 5 sinfo -h -n "$node" -o %t 2>/dev/null || true)
   [ "$state" = idle ] && break
   sleep 0.5
 done
 [ "$state" = idle ] || { echo "slurm_check: node $node not idle after 30 s (state '$state')" >&2; exit 1; }
-say "slurmctld and slurmd up: node $node idle ($(sinfo -h -o '%P %D %c CPUs'))"
+say "slurmctld and slurmd up: node $node idle ($(timeout 5 sinfo -h -o '%P %D %c CPUs'))"
 
 # The environment the jobs see: this build's package, and no rendezvous variables at all.
 unset CHORUS_COMM_ID MASTER_ADDR MASTER_PORT RANK WORLD_SIZE LOCAL_RANK CHORUS_RANK CHORUS_NRANKS
