@@ -171,8 +171,9 @@ pids+=($!)
 slurmd -D -N "$node" >"$T/slurmd.out" 2>&1 &
 pids+=($!)
 state=""
-for _ in $(seq 60); do  # bounded: 30 s
-  state=$(timeout 5 sinfo -h -n "$node" -o %t 2>/dev/null || true)
+deadline=$((SECONDS + 30))
+while [ "$SECONDS" -lt "$deadline" ]; do  # bounded: 30 s (each sinfo too)
+  state=$(timeout 3 sinfo -h -n "$node" -o %t 2>/dev/null || true)
   [ "$state" = idle ] && break
   sleep 0.5
 done
