@@ -32,6 +32,14 @@ bool readPair(const char* rankVar, const char* sizeVar, int* rank, int* size) {
   return true;
 }
 
+// The launcher whose pair chorusUniqueIdFromEnv takes (the first with both variables set).
+const char* launcherFound() {
+  int rank = 0, size = 0;
+  for (const LauncherVariables& l : kLauncherVariables)
+    if (readPair(l.rank, l.size, &rank, &size)) return l.launcher;
+  return "";
+}
+
 void secretFromEnv(const std::string& addr, uint8_t secret[16]) {
   std::string hex = envStr("CHORUS_SECRET");
   if (!hex.empty()) {
@@ -70,20 +78,16 @@ chorusResult_t chorusUniqueIdFromEnv(chorusUniqueId* uniqueId, int* procRank, in
       fail(chorusInvalidArgument, "chorusUniqueIdFromEnv: NULL argument");
     int rank = 0, size = 1;
     bool found = false;
-    const LauncherVariables* launcher = nullptr;
     for (const LauncherVariables& l : kLauncherVariables) {
       found = readPair(l.rank, l.size, &rank, &size);
-      if (found) {
-        launcher = &l;
-        break;
-      }
+      if (found) break;
     }
     if (found && (size < 1 || rank < 0 || rank >= size))
       fail(chorusInvalidArgument, "launcher environment gives rank %d of %d", rank, size);
     std::string addr = envStr("CHORUS_COMM_ID");
     if (addr.empty() && getenv("MASTER_ADDR") && getenv("MASTER_PORT"))
       addr = envStr("MASTER_ADDR") + ":" + std::to_string(atoi(getenv("MASTER_PORT")) + 1);
-    if (addr.empty() && found && size > 1 && strcmp(launcher->launcher, "Slurm") == 0) {
+    if (addr.empty() && found && size > 1 && strcmp(launcherFound(), "Slurm") == 0) {
       addr = slurmRootAddress();
       if (addr.empty())
         fail(chorusInvalidArgument,
