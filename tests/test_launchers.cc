@@ -1,10 +1,15 @@
 // The launcher form reads rank, size and root address from the variables of each launcher:
 // here the processes are started by a shell with exactly the variables Open MPI, MPICH/Hydra,
 // Slurm and torchrun set (plus the root address), and must form one communicator and pass a
-// small collective matrix. A real mpirun runs too when Open MPI is installed.
+// small collective matrix. A real mpirun runs too when Open MPI is installed. Under srun no
+// address is needed: it comes from Slurm's variables (core/slurm_env.h; a real Slurm runs in
+// scripts/slurm_check.sh).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "core/slurm_env.h"
 #include "gtest_helpers.h"
 #include "handstart.h"
 #include "run_command.h"
@@ -66,6 +72,84 @@ INSTANTIATE_TEST_SUITE_P(Env, Launchers, ::testing::Values(0, 1, 2, 3),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return std::string(kLaunchers[info.param].name);
                          });
+
+TEST(Launchers, SlurmHostList) {
+  EXPECT_EQ(chorus::slurmFirstHost("vm"), "vm");
+  EXPECT_EQ(chorus::slurmFirstHost("node07,node08"), "node07");
+  EXPECT_EQ(chorus::slurmFirstHost("node[03-07,12],login1"), "node03");
+  EXPECT_EQ(chorus::slurmFirstHost("node[12,3-7]"), "node12");
+  EXPECT_EQ(chorus::slurmFirstHost("rack[1-2]-n[5,7]"), "rack1-n5");
+  EXPECT_EQ(chorus::slurmFirstHost(""), "");
+  EXPECT_EQ(chorus::slurmFirstHost("node[1-2"), "");
+  EXPECT_EQ(chorus::slurmFirstHost("node[]"), "");
+  // The same port in every task of a step; another step of the job, another port.
+  EXPECT_EQ(chorus::slurmRootPort(1234, 3), 20000 + (1234 * 101 + 3) % 12000);
+  EXPECT_NE(chorus::slurmRootPort(1234, 3), chorus::slurmRootPort(1234, 4));
+  for (uint64_t job : {0ull, 1ull, 999999ull, 4294967295ull})
+    for (uint64_t step : {0ull, 1ull, 4294967294ull}) {  // 4294967294: the batch step
+      EXPECT_GE(chorus::slurmRootPort(job, step), 20000);
+      EXPECT_LT(chorus::slurmRootPort(job, step), 32000);  // below the ephemeral range
+    }
+}
+
+// Whether 127.0.0.1:port can be bound now.
+bool loopbackPortFree(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(uint16_t(port));
+  const bool ok = fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  if (fd >= 0) close(fd);
+  return ok;
+}
+
+// srun's variables alone (no CHORUS_COMM_ID, no MASTER_ADDR): the root is the step's first node
+// at the port derived from the job and step ids. Job id 12000 makes that port 20000 + step id,
+// so the step id picks a port that is free now.
+TEST(Launchers, SlurmWithoutAddress) {
+  int step = -1;
+  for (int i = 0; i < 2000 && step < 0; ++i) {
+    const int s = int((unsigned(getpid()) * 7 + unsigned(i) * 13) % 12000);
+    if (loopbackPortFree(20000 + s)) step = s;
+  }
+  ASSERT_GE(step, 0) << "no free port in 20000-31999";
+  ASSERT_EQ(chorus::slurmRootPort(12000, uint64_t(step)), 20000 + step);
+  const int np = 3;
+  std::string script;
+  for (int r = 0; r < np; ++r)
+    script +=
+        "env -u CHORUS_RANK -u CHORUS_NRANKS -u CHORUS_COMM_ID -u MASTER_ADDR -u MASTER_PORT "
+        "-u RANK -u WORLD_SIZE SLURM_PROCID=" +
+        std::to_string(r) + " SLURM_NTASKS=" + std::to_string(np) +
+        " SLURM_LOCALID=" + std::to_string(r) +
+        " SLURM_JOB_ID=12000 SLURM_STEP_ID=" + std::to_string(step) +
+        " SLURM_STEP_NODELIST=127.0.0.1,node[2-3] CHORUS_SECRET=00112233445566778899aabbccddeeff " +
+        MP_WORKER_PATH + " --counts 1,1000 --big none --timeout 100 & ";
+  script += "fail=0; for j in $(jobs -p); do wait $j || fail=1; done; exit $fail";
+  const CommandResult r = runCommand({"/bin/sh", "-c", script}, 150);
+  EXPECT_FALSE(r.timedOut) << r.output;
+  EXPECT_EQ(r.exitCode, 0) << r.output;
+}
+
+// A batch script's own environment has SLURM_PROCID=0 and SLURM_NTASKS=N but no step: a program
+// started there without srun fails at once, saying so, instead of waiting for N - 1 ranks.
+TEST(Launchers, SlurmBatchScriptWithoutSrun) {
+  const CommandResult r = runCommand(
+      {"/bin/sh", "-c",
+       std::string("env -u CHORUS_RANK -u CHORUS_NRANKS -u CHORUS_COMM_ID -u MASTER_ADDR -u "
+                   "MASTER_PORT -u RANK -u WORLD_SIZE -u SLURM_STEP_ID -u SLURM_STEPID -u "
+                   "SLURM_STEP_NODELIST SLURM_PROCID=0 SLURM_NTASKS=4 SLURM_LOCALID=0 "
+                   "SLURM_JOB_ID=77 SLURM_JOB_NODELIST=localhost ") +
+           MP_WORKER_PATH + " --counts 1 --big none --timeout 30 2>&1"},
+      60);
+  EXPECT_FALSE(r.timedOut) << r.output;
+  EXPECT_NE(r.exitCode, 0) << r.output;
+  EXPECT_NE(r.output.find("rank 0 of 4: SLURM_PROCID/SLURM_NTASKS are set but this is no srun "
+                          "step"),
+            std::string::npos)
+      << r.output;
+}
 
 TEST(Launchers, RealMpirunWhenInstalled) {
   if (access("/usr/bin/mpirun", X_OK) != 0) GTEST_SKIP() << "Open MPI's mpirun is not installed";

@@ -44,12 +44,16 @@ _LAUNCHERS = tuple((rank, size, local) for _, rank, size, local in _chorus.LAUNC
 def env_from_launcher(env=None):
     """torch's env:// reads RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT. Under chorusrun,
     mpirun (Open MPI, MPICH) or srun, fills the missing ones from that launcher's variables:
-    rank, size and local rank always; the address only under chorusrun (its CHORUS_COMM_ID
-    host, port + 1). Variables already set are kept. Called when chorus.torch is imported."""
+    rank, size and local rank always; the address under chorusrun (its CHORUS_COMM_ID host,
+    port + 1) and under srun (the step's first node and a port derived from the job and step
+    ids, as the C library's launcher form does: src/core/slurm_env.h). Variables already set
+    are kept. Called when chorus.torch is imported."""
     env = os.environ if env is None else env
+    launcher = None
     if "RANK" not in env or "WORLD_SIZE" not in env:
         for rank, size, local in _LAUNCHERS:
             if rank in env and size in env:
+                launcher = rank
                 env.setdefault("RANK", env[rank])
                 env.setdefault("WORLD_SIZE", env[size])
                 if local in env:
@@ -59,6 +63,14 @@ def env_from_launcher(env=None):
         host, _, port = env["CHORUS_COMM_ID"].rpartition(":")
         env["MASTER_ADDR"] = host.strip("[]")
         env.setdefault("MASTER_PORT", str(int(port) + 1))
+    if launcher == "SLURM_PROCID" and "MASTER_ADDR" not in env:
+        # Only in an srun step (a batch script's environment has SLURM_PROCID but no step).
+        job = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID", "")
+        step = env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID", "")
+        host = _chorus.slurm_first_host(env.get("SLURM_STEP_NODELIST", ""))
+        if job.isdigit() and step.isdigit() and host:
+            env["MASTER_ADDR"] = host
+            env.setdefault("MASTER_PORT", str(_chorus.slurm_root_port(int(job), int(step))))
     return env
 
 

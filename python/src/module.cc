@@ -14,6 +14,7 @@
 
 #include "chorus/chorus.h"
 #include "core/launcher_env.h"
+#include "core/slurm_env.h"
 
 namespace py = pybind11;
 
@@ -475,6 +476,10 @@ PYBIND11_MODULE(_chorus, m) {
   for (const chorus::LauncherVariables& l : chorus::kLauncherVariables)
     launchers.append(py::make_tuple(l.launcher, l.rank, l.size, l.localRank));
   m.attr("LAUNCHER_VARIABLES") = py::tuple(launchers);
+  // The root address under srun (src/core/slurm_env.h), for chorus.torch.env_from_launcher.
+  m.def("slurm_first_host", [](const std::string& list) { return chorus::slurmFirstHost(list); });
+  m.def("slurm_root_port",
+        [](uint64_t job, uint64_t step) { return chorus::slurmRootPort(job, step); });
   m.def("error_string", [](int r) { return std::string(chorusGetErrorString(chorusResult_t(r))); });
   m.def("type_size", [](int t) { return chorusTypeSize(chorusDataType_t(t)); });
 

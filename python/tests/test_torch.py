@@ -96,6 +96,21 @@ def test_env_from_launcher():
                                 "CHORUS_COMM_ID": "10.0.0.7:4000"})
     assert (env["RANK"], env["WORLD_SIZE"]) == ("5", "2")  # RANK kept, WORLD_SIZE filled
     assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == ("10.0.0.7", "4001")
+    # srun: the step's first node, and the port src/core/slurm_env.h derives from the job and
+    # step ids: 20000 + (1234 * 101 + 3) % 12000 = 20000 + 124637 % 12000 = 24637.
+    slurm = {"SLURM_PROCID": "2", "SLURM_NTASKS": "4", "SLURM_LOCALID": "0", "SLURM_JOB_ID": "1234",
+             "SLURM_STEP_ID": "3", "SLURM_STEP_NODELIST": "node[07-08],login1"}
+    env = ct.env_from_launcher(dict(slurm))
+    assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"]) == ("2", "4", "0")
+    assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == ("node07", "24637")
+    env = ct.env_from_launcher(dict(slurm, MASTER_ADDR="10.1.1.1", MASTER_PORT="29500"))
+    assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == ("10.1.1.1", "29500")  # the user's kept
+    batch = {k: v for k, v in slurm.items() if "STEP" not in k}  # a batch script: no step
+    assert "MASTER_ADDR" not in ct.env_from_launcher(dict(batch, SLURM_JOB_NODELIST="node07"))
+    from chorus import _chorus
+    assert _chorus.slurm_first_host("rack[1-2]-n[5,7]") == "rack1-n5"
+    assert _chorus.slurm_first_host("vm") == "vm"
+    assert _chorus.slurm_first_host("bad[") == ""
 
 
 TORCH2 = int(torch.__version__.split(".")[0]) >= 2

@@ -3,7 +3,8 @@
 //
 //   rank / size : the pairs of kLauncherVariables (launcher_env.h), first pair found wins
 //   root address: CHORUS_COMM_ID=host:port, else MASTER_ADDR with port MASTER_PORT+1
-//                 (torch.distributed's own store already listens on MASTER_PORT)
+//                 (torch.distributed's own store already listens on MASTER_PORT), else under
+//                 srun the address Slurm's variables give (slurm_env.h: the step's first node)
 //   secret      : CHORUS_SECRET (32 hex digits; chorusrun sets one), else derived from the job's
 //                 identity (weaker: anyone who knows the job id could join; set CHORUS_SECRET)
 #include "core/launcher_env.h"
@@ -17,6 +18,7 @@
 #include "base/param.h"
 #include "base/siphash.h"
 #include "bootstrap/bootstrap.h"
+#include "core/slurm_env.h"
 
 namespace chorus {
 
@@ -28,6 +30,14 @@ bool readPair(const char* rankVar, const char* sizeVar, int* rank, int* size) {
   *rank = atoi(r);
   *size = atoi(s);
   return true;
+}
+
+// The launcher whose pair chorusUniqueIdFromEnv takes (the first with both variables set).
+const char* launcherFound() {
+  int rank = 0, size = 0;
+  for (const LauncherVariables& l : kLauncherVariables)
+    if (readPair(l.rank, l.size, &rank, &size)) return l.launcher;
+  return "";
 }
 
 void secretFromEnv(const std::string& addr, uint8_t secret[16]) {
@@ -77,6 +87,15 @@ chorusResult_t chorusUniqueIdFromEnv(chorusUniqueId* uniqueId, int* procRank, in
     std::string addr = envStr("CHORUS_COMM_ID");
     if (addr.empty() && getenv("MASTER_ADDR") && getenv("MASTER_PORT"))
       addr = envStr("MASTER_ADDR") + ":" + std::to_string(atoi(getenv("MASTER_PORT")) + 1);
+    if (addr.empty() && found && size > 1 && strcmp(launcherFound(), "Slurm") == 0) {
+      addr = slurmRootAddress();
+      if (addr.empty())
+        fail(chorusInvalidArgument,
+             "rank %d of %d: SLURM_PROCID/SLURM_NTASKS are set but this is no srun step (no "
+             "SLURM_STEP_ID, SLURM_STEP_NODELIST): in a batch script, start the ranks with srun "
+             "(or set CHORUS_COMM_ID=host:port)",
+             rank, size);
+    }
     if (!found || (size == 1 && addr.empty())) {
       *procRank = 0;
       *nprocs = 1;
@@ -85,7 +104,7 @@ chorusResult_t chorusUniqueIdFromEnv(chorusUniqueId* uniqueId, int* procRank, in
     if (addr.empty())
       fail(chorusInvalidArgument,
            "rank %d of %d: no root address: set CHORUS_COMM_ID=host:port (or MASTER_ADDR and "
-           "MASTER_PORT) to an address of the rank 0 host",
+           "MASTER_PORT) to an address of the rank 0 host (under srun, Slurm's variables give it)",
            rank, size);
     SockAddr root = parseHostPort(addr);
     uint8_t secret[16];
