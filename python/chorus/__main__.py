@@ -53,13 +53,14 @@ def _torch():
         return None, "no torch installed (numpy API only)"
     try:
         import torch
-    except Exception as e:  # a broken torch install: report it, do not fail
-        return None, f"torch does not import: {e}"
+        version = torch.__version__
+    except Exception as e:  # a broken torch install (or a folder named torch): report it
+        return None, f"torch does not import: {e!r}"
     try:
         from chorus import _chorus_torch  # noqa: F401  (the release check, then the backend)
-    except ImportError as e:
-        return torch.__version__, f"does not load: {e}"
-    return torch.__version__, "loads"
+    except Exception as e:
+        return version, f"does not load: {e}"
+    return version, "loads"
 
 
 def collect():
