@@ -8,8 +8,10 @@
 #     `chorusrun -np 2 all_reduce_perf` and `import chorus.torch` run from it; then removed;
 #  3. Debian's own torch (python3-torch: 1.13 on Debian 12, 2.6 on Debian 13): the torch backend
 #     of the Release build (built against it, for /usr/bin/python3) runs the torch tests;
-#  4. `pip install --no-build-isolation .` into a fresh venv holding torch 2.13 from pip, the way
-#     a new user installs it, then `torchrun --nproc-per-node 2` of the FSDP2 example from there;
+#  4. the binary wheel for torch 2.13 (scripts/build_wheel.sh: pip wheel + auditwheel repair),
+#     installed into fresh venvs without compiler or CMake (scripts/wheel_check.sh): torchrun of
+#     the DDP and FSDP2 examples at 2 ranks, the numpy API without torch;
+#     CHORUS_WHEEL_OTHER_TORCH=VER also checks that chorus.torch refuses torch VER (slow);
 #  5. a clang Release build of the library, tools and tests (warnings as errors; the tests are
 #     built, not run: the suite runs on the RelWithDebInfo g++ build).
 # Usage: scripts/package_check.sh [work-dir (default: a temporary one)]
@@ -73,22 +75,21 @@ step "Debian's torch ($(/usr/bin/python3 -c 'import torch; print(torch.__version
   PYTHONPATH=$work/build/python CHORUS_BUILD_DIR=$work/build PYTHONDONTWRITEBYTECODE=1 \
     /usr/bin/python3 -m pytest -q -p no:cacheprovider test_torch_registered.py)
 
-step "pip install --no-build-isolation . into a fresh venv with torch 2.13; torchrun FSDP2 example"
-"${CHORUS_VENV_PYTHON:-python3}" -m venv "$work/venv"
-"$work/venv/bin/python" -m pip install -q --disable-pip-version-check -r python/requirements-dev.txt
-"$work/venv/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation \
-  --config-settings=build-dir="$work/pip-build" .
-(cd / && "$work/venv/bin/python" -c "import chorus, chorus.torch, torch; print('pip-installed chorus', chorus.version(), 'for torch', torch.__version__, 'at', chorus.__file__)")
-(cd "$work" && PATH=$work/venv/bin:$PATH torchrun --nproc-per-node 2 "$src/examples/python/fsdp2_train.py" \
-  --backend chorus --steps 5 | tail -n 3)
-# The same with FSDP2's buffers in registered memory (chorus.torch.use_registered_buffers).
-(cd "$work" && PATH=$work/venv/bin:$PATH torchrun --nproc-per-node 2 "$src/examples/python/fsdp2_train.py" \
-  --backend chorus --steps 5 --registered | tail -n 3)
+step "binary wheel for torch 2.13 (scripts/build_wheel.sh), checked in fresh venvs (wheel_check.sh)"
+scripts/build_wheel.sh --python "${CHORUS_VENV_PYTHON:-python3}" --torch 2.13.0 \
+  --work "$work/wheel" --out "$work/dist" | tee "$work/build_wheel.log"
+wheel=$(tail -n 1 "$work/build_wheel.log")
+scripts/wheel_check.sh "$wheel" --work "$work/wheel-check" ${CHORUS_WHEEL_OTHER_TORCH:+--other-torch \
+  "$CHORUS_WHEEL_OTHER_TORCH"}
 
 step ".deb (cpack) installed with apt"
 (cd "$work/build" && cpack -G DEB >/dev/null)
 deb=$(ls "$work"/build/chorus_*.deb)
 dpkg-deb -f "$deb" Package Version Depends Recommends
+# The licence: BSD-3-Clause in the description and Debian's machine-readable copyright file.
+dpkg-deb -f "$deb" Description | grep -q 'License: BSD-3-Clause'
+dpkg-deb -c "$deb" | grep -q '\./usr/share/doc/chorus/copyright$'
+dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/share/doc/chorus/copyright | grep -q '^License: BSD-3-Clause$'
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$deb" >/dev/null
 /usr/bin/chorusrun -np 2 /usr/bin/all_reduce_perf -b 8 -e 1M -f 16 -J "$work/deb.json" | tail -n 4
 /usr/bin/chorus-plot "$work/deb.json" -o "$work/deb.svg" && grep -q 'id="series-0"' "$work/deb.svg"

@@ -244,6 +244,14 @@ typedef struct {
 CHORUS_API chorusResult_t chorusTunerChoice(chorusComm_t comm, const char* collective, size_t count,
                                             chorusDataType_t datatype, chorusChoice_t* choice);
 
+/* Chorus extension: what this library holds, as "key=value" lines, for bug reports and
+ * `python -m chorus`: version (major.minor.patch), cuda (yes or no: the CUDA backend is built),
+ * algorithms (the names CHORUS_ALGO takes, comma separated), simd (the build of the reduce kernels
+ * float32 sums run on this CPU: portable, avx2 or avx512), simd_widest (the widest build in use,
+ * e.g. for bfloat16), simd_cpu (the builds this CPU can run). The kernel builds follow CHORUS_SIMD
+ * as the collectives do. The string belongs to the library (made at the first call). */
+CHORUS_API const char* chorusGetBuildInfo(void);
+
 /* Size in bytes of one element (0 for an unknown type). */
 CHORUS_API size_t chorusTypeSize(chorusDataType_t datatype);
 

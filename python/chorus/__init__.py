@@ -12,7 +12,8 @@ no other Python thread exists: releasing it would cost more than the call). Erro
 subclass of :class:`chorus.Error` that carries the library's result code and message (which
 names the rank).
 
-``import chorus.torch`` registers the torch.distributed backend "chorus".
+``import chorus.torch`` registers the torch.distributed backend "chorus". ``python -m chorus``
+prints what this installation holds (version, library, torch, algorithms, SIMD, settings).
 """
 
 import builtins
@@ -95,6 +96,10 @@ def version():
     """The library version as (major, minor, patch)."""
     v = _chorus.version()
     return (v // 10000, v // 100 % 100, v % 100)
+
+
+# The library's version (CMakeLists.txt's project version, which pyproject.toml reads too).
+__version__ = "%d.%d.%d" % version()
 
 
 def get_unique_id():
