@@ -147,9 +147,15 @@ torch.backends.cuda.matmul.allow_tf32 = False
 
 _unskip = os.environ.get("TORCH_SUITE_UNSKIP")
 if _unskip:  # --unskip: lift the skips the decorators set when distributed_test.py was imported
-    for _name, _fn in vars(_dt.DistributedTest._DistTestBase).items():
-        if re.search(_unskip, _name) and hasattr(_fn, "__unittest_skip__"):
-            _fn.__unittest_skip__ = False
+    # unittest.skip replaces the test by a wrapper that raises SkipTest (functools.wraps keeps
+    # the test as __wrapped__): put the test itself back, through every such wrapper on top.
+    for _name, _fn in list(vars(_dt.DistributedTest._DistTestBase).items()):
+        if not re.search(_unskip, _name) or not hasattr(_fn, "__unittest_skip__"):
+            continue
+        while getattr(getattr(_fn, "__code__", None), "co_name", "") == "skip_wrapper":
+            _fn = _fn.__wrapped__
+        _fn.__unittest_skip__ = False
+        setattr(_dt.DistributedTest._DistTestBase, _name, _fn)
 
 
 if os.environ.get("BACKEND") == "chorus":
