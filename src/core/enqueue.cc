@@ -164,18 +164,23 @@ chorusResult_t chorusRecv(void* recvbuff, size_t count, chorusDataType_t datatyp
 chorusResult_t chorusRecvAny(void* recvbuff, size_t count, chorusDataType_t datatype, int* source,
                              chorusComm_t comm, chorusStream_t stream) {
   if (comm != nullptr && isLiveComm(comm) && comm->state.load() == CommState::kReady) {
+    chorusResult_t code = chorusInvalidUsage;
     const char* bad = nullptr;
-    if (count == 0)
+    if (count == 0) {
+      code = chorusInvalidArgument;
       bad = "count is 0: a message of no bytes sends nothing, so nothing can match it";
-    else if (comm->cuda != nullptr)
+    } else if (comm->cuda != nullptr) {
       bad = "not supported on a device communicator (receive from a named peer)";
-    else if (comm->nranks < 2)
+    } else if (comm->nranks < 2) {
       bad = "the communicator has no other rank to receive from";
+    }
     if (bad != nullptr) {
-      std::string msg = format("chorusRecvAny (rank %d): %s", comm->rank, bad);
-      setLastError(comm, msg);
-      groupRecordError(count == 0 ? chorusInvalidArgument : chorusInvalidUsage);
-      return count == 0 ? chorusInvalidArgument : chorusInvalidUsage;
+      try {  // (the message's allocation may fail: the error code still goes back)
+        setLastError(comm, format("chorusRecvAny (rank %d): %s", comm->rank, bad));
+      } catch (...) {
+      }
+      groupRecordError(code);
+      return code;
     }
   }
   if (source != nullptr) *source = -1;
