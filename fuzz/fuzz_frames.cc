@@ -5,7 +5,8 @@
 // (sizes cycling through the 8 given, 0 read as 1), each no larger than what the reader wants,
 // exactly as TcpTransport::progressIn does. Invariants: writes stay inside the slot, a complete
 // frame's payload is exactly the bytes that followed its header, and a length above maxPayload
-// is refused before any payload is read.
+// is refused before any payload is read. Bit 63 of the length word (the message-start marker,
+// transport/fifo.h kSlotMessageStart) is carried along (word()) and is not part of the length.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -48,13 +49,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (st == FrameReader::Status::kBadLength) {
       uint64_t announced;
       std::memcpy(&announced, stream + frameStart, 8);
+      announced &= ~FrameReader::kFrameMarker;  // the message-start marker is no length
       FUZZ_CHECK(announced > maxPayload);
       FUZZ_CHECK(pos == frameStart + 8);  // refused right after the header
       return 0;
     }
     if (st == FrameReader::Status::kComplete) {
-      uint64_t announced;
-      std::memcpy(&announced, stream + frameStart, 8);
+      uint64_t word;
+      std::memcpy(&word, stream + frameStart, 8);
+      const uint64_t announced = word & ~FrameReader::kFrameMarker;
+      FUZZ_CHECK(r.word() == word);  // the marker travels with the slot
       FUZZ_CHECK(r.length() == announced && announced <= maxPayload);
       FUZZ_CHECK(pos == frameStart + 8 + announced);
       FUZZ_CHECK(std::memcmp(slot.data(), stream + frameStart + 8, announced) == 0);

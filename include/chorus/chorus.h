@@ -207,6 +207,22 @@ CHORUS_API chorusResult_t chorusSend(const void* sendbuff, size_t count, chorusD
 CHORUS_API chorusResult_t chorusRecv(void* recvbuff, size_t count, chorusDataType_t datatype,
                                      int peer, chorusComm_t comm, chorusStream_t stream);
 
+/* Receive from any source (Chorus extension, MPI_ANY_SOURCE's counterpart): count elements from
+ * whichever peer's chorusSend message to this rank comes first; *source (if not NULL) is set to
+ * that peer's rank once the receive completes (-1 until then: after chorusGroupEnd, or once the
+ * stream has run it). The matched send's count and datatype size must equal this receive's.
+ * Semantics: only messages of chorusSend match (never a collective's data); messages from one
+ * source are received in the order it sent them; in a group, any-source receives match in the
+ * order they were issued and a receive issued after one (named or not) waits until it has
+ * matched, as MPI orders them; among several peers with a message waiting, the one after the
+ * last matched peer is taken first (no sender starves). count must be > 0
+ * (chorusInvalidArgument); host communicators only (chorusInvalidUsage on a device one). Like
+ * every wait, it fails after the communicator's timeout. CHORUS_ANY_SOURCE is the peer value
+ * it records (chorusRecv takes named peers only). */
+#define CHORUS_ANY_SOURCE (-2)
+CHORUS_API chorusResult_t chorusRecvAny(void* recvbuff, size_t count, chorusDataType_t datatype,
+                                        int* source, chorusComm_t comm, chorusStream_t stream);
+
 /* Registered memory (Chorus extension; docs/performance.md "Zero copy"), the counterpart of NCCL's
  * ncclMemAlloc and window registration. chorusMemAlloc returns `size` bytes (page aligned, zeroed)
  * of memory that the other processes of the node can map (an anonymous memory file: nothing

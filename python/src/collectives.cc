@@ -23,6 +23,12 @@
 
 namespace chorus_torch {
 
+namespace {
+// Sparse all_reduce's per-rank record: nnz, sparse dims, dense dims, dtype, the sizes.
+constexpr int64_t kSparseMaxDims = 28;
+constexpr size_t kSparseRecord = 4 + size_t(kSparseMaxDims);
+}  // namespace
+
 #if CHORUS_TORCH_BACKEND_API
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
@@ -200,6 +206,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::bitwise(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce(std::vector<at::Tensor>& tensors,
                                                              const c10d::AllreduceOptions& opts) {
+#if CHORUS_TORCH_BACKEND_API
+  if (tensors.size() == 1 && tensors[0].defined() && tensors[0].layout() == at::kSparse)
+    return allreduce_sparse(tensors, opts);
+#endif
   checkSingle(rank_, "all_reduce", tensors);
   if (isBitwise(opts.reduceOp)) {
     at::Tensor t = tensors[0];
@@ -234,6 +244,88 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce(std::vector<at::Ten
       },
       opts.timeout);
 }
+
+#if CHORUS_TORCH_BACKEND_API
+// Sparse (COO) all_reduce, SUM only, as gloo does it: every rank learns every rank's nnz and
+// shape (an AllGather of a fixed-size record), then every rank's indices and values (AllGathers
+// padded to the largest nnz); their concatenation, coalesced, sums duplicates. Every rank folds
+// the same data in the same order, so all get the same tensor, written into the input (copy_).
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_sparse(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+  if (tensors.size() != 1)
+    refuse(rank_, "all_reduce",
+           "expects one tensor per process, got " + std::to_string(tensors.size()));
+  at::Tensor t = tensors[0];
+  if (!t.defined() || t.layout() != at::kSparse || !t.device().is_cpu())
+    refuse(rank_, "all_reduce", "sparse all_reduce takes one sparse COO CPU tensor");
+  if (opts.reduceOp.op_ != c10d::ReduceOp::SUM)
+    refuse(rank_, "all_reduce", "sparse tensors reduce with SUM only (as with gloo)");
+  if (t.dim() > kSparseMaxDims)
+    refuse(rank_, "all_reduce",
+           "sparse tensors of more than " + std::to_string(kSparseMaxDims) +
+               " dimensions are not supported");
+  chorusComm_t comm = engine_->comm();
+  const int n = size_, me = rank_;
+  return collective(
+      c10d::OpType::ALLREDUCE, tensors,
+      [t, comm, n, me]() mutable {
+        at::Tensor in = t.coalesce();
+        const at::Tensor idx = in._indices().contiguous();  // [sparseDim, nnz] int64
+        const at::Tensor val = in._values().contiguous();   // [nnz, dense sizes...]
+        // The record: nnz, sparseDim, denseDim, dtype, then the sizes (dim() of them).
+        std::vector<int64_t> mine(kSparseRecord, -1), all(kSparseRecord * size_t(n));
+        mine[0] = in._nnz();
+        mine[1] = in.sparse_dim();
+        mine[2] = in.dense_dim();
+        mine[3] = int64_t(in.scalar_type());
+        for (int64_t d = 0; d < in.dim(); ++d) mine[4 + size_t(d)] = in.size(d);
+        check(chorusAllGather(mine.data(), all.data(), kSparseRecord, chorusInt64, comm, nullptr),
+              comm, "all_reduce (sparse shapes)");
+        int64_t maxNnz = 0;
+        for (int r = 0; r < n; ++r) {
+          const int64_t* rec = all.data() + kSparseRecord * size_t(r);
+          for (size_t k = 1; k < kSparseRecord; ++k)
+            if (rec[k] != mine[k])
+              TORCH_CHECK(false, "chorus all_reduce (rank ", me, "): rank ", r,
+                          "'s sparse tensor differs in shape, sparse/dense dims or dtype "
+                          "from this rank's");
+          maxNnz = std::max(maxNnz, rec[0]);
+        }
+        const int64_t sd = in.sparse_dim();
+        std::vector<int64_t> valShape(val.sizes().begin(), val.sizes().end());
+        valShape[0] = maxNnz;
+        at::Tensor myIdx = at::zeros({sd, maxNnz}, idx.options());
+        at::Tensor myVal = at::zeros(valShape, val.options());
+        if (in._nnz() > 0) {
+          myIdx.narrow(1, 0, in._nnz()).copy_(idx);
+          myVal.narrow(0, 0, in._nnz()).copy_(val);
+        }
+        std::vector<int64_t> allValShape = valShape;
+        allValShape[0] = maxNnz * n;
+        at::Tensor allIdx = at::empty({int64_t(n), sd, maxNnz}, idx.options());
+        at::Tensor allVal = at::empty(allValShape, val.options());
+        if (nbytes(myIdx) > 0)
+          check(chorusAllGather(myIdx.data_ptr(), allIdx.data_ptr(), nbytes(myIdx), chorusInt8,
+                                comm, nullptr),
+                comm, "all_reduce (sparse indices)");
+        if (nbytes(myVal) > 0)
+          check(chorusAllGather(myVal.data_ptr(), allVal.data_ptr(), nbytes(myVal), chorusInt8,
+                                comm, nullptr),
+                comm, "all_reduce (sparse values)");
+        std::vector<at::Tensor> idxs, vals;
+        for (int r = 0; r < n; ++r) {
+          const int64_t nnz = all[kSparseRecord * size_t(r)];
+          idxs.push_back(allIdx[r].narrow(1, 0, nnz));
+          vals.push_back(allVal.narrow(0, maxNnz * r, nnz));
+        }
+        at::Tensor sum =
+            at::sparse_coo_tensor(at::cat(idxs, 1), at::cat(vals, 0), in.sizes(), in.options())
+                .coalesce();
+        t.copy_(sum);
+      },
+      opts.timeout);
+}
+#endif
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {

@@ -52,9 +52,31 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recv(std::vector<at::Tensor>&
   return work;
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recvAnysource(std::vector<at::Tensor>& /*t*/,
+// A receive from whichever rank's send to this one comes first (chorusRecvAny): the work's
+// sourceRank() is that rank once it has completed. Deferred like recv; messages from one rank
+// arrive in the order it sent them.
+c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::recvAnysource(std::vector<at::Tensor>& tensors,
                                                                  int /*tag*/) {
-  refuse(rank_, "recv", "receiving from any source is not supported; name the source rank");
+  checkSingle(rank_, "recv", tensors);
+  if (size_ < 2) refuse(rank_, "recv", "receiving from any source needs another rank");
+  auto d = std::make_shared<Dense>(tensors[0]);
+  if (nbytes(d->work) == 0)
+    refuse(rank_, "recv", "receiving an empty tensor from any source matches no message");
+  chorusComm_t comm = engine_->comm();
+  auto source = std::make_shared<int>(-1);
+  auto work = makeWork(c10d::OpType::RECVANYSOURCE, tensors, /*deferred=*/true);
+  work->setSource(source);
+  std::function<void()> post;
+  if (!d->work.is_same(d->user)) post = [d] { d->copyBack(); };
+  engine_->defer(
+      work,
+      [d, comm, source] {
+        check(chorusRecvAny(d->work.data_ptr(), nbytes(d->work), chorusInt8, source.get(), comm,
+                            nullptr),
+              comm, "recv");
+      },
+      std::move(post));
+  return work;
 }
 
 }  // namespace chorus_torch

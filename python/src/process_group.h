@@ -40,6 +40,9 @@ class ChorusWork : public c10d::Work {
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   std::vector<at::Tensor> result() override { return outputs_; }
+  // recvAnysource: the rank the receive matched (set when the group it ran in ended).
+  int sourceRank() const override;
+  void setSource(std::shared_ptr<int> source) { source_ = std::move(source); }
   // Marks the work done (error: e != nullptr); completes the future if one was asked for.
   void complete(std::exception_ptr e);
   bool isDone() {
@@ -55,6 +58,7 @@ class ChorusWork : public c10d::Work {
   bool done_ = false;
   std::exception_ptr error_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::shared_ptr<int> source_;  // recvAnysource's matched rank, else null
 };
 
 // Runs operations on the group's communicator, in issue order (see the top of this file).
@@ -151,6 +155,9 @@ class ProcessGroupChorus : public BackendBase {
     return true;
   }
   at::Tensor allocateTensor(long size, at::TensorOptions options = {});
+  // all_reduce of a sparse COO tensor (SUM), as gloo does it (collectives.cc).
+  c10::intrusive_ptr<c10d::Work> allreduce_sparse(std::vector<at::Tensor>& tensors,
+                                                  const c10d::AllreduceOptions& opts);
   c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranksToExclude,
                                            int shrinkFlags,
                                            const c10::intrusive_ptr<Options>& optsOverride);

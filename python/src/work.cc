@@ -48,6 +48,12 @@ c10::intrusive_ptr<c10::ivalue::Future> ChorusWork::getFuture() {
   return fut;
 }
 
+int ChorusWork::sourceRank() const {
+  if (!source_)
+    TORCH_CHECK(false, "sourceRank() is only available on the work of a receive from any source");
+  return *source_;
+}
+
 void ChorusWork::complete(std::exception_ptr e) {
   c10::intrusive_ptr<c10::ivalue::Future> fut;
   {

@@ -122,6 +122,14 @@ def test_torch2_features(world):
     ok(launch(world, [WORKER, "torch2"]))
 
 
+@pytest.mark.skipif(not TORCH2, reason="torch 2.x backend API")
+@pytest.mark.parametrize("world,mode", [(2, "0"), (3, "0"), (4, "0"), (3, "1")])
+def test_what_gloo_has(world, mode):
+    """Recv from any source, sparse all_reduce, get_future, all_reduce_coalesced, object
+    collectives, batch_isend_irecv with tags, a per-call timeout (torch_worker.py gloo)."""
+    ok(launch(world, [WORKER, "gloo"], env={"CHORUS_TORCH_ASYNC": mode}, timeout=240))
+
+
 @pytest.mark.skipif(not hasattr(torch.distributed, "shrink_group"), reason="torch has no shrink_group")
 @pytest.mark.parametrize("victim", [1, 3])
 def test_shrink_after_kill(victim):

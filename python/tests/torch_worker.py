@@ -311,11 +311,11 @@ def scenario_errors():
         expect(False, "all_gather_into_tensor size mismatch raised nothing")
     except RuntimeError as e:
         expect("output holds 5" in str(e), f"size mismatch message: {e}")
-    try:
-        dist.all_reduce(torch.zeros(3).to_sparse())
-        expect(False, "sparse raised nothing")
+    try:  # sparse all_reduce: SUM only (as gloo)
+        dist.all_reduce(torch.zeros(3).to_sparse(), op=dist.ReduceOp.MAX)
+        expect(False, "sparse MAX raised nothing")
     except RuntimeError as e:
-        expect("sparse" in str(e), f"sparse message: {e}")
+        expect("SUM only" in str(e), f"sparse message: {e}")
     dist.barrier()
     pg = dist.distributed_c10d._get_default_group()
     dist.destroy_process_group()
@@ -555,6 +555,133 @@ def scenario_abort():
             expect(False, "all_reduce with an aborted peer returned")
         except RuntimeError as e:
             expect("rank 0" in str(e), f"peer's message names rank 0: {e}")
+    os._exit(1 if FAILURES else 0)
+
+
+def scenario_gloo():
+    """What gloo has, each checked against a reference: recv from any source (recv's return and
+    the work's source rank; per sender, messages in the order sent), sparse all_reduce (COO,
+    duplicates, an empty rank, hybrid), get_future on every kind of work, all_reduce_coalesced,
+    the object collectives, batch_isend_irecv with tags, and a per-call timeout that holds."""
+    rank, world = init()
+    n = 6
+    # -- recv from any source: rank 0 receives 2 messages from every other rank (one with recv,
+    # one with irecv), in whatever order they come.
+    for it in range(2):
+        if rank == 0:
+            seen = {}
+            for k in range(2 * (world - 1)):
+                t = torch.full((n,), -1.0)
+                if k % 2 == 0:
+                    src = dist.recv(t)
+                else:
+                    w = dist.irecv(t)
+                    w.wait()
+                    src = w._source_rank()
+                j = seen.get(src, 0)
+                seen[src] = j + 1
+                same(t, torch.full((n,), float(100 * src + 10 * it + j)),
+                     f"recv any source #{k} from {src} (its message {j})")
+            expect(seen == {r: 2 for r in range(1, world)}, f"any-source sources {seen}")
+        else:
+            for j in range(2):
+                dist.send(torch.full((n,), float(100 * rank + 10 * it + j)), 0)
+        dist.barrier()
+    # -- sparse all_reduce (SUM): every rank's COO tensor, uncoalesced, rank 1's empty.
+    def sparse_input(r, hybrid):
+        g = torch.Generator().manual_seed(31 * r + (7 if hybrid else 0))
+        nnz = 0 if r == 1 else 5 + r
+        idx = torch.randint(0, 4, (2, nnz), generator=g)
+        shape = (nnz, 3) if hybrid else (nnz,)
+        val = torch.randint(-5, 6, shape, generator=g).double()
+        return torch.sparse_coo_tensor(idx, val, (4, 5, 3) if hybrid else (4, 5))
+    for hybrid in (False, True):
+        t = sparse_input(rank, hybrid)
+        dist.all_reduce(t)
+        want = sum(sparse_input(r, hybrid).to_dense() for r in range(world))
+        expect(t.is_sparse, "sparse all_reduce keeps the layout")
+        same(t.to_dense(), want, f"sparse all_reduce hybrid={hybrid}")
+        t = sparse_input(rank, hybrid)
+        w = dist.all_reduce(t, async_op=True)
+        got = w.get_future().wait()[0]
+        same(got.to_dense(), want, f"sparse all_reduce future hybrid={hybrid}")
+    # -- get_future on every kind of work: the value is the result tensors.
+    x = torch.full((n,), float(rank + 1))
+    fut = dist.all_reduce(x, async_op=True).get_future()
+    same(fut.wait()[0], torch.full((n,), float(world * (world + 1) // 2)), "future: all_reduce")
+    b = torch.full((n,), float(rank))
+    same(dist.broadcast(b, 0, async_op=True).get_future().wait()[0], torch.zeros(n),
+         "future: broadcast")
+    outs = [torch.zeros(n) for _ in range(world)]
+    got = dist.all_gather(outs, torch.full((n,), float(rank)), async_op=True).get_future().wait()
+    for r in range(world):
+        same(outs[r], torch.full((n,), float(r)), f"future: all_gather block {r}")
+    expect(isinstance(got, list), "future: all_gather value is a list")
+    dist.barrier(async_op=True).get_future().wait()
+    if world > 1:
+        peer = rank ^ 1
+        if peer < world:
+            r_ = torch.zeros(n)
+            s_ = torch.full((n,), float(rank))
+            ws = [dist.isend(s_, peer), dist.irecv(r_, peer)] if rank % 2 == 0 else \
+                [dist.irecv(r_, peer), dist.isend(s_, peer)]
+            for w in ws:
+                w.get_future().wait()
+            same(r_, torch.full((n,), float(peer)), "future: isend/irecv")
+    # -- all_reduce_coalesced
+    a = torch.full((3,), float(rank))
+    c = torch.full((2, 2), float(2 * rank))
+    dist.all_reduce_coalesced([a, c])
+    tot = sum(range(world))
+    same(a, torch.full((3,), float(tot)), "all_reduce_coalesced a")
+    same(c, torch.full((2, 2), float(2 * tot)), "all_reduce_coalesced c")
+    # -- object collectives
+    objs = [None] * world
+    dist.all_gather_object(objs, {"rank": rank, "s": "x" * (rank * 100)})
+    expect(objs == [{"rank": r, "s": "x" * (r * 100)} for r in range(world)],
+           f"all_gather_object {str(objs)[:80]}")
+    gat = [None] * world if rank == 0 else None
+    dist.gather_object(("g", rank), gat, dst=0)
+    if rank == 0:
+        expect(gat == [("g", r) for r in range(world)], f"gather_object {gat}")
+    lst = [rank, "b", {"k": rank}] if rank == 0 else [None, None, None]
+    dist.broadcast_object_list(lst, src=0)
+    expect(lst == [0, "b", {"k": 0}], f"broadcast_object_list {lst}")
+    sc = [None]
+    dist.scatter_object_list(sc, [("s", r) for r in range(world)] if rank == 0 else None, src=0)
+    expect(sc == [("s", rank)], f"scatter_object_list {sc}")
+    # -- batch_isend_irecv with tags: a ring both ways, two messages each, distinct tags.
+    if world > 1:
+        right, left = (rank + 1) % world, (rank - 1) % world
+        bufs = [torch.zeros(n) for _ in range(4)]
+        ops = [dist.P2POp(dist.isend, torch.full((n,), float(10 * rank + 1)), right, tag=1),
+               dist.P2POp(dist.isend, torch.full((n,), float(10 * rank + 2)), left, tag=2),
+               dist.P2POp(dist.irecv, bufs[0], left, tag=1),
+               dist.P2POp(dist.irecv, bufs[1], right, tag=2),
+               dist.P2POp(dist.isend, torch.full((n,), float(10 * rank + 3)), right, tag=3),
+               dist.P2POp(dist.irecv, bufs[2], left, tag=3)]
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        same(bufs[0], torch.full((n,), float(10 * left + 1)), "batch_isend_irecv tag 1")
+        same(bufs[1], torch.full((n,), float(10 * right + 2)), "batch_isend_irecv tag 2")
+        same(bufs[2], torch.full((n,), float(10 * left + 3)), "batch_isend_irecv tag 3")
+    dist.barrier()
+    # -- a per-call timeout (opts.timeout) shorter than the group's 60 s: rank 0's all_reduce
+    # with a 2 s timeout fails in about 2 s while the others are late (last: it fails the group).
+    if world > 1:
+        if rank == 0:
+            opts = dist.AllreduceOptions()
+            opts.timeout = datetime.timedelta(seconds=2)
+            pg = dist.distributed_c10d._get_default_group()
+            t0 = time.time()
+            try:
+                pg.allreduce([torch.ones(4)], opts).wait()
+                expect(False, "all_reduce with a 2 s call timeout returned while peers were late")
+            except RuntimeError as e:
+                took = time.time() - t0
+                expect(1.5 < took < 20, f"per-call timeout took {took:.1f} s: {e}")
+        else:
+            time.sleep(8)
     os._exit(1 if FAILURES else 0)
 
 

@@ -103,6 +103,8 @@ struct P2PState final : AlgoState {
   std::vector<int32_t> next;              // per transfer: the next one to the same peer/direction
   std::vector<size_t> done;               // per transfer: bytes moved so far
   std::vector<int32_t> head[2], tail[2];  // [send, recv][peer]: first / last pending, -1: none
+  std::vector<int32_t> any;               // the batch's any-source receives, in issue order
+  int anyStart = 0;                       // the peer an any-source match looks at first
 };
 // Direct algorithms built on runP2P: AlltoAll, Gather, Scatter (algo/p2p_collectives.cc).
 void directCollective(chorusComm* comm, const OpDesc& op);

@@ -1,6 +1,7 @@
 // The collective and point-to-point entry points: validate every argument (nothing is enqueued
 // on error), then hand the operation to the open group, a stream, or run it now.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "base/error.h"
@@ -158,4 +159,33 @@ chorusResult_t chorusRecv(void* recvbuff, size_t count, chorusDataType_t datatyp
                           chorusComm_t comm, chorusStream_t stream) {
   OpDesc d{OpKind::kRecv, nullptr, recvbuff, count, datatype, chorusSum, peer, comm, stream};
   return issue("chorusRecv", d, 0, count, false, true);
+}
+
+// A receive whose OpDesc names kAnySource and carries `source` in sendbuff (comm/op.h); the
+// matching is runP2P's (algo/p2p.cc).
+chorusResult_t chorusRecvAny(void* recvbuff, size_t count, chorusDataType_t datatype, int* source,
+                             chorusComm_t comm, chorusStream_t stream) {
+  if (comm != nullptr && isLiveComm(comm) && comm->state.load() == CommState::kReady) {
+    chorusResult_t code = chorusInvalidUsage;
+    const char* bad = nullptr;
+    if (count == 0) {
+      code = chorusInvalidArgument;
+      bad = "count is 0: a message of no bytes sends nothing, so nothing can match it";
+    } else if (comm->cuda != nullptr) {
+      bad = "not supported on a device communicator (receive from a named peer)";
+    } else if (comm->nranks < 2) {
+      bad = "the communicator has no other rank to receive from";
+    }
+    if (bad != nullptr) {
+      try {  // (the message's allocation may fail: the error code still goes back)
+        setLastError(comm, format("chorusRecvAny (rank %d): %s", comm->rank, bad));
+      } catch (...) {
+      }
+      groupRecordError(code);
+      return code;
+    }
+  }
+  if (source != nullptr) *source = -1;
+  OpDesc d{OpKind::kRecv, source, recvbuff, count, datatype, chorusSum, kAnySource, comm, stream};
+  return issue("chorusRecvAny", d, 0, count, false, false);
 }

@@ -57,8 +57,12 @@ void runCommOpsHost(chorusComm* comm, OpSpan ops) {
       char* buf = op->kind == OpKind::kSend
                       ? const_cast<char*>(static_cast<const char*>(op->sendbuff))
                       : static_cast<char*>(op->recvbuff);
-      p2p.push_back(
-          {op->kind == OpKind::kSend, op->root, buf, op->count * chorusTypeSize(op->type)});
+      const bool send = op->kind == OpKind::kSend;
+      // chorusRecvAny's OpDesc carries its `int* source` in sendbuff (comm/op.h kAnySource).
+      int* source = !send && op->root == kAnySource
+                        ? static_cast<int*>(const_cast<void*>(op->sendbuff))
+                        : nullptr;
+      p2p.push_back({send, op->root, buf, op->count * chorusTypeSize(op->type), send, source});
     } else {
       runCollective(*op);
     }

@@ -626,13 +626,14 @@ static std::string statusAnswer(chorusComm* comm) {
 bool TcpTransport::progressOut(Link& l) {
   bool did = false;
   while (l.staged.dataReady()) {
+    const uint64_t word = l.staged.slotWord();  // the size and the message-start marker
     const uint64_t bytes = l.staged.slotSize();
     const int fd = l.fds[l.staged.head % uint64_t(nsocks_)];
     while (l.outDone < 8 + bytes) {
       iovec iov[2];
       int cnt = 0;
       if (l.outDone < 8) {
-        iov[cnt++] = {reinterpret_cast<char*>(const_cast<uint64_t*>(&bytes)) + l.outDone,
+        iov[cnt++] = {reinterpret_cast<char*>(const_cast<uint64_t*>(&word)) + l.outDone,
                       8 - l.outDone};
         iov[cnt++] = {const_cast<char*>(l.staged.slot()), bytes};
       } else {
@@ -681,7 +682,7 @@ bool TcpTransport::progressIn(Link& l) {
       fail(chorusRemoteError, "rank %d sent a %llu-byte slot (larger than %zu): protocol error",
            l.peer, (unsigned long long)l.in.length(), l.local.slotBytes);
     if (st == FrameReader::Status::kMore) continue;
-    l.local.post(size_t(l.in.length()));
+    l.local.post(l.in.word());
     l.in.next();
     did = true;
   }

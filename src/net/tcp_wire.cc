@@ -59,17 +59,17 @@ const char* dataHelloStatusName(DataHelloStatus s) {
 
 size_t FrameReader::payloadWant() const {
   if (got_ < 8) return 0;
-  return size_t(length_) - (got_ - 8);
+  return size_t(length()) - (got_ - 8);
 }
 
 FrameReader::Status FrameReader::advance(size_t n) {
   if (got_ < 8) {
     got_ += n < 8 - got_ ? n : 8 - got_;
     if (got_ < 8) return Status::kMore;
-    if (length_ > max_) return Status::kBadLength;
-    return length_ == 0 ? Status::kComplete : Status::kMore;
+    if (length() > max_) return Status::kBadLength;
+    return length() == 0 ? Status::kComplete : Status::kMore;
   }
-  if (length_ > max_) return Status::kBadLength;
+  if (length() > max_) return Status::kBadLength;
   const size_t want = payloadWant();
   got_ += n < want ? n : want;
   return payloadWant() == 0 ? Status::kComplete : Status::kMore;

@@ -56,6 +56,8 @@ DataHelloCheck checkDataHello(const void* bytes, size_t len, const uint8_t secre
 const char* dataHelloStatusName(DataHelloStatus s);
 
 // Receive side of a data connection: frames {u64 length, payload}, length <= maxPayload, read
+// (bit 63 of the length word is the slot's message-start marker, transport/fifo.h
+// kSlotMessageStart, carried along and not part of the length)
 // in pieces. While inHeader(), recv() up to headerWant() bytes into headerDest(); then up to
 // payloadWant() bytes into the slot at payloadOffset(); advance() by what arrived.
 class FrameReader {
@@ -70,7 +72,10 @@ class FrameReader {
   // kComplete: a whole frame is in (length() bytes of payload); call next() once it is used.
   // kBadLength: the header announced more than maxPayload (the stream is unusable).
   Status advance(size_t n);
-  uint64_t length() const { return length_; }
+  uint64_t length() const { return length_ & ~kFrameMarker; }
+  // The slot's size word as the sender's FIFO had it: the length and the marker bit.
+  uint64_t word() const { return length_; }
+  static constexpr uint64_t kFrameMarker = uint64_t(1) << 63;
   void next() { got_ = 0, length_ = 0; }
 
  private:

@@ -116,11 +116,11 @@ bool FanPrims::tryCopy(const void* src, void* dst, size_t n) {
   return true;
 }
 
-size_t trySendChunk(SendConn& s, const char* src, size_t bytes) {
+size_t trySendChunk(SendConn& s, const char* src, size_t bytes, bool startsMessage) {
   if (!s.slotFree()) return 0;
   const size_t k = bytes < s.slotBytes ? bytes : s.slotBytes;
   copyKernel(s.slot(), nullptr, src, k);
-  s.post(k);
+  s.post(uint64_t(k) | (startsMessage ? kSlotMessageStart : 0));
   return k;
 }
 

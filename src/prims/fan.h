@@ -71,7 +71,8 @@ class FanPrims {
 // chunk's size). trySendChunk posts up to one slot of src and returns the bytes sent (0 when the
 // FIFO is full); tryRecvChunk copies the next chunk to dst and returns its size (0 when none
 // arrived), failing when it exceeds `room` (the counts of the send and the receive differ).
-size_t trySendChunk(SendConn& s, const char* src, size_t bytes);
+// `startsMessage`: mark the slot as the first of a chorusSend message (transport/fifo.h).
+size_t trySendChunk(SendConn& s, const char* src, size_t bytes, bool startsMessage = false);
 size_t tryRecvChunk(chorusComm* comm, RecvConn& r, char* dst, size_t room, const char* what);
 
 }  // namespace chorus

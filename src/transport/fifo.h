@@ -8,6 +8,9 @@
 // seq = step + 1 with release order; the receiver waits for seq == its step + 1 (acquire), reads,
 // then publishes head with release once it no longer reads the slot. Sequence numbers only
 // grow, so a slot's previous content (seq - kNSteps) is never mistaken for new data.
+// Bit 63 of `bytes` (kSlotMessageStart) marks the first slot of a chorusSend/chorusRecvAny
+// message (not a collective's data): an any-source receive matches only such a slot
+// (algo/p2p.cc); the other bits are the slot's size.
 #pragma once
 
 #include <atomic>
@@ -19,6 +22,7 @@ namespace chorus {
 constexpr int kNSteps = 8;
 constexpr size_t kSlotHeaderBytes = 16;  // data starts here within a slot
 constexpr size_t kSlotPad = 64;  // slot stride = slotBytes + kSlotPad (keeps 64 B alignment)
+constexpr uint64_t kSlotMessageStart = uint64_t(1) << 63;  // in SlotHeader::bytes (see above)
 
 struct SlotHeader {
   std::atomic<uint64_t> seq;
@@ -74,7 +78,8 @@ struct SendConn {
     return reinterpret_cast<SlotHeader*>(slots + (tail % kNSteps) * slotStride(slotBytes));
   }
   char* slot() const { return reinterpret_cast<char*>(header()) + kSlotHeaderBytes; }
-  void post(size_t bytes) {
+  // `bytes` may carry kSlotMessageStart.
+  void post(uint64_t bytes) {
     SlotHeader* h = header();
     h->bytes.store(bytes, std::memory_order_relaxed);
     h->seq.store(++tail, std::memory_order_release);
@@ -102,7 +107,15 @@ struct RecvConn {
   }
   bool dataReady() const { return header()->seq.load(std::memory_order_acquire) == head + 1; }
   const char* slot() const { return reinterpret_cast<const char*>(header()) + kSlotHeaderBytes; }
-  size_t slotSize() const { return header()->bytes.load(std::memory_order_relaxed); }
+  size_t slotSize() const {
+    return size_t(header()->bytes.load(std::memory_order_relaxed) & ~kSlotMessageStart);
+  }
+  // The header's raw size word (the marker bit included), for a proxy that forwards the slot.
+  uint64_t slotWord() const { return header()->bytes.load(std::memory_order_relaxed); }
+  // Whether the slot (dataReady) starts a point-to-point message.
+  bool slotStartsMessage() const {
+    return (header()->bytes.load(std::memory_order_relaxed) & kSlotMessageStart) != 0;
+  }
   void release() {
     ++head;
     ctrl->head.store(head, std::memory_order_release);
