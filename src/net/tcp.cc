@@ -595,14 +595,19 @@ NetVerdict TcpTransport::probeNetwork(double seconds, int suspectNode, bool askS
   // control connection, which nothing listens on: a live host refuses at once, whatever its
   // processes do). A node is reachable once a rank answers or its host refuses or accepts; it
   // is unreachable when the attempt fails with no route, or nothing answers within `seconds`.
-  std::vector<bool> probe(size_t(nnodes), false);
-  bool probing = false;
-  for (int n = 0; n < nnodes; ++n) {
-    probe[size_t(n)] =
-        seconds > 0 && hostFd[size_t(n)] >= 0 && ev[size_t(n)].empty() && (any || n == suspectNode);
-    probing = probing || probe[size_t(n)];
-  }
-  if (probing) {
+  // Two rounds at most: a node found unreachable in the first (the suspect's) has the others
+  // probed too, so that every unreachable node is named.
+  std::vector<bool> probed(size_t(nnodes), false);
+  for (int round = 0; round < 2; ++round) {
+    std::vector<bool> probe(size_t(nnodes), false);
+    bool probing = false;
+    for (int n = 0; n < nnodes; ++n) {
+      probe[size_t(n)] = seconds > 0 && hostFd[size_t(n)] >= 0 && ev[size_t(n)].empty() &&
+                         !probed[size_t(n)] && (any || n == suspectNode);
+      probing = probing || probe[size_t(n)];
+      if (probe[size_t(n)]) probed[size_t(n)] = true;
+    }
+    if (!probing) break;
     std::vector<uint64_t> before;
     {
       std::lock_guard<std::mutex> l(shrinkMu_);
@@ -613,7 +618,7 @@ NetVerdict TcpTransport::probeNetwork(double seconds, int suspectNode, bool askS
       for (auto& c : controls_) {
         const int n = comm_->nodeOf[size_t(c->peer)];
         if (!probe[size_t(n)] || controlClosed_[size_t(c->peer)].load()) continue;
-        if (n == suspectNode && !askSuspect && !any) continue;  // asked already
+        if (n == suspectNode && !askSuspect && round == 0) continue;  // asked already
         queueControl(*c, encodeNotice(NoticeKind::kStatusQuery, comm_->rank, ""));
       }
     }
@@ -686,6 +691,7 @@ NetVerdict TcpTransport::probeNetwork(double seconds, int suspectNode, bool askS
       else if (!stall.empty())
         ev[size_t(n)] += "; " + stall;
     }
+    for (int n = 0; n < nnodes; ++n) any = any || !ev[size_t(n)].empty();
   }
   NetVerdict v;
   for (int n = 0; n < nnodes; ++n) {
