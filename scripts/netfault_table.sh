@@ -18,7 +18,7 @@
 # survivor without a report), leftovers (namespaces or /dev/shm files of the job after it ended).
 #
 #   scripts/netfault_table.sh [BUILD=build] [TRIALS=20]
-#   FAULTS="down flap" SHAPES="2x2" TIMEOUT=3 scripts/netfault_table.sh build 5
+#   FAULTS="down flap" SHAPES="2x2" TIMEOUT=5 scripts/netfault_table.sh build 5
 #   scripts/netfault_table.sh build --trial FAULT NODES    one trial, one JSON line (the tests)
 #
 # Needs root, iproute2 and nftables (apt-get install nftables). Exits non-zero if a trial was
@@ -37,7 +37,7 @@ chorusrun = next((p for p in (f"{B}/chorusrun", f"{B}/tools/run/chorusrun") if o
 worker = f"{B}/tests/chorus_netfault_worker"
 if not chorusrun or not os.path.exists(worker):
     sys.exit(f"netfault_table: chorusrun or {worker} not found (build first)")
-TIMEOUT = float(os.environ.get("TIMEOUT", "3"))
+TIMEOUT = float(os.environ.get("TIMEOUT", "5"))
 FAIL_FAULTS = ("down", "gone", "drop")
 
 def sh(*cmd):

@@ -32,6 +32,9 @@ struct NetVerdict {
   std::vector<int> nodes;             // unreachable nodes, in order; empty: none found
   std::vector<std::string> evidence;  // by entry of `nodes`
   std::vector<std::string> hosts;     // by entry of `nodes`: the address its connections reach
+  // Nodes whose connections stalled but that answer again (a link that came back: TCP's next
+  // retransmission, after its backoff, will deliver what waits).
+  std::vector<int> recovered;
   bool unreachable() const { return !nodes.empty(); }
 };
 
@@ -71,11 +74,13 @@ class PeerControl {
 
   // Error path of a wait that stalled: which other nodes this rank cannot reach. First each
   // node's connections as the kernel sees them (TCP_INFO: data unacknowledged and retransmitted
-  // with no ACK for a second; for `suspectNode`, any retransmitted data still unacknowledged).
-  // When one node shows that, or `askSuspect`, the nodes without such evidence (only the
-  // suspect's when none shows any) are sent a status query and given up to `seconds` to
-  // answer; those that neither answer nor acknowledge it are unreachable too. A stopped or
-  // frozen process is not unreachable: its kernel still acknowledges. Any thread.
+  // with no ACK for a second; for `suspectNode`, any retransmitted data still unacknowledged);
+  // then the nodes that stalled, the suspect's (its ranks are sent a status query unless
+  // `askSuspect` is false: asked already) and, once one shows anything, all the others are
+  // probed: a status query and a TCP connection attempt to the host, up to `seconds`. A node
+  // whose ranks do not answer and whose host neither refuses nor accepts is unreachable; one
+  // that stalled but answers now has recovered. A stopped or frozen process is not
+  // unreachable: its kernel still acknowledges and refuses. Any thread.
   virtual NetVerdict probeNetwork(double seconds, int suspectNode, bool askSuspect) = 0;
 };
 

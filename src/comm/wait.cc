@@ -6,14 +6,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
 
 #include "base/cpu_relax.h"
+#include "base/debug.h"
 #include "base/error.h"
 #include "comm/comm.h"
 #include "comm/control.h"
@@ -218,13 +221,18 @@ std::string nodeRanks(const chorusComm* c, int node) {
 // of the first one; empty when the network to the other nodes looks fine. `suspect`: a rank on
 // another node that the wait found silent or failed (-1: none); `asked`: it was just sent a
 // status query that went unanswered (its connection shows whether that query got through).
-std::string networkFailure(chorusComm* c, int suspect, bool asked, int* culprit) {
+std::string networkFailure(chorusComm* c, int suspect, bool asked, int* culprit,
+                           std::string* recovered = nullptr) {
   if (c->control == nullptr || c->nnodes < 2) return "";
   const bool remoteSuspect = suspect >= 0 && suspect < c->nranks && c->isRemote(suspect);
   const int node = remoteSuspect ? c->nodeOf[size_t(suspect)] : -1;
   const NetVerdict v = c->control->probeNetwork(std::clamp(c->timeoutSec / 4, 0.3, 1.0), node,
                                                 remoteSuspect && !asked);
-  if (!v.unreachable()) return "";
+  if (!v.unreachable()) {
+    for (size_t i = 0; recovered != nullptr && i < v.recovered.size(); ++i)
+      *recovered += (i == 0 ? "" : ", ") + std::to_string(v.recovered[i]);
+    return "";
+  }
   std::string nodes, evidence;
   for (size_t i = 0; i < v.nodes.size(); ++i) {
     const int n = v.nodes[i];
@@ -539,7 +547,7 @@ void Waiter::check(Clock::time_point now) {
     }
   }
   if (c->timeoutSec > 0 && iter_ > c->spinIters &&
-      std::chrono::duration<double>(now - start_).count() > c->timeoutSec) {
+      std::chrono::duration<double>(now - std::max(start_, extendedAt_)).count() > c->timeoutSec) {
     // One status report per operation (several channels may time out together) on stderr.
     if (c->trace.timeoutReported.exchange(c->opCount) != c->opCount) {
       const std::string reason = format("no progress for %.1f s (CHORUS_TIMEOUT)", c->timeoutSec);
@@ -557,9 +565,34 @@ void Waiter::check(Clock::time_point now) {
       // answer (or failed) may only be out of reach.
       const bool asked = b.why == Behind::kStopped && b.stoppedFor < 0;
       int netCulprit = culprit;
+      std::string back;
       const std::string net =
           networkFailure(c, b.why == Behind::kCycle || b.why == Behind::kNotWaiting ? -1 : culprit,
-                         asked, &netCulprit);
+                         asked, &netCulprit, &back);
+      // Live ranks waiting for each other across nodes: what they wait for may be in TCP's
+      // retransmission backoff on a link this rank does not use (a flap, heavy loss).
+      bool acrossNodes = false;
+      for (size_t i = 0; b.why == Behind::kCycle && i < chain.size(); ++i)
+        if (std::isdigit(static_cast<unsigned char>(chain[i])) &&
+            (i == 0 || !std::isdigit(static_cast<unsigned char>(chain[i - 1]))))
+          acrossNodes = acrossNodes || c->isRemote(std::atoi(chain.c_str() + i));
+      std::string why;
+      if (!back.empty())
+        why = format("the network to node(s) %s stalled and answers again (a link flap?)",
+                     back.c_str());
+      else if (acrossNodes)
+        why = format(
+            "live ranks wait for each other across nodes (%s): data may be in TCP's "
+            "retransmission backoff after a flap or heavy loss",
+            chain.c_str());
+      if (net.empty() && !why.empty() && netExtensions_ < kNetExtensions) {
+        // What waits is in TCP's retransmission backoff and comes at its next retry: wait again.
+        ++netExtensions_;
+        extendedAt_ = Clock::now();
+        CHORUS_WARN(c->rank, "%s: no progress for %.1f s, but %s: waiting another %.1f s", what_,
+                    c->timeoutSec, why.c_str(), c->timeoutSec);
+        return;
+      }
       if (!net.empty())
         throw Failure{chorusRemoteError,
                       format("rank %d: %s: %s (no progress for %.1f s waiting for peer rank %d)",

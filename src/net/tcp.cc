@@ -577,33 +577,36 @@ std::string TcpTransport::stalledEvidence(int node, uint32_t minSilentMs) const 
 
 NetVerdict TcpTransport::probeNetwork(double seconds, int suspectNode, bool askSuspect) {
   const int nnodes = comm_->nnodes;
-  std::vector<std::string> ev(static_cast<size_t>(nnodes));
   std::vector<int> hostFd(size_t(nnodes), -1);  // a control connection to the node
   for (const auto& c : controls_) {
     const int n = comm_->nodeOf[size_t(c->peer)];
     if (hostFd[size_t(n)] < 0) hostFd[size_t(n)] = c->fd;
   }
-  // Without a query: a stall that lasted a second (for the suspect's node, any stall).
+  // First what the kernel says: retransmitted data still unacknowledged (only a hint: every
+  // node it shows is probed below).
+  std::vector<std::string> stall(static_cast<size_t>(nnodes)), ev(static_cast<size_t>(nnodes));
   bool any = false;
   for (int n = 0; n < nnodes; ++n)
     if (hostFd[size_t(n)] >= 0) {
-      ev[size_t(n)] = stalledEvidence(n, n == suspectNode ? 0 : 1000);
-      any = any || !ev[size_t(n)].empty();
+      stall[size_t(n)] = stalledEvidence(n, 0);
+      any = any || !stall[size_t(n)].empty();
     }
-  // Then the nodes without evidence (only the suspect's when no node shows any): a status query
-  // to each of their ranks, and a TCP connection attempt to the node's host (to the port of the
-  // control connection, which nothing listens on: a live host refuses at once, whatever its
-  // processes do). A node is reachable once a rank answers or its host refuses or accepts; it
-  // is unreachable when the attempt fails with no route, or nothing answers within `seconds`.
-  // Two rounds at most: a node found unreachable in the first (the suspect's) has the others
-  // probed too, so that every unreachable node is named.
+  // Then the nodes that stalled, the suspect's, and once either shows anything every other
+  // node: a status query to each of their ranks, and a TCP connection attempt to the node's host
+  // (to the port of the control connection, which nothing listens on: a live host refuses at
+  // once, whatever its processes do). A node is reachable once a rank answers or its host
+  // refuses or accepts (a stall seen there is over: the link came back, and TCP's next
+  // retransmission will deliver); it is unreachable when the attempt fails with no route, or
+  // nothing answers within `seconds`. Two rounds at most: a node found unreachable in the first
+  // has the others probed too, so that every unreachable node is named.
+  NetVerdict v;
   std::vector<bool> probed(size_t(nnodes), false);
   for (int round = 0; round < 2; ++round) {
     std::vector<bool> probe(size_t(nnodes), false);
     bool probing = false;
     for (int n = 0; n < nnodes; ++n) {
-      probe[size_t(n)] = seconds > 0 && hostFd[size_t(n)] >= 0 && ev[size_t(n)].empty() &&
-                         !probed[size_t(n)] && (any || n == suspectNode);
+      probe[size_t(n)] = seconds > 0 && hostFd[size_t(n)] >= 0 && !probed[size_t(n)] &&
+                         (any || n == suspectNode || !stall[size_t(n)].empty());
       probing = probing || probe[size_t(n)];
       if (probe[size_t(n)]) probed[size_t(n)] = true;
     }
@@ -682,18 +685,21 @@ NetVerdict TcpTransport::probeNetwork(double seconds, int suspectNode, bool askS
     }
     for (int n = 0; n < nnodes; ++n) {
       if (conn[size_t(n)] >= 0) ::close(conn[size_t(n)]);
-      if (!probe[size_t(n)] || reach[size_t(n)] == 1) continue;
-      const std::string stall = stalledEvidence(n, 0);
+      if (!probe[size_t(n)]) continue;
+      if (reach[size_t(n)] == 1) {
+        if (!stall[size_t(n)].empty()) v.recovered.push_back(n);
+        continue;
+      }
+      const std::string st = stall[size_t(n)].empty() ? stalledEvidence(n, 0) : stall[size_t(n)];
       if (reach[size_t(n)] == 0)
         ev[size_t(n)] = format(
             "no answer to a status query nor to a TCP connection attempt to its host in %.1f s%s%s",
-            seconds, stall.empty() ? "" : "; ", stall.c_str());
-      else if (!stall.empty())
-        ev[size_t(n)] += "; " + stall;
+            seconds, st.empty() ? "" : "; ", st.c_str());
+      else if (!st.empty())
+        ev[size_t(n)] += "; " + st;
+      any = true;
     }
-    for (int n = 0; n < nnodes; ++n) any = any || !ev[size_t(n)].empty();
   }
-  NetVerdict v;
   for (int n = 0; n < nnodes; ++n) {
     if (ev[size_t(n)].empty()) continue;
     v.nodes.push_back(n);
