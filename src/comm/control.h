@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace chorus {
 
@@ -22,6 +23,19 @@ struct PeerStatus {
   uint64_t seq = 0;
   uint32_t op = 0;
   int failed = 0;
+};
+
+// The network to the other nodes as one rank sees it after a wait stalled
+// (PeerControl::probeNetwork): the nodes it cannot reach, each with the evidence of its TCP
+// connections (data unacknowledged, retransmitted, no ACK for a while).
+struct NetVerdict {
+  std::vector<int> nodes;             // unreachable nodes, in order; empty: none found
+  std::vector<std::string> evidence;  // by entry of `nodes`
+  std::vector<std::string> hosts;     // by entry of `nodes`: the address its connections reach
+  // Nodes whose connections stalled but that answer again (a link that came back: TCP's next
+  // retransmission, after its backoff, will deliver what waits).
+  std::vector<int> recovered;
+  bool unreachable() const { return !nodes.empty(); }
 };
 
 class PeerControl {
@@ -57,6 +71,17 @@ class PeerControl {
   // (its process is stopped or frozen, or its control connection is gone). Any thread; for the
   // error path of a wait that timed out.
   virtual bool queryStatus(int peer, double seconds, PeerStatus* out) = 0;
+
+  // Error path of a wait that stalled: which other nodes this rank cannot reach. First each
+  // node's connections as the kernel sees them (TCP_INFO: data unacknowledged and retransmitted
+  // with no ACK for a second; for `suspectNode`, any retransmitted data still unacknowledged);
+  // then the nodes that stalled, the suspect's (its ranks are sent a status query unless
+  // `askSuspect` is false: asked already) and, once one shows anything, all the others are
+  // probed: a status query and a TCP connection attempt to the host, up to `seconds`. A node
+  // whose ranks do not answer and whose host neither refuses nor accepts is unreachable; one
+  // that stalled but answers now has recovered. A stopped or frozen process is not
+  // unreachable: its kernel still acknowledges and refuses. Any thread.
+  virtual NetVerdict probeNetwork(double seconds, int suspectNode, bool askSuspect) = 0;
 };
 
 }  // namespace chorus

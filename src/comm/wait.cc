@@ -6,15 +6,20 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "base/cpu_relax.h"
+#include "base/debug.h"
 #include "base/error.h"
 #include "comm/comm.h"
+#include "comm/control.h"
 #include "comm/op.h"
 #include "comm/status.h"
 #include "transport/doorbell.h"
@@ -194,6 +199,60 @@ std::string opWords(uint32_t op, uint64_t seq) {
                      : kind < uint32_t(kNumOpKinds) ? opKindName(OpKind(kind))
                                                     : "an operation";
   return format("%s seq %llu", name, (unsigned long long)seq);
+}
+
+// The ranks of `node`, as "2-3" (contiguous) or "0, 2, 5".
+std::string nodeRanks(const chorusComm* c, int node) {
+  std::vector<int> r;
+  for (int p = 0; p < c->nranks; ++p)
+    if (c->nodeOf[size_t(p)] == node) r.push_back(p);
+  if (r.empty()) return "none";
+  if (r.size() == 1) return std::to_string(r[0]);
+  if (r.back() - r.front() + 1 == int(r.size()))
+    return std::to_string(r.front()) + "-" + std::to_string(r.back());
+  std::string s;
+  for (int p : r) s += (s.empty() ? "" : ", ") + std::to_string(p);
+  return s;
+}
+
+// A network failure as this rank sees it (an error path, once a wait stalled or a peer reported
+// a failure): "network failure: node N (ranks a-b, host H) unreachable from rank r: <evidence>"
+// naming every node this rank cannot reach (PeerControl::probeNetwork), *culprit the first rank
+// of the first one; empty when the network to the other nodes looks fine. `suspect`: a rank on
+// another node that the wait found silent or failed (-1: none); `asked`: it was just sent a
+// status query that went unanswered (its connection shows whether that query got through).
+std::string networkFailure(chorusComm* c, int suspect, bool asked, int* culprit,
+                           std::string* recovered = nullptr) {
+  if (c->control == nullptr || c->nnodes < 2) return "";
+  const bool remoteSuspect = suspect >= 0 && suspect < c->nranks && c->isRemote(suspect);
+  const int node = remoteSuspect ? c->nodeOf[size_t(suspect)] : -1;
+  const NetVerdict v = c->control->probeNetwork(std::clamp(c->timeoutSec / 4, 0.3, 1.0), node,
+                                                remoteSuspect && !asked);
+  if (!v.unreachable()) {
+    for (size_t i = 0; recovered != nullptr && i < v.recovered.size(); ++i)
+      *recovered += (i == 0 ? "" : ", ") + std::to_string(v.recovered[i]);
+    return "";
+  }
+  std::string nodes, evidence;
+  for (size_t i = 0; i < v.nodes.size(); ++i) {
+    const int n = v.nodes[i];
+    const std::string rs = nodeRanks(c, n);
+    nodes += format("%s%d (rank%s %s%s%s)",
+                    i == 0                    ? ""
+                    : i + 1 == v.nodes.size() ? " and "
+                                              : ", ",
+                    n, rs.find_first_of("-,") != std::string::npos ? "s" : "", rs.c_str(),
+                    v.hosts[i].empty() ? "" : ", host ", v.hosts[i].c_str());
+    evidence += (i == 0 ? "" : "; ") +
+                (v.nodes.size() > 1 ? format("node %d: ", n) : std::string()) + v.evidence[i];
+  }
+  for (int p = 0; p < c->nranks && culprit != nullptr; ++p)
+    if (c->nodeOf[size_t(p)] == v.nodes[0]) {
+      *culprit = p;
+      break;
+    }
+  return format("network failure: node%s %s unreachable from rank %d: %s",
+                v.nodes.size() > 1 ? "s" : "", nodes.c_str(), c->rank, evidence.c_str());
 }
 
 // One rank's state: read in its segment (same node), or asked over its control connection
@@ -401,10 +460,23 @@ void Waiter::check(Clock::time_point now) {
   if (peer_ >= 0 && peer_ != c->rank && c->isRemote(peer_)) {
     // The proxy failed this peer: its connection was lost (cause: the peer), or it sent a
     // failure notice naming the rank that caused it (itself, or a rank that died).
-    if (c->control && c->control->peerFailed(peer_))
+    if (c->control && c->control->peerFailed(peer_)) {
+      // A cause on a node this rank cannot reach either (not known dead): a network failure.
+      const int cause = c->control->failureCause(peer_);
+      int culprit = cause;
+      const std::string net = cause >= 0 && cause < c->nranks && cause != peer_ &&
+                                      c->isRemote(cause) && !c->control->seenDead(cause)
+                                  ? networkFailure(c, cause, false, &culprit)
+                                  : "";
+      if (!net.empty())
+        throw Failure{chorusRemoteError,
+                      format("rank %d: %s: %s (rank %d reported it first)", c->rank, what_,
+                             net.c_str(), peer_),
+                      culprit};
       throw Failure{chorusRemoteError,
                     format("rank %d: %s: %s", c->rank, what_, c->control->failureReason(peer_)),
-                    c->control->failureCause(peer_)};
+                    cause};
+    }
     if (c->control && c->control->peerLeft(peer_)) departed(now, c->control->peerDrained(peer_));
   } else if (peer_ >= 0 && peer_ != c->rank) {
     const SegmentHeader* h = c->peerHeader(peer_);
@@ -453,6 +525,17 @@ void Waiter::check(Clock::time_point now) {
                       format("rank %d: %s: peer rank %d failed or aborted", c->rank, what_, peer_),
                       cause};
       const bool valid = cause >= 0 && cause < c->nranks;
+      if (valid && c->isRemote(cause) && !(c->control && c->control->seenDead(cause))) {
+        // The peer failed because of a rank on another node: if this rank cannot reach that
+        // node either, the network failed (not the rank).
+        int culprit = cause;
+        const std::string net = networkFailure(c, cause, false, &culprit);
+        if (!net.empty())
+          throw Failure{chorusRemoteError,
+                        format("rank %d: %s: %s (peer rank %d failed first)", c->rank, what_,
+                               net.c_str(), peer_),
+                        culprit};
+      }
       const bool dead =
           valid && (c->isRemote(cause) ? c->control && c->control->seenDead(cause)
                                        : c->peers[size_t(cause)].pid != getpid() &&
@@ -464,7 +547,7 @@ void Waiter::check(Clock::time_point now) {
     }
   }
   if (c->timeoutSec > 0 && iter_ > c->spinIters &&
-      std::chrono::duration<double>(now - start_).count() > c->timeoutSec) {
+      std::chrono::duration<double>(now - std::max(start_, extendedAt_)).count() > c->timeoutSec) {
     // One status report per operation (several channels may time out together) on stderr.
     if (c->trace.timeoutReported.exchange(c->opCount) != c->opCount) {
       const std::string reason = format("no progress for %.1f s (CHORUS_TIMEOUT)", c->timeoutSec);
@@ -477,6 +560,45 @@ void Waiter::check(Clock::time_point now) {
     if (peer_ >= 0 && peer_ != c->rank) b = findBehind(c, peer_);
     int culprit = b.culprit;
     const std::string& chain = b.chain;
+    {
+      // The network to another node, before any rank is blamed: a rank there that does not
+      // answer (or failed) may only be out of reach.
+      const bool asked = b.why == Behind::kStopped && b.stoppedFor < 0;
+      int netCulprit = culprit;
+      std::string back;
+      const std::string net =
+          networkFailure(c, b.why == Behind::kCycle || b.why == Behind::kNotWaiting ? -1 : culprit,
+                         asked, &netCulprit, &back);
+      // Live ranks waiting for each other across nodes: what they wait for may be in TCP's
+      // retransmission backoff on a link this rank does not use (a flap, heavy loss).
+      bool acrossNodes = false;
+      for (size_t i = 0; b.why == Behind::kCycle && i < chain.size(); ++i)
+        if (std::isdigit(static_cast<unsigned char>(chain[i])) &&
+            (i == 0 || !std::isdigit(static_cast<unsigned char>(chain[i - 1]))))
+          acrossNodes = acrossNodes || c->isRemote(std::atoi(chain.c_str() + i));
+      std::string why;
+      if (!back.empty())
+        why = format("the network to node(s) %s stalled and answers again (a link flap?)",
+                     back.c_str());
+      else if (acrossNodes)
+        why = format(
+            "live ranks wait for each other across nodes (%s): data may be in TCP's "
+            "retransmission backoff after a flap or heavy loss",
+            chain.c_str());
+      if (net.empty() && !why.empty() && netExtensions_ < kNetExtensions) {
+        // What waits is in TCP's retransmission backoff and comes at its next retry: wait again.
+        ++netExtensions_;
+        extendedAt_ = Clock::now();
+        CHORUS_WARN(c->rank, "%s: no progress for %.1f s, but %s: waiting another %.1f s", what_,
+                    c->timeoutSec, why.c_str(), c->timeoutSec);
+        return;
+      }
+      if (!net.empty())
+        throw Failure{chorusRemoteError,
+                      format("rank %d: %s: %s (no progress for %.1f s waiting for peer rank %d)",
+                             c->rank, what_, net.c_str(), c->timeoutSec, peer_),
+                      netCulprit};
+    }
     const std::string base =
         format("no progress for %.1f s waiting for peer rank %d", c->timeoutSec, peer_);
     std::string msg;

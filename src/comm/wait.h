@@ -65,6 +65,11 @@ class Waiter {
   uint32_t checks_ = 0;
   Clock::time_point start_{};
   Clock::time_point nextCheck_{};
+  // A timeout found a node whose link had stalled and came back (a flap): the bound counts
+  // again from then, at most kNetExtensions times per wait (comm/wait.cc).
+  static constexpr int kNetExtensions = 2;
+  int netExtensions_ = 0;
+  Clock::time_point extendedAt_{};
   // Peers this wait found gone by chorusCommDestroy (not dead, not failed), and when: a wait
   // fails on such a peer at a later check, once what it sent is all in (comm/wait.cc).
   static constexpr int kDepartedSlots = 4;

@@ -116,6 +116,8 @@ class TcpTransport final : public PeerControl {
   bool controlClosed(int peer) const override { return controlClosed_[size_t(peer)].load(); }
   // A status query: answered by the peer's proxy thread from its rank's segment header.
   bool queryStatus(int peer, double seconds, PeerStatus* out) override;
+  // Which other nodes this rank cannot reach (comm/control.h).
+  NetVerdict probeNetwork(double seconds, int suspectNode, bool askSuspect) override;
 
  private:
   struct Link;
@@ -134,6 +136,7 @@ class TcpTransport final : public PeerControl {
   void failPeer(int peer, int cause, const std::string& reason);
   void linkEnded(Link& l, bool in, const std::string& why);
   void noteDrained(int peer);
+  std::string stalledEvidence(int node, uint32_t minSilentMs) const;
 
   chorusComm* comm_;
   int nsocks_ = 1;

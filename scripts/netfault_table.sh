@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# The network-fault table of docs/reliability.md: 4 ranks under chorusrun --netns (each emulated
+# node in its own network namespace, veth links to a bridge), one node pair (2 nodes x 2 ranks)
+# and four nodes (4 x 1), each looping an AllReduce that checks every result
+# (tests/netfault_worker.cc). After 20 calls the last node's network fails, one kind per row:
+#   down     its link set down (ip link set dev ... down in its namespace) and left down
+#   gone     its host vanishes: its veth pair deleted, its ranks stopped (SIGSTOP), its namespace
+#            deleted; only the other nodes' ranks survive to report
+#   drop     a firewall on the switch drops every frame the node sends (nft, bridge family): its
+#            connections are half-open, it still receives
+#   flap     its link down for 1.5 s, then up again (shorter than CHORUS_TIMEOUT)
+#   loss5, loss30   nft in its namespace drops 5% / 30% of what it sends (numgen random)
+# down, gone and drop must fail every survivor within CHORUS_TIMEOUT + 3 s, each naming a network
+# failure and the unreachable node(s) (a survivor on the failed node names every other node);
+# flap and loss must complete with exact results. Per row: trials, trials where every survivor
+# named the right culprit (or completed, for flap and loss), the worst detection time (fault to
+# a survivor's failed call; for flap/loss the worst run time), hangs (chorusrun's timeout, or a
+# survivor without a report), leftovers (namespaces or /dev/shm files of the job after it ended).
+#
+#   scripts/netfault_table.sh [BUILD=build] [TRIALS=20]
+#   FAULTS="down flap" SHAPES="2x2" TIMEOUT=5 scripts/netfault_table.sh build 5
+#   scripts/netfault_table.sh build --trial FAULT NODES    one trial, one JSON line (the tests)
+#
+# Needs root, iproute2 and nftables (apt-get install nftables). Exits non-zero if a trial was
+# wrong, hung or left something behind.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+B=${1:-build}
+shift || true
+exec /usr/bin/python3 - "$B" "$@" <<'EOF'
+import json, os, re, signal, subprocess, sys, time
+
+B = sys.argv[1]
+args = sys.argv[2:]
+chorusrun = next((p for p in (f"{B}/chorusrun", f"{B}/tools/run/chorusrun") if os.path.exists(p)),
+                 None)
+worker = f"{B}/tests/chorus_netfault_worker"
+if not chorusrun or not os.path.exists(worker):
+    sys.exit(f"netfault_table: chorusrun or {worker} not found (build first)")
+TIMEOUT = float(os.environ.get("TIMEOUT", "5"))
+FAIL_FAULTS = ("down", "gone", "drop")
+
+def sh(*cmd):
+    return subprocess.run(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+def mono():
+    return time.clock_gettime(time.CLOCK_MONOTONIC)
+
+def trial(fault, nodes, np_=4):
+    """One job: start, wait for 20 calls, break the last node's network, judge what came back."""
+    per = np_ // nodes
+    node_of = [min(r // per, nodes - 1) for r in range(np_)]
+    bad = nodes - 1
+    seconds = {"flap": 8, "loss5": 6, "loss30": 6}.get(fault, 60)
+    cmd = [chorusrun, "--netns", "--nodes", str(nodes), "--timeout", "90",
+           "-x", f"CHORUS_TIMEOUT={TIMEOUT:g}", "-np", str(np_), worker, "--seconds", str(seconds),
+           "--linger-ms", str(int(TIMEOUT * 1000 + 3000)), "--watchdog", "80"]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         bufsize=1)
+    os.set_blocking(p.stdout.fileno(), False)
+    out = []
+    def pump():
+        while True:
+            try:
+                line = p.stdout.readline()
+            except (BlockingIOError, TypeError):
+                return
+            if not line:
+                return
+            out.append(line)
+    start = time.time()
+    progressed = set()
+    while time.time() - start < 60 and p.poll() is None:
+        pump()
+        for l in out:
+            m = re.search(r"PROGRESS rank=(\d+) iter=(\d+)", l)
+            if m and int(m.group(2)) >= 20:
+                progressed.add(int(m.group(1)))
+        if len(progressed) == np_:
+            break
+        time.sleep(0.02)
+    pid = p.pid
+    ns = f"chorus-{pid}-node{bad}"
+    sw = f"chorus-{pid}-sw"
+    dev, swdev = f"v{pid}n{bad}", f"v{pid}s{bad}"
+    pids = {}
+    for l in out:
+        m = re.search(r"READY rank=(\d+) nranks=\d+ pid=(\d+)", l)
+        if m:
+            pids[int(m.group(1))] = int(m.group(2))
+    t0 = mono()
+    errs = []
+    def run(*c):
+        r = sh(*c)
+        if r.returncode != 0:
+            errs.append(" ".join(c) + ": " + r.stdout.strip())
+    if len(progressed) < np_:
+        errs.append("the job did not reach 20 calls")
+    elif fault == "down":
+        run("ip", "netns", "exec", ns, "ip", "link", "set", "dev", dev, "down")
+    elif fault == "flap":
+        run("ip", "netns", "exec", ns, "ip", "link", "set", "dev", dev, "down")
+        time.sleep(1.5)
+        run("ip", "netns", "exec", ns, "ip", "link", "set", "dev", dev, "up")
+    elif fault in ("loss5", "loss30"):
+        pct = fault[4:]
+        run("ip", "netns", "exec", ns, "nft", "add", "table", "inet", "t")
+        run("ip", "netns", "exec", ns, "nft", "add", "chain", "inet", "t", "c",
+            "{ type filter hook output priority 0; }")
+        run("ip", "netns", "exec", ns, "nft", "add", "rule", "inet", "t", "c", "numgen", "random",
+            "mod", "100", "<", pct, "drop")
+    elif fault == "drop":
+        run("ip", "netns", "exec", sw, "nft", "add", "table", "bridge", "f")
+        run("ip", "netns", "exec", sw, "nft", "add", "chain", "bridge", "f", "c",
+            "{ type filter hook forward priority 0; }")
+        run("ip", "netns", "exec", sw, "nft", "add", "rule", "bridge", "f", "c", "iifname", swdev,
+            "drop")
+    elif fault == "gone":
+        run("ip", "-n", sw, "link", "del", swdev)
+        for r, q in pids.items():
+            if node_of[r] == bad:
+                os.kill(q, signal.SIGSTOP)
+        run("ip", "netns", "del", ns)
+    # Wait for the job to end (chorusrun's own --timeout 90 is the hang bound).
+    while p.poll() is None:
+        pump()
+        time.sleep(0.05)
+    pump()
+    rest = p.stdout.read()
+    if rest:
+        out.append(rest)
+    text = "".join(out)
+    rc = p.returncode
+    survivors = [r for r in range(np_) if not (fault == "gone" and node_of[r] == bad)]
+    reports, wrong, times = {}, [], []
+    for l in text.splitlines():
+        m = re.search(r"FAILED rank=(\d+) code=\d+ name=(\S+) t=([\d.]+) iter=\d+ culprit=(-?\d+) "
+                      r"msg=(.*)", l)
+        if m and int(m.group(1)) not in reports:
+            reports[int(m.group(1))] = (float(m.group(3)), m.group(5))
+    done = {int(m.group(1)) for m in re.finditer(r"DONE rank=(\d+)", text)}
+    hang = rc == 124 or "watchdog" in text.lower() and "not finished" in text
+    correct = True
+    notes = []
+    if fault in FAIL_FAULTS:
+        for r in survivors:
+            if r not in reports:
+                correct = False
+                hang = True
+                notes.append(f"rank {r}: no report")
+                continue
+            t, msg = reports[r]
+            times.append(t - t0)
+            want = [n for n in range(nodes) if n != node_of[r]] if node_of[r] == bad else [bad]
+            named = re.search(r"network failure: nodes? (.*?) unreachable from rank (\d+)", msg)
+            ok = named is not None and int(named.group(2)) == r
+            if ok:
+                got = [int(x) for x in re.findall(r"(?:^|, | and )(\d+) \(rank", named.group(1))]
+                ok = sorted(got) == want
+            if not ok:
+                correct = False
+                notes.append(f"rank {r}: {msg}")
+        if rc == 0:
+            correct = False
+    else:
+        wrongs = [l for l in text.splitlines() if "WRONG" in l]
+        if rc != 0 or len(done) != np_ or wrongs:
+            correct = False
+            notes += wrongs[:2] + [l for l in text.splitlines() if "FAILED" in l][:2]
+            if rc != 0 and not notes:
+                notes.append(f"chorusrun exit status {rc}")
+        times.append(mono() - t0)
+    # Leftovers: the job's namespaces, and /dev/shm files of its ranks.
+    time.sleep(0.2)
+    left = [l.split()[0] for l in sh("ip", "netns", "list").stdout.splitlines()
+            if l.startswith(f"chorus-{pid}-")]
+    shm = [f for f in os.listdir("/dev/shm")
+           if any(f.startswith(f"chorus-{q}-") for q in pids.values())]
+    for n in left:
+        sh("ip", "netns", "del", n)
+    return {"fault": fault, "nodes": nodes, "ranks": np_, "rc": rc, "correct": correct,
+            "worst_s": round(max(times), 3) if times else None, "hang": hang,
+            "leftovers": left + shm, "setup_errors": errs, "notes": notes,
+            "reports": {str(r): reports[r][1] for r in sorted(reports)}}
+
+if args[:1] == ["--trial"]:
+    print(json.dumps(trial(args[1], int(args[2]))))
+    sys.exit(0)
+
+trials = int(args[0]) if args else 20
+faults = os.environ.get("FAULTS", "down gone drop flap loss5 loss30").split()
+shapes = os.environ.get("SHAPES", "2x2 4x1").split()
+print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, "
+      f"load average {' '.join(open('/proc/loadavg').read().split()[:3])}")
+print(f"# TIMEOUT={TIMEOUT:g} (CHORUS_TIMEOUT) FAULTS='{' '.join(faults)}' SHAPES='{' '.join(shapes)}' "
+      f"scripts/netfault_table.sh {B} {trials}")
+print()
+print("| fault | nodes x ranks | trials | right culprit by every survivor (or exact completion) "
+      "| worst detection (or run) time | hangs | leftovers |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+status = 0
+examples = []
+for fault in faults:
+    for shape in shapes:
+        nodes = int(shape.split("x")[0])
+        res = [trial(fault, nodes) for _ in range(trials)]
+        ok = sum(r["correct"] for r in res)
+        worst = max((r["worst_s"] or 0) for r in res)
+        hangs = sum(r["hang"] for r in res)
+        left = sum(bool(r["leftovers"]) for r in res)
+        if ok != trials or hangs or left:
+            status = 1
+        for r in res:
+            if not r["correct"] or r["setup_errors"]:
+                examples.append(f"{fault} {shape}: {r['setup_errors']} {r['notes'][:2]}")
+        kind = "exact" if fault not in FAIL_FAULTS else "named"
+        print(f"| {fault} | {shape} | {trials} | {ok} of {trials} {kind} | {worst:.2f} s | {hangs} "
+              f"| {left} |", flush=True)
+        if fault in FAIL_FAULTS and res:
+            sample = res[-1]["reports"]
+            examples.append(f"{fault} {shape}, sample messages: " +
+                            " || ".join(sample[k] for k in sorted(sample)[:2]))
+print()
+for e in examples[:24]:
+    print("  " + e[:1200])
+sys.exit(status)
+EOF

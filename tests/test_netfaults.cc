@@ -1,0 +1,96 @@
+// The network failing between emulated nodes (chorusrun --netns): 4 ranks on 2 nodes x 2 (and 4
+// nodes x 1 for a link down) loop an AllReduce that checks every result
+// (tests/netfault_worker.cc); after 20 calls the last node's network fails. One trial of
+// scripts/netfault_table.sh --trial does the work (starts the job, injects the fault, reads every
+// rank's report, looks for namespaces and /dev/shm files left behind) and answers in JSON.
+//   - link down, host gone (veth deleted, ranks stopped, namespace deleted), firewall drop (the
+//     switch drops all the node sends: half-open connections): every survivor fails within
+//     CHORUS_TIMEOUT + 3 s naming a network failure and the unreachable node(s), the job exits
+//     non-zero, nothing hangs, nothing is left behind;
+//   - a flap shorter than the timeout, 5% and 30% loss: the job completes, every result exact.
+// Skipped with a reason without root / ip netns, or without nft for the faults that need it.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <tuple>
+
+#include "gtest_helpers.h"
+#include "launch.h"
+#include "run_command.h"
+#include "timing.h"
+
+using namespace ctest;
+
+namespace {
+
+constexpr double kChorusTimeout = 5;  // CHORUS_TIMEOUT where the network fails for good
+
+std::string netfaultUnavailable(const std::string& fault) {
+  if (geteuid() != 0) return "not root";
+  const std::string probe = "chorus-nfprobe-" + std::to_string(getpid());
+  const CommandResult add = runCommand({"/bin/sh", "-c", "ip netns add " + probe + " 2>&1"}, 20);
+  runCommand({"/bin/sh", "-c", "ip netns delete " + probe + " 2>/dev/null"}, 20);
+  if (add.exitCode != 0) return "ip netns add failed: " + add.output;
+  if (fault == "drop" || fault.rfind("loss", 0) == 0) {
+    const CommandResult nft = runCommand({"/bin/sh", "-c", "command -v nft"}, 20);
+    if (nft.exitCode != 0) return "nft not found (apt-get install nftables)";
+  }
+  return "";
+}
+
+class NetFaults : public ShmCheckedTestP<std::tuple<std::string, int>> {};
+
+TEST_P(NetFaults, SurvivorsNameTheNetworkOrResultsStayExact) {
+  const auto [fault, nodes] = GetParam();
+  if (const std::string why = netfaultUnavailable(fault); !why.empty()) GTEST_SKIP() << why;
+  // CHORUS_TIMEOUT: 5 s where the network fails for good; longer where it must only slow the
+  // calls, because TCP's retransmission backoff alone can stall a wait for seconds (a 1.5 s
+  // flap: about 3 s; 30% loss: several losses of one segment in a row, 0.2 + 0.4 + 0.8 + 1.6 +
+  // 3.2 s; netfault_table.sh shows those rows at 5 s too).
+  const bool fails = fault == "down" || fault == "gone" || fault == "drop";
+  const int chorusTimeout = fails ? int(kChorusTimeout) : fault == "flap" ? 10 : 15;
+  const CommandResult r = runCommand(
+      {"/bin/sh", "-c",
+       "TIMEOUT=" + std::to_string(chorusTimeout) +
+           " " NETFAULT_TABLE_PATH " " BENCH_DIR " --trial " + fault + " " + std::to_string(nodes)},
+      150 * timeoutScale());
+  ASSERT_FALSE(r.timedOut) << outputTail(r.output);
+  ASSERT_EQ(r.exitCode, 0) << outputTail(r.output);
+  const size_t brace = r.output.rfind("\n{");
+  const std::string line = r.output.substr(brace == std::string::npos ? 0 : brace + 1);
+  const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << outputTail(r.output);
+  EXPECT_TRUE(j["setup_errors"].empty()) << j["setup_errors"].dump();
+  EXPECT_FALSE(j["hang"].get<bool>()) << j.dump(1);
+  EXPECT_TRUE(j["leftovers"].empty()) << j["leftovers"].dump();
+  EXPECT_TRUE(j["correct"].get<bool>()) << j.dump(1);
+  if (fails) {
+    EXPECT_NE(j["rc"].get<int>(), 0);
+    // Every survivor reports a network failure (the script checked the nodes each one names).
+    const size_t survivors = fault == "gone" ? size_t(4 - 4 / nodes) : 4;
+    EXPECT_EQ(j["reports"].size(), survivors) << j.dump(1);
+    for (const auto& [rank, msg] : j["reports"].items())
+      EXPECT_NE(msg.get<std::string>().find("network failure: node"), std::string::npos)
+          << "rank " << rank << ": " << msg;
+    ASSERT_FALSE(j["worst_s"].is_null());
+    EXPECT_LT(j["worst_s"].get<double>(), kChorusTimeout + 3 * timeoutScale()) << j.dump(1);
+  } else {
+    EXPECT_EQ(j["rc"].get<int>(), 0) << j.dump(1);
+  }
+  std::printf("%s, %d nodes: worst %.2f s\n", fault.c_str(), nodes,
+              j["worst_s"].is_null() ? -1.0 : j["worst_s"].get<double>());
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, NetFaults,
+                         ::testing::Values(std::make_tuple("down", 2), std::make_tuple("down", 4),
+                                           std::make_tuple("gone", 2), std::make_tuple("drop", 2),
+                                           std::make_tuple("flap", 2), std::make_tuple("loss5", 2),
+                                           std::make_tuple("loss30", 2)),
+                         [](const ::testing::TestParamInfo<std::tuple<std::string, int>>& info) {
+                           return std::get<0>(info.param) + "_" +
+                                  std::to_string(std::get<1>(info.param)) + "nodes";
+                         });
+
+}  // namespace
