@@ -19,9 +19,11 @@ sudo=""
 [ "$(id -u)" -eq 0 ] || sudo=sudo
 need=()
 # The benchmarks' JSON uses nlohmann-json3-dev (header-only, build time only); chorus-plot needs
-# python3-matplotlib.
+# python3-matplotlib; the emulated-cluster and network-fault tests need iproute2 (ip, tc) and
+# nftables (packet loss and drops inside a node's namespace).
 for pkg in cmake g++ make libgtest-dev python3-dev pybind11-dev python3-numpy \
-           python3-pytest python3-torch libtorch-dev nlohmann-json3-dev python3-matplotlib; do
+           python3-pytest python3-torch libtorch-dev nlohmann-json3-dev python3-matplotlib \
+           iproute2 nftables; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
