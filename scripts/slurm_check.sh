@@ -66,7 +66,7 @@ stepds() {  # the slurmstepd processes of this cluster: their environment names 
   local p
   for p in /proc/[0-9]*; do
     case $(cat "$p/comm" 2>/dev/null) in slurmstepd*) ;; *) continue ;; esac
-    tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qxF "SLURM_CONF=$T/slurm.conf" && echo "${p#/proc/}"
+    tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qxF "SLURM_CONF=$T/slurm.conf" && echo "${p#/proc/}"
   done
 }
 cleanup() {
