@@ -87,9 +87,13 @@ step ".deb (cpack) installed with apt"
 deb=$(ls "$work"/build/chorus_*.deb)
 dpkg-deb -f "$deb" Package Version Depends Recommends
 # The licence: BSD-3-Clause in the description and Debian's machine-readable copyright file.
-dpkg-deb -f "$deb" Description | grep -q 'License: BSD-3-Clause'
-dpkg-deb -c "$deb" | grep -q '\./usr/share/doc/chorus/copyright$'
-dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/share/doc/chorus/copyright | grep -q '^License: BSD-3-Clause$'
+# (Captured first: `producer | grep -q` fails under pipefail when grep exits before the producer.)
+description=$(dpkg-deb -f "$deb" Description)
+contents=$(dpkg-deb -c "$deb")
+copyright=$(dpkg-deb --fsys-tarfile "$deb" | tar -xO ./usr/share/doc/chorus/copyright)
+grep -q 'License: BSD-3-Clause' <<<"$description"
+grep -q '\./usr/share/doc/chorus/copyright$' <<<"$contents"
+grep -q '^License: BSD-3-Clause$' <<<"$copyright"
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$deb" >/dev/null
 /usr/bin/chorusrun -np 2 /usr/bin/all_reduce_perf -b 8 -e 1M -f 16 -J "$work/deb.json" | tail -n 4
 /usr/bin/chorus-plot "$work/deb.json" -o "$work/deb.svg" && grep -q 'id="series-0"' "$work/deb.svg"
