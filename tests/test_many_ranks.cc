@@ -207,8 +207,8 @@ TEST(ManyRanksMisc, ResourcesAt64Processes) {
 class ManyRanksThreads : public ShmCheckedTestP<Param> {};
 
 TEST_P(ManyRanksThreads, EveryAlgorithm) {
-  const auto [n, setting] = GetParam();
-  const Forced& f = kForced[setting];
+  const int n = GetParam().nranks;  // (not a structured binding: the lambda below captures it)
+  const Forced& f = kForced[GetParam().setting];
   SCOPED_TRACE(settingName(f));
   Watchdog watchdog(500, "ManyRanksThreads " + std::to_string(n) + " " + settingName(f));
   MatrixOptions opt;
