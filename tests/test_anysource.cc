@@ -93,7 +93,7 @@ TEST(AnySourceErrors, BadCallsAreRefusedAndTheCommunicatorStaysUsable) {
       << chorusGetLastError(comms[0]);
   EXPECT_EQ(chorusRecvAny(nullptr, 4, chorusInt32, &source, comms[0], nullptr),
             chorusInvalidArgument);
-  EXPECT_EQ(chorusRecvAny(&x, 1, chorusDataType_t(99), &source, comms[0], nullptr),
+  EXPECT_EQ(chorusRecvAny(&x, 1, chorusDataType_t(15), &source, comms[0], nullptr),
             chorusInvalidArgument);
   // Still usable: one message, source NULL allowed.
   std::vector<chorusResult_t> res(2);
