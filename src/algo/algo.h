@@ -3,8 +3,10 @@
 // algo/table.cc; the entry points below are the ones other algorithms or callers reuse.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <initializer_list>
 #include <vector>
 
@@ -69,6 +71,18 @@ void chainReduce(chorusComm* comm, const OpDesc& op, const Work& w);
 void treeAllReduce(chorusComm* comm, const OpDesc& op, Proto proto);
 void treeBroadcast(chorusComm* comm, const OpDesc& op, const Work& w);
 void treeReduce(chorusComm* comm, const OpDesc& op, const Work& w);
+
+// The lanes of one call that run at once (a multi-channel call's channels, the hierarchical
+// AllReduce's phases): each lane's top calls failed() in its catch block, which keeps the first
+// failure and fails the communicator (so the other lanes stop); after they have all ended,
+// rethrowFirst() throws it on the calling thread. Nothing is allocated unless a lane fails.
+struct LaneFailures {
+  static constexpr int kMaxLanes = 64;
+  std::exception_ptr errors[kMaxLanes];
+  std::atomic<int> first{-1};
+  void failed(chorusComm* comm, int lane, const char* doing) noexcept;  // in a catch block
+  void rethrowFirst() const;
+};
 
 // One-shot AllReduce (algo/oneshot.cc): every rank publishes its input once in its segment and
 // reduces every rank's input, in rank order, into its output: one hand-off, and bit-identical

@@ -218,8 +218,7 @@ void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto) {
   }
 
   std::atomic<int> doneA{0}, doneB{0};
-  std::exception_ptr errors[3];
-  std::atomic<int> firstFailed{-1};
+  LaneFailures failures;
   auto waitFor = [&](std::atomic<int>& done, int s, const char* what) {
     if (done.load(std::memory_order_acquire) > s) return;
     Waiter w(comm, -1, what);  // watches abort and the communicator's failed state
@@ -231,14 +230,7 @@ void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto) {
     try {
       body();
     } catch (...) {
-      const Failure e = caughtFailure(comm->rank, "running AllReduce(hier)");
-      errors[phase] = std::make_exception_ptr(e);
-      int none = -1;
-      firstFailed.compare_exchange_strong(none, phase);
-      try {
-        markFailed(comm, e.code, e.message, e.cause);  // stops the other phases
-      } catch (...) {  // out of memory even for the notice: the state set first still stops them
-      }
+      failures.failed(comm, phase, "running AllReduce(hier)");
     }
   };
   std::thread cross, gather;
@@ -274,7 +266,7 @@ void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto) {
   });
   if (cross.joinable()) cross.join();
   if (gather.joinable()) gather.join();
-  if (firstFailed.load() >= 0) std::rethrow_exception(errors[firstFailed.load()]);
+  failures.rethrowFirst();
 }
 
 namespace {

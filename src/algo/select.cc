@@ -71,8 +71,7 @@ struct ChannelCall {
   AlgoEntry run;
   Proto proto;
   const LineBlocks* shares;
-  std::exception_ptr errors[kMaxCommChannels];
-  std::atomic<int> firstFailed;
+  LaneFailures failures;
 
   static void runShare(void* ctx, int ch) {
     auto* c = static_cast<ChannelCall*>(ctx);
@@ -80,19 +79,34 @@ struct ChannelCall {
     try {
       c->run(c->comm, *c->op, Work{ch, c->proto, c->shares->begin(ch), c->shares->begin(ch + 1)});
     } catch (...) {
-      const Failure e = caughtFailure(c->comm->rank, "running a channel's share of a collective");
-      c->errors[ch] = std::make_exception_ptr(e);
-      int none = -1;
-      c->firstFailed.compare_exchange_strong(none, ch);
-      try {
-        markFailed(c->comm, e.code, e.message, e.cause);  // stops sibling channels
-      } catch (...) {  // no memory for the notice: the failed state set first still stops them
-      }
+      c->failures.failed(c->comm, ch, "running a channel's share of a collective");
     }
   }
 };
+static_assert(kMaxCommChannels <= LaneFailures::kMaxLanes);
 
 }  // namespace
+
+void LaneFailures::failed(chorusComm* comm, int lane, const char* doing) noexcept {
+  const Failure e = caughtFailure(comm->rank, doing);
+  try {
+    errors[lane] = std::make_exception_ptr(e);
+  } catch (...) {  // (std::make_exception_ptr may allocate)
+  }
+  int none = -1;
+  first.compare_exchange_strong(none, lane);
+  try {
+    markFailed(comm, e.code, e.message, e.cause);  // stops the other lanes
+  } catch (...) {  // no memory for the notice: the failed state set first still stops them
+  }
+}
+
+void LaneFailures::rethrowFirst() const {
+  const int f = first.load();
+  if (f < 0) return;
+  if (errors[f]) std::rethrow_exception(errors[f]);
+  fail(chorusSystemError, "out of memory while keeping a failure");
+}
 
 void runCollective(const OpDesc& op) {
   chorusComm* comm = op.comm;
@@ -142,11 +156,11 @@ void runCollective(const OpDesc& op) {
       fail(chorusInternalError, "rank %d: %d channels (at most %d)", comm->rank, nch,
            kMaxCommChannels);
     ChannelWorkers& workers = channelWorkers(comm);
-    ChannelCall call{comm, &op, run, c.proto, &shares, {}, {-1}};
+    ChannelCall call{comm, &op, run, c.proto, &shares, {}};
     workers.start(nch, &ChannelCall::runShare, &call);
     ChannelCall::runShare(&call, 0);
     workers.wait(comm->spinIters);
-    if (call.firstFailed.load() >= 0) std::rethrow_exception(call.errors[call.firstFailed.load()]);
+    call.failures.rethrowFirst();
   }
   ++comm->opCount;
   traceEnd(comm->trace);

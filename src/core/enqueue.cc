@@ -60,6 +60,16 @@ chorusResult_t issue(const char* fn, OpDesc op, size_t sendElems, size_t recvEle
     if (s == CommState::kFinalized) c.bad(chorusInvalidUsage, "communicator was finalized");
     if (s != CommState::kReady || comm->abortFlag.load())
       c.bad(chorusInvalidUsage, "communicator was aborted");
+    if (op.kind == OpKind::kRecv && op.root == kAnySource) {  // chorusRecvAny
+      if (op.count == 0)
+        c.bad(chorusInvalidArgument,
+              "count is 0: a message of no bytes sends nothing, so nothing can match it");
+      if (comm->cuda != nullptr)
+        c.bad(chorusInvalidUsage,
+              "not supported on a device communicator (receive from a named peer)");
+      if (comm->nranks < 2)
+        c.bad(chorusInvalidUsage, "the communicator has no other rank to receive from");
+    }
     cudaCheckBuffers(fn, comm, op, sendElems, recvElems);  // host vs device memory
     if (groupDepth() > 0) {
       groupAdd(op);
@@ -161,30 +171,10 @@ chorusResult_t chorusRecv(void* recvbuff, size_t count, chorusDataType_t datatyp
   return issue("chorusRecv", d, 0, count, false, true);
 }
 
-// A receive whose OpDesc names kAnySource and carries `source` in sendbuff (comm/op.h); the
-// matching is runP2P's (algo/p2p.cc).
+// A receive whose OpDesc names kAnySource and carries `source` in sendbuff (comm/op.h); issue
+// checks what only an any-source receive needs, and the matching is runP2P's (algo/p2p.cc).
 chorusResult_t chorusRecvAny(void* recvbuff, size_t count, chorusDataType_t datatype, int* source,
                              chorusComm_t comm, chorusStream_t stream) {
-  if (comm != nullptr && isLiveComm(comm) && comm->state.load() == CommState::kReady) {
-    chorusResult_t code = chorusInvalidUsage;
-    const char* bad = nullptr;
-    if (count == 0) {
-      code = chorusInvalidArgument;
-      bad = "count is 0: a message of no bytes sends nothing, so nothing can match it";
-    } else if (comm->cuda != nullptr) {
-      bad = "not supported on a device communicator (receive from a named peer)";
-    } else if (comm->nranks < 2) {
-      bad = "the communicator has no other rank to receive from";
-    }
-    if (bad != nullptr) {
-      try {  // (the message's allocation may fail: the error code still goes back)
-        setLastError(comm, format("chorusRecvAny (rank %d): %s", comm->rank, bad));
-      } catch (...) {
-      }
-      groupRecordError(code);
-      return code;
-    }
-  }
   if (source != nullptr) *source = -1;
   OpDesc d{OpKind::kRecv, source, recvbuff, count, datatype, chorusSum, kAnySource, comm, stream};
   return issue("chorusRecvAny", d, 0, count, false, false);

@@ -14,6 +14,14 @@
 namespace chorus {
 
 namespace {
+// In a catch block: what was caught, as comm's last error; its code. For calls refused before
+// anything moved (the communicator stays usable).
+chorusResult_t refused(chorusComm* comm, const char* doing) {
+  const Failure e = caughtFailure(comm->rank, doing);
+  setLastError(comm, e.message);
+  return e.code;
+}
+
 
 // Claims the communicator for execution; two concurrent executions would interleave their
 // slots, so the second is refused.
@@ -101,9 +109,7 @@ chorusResult_t runCommOpsCaught(chorusComm* comm, OpSpan ops) {
     checkUsable(comm);
     guard.emplace(comm);
   } catch (...) {  // refused before anything moved: the communicator stays usable
-    const Failure e = caughtFailure(comm->rank, "starting an operation");
-    setLastError(comm, e.message);
-    return e.code;
+    return refused(comm, "starting an operation");
   }
   try {
     runCommOps(comm, ops);
@@ -175,9 +181,7 @@ chorusResult_t executeNow(const OpDesc& op) {
   try {
     waitQueued(op.comm);
   } catch (...) {
-    const Failure e = caughtFailure(op.comm->rank, "waiting for queued operations");
-    setLastError(op.comm, e.message);
-    return e.code;
+    return refused(op.comm, "waiting for queued operations");
   }
   return executeOne(op);
 }
@@ -187,9 +191,7 @@ chorusResult_t executeGroupNow(const std::vector<OpDesc>& ops) {
   try {
     waitQueued(comm);
   } catch (...) {
-    const Failure e = caughtFailure(comm->rank, "waiting for queued operations");
-    setLastError(comm, e.message);
-    return e.code;
+    return refused(comm, "waiting for queued operations");
   }
   static thread_local std::vector<const OpDesc*> ptrs;  // keeps its capacity
   ptrs.clear();
@@ -219,9 +221,7 @@ chorusResult_t submit(std::vector<OpDesc> ops) {
     try {
       for (auto& op : batch) waitQueued(op.comm);
     } catch (...) {
-      const Failure e = caughtFailure(batch[0].comm->rank, "waiting for queued operations");
-      setLastError(batch[0].comm, e.message);
-      return e.code;
+      return refused(batch[0].comm, "waiting for queued operations");
     }
     chorusResult_t r = executeBatch(batch);
     if (r != chorusSuccess && result == chorusSuccess) result = r;

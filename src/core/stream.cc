@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -115,29 +116,25 @@ chorusResult_t chorusStreamCreate(chorusStream_t* stream) {
     return chorusInvalidArgument;
   }
   *stream = nullptr;
-  chorusStream* s = nullptr;
   return guarded(
       -1, "chorusStreamCreate",
       [&] {
-        s = new chorusStream();
-        s->worker = std::thread([s] { s->run(); });
-        try {
+        auto s = std::make_unique<chorusStream>();
+        {  // registered first: nothing runs yet if this fails
           std::lock_guard<std::mutex> l(gStreamsMu);
-          gStreams.insert(s);
+          gStreams.insert(s.get());
+        }
+        try {
+          s->worker = std::thread([p = s.get()] { p->run(); });
         } catch (...) {
-          {
-            std::lock_guard<std::mutex> l(s->mu);
-            s->stop = true;
-            s->work.notify_one();
-          }
-          s->worker.join();
+          std::lock_guard<std::mutex> l(gStreamsMu);
+          gStreams.erase(s.get());
           throw;
         }
-        *stream = s;
+        *stream = s.release();
         return chorusSuccess;
       },
-      [&](const Failure& f) {
-        if (s != nullptr && !s->worker.joinable()) delete s;  // the worker never started
+      [](const Failure& f) {
         setThreadLastError(f.message);
         return f.code;
       });
