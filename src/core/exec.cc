@@ -22,7 +22,6 @@ chorusResult_t refused(chorusComm* comm, const char* doing) {
   return e.code;
 }
 
-
 // Claims the communicator for execution; two concurrent executions would interleave their
 // slots, so the second is refused.
 struct ExecGuard {
