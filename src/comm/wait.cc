@@ -6,10 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -180,8 +178,9 @@ struct BehindInfo {
   Behind why = Behind::kNotWaiting;
   int culprit = -1;
   std::string chain;
-  double stoppedFor = -1;  // kStopped: seconds since its last sign of life (-1: no answer)
-  uint64_t seq = 0;        // kStopped: the operation it stopped in
+  bool crossesNodes = false;  // a rank of the chain is on another node than this rank
+  double stoppedFor = -1;     // kStopped: seconds since its last sign of life (-1: no answer)
+  uint64_t seq = 0;           // kStopped: the operation it stopped in
   uint32_t op = 0;
   int reporter = -1;  // kFailed: the rank on the chain that failed (culprit: its cause)
 };
@@ -255,6 +254,20 @@ std::string networkFailure(chorusComm* c, int suspect, bool asked, int* culprit,
                 v.nodes.size() > 1 ? "s" : "", nodes.c_str(), c->rank, evidence.c_str());
 }
 
+// A failure whose cause is a rank on another node, not known dead: when this rank cannot reach
+// that node either, the network failed, not the rank; throws that (`first`: who reported it).
+void throwIfUnreachable(chorusComm* c, const char* what, int cause, const std::string& first) {
+  if (cause < 0 || cause >= c->nranks || !c->isRemote(cause) || c->control == nullptr ||
+      c->control->seenDead(cause))
+    return;
+  int culprit = cause;
+  const std::string net = networkFailure(c, cause, false, &culprit);
+  if (!net.empty())
+    throw Failure{chorusRemoteError,
+                  format("rank %d: %s: %s (%s)", c->rank, what, net.c_str(), first.c_str()),
+                  culprit};
+}
+
 // One rank's state: read in its segment (same node), or asked over its control connection
 // (another node; false: no answer, the process is stopped or its link failed). aliveAgeMs is
 // -1 between calls (the sign of life is negated there).
@@ -313,6 +326,7 @@ BehindInfo findStopped(chorusComm* c, double stale, int64_t nowNs) {
 BehindInfo findBehind(chorusComm* c, int peer) {
   BehindInfo b;
   b.chain = std::to_string(c->rank) + " -> " + std::to_string(peer);
+  b.crossesNodes = c->isRemote(peer);
   const double stale = staleAfter(c);
   const int64_t nowNs = steadyNs(Clock::now());
   int p = peer;
@@ -334,6 +348,7 @@ BehindInfo findBehind(chorusComm* c, int peer) {
     const int next = w - 1;
     if (w <= 0 || next >= c->nranks || next == p) break;
     b.chain += " -> " + std::to_string(next);
+    b.crossesNodes = b.crossesNodes || c->isRemote(next);
     if (next == c->rank) {
       // A cycle of live ranks, as far as the chain shows. A wait on several peers (a tree's)
       // publishes one of them at a time, so the chain may go round while the real culprit is
@@ -461,18 +476,9 @@ void Waiter::check(Clock::time_point now) {
     // The proxy failed this peer: its connection was lost (cause: the peer), or it sent a
     // failure notice naming the rank that caused it (itself, or a rank that died).
     if (c->control && c->control->peerFailed(peer_)) {
-      // A cause on a node this rank cannot reach either (not known dead): a network failure.
       const int cause = c->control->failureCause(peer_);
-      int culprit = cause;
-      const std::string net = cause >= 0 && cause < c->nranks && cause != peer_ &&
-                                      c->isRemote(cause) && !c->control->seenDead(cause)
-                                  ? networkFailure(c, cause, false, &culprit)
-                                  : "";
-      if (!net.empty())
-        throw Failure{chorusRemoteError,
-                      format("rank %d: %s: %s (rank %d reported it first)", c->rank, what_,
-                             net.c_str(), peer_),
-                      culprit};
+      if (cause != peer_)
+        throwIfUnreachable(c, what_, cause, format("rank %d reported it first", peer_));
       throw Failure{chorusRemoteError,
                     format("rank %d: %s: %s", c->rank, what_, c->control->failureReason(peer_)),
                     cause};
@@ -525,17 +531,7 @@ void Waiter::check(Clock::time_point now) {
                       format("rank %d: %s: peer rank %d failed or aborted", c->rank, what_, peer_),
                       cause};
       const bool valid = cause >= 0 && cause < c->nranks;
-      if (valid && c->isRemote(cause) && !(c->control && c->control->seenDead(cause))) {
-        // The peer failed because of a rank on another node: if this rank cannot reach that
-        // node either, the network failed (not the rank).
-        int culprit = cause;
-        const std::string net = networkFailure(c, cause, false, &culprit);
-        if (!net.empty())
-          throw Failure{chorusRemoteError,
-                        format("rank %d: %s: %s (peer rank %d failed first)", c->rank, what_,
-                               net.c_str(), peer_),
-                        culprit};
-      }
+      throwIfUnreachable(c, what_, cause, format("peer rank %d failed first", peer_));
       const bool dead =
           valid && (c->isRemote(cause) ? c->control && c->control->seenDead(cause)
                                        : c->peers[size_t(cause)].pid != getpid() &&
@@ -571,11 +567,7 @@ void Waiter::check(Clock::time_point now) {
                          asked, &netCulprit, &back);
       // Live ranks waiting for each other across nodes: what they wait for may be in TCP's
       // retransmission backoff on a link this rank does not use (a flap, heavy loss).
-      bool acrossNodes = false;
-      for (size_t i = 0; b.why == Behind::kCycle && i < chain.size(); ++i)
-        if (std::isdigit(static_cast<unsigned char>(chain[i])) &&
-            (i == 0 || !std::isdigit(static_cast<unsigned char>(chain[i - 1]))))
-          acrossNodes = acrossNodes || c->isRemote(std::atoi(chain.c_str() + i));
+      const bool acrossNodes = b.why == Behind::kCycle && b.crossesNodes;
       std::string why;
       if (!back.empty())
         why = format("the network to node(s) %s stalled and answers again (a link flap?)",
