@@ -192,11 +192,13 @@ void checkWait(Deadline deadline, const std::atomic<bool>* abortFlag, const char
 }
 }  // namespace
 
-int connectTo(const SockAddr& addr, Deadline deadline, const std::atomic<bool>* abortFlag) {
+int connectTo(const SockAddr& addr, Deadline deadline, const std::atomic<bool>* abortFlag,
+              int* lastError) {
   int delayMs = 1;
   while (true) {
     int fd = socket(addr.ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) fail(chorusSystemError, "socket: %s", strerror(errno));
+    if (lastError != nullptr) *lastError = 0;  // this attempt's, once it has one
     int rc = connect(fd, reinterpret_cast<const sockaddr*>(&addr.ss), addr.len);
     int err = rc == 0 ? 0 : errno;
     if (err == EINPROGRESS) {
@@ -222,6 +224,7 @@ int connectTo(const SockAddr& addr, Deadline deadline, const std::atomic<bool>* 
       return fd;
     }
     close(fd);
+    if (lastError != nullptr) *lastError = err;
     if (err != ECONNREFUSED && err != ETIMEDOUT && err != ECONNRESET && err != EHOSTUNREACH &&
         err != ENETUNREACH)
       fail(chorusSystemError, "connect to %s: %s", addr.str().c_str(), strerror(err));

@@ -35,8 +35,10 @@ bool ifNameMatches(const std::string& spec, const char* name);
 
 // Binds and listens on `addr` (port 0 = ephemeral); returns the fd and fills the real port.
 int listenOn(SockAddr* addr);
-// Connects, retrying refused connections until `deadline`. Throws chorus::Failure.
-int connectTo(const SockAddr& addr, Deadline deadline, const std::atomic<bool>* abortFlag);
+// Connects, retrying refused connections until `deadline`. Throws chorus::Failure; `lastError`
+// (optional) then holds the last attempt's errno (ECONNREFUSED: nothing listens there).
+int connectTo(const SockAddr& addr, Deadline deadline, const std::atomic<bool>* abortFlag,
+              int* lastError = nullptr);
 
 // Full-length I/O on a non-blocking fd. Throw chorus::Failure (chorusRemoteError on EOF/reset,
 // chorusTimeout past the deadline, chorusInvalidUsage when the abort flag is raised).

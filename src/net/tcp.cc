@@ -246,10 +246,11 @@ constexpr double kRefusedSec = 2;
 int connectToPeer(const SockAddr& addr, int peer, Deadline deadline,
                   const std::atomic<bool>* abortFlag) {
   while (true) {
+    int lastError = 0;
     try {
-      return connectTo(addr, std::min(deadline, deadlineIn(kRefusedSec)), abortFlag);
+      return connectTo(addr, std::min(deadline, deadlineIn(kRefusedSec)), abortFlag, &lastError);
     } catch (const Failure& e) {
-      if (e.code == chorusTimeout && e.message.find(strerror(ECONNREFUSED)) != std::string::npos)
+      if (e.code == chorusTimeout && lastError == ECONNREFUSED)
         throw Failure{chorusRemoteError,
                       format("rank %d's data listener at %s refuses connections: rank %d died "
                              "or failed during the communicator's setup",
