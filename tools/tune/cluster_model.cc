@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "../bench/common/ideal.h"
+#include "calibration.h"
+#include "collectives.h"
+#include "ideal.h"
 #include "topo/tree.h"
 #include "tune/tuner.h"
 
@@ -20,41 +22,17 @@ namespace chorus {
 
 namespace {
 
+// The collectives the model covers, with the benchmark that measures each (its busbw factor is
+// nccl-tests', seed 000: tools/bench/common/collectives.cc).
 struct Kind {
-  const char* name;
   OpKind kind;
-  // nccl-tests' bus-bandwidth factor for n ranks (seed 000).
-  double (*busFactor)(int n);
+  const char* program;
 };
-
-double ringFactor(int n) {
-  return 2.0 * (n - 1) / n;
-}
-double shareFactor(int n) {
-  return double(n - 1) / n;
-}
-double oneFactor(int) {
-  return 1.0;
-}
-
-const Kind kKinds[] = {{"allreduce", OpKind::kAllReduce, ringFactor},
-                       {"broadcast", OpKind::kBroadcast, oneFactor},
-                       {"reduce", OpKind::kReduce, oneFactor},
-                       {"allgather", OpKind::kAllGather, shareFactor},
-                       {"reducescatter", OpKind::kReduceScatter, shareFactor}};
-
-std::string sizeName(size_t b) {
-  char buf[32];
-  if (b >= (size_t(1) << 30) && b % (size_t(1) << 30) == 0)
-    snprintf(buf, sizeof(buf), "%zu GiB", b >> 30);
-  else if (b >= (size_t(1) << 20) && b % (size_t(1) << 20) == 0)
-    snprintf(buf, sizeof(buf), "%zu MiB", b >> 20);
-  else if (b >= 1024 && b % 1024 == 0)
-    snprintf(buf, sizeof(buf), "%zu KiB", b >> 10);
-  else
-    snprintf(buf, sizeof(buf), "%zu B", b);
-  return buf;
-}
+const Kind kKinds[] = {{OpKind::kAllReduce, "all_reduce_perf"},
+                       {OpKind::kBroadcast, "broadcast_perf"},
+                       {OpKind::kReduce, "reduce_perf"},
+                       {OpKind::kAllGather, "all_gather_perf"},
+                       {OpKind::kReduceScatter, "reduce_scatter_perf"}};
 
 }  // namespace
 
@@ -68,22 +46,18 @@ bool parseClusterShape(const char* s, int* nodes, int* perNode) {
 MachineModel clusterModel(const MachineModel& base, const ClusterSpec& spec) {
   MachineModel m = base;
   const int simple = int(Proto::kSimple);
-  if (spec.memGBs > 0 && m.bwGBs[simple] > 0) {
-    // The described memory bandwidth replaces the Simple protocol's; the other protocols and
-    // every fitted choice keep their measured ratio to it.
-    const double scale = spec.memGBs / m.bwGBs[simple];
-    for (double& bw : m.bwGBs) bw *= scale;
+  // A described value replaces the Simple protocol's term; the other protocols and every fitted
+  // choice keep their measured ratio to it.
+  auto rescale = [&](double want, double* terms, double ChoiceFit::*fitted) {
+    if (!(want > 0) || !(terms[simple] > 0)) return;
+    const double scale = want / terms[simple];
+    for (int p = 0; p < kNumProtos; ++p) terms[p] *= scale;
     for (auto& perAlgo : m.allreduce)
-      for (auto& perProto : perAlgo)
-        for (ChoiceFit& fit : perProto) fit.bwGBs *= scale;
-  }
-  if (spec.hopUs > 0 && m.hopUs[simple] > 0) {
-    const double scale = spec.hopUs / m.hopUs[simple];
-    for (double& h : m.hopUs) h *= scale;
-    for (auto& perAlgo : m.allreduce)
-      for (auto& perProto : perAlgo)
-        for (ChoiceFit& fit : perProto) fit.hopUs *= scale;
-  }
+      for (auto& perProtoFits : perAlgo)
+        for (ChoiceFit& fit : perProtoFits) fit.*fitted *= scale;
+  };
+  rescale(spec.memGBs, m.bwGBs, &ChoiceFit::bwGBs);  // terms per protocol
+  rescale(spec.hopUs, m.hopUs, &ChoiceFit::hopUs);
   m.netBwGBs = spec.linkGbps / 8.0;
   if (spec.linkUs > 0) m.netHopUs = spec.linkUs;
   return m;
@@ -108,11 +82,13 @@ std::vector<ClusterRow> predictCluster(const ClusterSpec& spec, const char* only
   const TunerEnv env = readTunerEnv();  // CHORUS_ALGO / CHORUS_PROTO apply as on a communicator
   std::vector<ClusterRow> rows;
   for (const Kind& k : kKinds) {
-    if (only != nullptr && *only != 0 && strcmp(only, "all") != 0 && strcmp(only, k.name) != 0)
+    const char* name = collectiveKey(k.kind);  // "allreduce", ...
+    const chorus_bench::CollDesc* bench = chorus_bench::findCollective(k.program);
+    if (only != nullptr && *only != 0 && strcmp(only, "all") != 0 && strcmp(only, name) != 0)
       continue;
     for (size_t bytes = spec.minBytes; bytes <= spec.maxBytes; bytes *= 4) {
       ClusterRow r{};
-      r.collective = k.name;
+      r.collective = name;
       r.bytes = bytes;
       if (n == 1) {
         r.algorithm = "local";
@@ -127,7 +103,7 @@ std::vector<ClusterRow> predictCluster(const ClusterSpec& spec, const char* only
         r.us = c.predictedUs;
       }
       r.algBw = double(bytes) / (r.us * 1e3);  // GB/s
-      r.busBw = r.algBw * k.busFactor(n);
+      r.busBw = r.algBw * bench->busBwFactor(n);
       r.idealBusBw = ideal;
       rows.push_back(r);
       if (bytes > spec.maxBytes / 4) break;
@@ -171,7 +147,8 @@ void printCluster(const ClusterSpec& spec, const std::vector<ClusterRow>& rows) 
              strcmp(rows[e + 1].protocol, rows[j].protocol) == 0)
         ++e;
       line += " " + std::string(rows[j].algorithm) + "/" + rows[j].protocol + " " +
-              sizeName(rows[j].bytes) + (e > j ? "-" + sizeName(rows[e].bytes) : "") + ";";
+              chorus_bench::bytesText(rows[j].bytes) +
+              (e > j ? "-" + chorus_bench::bytesText(rows[e].bytes) : "") + ";";
       j = e + 1;
     }
     line.pop_back();
