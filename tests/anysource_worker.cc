@@ -9,13 +9,12 @@
 // 1 on a failure, 99 when the watchdog (--timeout, default 60 s) fires.
 #include <chorus/chorus.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <thread>
 
 #include "anysource_check.h"
+#include "watchdog.h"
 
 int main(int argc, char** argv) {
   anysource::Options o;
@@ -40,12 +39,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::thread([timeout] {
-    std::this_thread::sleep_for(std::chrono::duration<double>(timeout));
-    std::printf("WATCHDOG after %.0f s\n", timeout);
-    std::fflush(stdout);
-    std::_Exit(99);
-  }).detach();
+  ctest::Watchdog watchdog(timeout, "chorus_anysource_worker: not finished");
   chorusComm_t comm = nullptr;
   if (chorusCommInitFromEnv(&comm) != chorusSuccess) {
     std::printf("FAILED rank=? init: %s\n", chorusGetLastError(nullptr));

@@ -37,15 +37,10 @@
 #include <vector>
 
 #include "result_name.h"
+#include "timing.h"
 #include "watchdog.h"
 
 namespace {
-
-double monoNow() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
-}
 
 [[noreturn]] void usage(const std::string& msg) {
   std::fprintf(stderr, "chorus_netfault_worker: %s\n", msg.c_str());
@@ -114,15 +109,16 @@ int main(int argc, char** argv) {
   const size_t n = o.count;
   const bool gather = o.coll == "AllGather";
   std::vector<int32_t> send(n), recv(gather ? n * size_t(nranks) : n), want(recv.size());
-  std::printf("READY rank=%d nranks=%d pid=%d t=%.6f\n", rank, nranks, int(getpid()), monoNow());
+  std::printf("READY rank=%d nranks=%d pid=%d t=%.6f\n", rank, nranks, int(getpid()),
+              ctest::nowSeconds());
   std::fflush(stdout);
-  const double start = monoNow();
+  const double start = ctest::nowSeconds();
   long it = 0;
   for (; o.iters == 0 || it < o.iters; ++it) {
     if (o.seconds > 0 && it % 50 == 0) {
       // Time's up when any rank's clock says so: the ranks agree (an AllReduce of the flag), so
       // that all make the same number of calls.
-      int32_t stop = monoNow() - start >= o.seconds ? 1 : 0, any = 0;
+      int32_t stop = ctest::nowSeconds() - start >= o.seconds ? 1 : 0, any = 0;
       r = chorusAllReduce(&stop, &any, 1, chorusInt32, chorusMax, comm, nullptr);
       if (r == chorusSuccess && any != 0) break;
       if (r != chorusSuccess) goto failed;
@@ -159,7 +155,7 @@ int main(int argc, char** argv) {
       for (char& ch : msg)
         if (ch == '\n') ch = ' ';
       std::printf("FAILED rank=%d code=%d name=%s t=%.6f iter=%ld culprit=%d msg=%s\n", rank,
-                  int(r), ctest::resultName(r), monoNow(), it, culprit, msg.c_str());
+                  int(r), ctest::resultName(r), ctest::nowSeconds(), it, culprit, msg.c_str());
       std::fflush(stdout);
       if (o.lingerMs > 0) usleep(useconds_t(o.lingerMs) * 1000);
       chorusCommAbort(comm);
@@ -174,17 +170,17 @@ int main(int argc, char** argv) {
         return 2;
       }
     if (it < 10 || (it + 1) % 10 == 0) {
-      std::printf("PROGRESS rank=%d iter=%ld t=%.6f\n", rank, it, monoNow());
+      std::printf("PROGRESS rank=%d iter=%ld t=%.6f\n", rank, it, ctest::nowSeconds());
       std::fflush(stdout);
     }
   }
-  const double secs = monoNow() - start;
+  const double secs = ctest::nowSeconds() - start;
   r = chorusCommDestroy(comm);
   if (r != chorusSuccess) {
     std::printf("FAILED rank=%d code=%d name=%s t=%.6f iter=%ld culprit=-1 msg=destroy: %s\n", rank,
-                int(r), ctest::resultName(r), monoNow(), it, chorusGetLastError(nullptr));
+                int(r), ctest::resultName(r), ctest::nowSeconds(), it, chorusGetLastError(nullptr));
     return 3;
   }
-  std::printf("DONE rank=%d iters=%ld t=%.6f seconds=%.3f\n", rank, it, monoNow(), secs);
+  std::printf("DONE rank=%d iters=%ld t=%.6f seconds=%.3f\n", rank, it, ctest::nowSeconds(), secs);
   return 0;
 }
