@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -184,7 +183,7 @@ void setupSegments(chorusComm* c, PeerInfo& mine, bool otherProcess, Deadline de
             Segment::attach(pi.segName, reinterpret_cast<void*>(pi.segAddr), pid_t(pi.pid));
       } catch (const Failure& e) {
         // Gone from /dev/shm: the peer removed it as its own init failed, or it died.
-        if (e.message.find(strerror(ENOENT)) == std::string::npos) throw;
+        if (e.code != chorusRemoteError) throw;
         gone = std::make_unique<Failure>(
             chorusRemoteError,
             format("rank %d: rank %d's shared-memory segment is gone (%s): rank %d left during "

@@ -143,9 +143,9 @@ Segment Segment::attach(const std::string& name, void* addrInOwner, pid_t ownerP
     return s;
   }
   int fd = shm_open(name.c_str(), O_RDWR, 0600);
-  if (fd < 0)
-    fail(chorusSystemError, "shm_open %s (peer pid %d): %s", name.c_str(), int(ownerPid),
-         strerror(errno));
+  if (fd < 0)  // gone (ENOENT): its owner removed it or died, a failure of the peer's
+    fail(errno == ENOENT ? chorusRemoteError : chorusSystemError, "shm_open %s (peer pid %d): %s",
+         name.c_str(), int(ownerPid), strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0 || st.st_size < off_t(sizeof(SegmentHeader))) {
     close(fd);
