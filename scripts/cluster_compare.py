@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Best and median over the rounds of scripts/cluster_compare.sh (its output folder).
+
+Two markdown tables: per shape, collective and size, Chorus's efficiency against seed 001's ideal
+and the model's predicted / measured time (the C tools' -J documents); and per shape and size,
+all_reduce under torch on "chorus" and "gloo" (chorus-torch-bench's --json), gloo / chorus.
+"""
+import glob
+import json
+import os
+import re
+import statistics
+import sys
+
+
+def size_name(b):
+    return f"{b >> 20} MiB" if b >= 1 << 20 else f"{b} B"
+
+
+def main(folder):
+    rounds = sorted(glob.glob(os.path.join(folder, "r*")))
+    eff, model, torch = {}, {}, {}
+    for r in rounds:
+        for path in glob.glob(os.path.join(r, "*_*x*_*.json")):
+            m = re.match(r"(.+)_(\d+x\d+)_[^_]+\.json$", os.path.basename(path))
+            if not m or m.group(1) == "torch":
+                continue
+            coll, shape = m.group(1), m.group(2)
+            with open(path) as f:
+                for row in json.load(f)["results"]:
+                    oop = row["out_of_place"]
+                    key = (shape, coll, int(row["size"]))
+                    if row.get("ideal", 0) > 0:
+                        eff.setdefault(key, []).append(100.0 * oop["bus_bw"] / row["ideal"])
+                    if row.get("predicted_time", 0) > 0 and oop["time"] > 0:
+                        model.setdefault(key, []).append(row["predicted_time"] / oop["time"])
+        for path in glob.glob(os.path.join(r, "torch_*.json")):
+            shape = os.path.basename(path)[len("torch_"):-len(".json")]
+            with open(path) as f:
+                for row in json.load(f)["results"]:
+                    key = (shape, int(row["bytes"]))
+                    for backend in ("chorus", "gloo"):
+                        torch.setdefault(key + (backend,), []).append(row[backend]["best_us"])
+    print(f"{len(rounds)} rounds\n")
+    print("| shape | collective | size | eff% best | eff% median | predicted / measured (median) |")
+    print("| --- | --- | --- | ---: | ---: | ---: |")
+    for key in sorted(eff):
+        shape, coll, size = key
+        e = eff[key]
+        p = statistics.median(model.get(key, [float("nan")]))
+        print(f"| {shape} | {coll} | {size_name(size)} | {max(e):.1f} | {statistics.median(e):.1f} "
+              f"| {p:.2f} |")
+    print()
+    print("| shape | all_reduce | chorus best / median (ms) | gloo best / median (ms) | "
+          "gloo / chorus (best, median) |")
+    print("| --- | --- | --- | --- | --- |")
+    for shape, size in sorted({(k[0], k[1]) for k in torch}):
+        c = torch.get((shape, size, "chorus"), [])
+        g = torch.get((shape, size, "gloo"), [])
+        if not c or not g:
+            continue
+        cb, cm, gb, gm = min(c), statistics.median(c), min(g), statistics.median(g)
+        print(f"| {shape} | {size_name(size)} | {cb / 1e3:.1f} / {cm / 1e3:.1f} | "
+              f"{gb / 1e3:.1f} / {gm / 1e3:.1f} | {gb / cb:.2f}x, {gm / cm:.2f}x |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "build/cluster_cmp"))
