@@ -139,12 +139,14 @@ st_build() {
 st_gpu_kernels() { run_tests 'CudaGpu.*'; }
 st_gpu_threads() { run_tests 'SharedGpu/CudaGpuThreads.*'; }
 st_gpu_procs() { run_tests 'SharedGpu/CudaGpuProcesses.*'; }
-st_gpu_ipc() { CHORUS_DEBUG=WARN run_tests '*CudaGpuIpc*'; }
-st_gpu_ipc_nocache() { CHORUS_CUDA_IPC_CACHE=0 CHORUS_DEBUG=WARN run_tests '*CudaGpuIpc*'; }
+# CHORUS_DEVICE_IPC_FILTER narrows the IPC groups for a short rerun (e.g. '*CudaGpuIpcDirect*').
+ipc_filter=${CHORUS_DEVICE_IPC_FILTER:-*CudaGpuIpc*}
+st_gpu_ipc() { CHORUS_DEBUG=WARN run_tests "$ipc_filter"; }
+st_gpu_ipc_nocache() { CHORUS_CUDA_IPC_CACHE=0 CHORUS_DEBUG=WARN run_tests "$ipc_filter"; }
 st_sanitizer() {
   command -v compute-sanitizer >/dev/null || { echo "skipped: no compute-sanitizer"; return 0; }
   CHORUS_CUDA_IPC=1 compute-sanitizer --tool memcheck --target-processes all --error-exitcode 9 \
-    "$build/chorusrun" --timeout 90 -np 2 "$build/chorus_cuda_worker" --ipc-allreduce
+    "$build/chorusrun" --timeout 90 -np 2 "$build/tests/chorus_cuda_worker" --ipc-allreduce
 }
 st_bandwidth() {
   python3 - "$work/bandwidth.json" <<'PY'
@@ -172,7 +174,15 @@ json.dump(r, open(sys.argv[1], "w"))
 PY
 }
 st_device_perf() {
-  local np c flags="-b 8 -e 64M -f 8 -n 5 -w 2 -c 1" bad=0
+  local np c flags="-b 8 -e 64M -f 8 -n 20 -w 5 -c 1" bad=0
+  # The latency of one small call after a long warm-up (staged, then the IPC path), 2 ranks.
+  for c in 0 1; do
+    echo "## latency 8 B all_reduce np=2 CHORUS_CUDA_IPC=$c"
+    CHORUS_CUDA_IPC=$c "$build/chorusrun" --timeout 90 --no-prefix -np 2 "$build/all_reduce_perf" \
+      --device -b 8 -e 8 -n 500 -w 100 -c 1 >"$work/dev_latency_ipc$c.txt" 2>&1 ||
+      { echo "FAILED: latency CHORUS_CUDA_IPC=$c (rc $?)"; bad=1; }
+    grep -v '^#' "$work/dev_latency_ipc$c.txt" | head -n 3
+  done
   for np in 1 2 4; do
     for c in all_reduce all_gather reduce_scatter broadcast; do
       echo "## staged $c np=$np"

@@ -64,14 +64,19 @@ void cudaRunStaged(chorusComm* comm, const std::vector<const OpDesc*>& ops, Host
   CudaComm* cc = comm->cuda;
   DeviceScope scope(cc->device);
   cudaCheck(comm, scope.result(), "cudaSetDevice");
-  // Order after the user's prior work on wrapped streams (the copy stream is a blocking stream,
-  // so it is already ordered after the legacy default stream).
+  // Order the copy stream after the user's prior work: on the wrapped stream, or without one on
+  // the legacy default stream (which waits for every blocking stream). The copy stream being a
+  // blocking stream orders the work queued on it after the legacy stream, but not an empty one:
+  // waiting for it on the host (the IPC AllReduce's step 1) then returned at once while the
+  // user's cudaMemcpy from pageable memory still had its DMA in flight, and peers' kernels read
+  // the old sendbuff (seen on the first GPU run, 2026-11-28).
   for (const OpDesc* op : ops) {
     void* us = op->stream != nullptr ? cudaStreamOf(op->stream) : nullptr;
     refuseCapture(comm, us);
-    if (us == nullptr) continue;
-    cudaCheck(comm, cudaEventRecord(cc->userDone, static_cast<cudaStream_t>(us)),
-              "cudaEventRecord on the user's stream");
+    const cudaStream_t s = us != nullptr ? static_cast<cudaStream_t>(us) : cudaStreamLegacy;
+    cudaCheck(comm, cudaEventRecord(cc->userDone, s),
+              us != nullptr ? "cudaEventRecord on the user's stream"
+                            : "cudaEventRecord on the legacy default stream");
     cudaCheck(comm, cudaStreamWaitEvent(cc->stream, cc->userDone, 0), "cudaStreamWaitEvent");
   }
   if (ops.size() == 1 && cudaTryIpcAllReduce(comm, *ops[0], runHost)) return;
