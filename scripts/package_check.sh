@@ -67,6 +67,11 @@ LD_LIBRARY_PATH=$libdir "$prefix/bin/chorusrun" -np 2 "$prefix/bin/all_reduce_pe
 step "installed Python package"
 PYTHONPATH=$(ls -d "$prefix"/lib/python3*/dist-packages) /usr/bin/python3 -c \
   "import chorus, numpy as np; c = chorus.Comm.from_env(); print('chorus', chorus.version(), c.all_reduce(np.ones(2)))"
+# python -m chorus as a Debian user runs it (its torch is Debian's 1.13, which the package's
+# backend was built for).
+PYTHONPATH=$(ls -d "$prefix"/lib/python3*/dist-packages) /usr/bin/python3 -m chorus |
+  tee "$work/collect_env.txt"
+grep -q '^chorus.torch: *loads$' "$work/collect_env.txt"
 
 step "Debian's torch ($(/usr/bin/python3 -c 'import torch; print(torch.__version__)' 2>/dev/null)): torch tests on this build"
 (cd python/tests && PYTHONPATH=$work/build/python CHORUS_BUILD_DIR=$work/build PYTHONDONTWRITEBYTECODE=1 \

@@ -5,7 +5,6 @@ the algorithms, the reduce kernels' SIMD build and the CHORUS_* variables set.
 
 ``collect()`` returns the same facts as a dict."""
 
-import ctypes
 import importlib.metadata
 import importlib.util
 import os
@@ -13,7 +12,7 @@ import platform
 import sys
 
 import chorus
-from chorus import _build_info
+from chorus import _build_info, _chorus
 
 
 def _library_path():
@@ -29,14 +28,10 @@ def _library_path():
     return None
 
 
-def _build_info_of(library):
+def _library_build_info():
     """chorusGetBuildInfo() of the loaded library, as a dict."""
-    if library is None:
-        return {}
-    get = ctypes.CDLL(library).chorusGetBuildInfo
-    get.restype = ctypes.c_char_p
-    get.argtypes = []
-    return dict(line.split("=", 1) for line in get().decode().splitlines() if "=" in line)
+    text = _chorus.build_info()
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
 def _distribution_version():
@@ -65,7 +60,7 @@ def _torch():
 
 def collect():
     library = _library_path()
-    info = _build_info_of(library)
+    info = _library_build_info()
     torch_version, backend = _torch()
     return {
         "version": chorus.__version__,

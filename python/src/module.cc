@@ -470,6 +470,8 @@ PYBIND11_MODULE(_chorus, m) {
     chorusGetVersion(&v);
     return v;
   });
+  // chorusGetBuildInfo()'s key=value lines (python -m chorus).
+  m.def("build_info", []() { return std::string(chorusGetBuildInfo()); });
   // (launcher, rank, size, local rank) variable names, in the order chorusCommInitFromEnv tries
   // them; chorus.torch fills torch's env:// variables from the same list.
   py::list launchers;
