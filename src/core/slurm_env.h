@@ -7,7 +7,8 @@
 // Only inside a job step (srun sets SLURM_STEP_ID and SLURM_STEP_NODELIST): a batch script's own
 // environment also holds SLURM_PROCID=0 and SLURM_NTASKS=N, but no step, and no other rank.
 // Inline (header only): the C library's launcher form (launcher_env.cc) and the Python
-// package's chorus.torch (through chorus._chorus.slurm_root_address) use this one definition.
+// package's chorus.torch (through chorus._chorus.slurm_first_host and slurm_root_port) use
+// this one definition.
 #pragma once
 
 #include <cstdint>
