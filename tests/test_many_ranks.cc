@@ -10,6 +10,7 @@
 // the tuner does.
 #include <chorus/chorus.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,8 +26,10 @@
 
 #include "comm_set.h"
 #include "gtest_helpers.h"
+#include "handstart.h"
 #include "launch.h"
 #include "matrix.h"
+#include "process.h"
 #include "scoped_env.h"
 #include "threads.h"
 #include "timing.h"
@@ -129,6 +132,50 @@ TEST(ManyRanksMisc, DirectCollectivesAndSendRecv) {
     EXPECT_EQ(r.exitCode, 0) << np << " ranks:\n" << outputTail(r.output);
     std::printf("[ timing   ] %d processes, direct collectives: %.1f s\n", np, r.seconds);
   }
+}
+
+// 16 ranks the way a job script starts them (one process each, the launcher variables, no
+// chorusrun and no pinning) beside two busy processes: every collective with the tuner's choice,
+// every result checked. Then rank 7 is killed right after init: every survivor fails, naming it,
+// and exits on its own (no hang, nothing left in /dev/shm).
+class ManyRanksByHand : public ShmCheckedTest {};  // nothing may be left in /dev/shm
+
+TEST_F(ManyRanksByHand, SixteenBesideBusyProcessesThenAKilledRank) {
+  const int np = 16;
+  const BusyProcesses busy(2);
+  ASSERT_EQ(busy.error(), "");
+  std::vector<HandRank> ranks =
+      startRanksByHand(MP_WORKER_PATH, np, 1,
+                       {"--colls", kColls, "--types", "bfloat16,int32", "--ops", "sum,max",
+                        "--counts", kCounts, "--big", "none", "--timeout", "400"},
+                       "many");
+  waitRanksByHand(ranks, 450);
+  for (int r = 0; r < np; ++r)
+    EXPECT_EQ(ranks[size_t(r)].status, 0) << "rank " << r << ":\n"
+                                          << outputTail(ranks[size_t(r)].output());
+  if (!::testing::Test::HasFailure())
+    for (auto& k : ranks) unlink(k.outPath.c_str());
+
+  ranks =
+      startRanksByHand(MP_WORKER_PATH, np, 1,
+                       {"--colls", "AllReduce", "--types", "float32", "--ops", "sum", "--counts",
+                        "1000", "--big", "none", "--crash-rank", "7", "--timeout", "200"},
+                       "many-kill", {"CHORUS_TIMEOUT=60"});
+  waitRanksByHand(ranks, 240);
+  for (int r = 0; r < np; ++r) {
+    if (r == 7) {
+      EXPECT_EQ(ranks[size_t(r)].status, 128 + SIGKILL);
+      continue;
+    }
+    const std::string out = ranks[size_t(r)].output();
+    EXPECT_NE(ranks[size_t(r)].status, 0) << "rank " << r << " passed beside a killed rank";
+    EXPECT_GE(ranks[size_t(r)].status, 0) << "rank " << r << " hung (killed at the deadline)";
+    EXPECT_LT(ranks[size_t(r)].status, 128) << "rank " << r << " died of a signal:\n"
+                                            << outputTail(out);
+    EXPECT_NE(out.find("rank 7"), std::string::npos) << "rank " << r << ":\n" << outputTail(out);
+  }
+  if (!::testing::Test::HasFailure())
+    for (auto& k : ranks) unlink(k.outPath.c_str());
 }
 
 // One "resources rank=R init_s=S threads=T shm_bytes=B shm_files=F" line per rank.

@@ -94,17 +94,8 @@ TEST_F(MultiProcessMisc, SingleCopyAndOneShotForced) {
 // every result against an independent reference (mp_worker), with the tuner's own choice and
 // with the two-shot forced.
 TEST_F(MultiProcessMisc, SmallAllReduceByHandBesideBusyProcesses) {
-  std::vector<pid_t> busy;
-  for (int i = 0; i < 2; ++i) {
-    SpawnSpec spec;
-    spec.argv = {"/bin/sh", "-c", "while :; do :; done"};
-    spec.out = ChildOutput::kInherit;
-    spec.newGroup = true;
-    spec.dieWithParent = true;
-    const Child c = spawnProcess(spec);
-    ASSERT_GT(c.pid, 0) << c.error;
-    busy.push_back(c.pid);
-  }
+  const BusyProcesses busy(2);
+  ASSERT_EQ(busy.error(), "");
   for (const char* algo : {"", "allreduce:twoshot"}) {
     for (int np : {3, 4}) {
       std::vector<std::string> env;
@@ -123,10 +114,6 @@ TEST_F(MultiProcessMisc, SmallAllReduceByHandBesideBusyProcesses) {
       if (!::testing::Test::HasFailure())
         for (auto& k : ranks) unlink(k.outPath.c_str());
     }
-  }
-  for (pid_t pid : busy) {
-    kill(-pid, SIGKILL);
-    waitProcess(pid, 10, true);
   }
 }
 

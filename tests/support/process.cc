@@ -124,4 +124,27 @@ int waitProcess(pid_t pid, double seconds, bool group) {
   }
 }
 
+BusyProcesses::BusyProcesses(int n) {
+  for (int i = 0; i < n; ++i) {
+    SpawnSpec spec;
+    spec.argv = {"/bin/sh", "-c", "while :; do :; done"};
+    spec.out = ChildOutput::kInherit;
+    spec.newGroup = true;
+    spec.dieWithParent = true;
+    const Child c = spawnProcess(spec);
+    if (c.pid <= 0) {
+      error_ = c.error;
+      return;
+    }
+    pids_.push_back(c.pid);
+  }
+}
+
+BusyProcesses::~BusyProcesses() {
+  for (pid_t pid : pids_) {
+    kill(-pid, SIGKILL);
+    waitProcess(pid, 10, true);
+  }
+}
+
 }  // namespace ctest

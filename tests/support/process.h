@@ -45,4 +45,19 @@ Child spawnProcess(const SpawnSpec& spec);
 // after killing it (its group too when `group`) with SIGKILL at the deadline.
 int waitProcess(pid_t pid, double seconds, bool group = false);
 
+// n processes spinning on the cores for the life of the object (computation sharing the machine
+// with the ranks); each in its own group, killed with it, never outliving the test.
+class BusyProcesses {
+ public:
+  explicit BusyProcesses(int n);
+  ~BusyProcesses();
+  BusyProcesses(const BusyProcesses&) = delete;
+  BusyProcesses& operator=(const BusyProcesses&) = delete;
+  const std::string& error() const { return error_; }  // empty when all started
+
+ private:
+  std::vector<pid_t> pids_;
+  std::string error_;
+};
+
 }  // namespace ctest
