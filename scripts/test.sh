@@ -5,7 +5,17 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh build
 # Chorus's own segments only: other programs' /dev/shm entries come and go on their own.
 shm_before=$(ls /dev/shm | grep '^chorus' | sort || true)
-ctest --test-dir build --output-on-failure -j1 --timeout 900 "$@"
+rc=0
+ctest --test-dir build --output-on-failure -j1 --timeout 900 "$@" || rc=$?
+if [ "$rc" -ne 0 ]; then
+  # CI keeps only the end of the output: the failures' own lines last (a soak's SOAK-FAILURE
+  # lines, gtest's failure lines), so that the reason survives the cut.
+  t=build/Testing/Temporary
+  echo "test.sh: ctest failed (status $rc): $(cut -d: -f2 "$t/LastTestsFailed.log" 2>/dev/null | tr '\n' ' ')"
+  grep -hE '^\[  FAILED  \]|SOAK SUMMARY' "$t/LastTest.log" 2>/dev/null | cut -c1-300 | tail -n 8
+  grep -ohE 'SOAK-FAILURE.*|result=FAIL:.*' "$t/LastTest.log" 2>/dev/null | cut -c1-600 | tail -n 6
+  exit "$rc"
+fi
 shm_after=$(ls /dev/shm | grep '^chorus' | sort || true)
 if [ "$shm_before" != "$shm_after" ]; then
   echo "test.sh: /dev/shm changed during the tests:"

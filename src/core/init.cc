@@ -159,15 +159,17 @@ void setupSegments(chorusComm* c, PeerInfo& mine, bool otherProcess, Deadline de
   c->trace.alive->store(-coarseNowNs(), std::memory_order_relaxed);  // not in a call yet
   mine.segAddr = reinterpret_cast<uint64_t>(c->mySegment.base());
   snprintf(mine.segName, sizeof(mine.segName), "%s", c->mySegment.name().c_str());
-  // Removes the segment name of every rank of this node, not only this rank's (shm_unlink of a
-  // name already gone is harmless): a peer that dies between creating its segment and its own
-  // unlink (before the barrier, or right after it) then leaves nothing in /dev/shm.
+  // Removes the segment name of every rank, not only this rank's (shm_unlink of a name that is
+  // gone or was never made here is harmless: the name holds the pid, the rank and the 64-bit
+  // nonce): a peer that dies between creating its segment and its own unlink (before the
+  // barrier, or right after it) then leaves nothing in /dev/shm. Other nodes' names too: nodes
+  // that share one /dev/shm (emulated nodes, CHORUS_HOSTID) lost a whole process's names when
+  // every rank of their node was killed (the soak, 2026-11-28). After the barrier every rank has
+  // mapped the segments it needs; on the failure path the call fails on every rank anyway.
   auto unlinkNodeNames = [&] {
     c->mySegment.unlinkName();
-    if (otherProcess)
-      for (const auto& p : c->peers)
-        if (!c->isRemote(p.rank) && p.rank != c->rank)
-          Segment::unlinkPeerName(p.pid, p.rank, nonce);
+    for (const auto& p : c->peers)
+      if (p.rank != c->rank) Segment::unlinkPeerName(p.pid, p.rank, nonce);
   };
   try {
     for (size_t i = 0; i < c->transports.size(); ++i)
