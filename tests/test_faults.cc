@@ -280,10 +280,14 @@ TEST_F(Faults, DevShmFull) {
 
 // Issue 32 item 4: a rank killed inside the bootstrap exchange is named by every survivor within
 // 5 s. CHORUS_TEST_BOOTSTRAP_STALL=rank:round stops that rank inside its round-th exchange (its
-// part sent); the test kills it there with SIGKILL. (Not covered: a rank killed in the last
-// round across nodes, whose survivors then wait in the TCP link setup; the rank that hosts the
-// root killed before every rank joined, whose latecomers cannot join: docs/reliability.md. The
-// root's rank is killed from round 2 on, when every rank has joined.)
+// part sent); the test kills it there with SIGKILL. A rank killed in the last round across
+// nodes is met by the survivors in the TCP link setup: a listener that refuses names it, and a
+// root whose process died closes its connections, which the setup watches (rank 0 there). (Not
+// covered: the rank that hosts the root killed before every rank joined, whose latecomers cannot
+// join: docs/reliability.md. The root's rank is killed from round 2 on, when every rank has
+// joined. Known to fail, 2026-11-28: rank 1 killed in round 3 across two nodes (rank 0, its node
+// peer, waits in the network probe on the other node, whose ranks wait for rank 1's connections,
+// until CHORUS_TIMEOUT), and rank 3 there (rank 2 names rank 0, whose connection reset).)
 struct KillCase {
   int victim, round, nodes;
 };
@@ -339,7 +343,7 @@ TEST_P(BootstrapKill, EverySurvivorNamesTheKilledRankWithin5s) {
 INSTANTIATE_TEST_SUITE_P(Processes, BootstrapKill,
                          ::testing::Values(KillCase{2, 1, 1}, KillCase{2, 2, 1}, KillCase{2, 3, 1},
                                            KillCase{3, 1, 2}, KillCase{1, 2, 2}, KillCase{0, 2, 1},
-                                           KillCase{0, 2, 2}, KillCase{0, 3, 1}),
+                                           KillCase{0, 2, 2}, KillCase{0, 3, 1}, KillCase{0, 3, 2}),
                          [](const ::testing::TestParamInfo<KillCase>& i) {
                            return "rank" + std::to_string(i.param.victim) + "_round" +
                                   std::to_string(i.param.round) + "_" +

@@ -547,20 +547,7 @@ void Bootstrap::allGather(const void* mine, size_t size, void* all, Deadline dea
       }
     if (!notice) roundFailed(e);
   }
-  if (h.magic == kReplyFailed) {
-    std::string text(std::min(h.len, kMaxFailureText), '\0');
-    try {
-      recvAll(fd_, text.data(), text.size(), deadlineIn(1), abortFlag_, "bootstrap allgather");
-    } catch (const Failure&) {
-      text = "(the root's notice was cut off)";
-    }
-    const int cause = h.cause >= 0 && h.cause < nranks_ ? h.cause : -1;
-    throw Failure{chorusRemoteError,
-                  format("rank %d: the communicator cannot form: %s (reported by the bootstrap "
-                         "root)",
-                         rank_, text.c_str()),
-                  cause};
-  }
+  if (h.magic == kReplyFailed) rootNotice(h);
   if (h.magic != kReplyOk || h.len != size * size_t(nranks_))
     fail(chorusSystemError,
          "rank %d: bootstrap allgather: the root answered %u bytes (magic %08x), expected %zu",
@@ -570,6 +557,39 @@ void Bootstrap::allGather(const void* mine, size_t size, void* all, Deadline dea
   } catch (const Failure& e) {
     roundFailed(e);
   }
+}
+
+void Bootstrap::rootNotice(const RoundReply& h) {
+  std::string text(std::min(h.len, kMaxFailureText), '\0');
+  try {
+    recvAll(fd_, text.data(), text.size(), deadlineIn(1), abortFlag_, "bootstrap allgather");
+  } catch (const Failure&) {
+    text = "(the root's notice was cut off)";
+  }
+  const int cause = h.cause >= 0 && h.cause < nranks_ ? h.cause : -1;
+  throw Failure{chorusRemoteError,
+                format("rank %d: the communicator cannot form: %s (reported by the bootstrap "
+                       "root)",
+                       rank_, text.c_str()),
+                cause};
+}
+
+void Bootstrap::checkRoot() {
+  if (fd_ < 0) return;
+  RoundReply h{};
+  const ssize_t n = recv(fd_, &h, sizeof(h), MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+  if (n > 0 && (size_t(n) < sizeof(h) || h.magic != kReplyFailed))
+    return;  // part of a notice (looked at again next time), or bytes the next round reads
+  if (n > 0) {
+    recvAll(fd_, &h, sizeof(h), deadlineIn(1), abortFlag_, "bootstrap allgather");
+    rootNotice(h);
+  }
+  roundFailed(Failure{
+      chorusRemoteError,
+      n == 0
+          ? std::string("the bootstrap root closed its connection between rounds")
+          : format("the bootstrap root's connection failed between rounds: %s", strerror(errno))});
 }
 
 void Bootstrap::roundFailed(const Failure& e) {

@@ -150,12 +150,17 @@ class Bootstrap {
   // all must hold nranks * size bytes; on return all[r*size..] holds rank r's contribution.
   void allGather(const void* mine, size_t size, void* all, Deadline deadline = noDeadline());
   void barrier(Deadline deadline = noDeadline());
+  // Between rounds (a setup step that waits on other ranks): throws a chorusRemoteError when the
+  // root told this rank that the communicator cannot form (naming the rank it lost), or when the
+  // root's connection closed (naming the root's rank: its process is gone). Reads nothing else.
+  void checkRoot();
   void close();
 
  private:
   // A failure of the round's I/O (`e`), as this rank reports it: the root's notice naming the
   // rank that was lost when it sent one, else the root's loss (naming its rank when known).
   [[noreturn]] void roundFailed(const Failure& e);
+  [[noreturn]] void rootNotice(const wire::RoundReply& h);  // reads the text after h, throws
   int fd_ = -1;
   int rank_, nranks_;
   int rootRank_ = -1;

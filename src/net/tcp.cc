@@ -18,6 +18,7 @@
 #include "base/debug.h"
 #include "base/error.h"
 #include "base/param.h"
+#include "bootstrap/bootstrap.h"
 #include "comm/comm.h"
 #include "comm/wait.h"
 #include "net/tcp_wire.h"
@@ -191,16 +192,31 @@ void DataListener::serve() {
   ::close(fd_);
 }
 
-std::map<DataListener::Key, int> DataListener::take(const std::vector<Key>& want,
-                                                    Deadline deadline) {
+std::map<DataListener::Key, int> DataListener::take(const std::vector<Key>& want, Deadline deadline,
+                                                    const std::function<void()>& watch) {
   std::unique_lock<std::mutex> l(mu_);
   while (true) {
     size_t have = 0;
     for (const Key& k : want) have += ready_.count(k);
     if (have == want.size()) break;
     if (errorCode_ != chorusSuccess) throw Failure{errorCode_, error_};
-    if (Clock::now() > deadline)
-      fail(chorusTimeout, "data connections: %zu of %zu arrived", have, want.size());
+    if (Clock::now() > deadline) {
+      // Name the ranks that never connected (stopped, or gone without anyone saying so).
+      std::string missing;
+      int first = -1, last = -1;
+      for (const Key& k : want) {
+        const int r = std::get<0>(k);
+        if (ready_.count(k) != 0 || r == last) continue;
+        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        if (first < 0) first = r;
+        last = r;
+      }
+      throw Failure{chorusTimeout,
+                    format("data connections: %zu of %zu arrived; none or not all from rank(s) "
+                           "%s (stopped, or gone during the communicator's setup)",
+                           have, want.size(), missing.c_str()),
+                    first};
+    }
     if (abortFlag_ && abortFlag_->load())
       fail(chorusInvalidUsage, "aborted during connection setup");
     // A rank that died during the setup never connects. A peer that finished its setup and saw
@@ -225,6 +241,11 @@ std::map<DataListener::Key, int> DataListener::take(const std::vector<Key>& want
                     np.cause == rank_ ? from : np.cause};
     }
     cv_.wait_for(l, std::chrono::milliseconds(100));
+    if (watch) {
+      l.unlock();
+      watch();
+      l.lock();
+    }
   }
   std::map<Key, int> out;
   for (const Key& k : want) {
@@ -356,7 +377,14 @@ TcpTransport::TcpTransport(chorusComm* comm, DataListener& listener,
       for (int ch = 0; ch < nch; ++ch)
         for (int s = 0; s < nsocks_; ++s) want.emplace_back(p, ch, s);
     }
-    for (auto& kv : listener.take(want, deadline)) fds[kv.first] = kv.second;
+    // The root's connection is watched meanwhile: a root that lost a rank says so, and a root
+    // whose process died (with the ranks in it) closes; either fails this rank now, naming the
+    // lost rank, instead of at the deadline.
+    Bootstrap* boot = comm->bootstrap.get();
+    for (auto& kv : listener.take(want, deadline, [boot] {
+           if (boot != nullptr) boot->checkRoot();
+         }))
+      fds[kv.first] = kv.second;
   } catch (const Failure& e) {
     for (auto& kv : fds) ::close(kv.second);
     ::close(wakeFd_);

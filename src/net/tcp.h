@@ -32,6 +32,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -66,8 +67,10 @@ class DataListener {
   DataListener& operator=(const DataListener&) = delete;
 
   // Waits for an authenticated connection for every key of `want` and hands them over. Throws
-  // chorus::Failure past the deadline or on abort.
-  std::map<Key, int> take(const std::vector<Key>& want, Deadline deadline);
+  // chorus::Failure past the deadline (naming the ranks whose connections did not arrive), on
+  // abort, or when `watch` (called about every 100 ms, without the lock; may be empty) throws.
+  std::map<Key, int> take(const std::vector<Key>& want, Deadline deadline,
+                          const std::function<void()>& watch = {});
 
  private:
   void serve();
