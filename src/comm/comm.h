@@ -132,7 +132,6 @@ struct chorusComm {
   // memory) and its CUDA state (staging memory, copy stream).
   int cudaDevice = -1;
   chorus::CudaComm* cuda = nullptr;
-  chorusComm* parentForLog = nullptr;
 
   bool isRemote(int peer) const { return nodeOf[size_t(peer)] != nodeOf[size_t(rank)]; }
   // Same-node peers only.
