@@ -12,7 +12,8 @@ if [ "$rc" -ne 0 ]; then
   # lines, gtest's failure lines), so that the reason survives the cut.
   t=build/Testing/Temporary
   echo "test.sh: ctest failed (status $rc): $(cut -d: -f2 "$t/LastTestsFailed.log" 2>/dev/null | tr '\n' ' ')"
-  grep -hE '^\[  FAILED  \]|SOAK SUMMARY' "$t/LastTest.log" 2>/dev/null | cut -c1-300 | tail -n 8
+  grep -hE '^\[  FAILED  \]|SOAK SUMMARY.*FAIL$|^E  ' "$t/LastTest.log" 2>/dev/null | cut -c1-300 |
+    tail -n 8
   grep -ohE 'SOAK-FAILURE.*|result=FAIL:.*' "$t/LastTest.log" 2>/dev/null | cut -c1-600 | tail -n 6
   exit "$rc"
 fi
