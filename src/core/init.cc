@@ -166,7 +166,7 @@ void setupSegments(chorusComm* c, PeerInfo& mine, bool otherProcess, Deadline de
   // that share one /dev/shm (emulated nodes, CHORUS_HOSTID) lost a whole process's names when
   // every rank of their node was killed (the soak, 2026-11-28). After the barrier every rank has
   // mapped the segments it needs; on the failure path the call fails on every rank anyway.
-  auto unlinkNodeNames = [&] {
+  auto unlinkAllNames = [&] {
     c->mySegment.unlinkName();
     for (const auto& p : c->peers)
       if (p.rank != c->rank) Segment::unlinkPeerName(p.pid, p.rank, nonce);
@@ -204,10 +204,10 @@ void setupSegments(chorusComm* c, PeerInfo& mine, bool otherProcess, Deadline de
     // Every peer has mapped every segment: the names can go, so a crash leaves no trace.
     c->bootstrap->barrier(deadline);
   } catch (...) {
-    unlinkNodeNames();
+    unlinkAllNames();
     throw;
   }
-  unlinkNodeNames();
+  unlinkAllNames();
 }
 
 // Phase 4, links: every peer gets the first transport (in table order) that reaches it; every

@@ -839,7 +839,7 @@ bool TcpTransport::progressOut(Link& l) {
   bool did = false;
   while (l.staged.dataReady()) {
     const uint64_t word = l.staged.slotWord();  // the size and the message-start marker
-    const uint64_t bytes = word & ~kSlotMessageStart;
+    const uint64_t bytes = slotBytesOf(word);
     const int fd = l.fds[l.staged.head % uint64_t(nsocks_)];
     while (l.outDone < 8 + bytes) {
       iovec iov[2];

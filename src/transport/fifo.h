@@ -23,6 +23,10 @@ constexpr int kNSteps = 8;
 constexpr size_t kSlotHeaderBytes = 16;  // data starts here within a slot
 constexpr size_t kSlotPad = 64;  // slot stride = slotBytes + kSlotPad (keeps 64 B alignment)
 constexpr uint64_t kSlotMessageStart = uint64_t(1) << 63;  // in SlotHeader::bytes (see above)
+// The payload size a slot's size word holds (without the message-start marker).
+constexpr uint64_t slotBytesOf(uint64_t word) {
+  return word & ~kSlotMessageStart;
+}
 
 struct SlotHeader {
   std::atomic<uint64_t> seq;
@@ -108,7 +112,7 @@ struct RecvConn {
   bool dataReady() const { return header()->seq.load(std::memory_order_acquire) == head + 1; }
   const char* slot() const { return reinterpret_cast<const char*>(header()) + kSlotHeaderBytes; }
   size_t slotSize() const {
-    return size_t(header()->bytes.load(std::memory_order_relaxed) & ~kSlotMessageStart);
+    return size_t(slotBytesOf(header()->bytes.load(std::memory_order_relaxed)));
   }
   // The header's raw size word (the marker bit included), for a proxy that forwards the slot.
   uint64_t slotWord() const { return header()->bytes.load(std::memory_order_relaxed); }
