@@ -12,9 +12,7 @@ import re
 import statistics
 import sys
 
-
-def size_name(b):
-    return f"{b >> 20} MiB" if b >= 1 << 20 else f"{b} B"
+from nccl_table import size_name
 
 
 def main(folder):

@@ -16,12 +16,7 @@ import subprocess
 import sys
 import tempfile
 
-
-def size_name(b):
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if b >= 1 << shift and b % (1 << shift) == 0:
-            return f"{b >> shift} {unit}"
-    return f"{b} B"
+from nccl_table import size_name
 
 
 def run(tune, shape, gbps, extra):

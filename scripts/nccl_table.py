@@ -31,6 +31,14 @@ def size_label(b):
     return str(b)
 
 
+def size_name(b):
+    """8 B, 2 KiB, 16 MiB, 1 GiB: bytes as the scale and model tables write them."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if b >= 1 << shift and b % (1 << shift) == 0:
+            return f"{b >> shift} {unit}"
+    return f"{b} B"
+
+
 def best_median(v):
     """'best / median' of a list of times, '-' when empty."""
     return f"{min(v):.2f} / {statistics.median(v):.2f}" if v else "-"
