@@ -38,9 +38,6 @@ struct LineBlocks {
 };
 
 // Ring algorithms (algo/ring.cc).
-// Nothing; referring to it links the algorithm table (algo/table.cc) into static programs.
-void linkAlgoTable();
-
 void ringAllReduce(chorusComm* comm, const OpDesc& op, const Work& w);
 // The same on any ring of ranks (`ring` in order, this rank at position `pos`).
 void ringAllReduceOn(chorusComm* comm, const std::vector<int>& ring, int pos, const OpDesc& op,

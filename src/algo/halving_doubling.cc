@@ -183,6 +183,15 @@ size_t hdUnnamedBelow(const Shape& s) {
   return kHdUnnamedMaxBytes + 1;
 }
 
+// The reference fit: the ring's (algo/ring.cc) by their measured ratio on 2 ranks as processes
+// (docs/history/performance-2026-11.md "Halving-doubling on one node", 5 interleaved rounds,
+// Simple forced): 16 B 0.60 against 0.51 us, and from 64 KiB to 16 MiB 1.43x the ring's bandwidth
+// (64 KiB-1 MiB: 1.95x). Simple, one channel.
+constexpr AllReduceCalibration kHdCalibration = {{
+    {{0.565044 * 0.60 / 0.51, 7.03408 * 1.43}, {}},  // Simple
+    {},                                              // LL
+}};
+
 }  // namespace
 
 extern const AlgoDesc kHalvingDoublingAlgo = {
@@ -193,6 +202,7 @@ extern const AlgoDesc kHalvingDoublingAlgo = {
     .hops = hdHops,
     .byteFactor = hdBytes,
     .multiNodeUs = hdUs,
+    .calibration = &kHdCalibration,
     .run = entries({{OpKind::kAllReduce, halvingDoublingAllReduce}}),
 };
 

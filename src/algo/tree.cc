@@ -216,6 +216,11 @@ double treeBytes(OpKind kind, int n) {
   if (kind == OpKind::kAllReduce) return n > 2 ? 2.0 : 1.0;
   return 2.0;
 }
+// The reference fit (as the ring's, algo/ring.cc): one channel, both protocols.
+constexpr AllReduceCalibration kTreeCalibration = {{
+    {{0.653191, 7.5805}, {}},  // Simple
+    {{0.614784, 2.3626}, {}},  // LL
+}};
 }  // namespace
 
 extern const AlgoDesc kTreeAlgo = {
@@ -225,6 +230,7 @@ extern const AlgoDesc kTreeAlgo = {
     .runsOn = treeRunsOn,
     .hops = treeHops,
     .byteFactor = treeBytes,
+    .calibration = &kTreeCalibration,
     .run = entries({{OpKind::kAllReduce, [](chorusComm* c, const OpDesc& op,
                                             const Work& w) { treeAllReduce(c, op, w.proto); }},
                     {OpKind::kBroadcast, treeBroadcast},

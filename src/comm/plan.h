@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "comm/algo_rows.h"
 #include "comm/op.h"
 #include "proto/proto.h"
 
@@ -12,22 +13,13 @@ namespace chorus {
 
 // An algorithm is an index into the algorithm table (algo/table.cc): one AlgoDesc per algorithm,
 // defined next to its loops in algo/, read by dispatch (algo/select.cc), the tuner (tune/) and
-// the names alike. The named values are the algorithms other code names (defaults, calibration);
-// an algorithm nothing names needs no value here.
-enum class Algo : int {
-  kRing = 0,
-  kTree = 1,
-  kChain = 2,
-  kDirect = 3,
-  kNaive = 4,
-  kHier = 5,
-  kOneShot = 6,
-  kCma = 7,      // single copy straight from the peers' buffers (algo/copy.cc)
-  kTwoShot = 8,  // AllReduce: publish, reduce one block, publish it, gather (algo/oneshot.cc)
-  kHalvingDoubling = 9,  // AllReduce: recursive halving then doubling (algo/halving_doubling.cc)
-  kZeroCopy = 10         // straight between registered buffers (algo/zerocopy.cc)
-};
-// Every algorithm has an enumerator, its row in the table (algo/table.cc checks the order).
+// the names alike. The enumerators are the rows of comm/algo_rows.h, in its order.
+#define CHORUS_ALGO_ENUMERATOR(e, d) e,
+enum class Algo : int { CHORUS_ALGO_ROWS(CHORUS_ALGO_ENUMERATOR) };
+#undef CHORUS_ALGO_ENUMERATOR
+#define CHORUS_ALGO_COUNT(e, d) +1
+constexpr int kNumAlgoRows = 0 CHORUS_ALGO_ROWS(CHORUS_ALGO_COUNT);
+#undef CHORUS_ALGO_COUNT
 constexpr int kMaxAlgos = 16;  // TunerEnv's masks hold one bit per algorithm
 // The communicator's shape as the model sees it.
 struct Shape {
@@ -95,6 +87,19 @@ struct AlgoEntries {
   AlgoEntry of[kNumOpKinds] = {};  // per OpKind: what runCollective calls
 };
 
+// A calibrated AllReduce: one hand-off's microseconds and the bandwidth (GB/s of the bytes the
+// algorithm moves), per protocol and channel count (1, 2). chorus-tune measures every entry a
+// descriptor gives (tools/tune), the tuner's model uses the fit (tune/tuner.cc) and, until a
+// machine is calibrated, the entries themselves: the reference machine's values.
+constexpr int kCalibratedChannels = 2;
+struct AllReduceFit {
+  double hopUs = 0;
+  double bwGBs = 0;  // 0: not calibrated (the generic model stands)
+};
+struct AllReduceCalibration {
+  AllReduceFit fit[kNumProtos][kCalibratedChannels];
+};
+
 // One algorithm: what it serves, its cost terms for the tuner's latency + bytes / bandwidth model
 // (tune/tuner.cc predictUs puts them together) and its entry points. A null hook means the
 // default named beside it.
@@ -126,6 +131,9 @@ struct AlgoDesc {
   // Its cost is affine in the bytes only between multiples of this (0: everywhere): the plan
   // cache cuts its size classes there (tune/tuner.cc PlanBuilder).
   uint64_t costStepBytes = 0;
+  // Its AllReduce is calibrated (chorus-tune measures each entry, the model uses the fit). Null:
+  // the generic model from the protocol's terms.
+  const AllReduceCalibration* calibration = nullptr;
   AlgoEntries run;
   // Its per-communicator state (algo/table.cc createAlgoStates calls it once per communicator,
   // after the transport is up). Null: it keeps none.

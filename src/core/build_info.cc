@@ -13,7 +13,6 @@ using namespace chorus;
 namespace {
 
 std::string makeBuildInfo() {
-  linkAlgoTable();  // a static link holds the table (and its registration) through this call
   std::string s = "version=" CHORUS_VERSION_STRING "\n";
 #ifdef CHORUS_HAVE_CUDA
   s += "cuda=yes\n";

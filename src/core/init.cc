@@ -290,7 +290,6 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
       c->rank, "init done: nranks %d on %d node(s), %s, %d channel(s), slot %zu bytes x %d steps",
       c->nranks, c->nnodes, otherProcess ? "shared memory between processes" : "in-process memory",
       c->nchannels, c->slotBytes[0], kNSteps);
-  linkAlgoTable();
   c->state.store(CommState::kReady);
 }
 

@@ -64,18 +64,15 @@ MachineModel defaultModel() {
   m.cacheBwGain = 3.0;
   m.netHopUs = 25;  // loopback / LAN TCP hand-off through the proxy
   m.netBwGBs = 1.0;
-  m.allreduce[int(Algo::kRing)][int(Proto::kSimple)][0] = {0.565044, 7.03408, true};
-  m.allreduce[int(Algo::kRing)][int(Proto::kSimple)][1] = {1.303, 6.81032, true};
-  m.allreduce[int(Algo::kRing)][int(Proto::kLL)][0] = {0.560806, 2.82206, true};
-  m.allreduce[int(Algo::kRing)][int(Proto::kLL)][1] = {2.334, 2.79581, true};
-  m.allreduce[int(Algo::kTree)][int(Proto::kSimple)][0] = {0.653191, 7.5805, true};
-  m.allreduce[int(Algo::kTree)][int(Proto::kLL)][0] = {0.614784, 2.3626, true};
-  // The halving-doubling AllReduce, relative to the ring's terms above by their measured ratio
-  // on 2 ranks as processes (docs/history/performance-2026-11.md "Halving-doubling on one node",
-  // 5 interleaved rounds, Simple forced): 16 B 0.60 against 0.51 us, and from 64 KiB to 16 MiB
-  // 1.43x the ring's bandwidth (64 KiB-1 MiB: 1.95x).
-  m.allreduce[int(Algo::kHalvingDoubling)][int(Proto::kSimple)][0] = {0.565044 * 0.60 / 0.51,
-                                                                      7.03408 * 1.43, true};
+  // Each calibrated algorithm's AllReduce terms: its descriptor's (AlgoDesc::calibration).
+  for (int a = 0; a < numAlgos(); ++a) {
+    const AllReduceCalibration* cal = algoDesc(Algo(a)).calibration;
+    if (cal == nullptr) continue;
+    for (int p = 0; p < kNumProtos; ++p)
+      for (int ch = 0; ch < kModelChannels; ++ch)
+        if (cal->fit[p][ch].bwGBs > 0)
+          m.allreduce[a][p][ch] = {cal->fit[p][ch].hopUs, cal->fit[p][ch].bwGBs, true};
+  }
   m.calibrated = false;
   return m;
 }

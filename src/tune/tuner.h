@@ -28,7 +28,7 @@ struct Choice {
 // fixed cost of an operation, and the bandwidth of one pipelined stream of slots; and, where
 // chorus-tune measured an AllReduce choice itself, that choice's own fitted hop latency and
 // bandwidth (same formula, so the model tracks what each implementation really costs).
-constexpr int kModelChannels = 2;
+constexpr int kModelChannels = kCalibratedChannels;
 struct ChoiceFit {
   double hopUs;
   double bwGBs;

@@ -279,13 +279,14 @@ int main(int argc, char** argv) {
       Proto p;
       int ch;
     };
-    const Probe probes[] = {{Algo::kRing, Proto::kSimple, 1},
-                            {Algo::kRing, Proto::kSimple, 2},
-                            {Algo::kRing, Proto::kLL, 1},
-                            {Algo::kRing, Proto::kLL, 2},
-                            {Algo::kTree, Proto::kSimple, 1},
-                            {Algo::kTree, Proto::kLL, 1},
-                            {Algo::kHalvingDoubling, Proto::kSimple, 1}};
+    // What to probe: every entry of every calibrated algorithm's descriptor
+    // (AlgoDesc::calibration), in table order.
+    std::vector<Probe> probes;
+    for (int a = 0; a < numAlgos(); ++a)
+      if (const AllReduceCalibration* cal = algoDesc(Algo(a)).calibration)
+        for (int p = 0; p < kNumProtos; ++p)
+          for (int ch = 1; ch <= kModelChannels; ++ch)
+            if (cal->fit[p][ch - 1].bwGBs > 0) probes.push_back({Algo(a), Proto(p), ch});
     for (const Probe& pr : probes) {
       const size_t mid = size_t(64) << 10,
                    big = pr.p == Proto::kSimple ? size_t(16) << 20 : size_t(4) << 20;
