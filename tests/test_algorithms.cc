@@ -966,6 +966,47 @@ TEST_F(AlgorithmsTuner, PlansEqualTheModel) {
   EXPECT_TRUE(problems.empty()) << problems.str();
 }
 
+// A change of the communicator's shape (here: the node seen as oversubscribed, as a 2-core
+// machine's 4 ranks are) renews the plans already decided: every later call gets the new model's
+// choice, and the change alters some choice (so a stale plan would have been caught).
+TEST_F(AlgorithmsTuner, AShapeChangeRenewsThePlans) {
+  ForcedEnv env(noOverride());
+  auto comms = makeForcedComms(4);
+  ASSERT_EQ(comms->initResult(), chorusSuccess) << chorusGetLastError(nullptr);
+  chorusComm* comm = (*comms)[0];
+  const chorus::TunerEnv tenv = chorus::readTunerEnv();
+  const chorus::OpKind kinds[] = {chorus::OpKind::kAllReduce, chorus::OpKind::kBroadcast,
+                                  chorus::OpKind::kReduce};
+  auto sweep = [&](std::vector<chorus::Choice>* plans) {
+    for (chorus::OpKind kind : kinds)
+      for (size_t bytes = 1; bytes <= (size_t{1} << 28); bytes *= 2) {
+        const chorus::OpDesc op{kind,      nullptr, nullptr, bytes,  chorusUint8,
+                                chorusSum, 0,       comm,    nullptr};
+        const chorus::Choice got = chorus::choose(comm, op);
+        const chorus::Choice want = chorus::chooseFor(comm, kind, bytes, tenv);
+        EXPECT_TRUE(got.algo == want.algo && got.proto == want.proto &&
+                    got.nchannels == want.nchannels)
+            << chorus::collectiveKey(kind) << " " << bytes << " bytes: plan "
+            << chorus::algoName(got.algo) << ", model " << chorus::algoName(want.algo);
+        plans->push_back(got);
+      }
+  };
+  std::vector<chorus::Choice> before, after;
+  sweep(&before);  // decides (and caches) every class
+  const bool was = comm->shape.get().oversubscribed;
+  comm->shape.change([&](chorus::Shape& s) {
+    s.oversubscribed = !was;
+    s.onlineCores = was ? 64 : 2;
+  });
+  sweep(&after);
+  size_t changed = 0;
+  for (size_t i = 0; i < before.size(); ++i)
+    changed += before[i].algo != after[i].algo || before[i].proto != after[i].proto ||
+               before[i].nchannels != after[i].nchannels;
+  EXPECT_GT(changed, 0u) << "the shape change should alter some choice";
+  comm->shape.change([&](chorus::Shape& s) { s.oversubscribed = was; });
+}
+
 // An algorithm the collective does not have: the tuner falls back to the default (ring), and the
 // collective still computes the right result.
 TEST_F(AlgorithmsTuner, ImpossibleRequestFallsBack) {

@@ -36,13 +36,13 @@ TEST(ClusterModel, OneNodeChoosesAsACommunicator) {
   CommSet comms(2);
   ASSERT_EQ(comms.initResult(), chorusSuccess);
   const chorusComm* c = comms[0];
-  if (c->shape.oversubscribed) GTEST_SKIP() << "fewer than 2 online cores";
+  if (c->shape.get().oversubscribed) GTEST_SKIP() << "fewer than 2 online cores";
   ClusterSpec spec;
   spec.nodes = 1;
   spec.perNode = 2;
   spec.channels = c->nchannels;
   Shape described = clusterShape(spec);
-  described.onlineCores = c->shape.onlineCores;
+  described.onlineCores = c->shape.get().onlineCores;
   const TunerEnv env = readTunerEnv();
   for (OpKind k : {OpKind::kAllReduce, OpKind::kBroadcast, OpKind::kReduce, OpKind::kAllGather,
                    OpKind::kReduceScatter})

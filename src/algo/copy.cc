@@ -178,9 +178,8 @@ bool publish(chorusComm* comm, uint64_t k, const void* addr, const char* what) {
     all = all && s == kCanRead;
     refused = refused || s == kCannot;
   }
-  if (refused && comm->shape.singleCopy) {  // every rank sees this in the same call
-    comm->shape.singleCopy = false;
-    comm->plans.clear();
+  if (refused && comm->shape.get().singleCopy) {  // every rank sees this in the same call
+    comm->shape.change([](Shape& s) { s.singleCopy = false; });
   }
   return all;
 }
@@ -231,7 +230,7 @@ void cmaBroadcast(chorusComm* comm, const OpDesc& op) {
     // leaves the root a quarter of a share to write. Not where ranks outnumber cores: there the
     // root's extra writes delay the ranks that share its core.
     const size_t own = op.recvbuff == op.sendbuff ? 0
-                       : comm->oversubscribed     ? bytes
+                       : comm->moreRanksThanCpus  ? bytes
                                                   : bytes - bytes / 4;
     const size_t head = (bytes - own) / size_t(comm->nranks) / 4096 * 4096;
     comm->mySegment.header()->copy.head.store(head, std::memory_order_relaxed);

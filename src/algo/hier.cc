@@ -77,17 +77,17 @@ void samplePipeline(chorusComm* comm, double netSec, double shmSec, size_t bytes
   const double cores = -v[2];
   const bool oversubscribed = 3.0 * ranksPerNode > cores;
   const double ratio = v[1] > 0 ? v[0] / v[1] : 1e9;
-  comm->shape.hierPipelined =
-      ratio >= (oversubscribed ? kPipelineRatioOversubscribed : kPipelineRatio);
   // The node phases as measured replace the model's shared-memory bandwidth in hierUs (the
   // network's time per byte comes from the link probe at init, core/net_probe.h).
-  comm->shape.hierNodeUsPerByte = v[1] * 1e6;
-  comm->plans.clear();  // the model of the hierarchical AllReduce changed
+  comm->shape.change([&](Shape& s) {
+    s.hierPipelined = ratio >= (oversubscribed ? kPipelineRatioOversubscribed : kPipelineRatio);
+    s.hierNodeUsPerByte = v[1] * 1e6;
+  });
   CHORUS_INFO(comm->rank,
               "hier AllReduce: network phase %.3f ms/MiB, node phases %.3f ms/MiB (fastest of %d "
               "calls, slowest rank), %g cores for %d ranks per node: %s",
               v[0] * 1e3 * 1048576, v[1] * 1e3 * 1048576, kHierSamples, cores, ranksPerNode,
-              comm->shape.hierPipelined ? "pipelining" : "phases one after the other");
+              comm->shape.get().hierPipelined ? "pipelining" : "phases one after the other");
 }
 
 }  // namespace
@@ -193,7 +193,7 @@ void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto) {
   int nslices = hierSlices(count * esz, P);
   static const bool slicesForced = !envStr("CHORUS_HIER_SLICES").empty();
   const bool measure = nslices > 1 && !slicesForced && hierState(comm).samples < kHierSamples;
-  if (measure || (!slicesForced && !comm->shape.hierPipelined)) nslices = 1;
+  if (measure || (!slicesForced && !comm->shape.get().hierPipelined)) nslices = 1;
   const size_t sliceElems =
       ((count + size_t(nslices) - 1) / size_t(nslices) + size_t(P) - 1) / size_t(P) * size_t(P);
   auto slice = [&](int s) {

@@ -72,9 +72,9 @@ struct chorusComm {
   std::vector<int> nodeOf;
   int nnodes = 1;
   std::vector<int> ring, ringPos;
-  chorus::Shape shape{1, 1, true, 0};  // the tuner's view, computed once
-  chorus::TunerEnv tunerEnv{};         // CHORUS_ALGO, CHORUS_PROTO, channel limits, read at init
-  chorus::PlanCache plans;             // the tuner's choices per collective and size class
+  chorus::ShapeCell shape{chorus::Shape{1, 1, true, 0}};  // the tuner's view (versioned)
+  chorus::TunerEnv tunerEnv{};  // CHORUS_ALGO, CHORUS_PROTO, channel limits, read at init
+  chorus::PlanCache plans;      // the tuner's choices per collective and size class
   chorus::Segment mySegment;
   std::vector<chorus::Segment> peerSegments;  // by rank; [rank] is unused
   // [proto][channel][peer]
@@ -116,7 +116,10 @@ struct chorusComm {
   // and not oversubscribed, yielding otherwise), then sleep on the rank's doorbell.
   // CHORUS_POLL_US overrides.
   std::chrono::nanoseconds pollPhase{std::chrono::microseconds(50)};
-  bool oversubscribed = false;
+  // This node has more ranks than the CPUs its ranks may run on (the launcher's set, core/
+  // placement.cc): waits yield instead of spinning. Not the tuner's Shape::oversubscribed (one
+  // node, more ranks than online cores: the same on every rank, for the model).
+  bool moreRanksThanCpus = false;
   // No other rank of the node runs on this rank's cores: its thread may run on one core only
   // (chorusrun --bind-to core), or init bound it to its share of a set the node's ranks had in
   // common (core/init.cc, placement). A wait may then spin: the peer it waits for needs no core

@@ -52,6 +52,27 @@ struct Shape {
   double hierNodeUsPerByte = 0;
 };
 
+// A communicator's Shape, versioned: read anywhere with get(); changed only through change(f),
+// which bumps the version. The plan cache records the version its plans were made with
+// (tune/tuner.cc choose), so a change (a measurement of the hierarchical AllReduce, the kernel
+// refusing single copy, buffers registered, the link probe) can never leave a stale plan served,
+// whoever makes it and whether or not it remembers the cache.
+class ShapeCell {
+ public:
+  explicit ShapeCell(const Shape& s) : shape_(s) {}
+  const Shape& get() const { return shape_; }
+  uint64_t version() const { return version_; }
+  template <class F>
+  void change(F&& f) {
+    f(shape_);
+    ++version_;
+  }
+
+ private:
+  Shape shape_;
+  uint64_t version_ = 1;
+};
+
 // The tuner's environment (CHORUS_ALGO, CHORUS_PROTO, CHORUS_MIN/MAX_NCHANNELS), parsed once:
 // per collective, which algorithms and protocols the overrides allow.
 struct TunerEnv {
@@ -166,6 +187,7 @@ struct PlanClass {
 };
 struct PlanCache {
   uint64_t modelGeneration = 0;  // the machine model the plans were made with
+  uint64_t shapeVersion = 0;     // and the communicator's shape (ShapeCell::version)
   PlanClass classes[kNumOpKinds][kPlanClasses] = {};
   void clear();
 };

@@ -85,7 +85,7 @@ void Waiter::pause() {
     // sleeps makes the peer's next wait longer, so a too-early sleep feeds on itself. Yield
     // instead of spinning when the peer may need this core (more ranks than cores, or a rank
     // the scheduler may move next to its peer); only a pinned rank spins.
-    if (comm_->oversubscribed || !comm_->pinned) {
+    if (comm_->moreRanksThanCpus || !comm_->pinned) {
       sched_yield();
     } else {
       spinPolling_ = true;

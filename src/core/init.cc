@@ -136,7 +136,7 @@ bool applyTopology(chorusComm* c, const PeerInfo& mine) {
   c->ringPos = std::move(topo.ringPos);
   c->slotBytes[0] = c->peers[0].slotBytes ? c->peers[0].slotBytes : defaultSlotBytes(c->nnodes);
   c->slotBytes[1] = c->peers[0].llSlotBytes;
-  c->shape = shapeOf(c);
+  c->shape = ShapeCell(shapeOf(c));
   c->tunerEnv = readTunerEnv();
   bool otherProcess = false;
   for (const auto& p : c->peers)

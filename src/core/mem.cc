@@ -98,8 +98,8 @@ void checkIdle(chorusComm* comm, const char* fn) {
 }
 
 void planChanged(chorusComm* comm, RegState& st) {
-  comm->shape.registered = st.live > 0;
-  comm->plans.clear();  // the zero-copy algorithm became a candidate, or stopped being one
+  // The zero-copy algorithm became a candidate, or stopped being one.
+  comm->shape.change([&](Shape& s) { s.registered = st.live > 0; });
 }
 
 chorusResult_t report(chorusComm* comm, const Failure& e) {

@@ -121,7 +121,7 @@ void probeNetwork(chorusComm* c) {
     // The node's own hand-offs, beside the network's proxies as in a call across nodes.
     if (mine.size() > 1) nodeHopSec = hop(mine, local);
     c->bootstrap->barrier(deadline);
-    if (c->shape.evenNodes && P > 1) {
+    if (c->shape.get().evenNodes && P > 1) {
       // Inside a small hierarchical AllReduce (the tuner's usual choice across nodes) a node's
       // hand-offs cost more: a rank that waited on the network phase sleeps and must be woken.
       // The model counts 2(P-1) node hops and 2(Q-1) network hops for it; the node hop is what
@@ -162,14 +162,16 @@ void probeNetwork(chorusComm* c) {
   double v[3] = {hopSec, secPerByte, nodeHopSec};
   OpDesc op{OpKind::kAllReduce, v, v, 3, chorusFloat64, chorusMax, -1, c, nullptr};
   if (probe) ringAllReduce(c, op, Work{0, Proto::kSimple, 0, 3});
-  c->shape.netHopUs = hopUs > 0 ? hopUs : v[0] * 1e6;
-  c->shape.nodeHopUs = v[2] * 1e6;
-  c->shape.netBwGBs = gbs > 0 ? gbs : v[1] > 0 ? 1e-9 / v[1] : 0;
+  c->shape.change([&](Shape& s) {
+    s.netHopUs = hopUs > 0 ? hopUs : v[0] * 1e6;
+    s.nodeHopUs = v[2] * 1e6;
+    s.netBwGBs = gbs > 0 ? gbs : v[1] > 0 ? 1e-9 / v[1] : 0;
+  });
   const double ms = secondsSince(start) * 1e3;
   CHORUS_INFO(c->rank,
               "network link: %.1f us per hop, %.3f GB/s per node, %.1f us per hop in a node (%s) "
               "in %.1f ms",
-              c->shape.netHopUs, c->shape.netBwGBs, c->shape.nodeHopUs,
+              c->shape.get().netHopUs, c->shape.get().netBwGBs, c->shape.get().nodeHopUs,
               !probe ? "set by CHORUS_NET_GBS / CHORUS_NET_HOP_US; 0: the machine model's"
               : gbs > 0 || hopUs > 0 ? "measured at init, in part set by the environment"
                                      : "measured at init, slowest rank",

@@ -91,10 +91,12 @@ void placeRank(chorusComm* c) {
     }
   }
   c->spinIters = uint32_t(std::max<int64_t>(1, envInt("CHORUS_SPIN", local > cores ? 1 : 256)));
-  c->oversubscribed = local > cores;
+  c->moreRanksThanCpus = local > cores;
   // The tuner's view must be the same on every rank: one node, compared with its online cores.
-  c->shape.oversubscribed = c->nnodes == 1 && local > online;
-  c->shape.onlineCores = online;
+  c->shape.change([&](Shape& s) {
+    s.oversubscribed = c->nnodes == 1 && local > online;
+    s.onlineCores = online;
+  });
   c->pinned = mine == 1 || bound || tBoundByChorus;
   c->pollPhase = std::chrono::microseconds(std::max<int64_t>(0, envInt("CHORUS_POLL_US", 50)));
 }

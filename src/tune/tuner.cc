@@ -253,7 +253,7 @@ size_t modelBytes(OpKind kind, size_t count, chorusDataType_t type, int nranks) 
 }
 
 Choice chooseFor(const chorusComm* comm, OpKind kind, size_t bytes, const TunerEnv& env) {
-  return chooseForShape(comm->shape, comm->nchannels, kind, bytes, env);  // shape: set at init
+  return chooseForShape(comm->shape.get(), comm->nchannels, kind, bytes, env);
 }
 
 Choice chooseForShape(const Shape& shape, int nchannels, OpKind kind, size_t bytes,
@@ -321,17 +321,17 @@ class PlanBuilder {
     // which a tree Broadcast / Reduce on an oversubscribed node is given the chain's hops.
     const double cacheBytes = machineModel().cacheBytes;
     if (cacheBytes >= 1 && cacheBytes < 1e18) cuts[ncuts++] = uint64_t(cacheBytes) + 1;
-    if (comm_->shape.oversubscribed) cuts[ncuts++] = kOversubscribedChainBytes + 1;
+    if (comm_->shape.get().oversubscribed) cuts[ncuts++] = kOversubscribedChainBytes + 1;
     for (int ai = 0; ai < numAlgos(); ++ai) {
       const Algo a = Algo(ai);
-      if (!algoSupports(a, kind_, comm_->shape)) continue;
+      if (!algoSupports(a, kind_, comm_->shape.get())) continue;
       const uint64_t step = algoDesc(a).costStepBytes;
       if (step != 0)
         for (uint64_t k = 2; k <= 64; ++k) cuts[ncuts++] = k * step;
-      const size_t limit = slotLimit(a, kind_, comm_->shape.nranks);
+      const size_t limit = slotLimit(a, kind_, comm_->shape.get().nranks);
       if (limit != SIZE_MAX) cuts[ncuts++] = limit + 1;
       const AlgoDesc& d = algoDesc(a);
-      const size_t below = d.unnamedBelow ? d.unnamedBelow(comm_->shape) : 0;
+      const size_t below = d.unnamedBelow ? d.unnamedBelow(comm_->shape.get()) : 0;
       if (below != 0 && below != SIZE_MAX) cuts[ncuts++] = below;
     }
     std::sort(cuts, cuts + ncuts);
@@ -393,9 +393,10 @@ Choice choose(chorusComm* comm, const OpDesc& op) {
   const size_t bytes = modelBytes(op.kind, op.count, op.type, comm->nranks);
   PlanCache& plans = comm->plans;
   const uint64_t gen = machineModelGeneration();
-  if (plans.modelGeneration != gen) {
+  if (plans.modelGeneration != gen || plans.shapeVersion != comm->shape.version()) {
     plans.clear();
     plans.modelGeneration = gen;
+    plans.shapeVersion = comm->shape.version();
   }
   PlanClass& pc = plans.classes[int(op.kind)][planClassOf(bytes)];
   if (pc.state == 0) PlanBuilder(comm, op.kind).build(planClassOf(bytes), &pc);
@@ -410,7 +411,7 @@ Choice choose(chorusComm* comm, const OpDesc& op) {
 }
 
 double predictChoice(const chorusComm* comm, const OpDesc& op, const Choice& c) {
-  return predictUs(op.kind, c.algo, c.proto, c.nchannels, comm->shape,
+  return predictUs(op.kind, c.algo, c.proto, c.nchannels, comm->shape.get(),
                    modelBytes(op.kind, op.count, op.type, comm->nranks));
 }
 
