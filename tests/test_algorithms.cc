@@ -966,6 +966,46 @@ TEST_F(AlgorithmsTuner, PlansEqualTheModel) {
   EXPECT_TRUE(problems.empty()) << problems.str();
 }
 
+// chorusConfig_t.minChannels: rank 0's value holds on every rank (the others' differ here and are
+// ignored), and every call of an algorithm that splits over channels uses at least that many.
+TEST_F(AlgorithmsTuner, ConfigMinChannelsOfRankZeroHolds) {
+  ForcedEnv env(noOverride());
+  const int n = 3;
+  chorusUniqueId id;
+  ASSERT_EQ(chorusGetUniqueId(&id), chorusSuccess);
+  std::vector<chorusComm_t> comms(n, nullptr);
+  std::vector<chorusResult_t> res(n);
+  runThreads(n, [&](int r) {
+    chorusConfig_t config = CHORUS_CONFIG_INITIALIZER;
+    config.maxChannels = 4;
+    config.minChannels = r == 0 ? 3 : r == 1 ? 1 : -1;
+    res[r] = chorusCommInitRankConfig(&comms[r], n, id, r, &config);
+  });
+  for (int r = 0; r < n; ++r) ASSERT_EQ(res[r], chorusSuccess) << "rank " << r;
+  size_t split = 0;
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(comms[r]->tunerEnv.minChannels, 3) << "rank " << r;
+    for (size_t bytes = 8; bytes <= (size_t{1} << 26); bytes *= 4) {
+      const chorus::OpDesc op{chorus::OpKind::kAllGather,
+                              nullptr,
+                              nullptr,
+                              bytes,
+                              chorusUint8,
+                              chorusSum,
+                              0,
+                              comms[r],
+                              nullptr};
+      const chorus::Choice c = chorus::choose(comms[r], op);
+      if (!chorus::algoDesc(c.algo).channels) continue;
+      ++split;
+      EXPECT_GE(c.nchannels, 3) << "rank " << r << ", " << bytes
+                                << " bytes: " << chorus::algoName(c.algo);
+    }
+  }
+  EXPECT_GT(split, 0u) << "no AllGather size chose an algorithm that splits over channels";
+  runThreads(n, [&](int r) { res[r] = chorusCommDestroy(comms[r]); });
+}
+
 // A change of the communicator's shape (here: the node seen as oversubscribed, as a 2-core
 // machine's 4 ranks are) renews the plans already decided: every later call gets the new model's
 // choice, and the change alters some choice (so a stale plan would have been caught).

@@ -71,8 +71,9 @@ typedef struct {
   unsigned int magic;   /* set by the initializer */
   unsigned int version; /* set by the initializer */
   int blocking;         /* 1 (default): init returns when done; 0: returns chorusInProgress */
-  int minChannels;      /* -1: from CHORUS_MIN_NCHANNELS or default */
-  int maxChannels;      /* -1: from CHORUS_MAX_NCHANNELS or default */
+  int minChannels;      /* least channels a call uses where the algorithm splits over channels;
+                           -1: CHORUS_MIN_NCHANNELS or 1. Rank 0's value holds for every rank */
+  int maxChannels;      /* channels made (-1: CHORUS_MAX_NCHANNELS or 2); rank 0's holds */
   int cudaDevice;       /* -1: host memory communicator (CUDA backend: a device ordinal) */
   int timeoutMs; /* bound on waiting without progress: -1: from CHORUS_TIMEOUT (seconds, default
                     1800); 0: none; > 0: milliseconds (the torch backend passes its timeout) */

@@ -37,8 +37,9 @@ struct PeerInfo {
   int32_t pid;
   uint64_t hostHash;
   int32_t nchannels;  // proposal; rank 0's wins
-  int32_t pad;
-  uint64_t slotBytes;    // proposal; rank 0's wins
+  int32_t
+      minChannels;     // the tuner's least channels (config or CHORUS_MIN_NCHANNELS); rank 0's wins
+  uint64_t slotBytes;  // proposal; rank 0's wins
   uint64_t llSlotBytes;  // proposal; rank 0's wins
   uint64_t segAddr;      // address of the segment in its owner's process
   char hostname[64];

@@ -111,6 +111,9 @@ PeerInfo exchangePeers(chorusComm* c, const chorusConfig_t* cfg, Deadline deadli
   int maxCh =
       cfg && cfg->maxChannels > 0 ? cfg->maxChannels : int(envInt("CHORUS_MAX_NCHANNELS", 2));
   mine.nchannels = std::clamp(maxCh, 1, 64);
+  const int64_t minCh =
+      cfg && cfg->minChannels > 0 ? cfg->minChannels : envInt("CHORUS_MIN_NCHANNELS", 1);
+  mine.minChannels = int32_t(std::clamp<int64_t>(minCh, 1, 64));
   mine.slotBytes = slotBytesFromEnv();
   mine.llSlotBytes = size_t(
       std::max<int64_t>(4096, envSize("CHORUS_LL_BUFFSIZE", 256 << 10) / kNSteps) & ~int64_t(63));
@@ -138,6 +141,9 @@ bool applyTopology(chorusComm* c, const PeerInfo& mine) {
   c->slotBytes[1] = c->peers[0].llSlotBytes;
   c->shape = ShapeCell(shapeOf(c));
   c->tunerEnv = readTunerEnv();
+  // Rank 0's least channel count (its config's, else its CHORUS_MIN_NCHANNELS), so that every
+  // rank splits a call over the same channels.
+  c->tunerEnv.minChannels = c->peers[0].minChannels;
   bool otherProcess = false;
   for (const auto& p : c->peers)
     if (!c->isRemote(p.rank)) otherProcess = otherProcess || p.pid != mine.pid;
