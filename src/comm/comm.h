@@ -54,7 +54,6 @@ struct PeerInfo {
 }  // namespace chorus
 
 struct chorusComm {
-  uint64_t magic = 0;
   int rank = -1;
   int nranks = 0;
   std::atomic<chorus::CommState> state{chorus::CommState::kInitializing};
@@ -152,8 +151,6 @@ template <class T>
 inline T& algoState(chorusComm* comm, Algo a) {
   return *static_cast<T*>(comm->algoState[int(a)].get());
 }
-
-constexpr uint64_t kCommMagic = 0x434f4d4d43484f52ULL;
 
 // Registry of live communicators, so that a destroyed handle is reported, not dereferenced.
 void registerComm(chorusComm* comm);

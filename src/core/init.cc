@@ -325,7 +325,6 @@ void freeComm(chorusComm* c) {
   c->bootstrap.reset();
   cudaCommFree(c);
   unregisterComm(c);
-  c->magic = 0;
   delete c;
 }
 
@@ -383,7 +382,6 @@ chorusResult_t chorusCommInitRankConfig(chorusComm_t* comm, int nranks, chorusUn
   chorusComm* c = nullptr;
   try {
     c = new chorusComm();
-    c->magic = kCommMagic;
     c->rank = rank;
     c->nranks = nranks;
     registerComm(c);
