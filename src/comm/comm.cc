@@ -50,6 +50,23 @@ bool isLiveComm(chorusComm* comm) {
   return true;
 }
 
+const char* unusableReason(const chorusComm* comm) {
+  switch (comm->state.load()) {
+    case CommState::kInitializing:
+      return "the communicator is still initializing";
+    case CommState::kFailed:
+      return "the communicator failed earlier; only chorusCommAbort or chorusCommDestroy are "
+             "allowed";
+    case CommState::kFinalized:
+      return "the communicator was finalized";
+    case CommState::kAborted:
+      return "the communicator was aborted";
+    case CommState::kReady:
+      break;
+  }
+  return comm->abortFlag.load() ? "the communicator was aborted" : nullptr;
+}
+
 void withLiveComms(const std::function<void(std::vector<chorusComm*>&)>& fn) {
   std::lock_guard<std::mutex> l(gCommsMu);
   std::vector<chorusComm*> comms(gComms.begin(), gComms.end());

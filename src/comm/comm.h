@@ -37,9 +37,9 @@ struct PeerInfo {
   int32_t pid;
   uint64_t hostHash;
   int32_t nchannels;  // proposal; rank 0's wins
-  int32_t
-      minChannels;     // the tuner's least channels (config or CHORUS_MIN_NCHANNELS); rank 0's wins
-  uint64_t slotBytes;  // proposal; rank 0's wins
+  // The tuner's least channels (config, else CHORUS_MIN_NCHANNELS); rank 0's wins.
+  int32_t minChannels;
+  uint64_t slotBytes;    // proposal; rank 0's wins
   uint64_t llSlotBytes;  // proposal; rank 0's wins
   uint64_t segAddr;      // address of the segment in its owner's process
   char hostname[64];
@@ -156,6 +156,10 @@ inline T& algoState(chorusComm* comm, Algo a) {
 void registerComm(chorusComm* comm);
 void unregisterComm(chorusComm* comm);
 bool isLiveComm(chorusComm* comm);
+// Why a live communicator cannot run an operation now (initializing, failed, finalized or
+// aborted), or nullptr when it can: the one wording the argument check (core/enqueue.cc) and the
+// executor (core/exec.cc) give.
+const char* unusableReason(const chorusComm* comm);
 // Calls fn with every live communicator, holding the registry's lock (none is freed meanwhile).
 void withLiveComms(const std::function<void(std::vector<chorusComm*>&)>& fn);
 

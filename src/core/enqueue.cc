@@ -51,15 +51,7 @@ chorusResult_t issue(const char* fn, OpDesc op, size_t sendElems, size_t recvEle
       c.bad(chorusInvalidArgument, format("recvbuff is NULL with count %zu", op.count).c_str());
     if (op.stream != nullptr && !isLiveStream(op.stream))
       c.bad(chorusInvalidArgument, "stream is not a live stream (destroyed?)");
-    CommState s = comm->state.load();
-    if (s == CommState::kInitializing)
-      c.bad(chorusInvalidUsage, "communicator is still initializing");
-    if (s == CommState::kFailed)
-      c.bad(chorusInvalidUsage,
-            "communicator failed earlier; only chorusCommAbort or chorusCommDestroy are allowed");
-    if (s == CommState::kFinalized) c.bad(chorusInvalidUsage, "communicator was finalized");
-    if (s != CommState::kReady || comm->abortFlag.load())
-      c.bad(chorusInvalidUsage, "communicator was aborted");
+    if (const char* why = unusableReason(comm)) c.bad(chorusInvalidUsage, why);
     if (op.kind == OpKind::kRecv && op.root == kAnySource) {  // chorusRecvAny
       if (op.count == 0)
         c.bad(chorusInvalidArgument,

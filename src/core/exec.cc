@@ -39,16 +39,12 @@ struct ExecGuard {
 };
 
 void checkUsable(chorusComm* comm) {
-  if (comm->abortFlag.load())
-    fail(chorusInvalidUsage, "rank %d: the communicator was aborted", comm->rank);
-  CommState s = comm->state.load();
-  if (s == CommState::kFailed)
-    fail(chorusInvalidUsage,
-         "rank %d: the communicator failed earlier (%s); only abort or destroy it", comm->rank,
-         chorusGetErrorString(chorusResult_t(comm->asyncError.load())));
-  if (s != CommState::kReady)
-    fail(chorusInvalidUsage,
-         "rank %d: the communicator is not ready (initializing, finalized or aborted)", comm->rank);
+  if (const char* why = unusableReason(comm)) {
+    if (comm->state.load() == CommState::kFailed)
+      fail(chorusInvalidUsage, "rank %d: %s (it failed with %s)", comm->rank, why,
+           chorusGetErrorString(chorusResult_t(comm->asyncError.load())));
+    fail(chorusInvalidUsage, "rank %d: %s", comm->rank, why);
+  }
 }
 
 using OpSpan = std::span<const OpDesc* const>;
