@@ -5,6 +5,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <system_error>
 
@@ -110,7 +111,9 @@ void ChannelWorkers::wait(uint32_t spinIters) {
 
 ChannelWorkers& channelWorkers(chorusComm* comm) {
   if (comm->channelWorkers == nullptr)
-    comm->channelWorkers = new ChannelWorkers(comm->nchannels - 1, comm->rank);
+    // Two at least where the pipelined hierarchical AllReduce may run (its lanes: algo/hier.cc).
+    comm->channelWorkers =
+        new ChannelWorkers(std::max(comm->nchannels - 1, comm->nnodes > 1 ? 2 : 1), comm->rank);
   return *comm->channelWorkers;
 }
 

@@ -8,7 +8,8 @@
 // Avg sums in A and divides by nranks once, at the end of B.
 //
 // Pipelining: the data is cut into slices (hierSlices) and the three phases run on three threads
-// of the rank, slice after slice, so that the network (B) carries slice s while shared memory
+// of the rank (the caller and two of the communicator's persistent channel workers), slice after
+// slice, so that the network (B) carries slice s while shared memory
 // reduces slice s+1 (A) and gathers slice s-1 (C). Each phase uses its own connections: A the
 // node ring on channel 0, C the node ring on channel 1, B the remote peers on channel 0 (always
 // Simple: LL does not cross nodes; the LL scratch of channel 0 is then A's alone). A phase waits
@@ -21,10 +22,10 @@
 #include <chrono>
 #include <cstring>
 #include <exception>
-#include <thread>
 #include <vector>
 
 #include "algo/algo.h"
+#include "algo/channel_workers.h"
 #include "base/clock.h"
 #include "base/debug.h"
 #include "base/error.h"
@@ -224,48 +225,44 @@ void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto) {
     Waiter w(comm, -1, what);  // watches abort and the communicator's failed state
     while (done.load(std::memory_order_acquire) <= s) w.pause();
   };
-  // Each phase's top (two of them threads of their own): whatever it throws is kept as a Failure
-  // and fails the communicator, which stops the other phases; nothing reaches std::terminate.
-  auto guarded = [&](int phase, auto&& body) {
+  // The three phases as lanes, as a multi-channel call runs its channels (algo/select.cc): the
+  // caller runs the node's reduce-scatter (lane 0), the communicator's persistent channel workers
+  // the inter-node AllReduce (1) and the node's allgather (2), so no call starts a thread. Each
+  // lane's top keeps whatever it throws as a Failure and fails the communicator, which stops the
+  // other lanes; nothing reaches std::terminate.
+  auto lane = [&](int phase) {
     try {
-      body();
+      if (phase == 0) {
+        Prims rs(comm, 0, proto, prev, next, op.type, partial,
+                 "AllReduce(hier, intra-node reduce-scatter)");
+        for (int s = 0; s < nslices; ++s) {
+          reduceScatterSlice(rs, h, slice(s));
+          doneA.store(s + 1, std::memory_order_release);
+        }
+      } else if (phase == 1) {
+        for (int s = 0; s < nslices; ++s) {
+          waitFor(doneA, s, "AllReduce(hier, waiting for the node's reduce-scatter)");
+          crossSlice(comm, op, h, slice(s));
+          doneB.store(s + 1, std::memory_order_release);
+        }
+      } else {
+        Prims ag(comm, 1, proto, prev, next, op.type, op.op,
+                 "AllReduce(hier, intra-node allgather)");
+        for (int s = 0; s < nslices; ++s) {
+          waitFor(doneB, s, "AllReduce(hier, waiting for the inter-node AllReduce)");
+          allGatherSlice(ag, h, slice(s));
+        }
+      }
     } catch (...) {
       failures.failed(comm, phase, "running AllReduce(hier)");
     }
   };
-  std::thread cross, gather;
-  // A thread that cannot start fails the call like a phase that failed at once.
-  auto start = [&](std::thread& t, int phase, auto&& body) {
-    guarded(phase, [&] { t = std::thread(body); });
-  };
-  start(cross, 1, [&] {
-    guarded(1, [&] {
-      for (int s = 0; s < nslices; ++s) {
-        waitFor(doneA, s, "AllReduce(hier, waiting for the node's reduce-scatter)");
-        crossSlice(comm, op, h, slice(s));
-        doneB.store(s + 1, std::memory_order_release);
-      }
-    });
-  });
-  start(gather, 2, [&] {
-    guarded(2, [&] {
-      Prims ag(comm, 1, proto, prev, next, op.type, op.op, "AllReduce(hier, intra-node allgather)");
-      for (int s = 0; s < nslices; ++s) {
-        waitFor(doneB, s, "AllReduce(hier, waiting for the inter-node AllReduce)");
-        allGatherSlice(ag, h, slice(s));
-      }
-    });
-  });
-  guarded(0, [&] {
-    Prims rs(comm, 0, proto, prev, next, op.type, partial,
-             "AllReduce(hier, intra-node reduce-scatter)");
-    for (int s = 0; s < nslices; ++s) {
-      reduceScatterSlice(rs, h, slice(s));
-      doneA.store(s + 1, std::memory_order_release);
-    }
-  });
-  if (cross.joinable()) cross.join();
-  if (gather.joinable()) gather.join();
+  using Lane = decltype(lane);
+  ChannelWorkers& workers = channelWorkers(comm);  // throws (no thread): nothing started yet
+  workers.start(
+      3, [](void* ctx, int phase) { (*static_cast<Lane*>(ctx))(phase); }, &lane);
+  lane(0);
+  workers.wait(comm->spinIters);
   failures.rethrowFirst();
 }
 
@@ -296,7 +293,7 @@ double hierUs(OpKind, Proto p, const Shape& shape, size_t bytes) {
   const double netT = S * 2 * (Q - 1) / Q / netBw;
   const int K = shape.hierPipelined ? hierSlices(bytes, int(P)) : 1;
   const double dataT = (shmT + netT) / K + (K - 1.0) / K * std::max(shmT, netT);
-  return m.baseUs[pi] + (K > 1 ? 2 * m.threadStartUs : 0.0) + 2 * (P - 1) * nodeHopUs(shape, p) +
+  return m.baseUs[pi] + (K > 1 ? m.channelWakeUs : 0.0) + 2 * (P - 1) * nodeHopUs(shape, p) +
          2 * (Q - 1) * netHopUs(shape) + dataT;
 }
 }  // namespace

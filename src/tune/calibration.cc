@@ -54,9 +54,6 @@ MachineModel defaultModel() {
   // overhead 87.3 -> 45.1 us (38.4333 x 0.517 = 19.86) and the 8 B ring excess over 1 channel,
   // Simple 98.4 -> 4.05 us (x 0.0412), LL 90.75 -> 8.5 us (x 0.0937).
   m.channelWakeUs = 19.86;
-  // chorus-tune's 2-channel overhead when every call started a thread per extra channel (the
-  // hierarchical AllReduce still starts two threads per pipelined call).
-  m.threadStartUs = 38.4333;
   // Where the per-byte time changes (docs/performance.md "The model against the measurement"):
   // 2 ranks' AllReduce moved 25-35 GB/s of its size from 16 KiB to 1 MiB and 5-9 GB/s from
   // 2 MiB, where the fitted bandwidths (7-10 GB/s) were measured.

@@ -43,8 +43,6 @@ struct MachineModel {
   // and waiting for it (algo/channel_workers.h; chorus-tune measures it as the 2-channel
   // overhead at 8 KiB).
   double channelWakeUs;
-  // Starting (and joining) a thread: the hierarchical AllReduce starts two per pipelined call.
-  double threadStartUs;
   ChoiceFit allreduce[kMaxAlgos][kNumProtos][kModelChannels];
   // On one node the fitted bandwidths are those of data beyond the caches (their fit runs to
   // 16 MiB); up to cacheBytes of a collective's size, its bytes move cacheBwGain times faster
