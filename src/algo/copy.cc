@@ -106,7 +106,7 @@ Status prepare(chorusComm* comm) {
       // a pid from another pid namespace (a container) names some other process.
       const ssize_t got =
           process_vm_readv(pid_t(comm->peers[size_t(p)].pid), &local, 1, &remote, 1, 0);
-      if (got != ssize_t(sizeof(word)) || word != comm->peerSegments[size_t(p)].header()->magic) {
+      if (got != ssize_t(sizeof(word)) || word != comm->segmentOf(p).header()->magic) {
         if (got == ssize_t(sizeof(word))) errno = ESRCH;
         CHORUS_WARN(comm->rank,
                     "cross-memory attach to rank %d refused (%s): single-copy "
@@ -173,8 +173,7 @@ bool publish(chorusComm* comm, uint64_t k, const void* addr, const char* what) {
   bool all = mine == kCanRead, refused = mine == kCannot;
   for (int p = 0; p < comm->nranks; ++p) {
     if (p == comm->rank) continue;
-    const uint64_t s =
-        comm->peerSegments[size_t(p)].header()->copy.seq.load(std::memory_order_seq_cst) & 3;
+    const uint64_t s = comm->segmentOf(p).header()->copy.seq.load(std::memory_order_seq_cst) & 3;
     all = all && s == kCanRead;
     refused = refused || s == kCannot;
   }
@@ -206,7 +205,7 @@ SameProcessAccess<CopyPost> holdAccess(chorusComm* comm, uint64_t k) {
 }
 
 uint64_t peerAddr(const chorusComm* comm, int p) {
-  return comm->peerSegments[size_t(p)].header()->copy.addr.load(std::memory_order_relaxed);
+  return comm->segmentOf(p).header()->copy.addr.load(std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -247,8 +246,7 @@ void cmaBroadcast(chorusComm* comm, const OpDesc& op) {
     } else {
       // Published before the root's seq (release), read after it (acquire in publish).
       const size_t head = std::min<size_t>(
-          bytes,
-          comm->peerSegments[size_t(op.root)].header()->copy.head.load(std::memory_order_relaxed));
+          bytes, comm->segmentOf(op.root).header()->copy.head.load(std::memory_order_relaxed));
       copyPeer(comm, op.root, peerAddr(comm, op.root) + head,
                static_cast<char*>(op.recvbuff) + head, bytes - head, /*read=*/true, "Broadcast");
     }
@@ -333,8 +331,7 @@ void cmaAllReduce(chorusComm* comm, const OpDesc& op) {
   for (int i = 1; i < n; ++i) {
     const int p = (me + i) % n;
     const size_t p0 = blocks.begin(p), p1 = blocks.begin(p + 1);
-    const uint64_t theirs =
-        comm->peerSegments[size_t(p)].header()->copy.out.load(std::memory_order_relaxed);
+    const uint64_t theirs = comm->segmentOf(p).header()->copy.out.load(std::memory_order_relaxed);
     copyPeer(comm, p, theirs + p0 * tsize, out + p0 * tsize, (p1 - p0) * tsize, /*read=*/true,
              "AllReduce");
   }

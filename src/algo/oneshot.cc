@@ -80,7 +80,7 @@ void publish(chorusComm* comm, std::atomic<uint64_t>* word, uint64_t seq) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   for (int p = 0; p < comm->nranks; ++p) {
     if (p == comm->rank) continue;
-    Doorbell* d = &comm->peerSegments[size_t(p)].header()->bell;
+    Doorbell* d = &comm->segmentOf(p).header()->bell;
     if (d->sleeping.load(std::memory_order_relaxed) != 0) ringDoorbell(d);
   }
 }
@@ -94,7 +94,7 @@ void waitPeers(chorusComm* comm, int parity, std::atomic<uint64_t> OneShotSlot::
   const int n = comm->nranks;
   for (int p = 0; p < n; ++p) {
     if (p == comm->rank) continue;
-    const std::atomic<uint64_t>& w = comm->peerSegments[size_t(p)].oneShotSlot(parity)->*word;
+    const std::atomic<uint64_t>& w = comm->segmentOf(p).oneShotSlot(parity)->*word;
     if (w.load(std::memory_order_acquire) != seq) {
       Waiter waiter(comm, p, what, /*fifoWait=*/true);
       while (w.load(std::memory_order_acquire) != seq) waiter.pause();
@@ -121,7 +121,7 @@ uint64_t exchange(chorusComm* comm, const void* src, size_t bytes, const char* w
 // Rank p's published data of the call's parity.
 const char* input(chorusComm* comm, int p, int parity) {
   return slotData(p == comm->rank ? comm->mySegment.oneShotSlot(parity)
-                                  : comm->peerSegments[size_t(p)].oneShotSlot(parity));
+                                  : comm->segmentOf(p).oneShotSlot(parity));
 }
 
 // Reduces the n ranks' `count` elements at byte `offset` of their inputs, in rank order, into
@@ -197,7 +197,7 @@ void oneShotBroadcast(chorusComm* comm, const OpDesc& op) {
     std::atomic_thread_fence(std::memory_order_seq_cst);
     for (int p = 0; p < comm->nranks; ++p) {
       if (p == me) continue;
-      Doorbell* d = &comm->peerSegments[size_t(p)].header()->bell;
+      Doorbell* d = &comm->segmentOf(p).header()->bell;
       if (d->sleeping.load(std::memory_order_relaxed) != 0) ringDoorbell(d);
     }
     // Take the next cell's lines (as many as this call used) for writing now: a receiver read
@@ -208,7 +208,7 @@ void oneShotBroadcast(chorusComm* comm, const OpDesc& op) {
     if (op.recvbuff != op.sendbuff) memcpy(op.recvbuff, op.sendbuff, bytes);
     return;
   }
-  const Segment& seg = comm->peerSegments[size_t(root)];
+  const Segment& seg = comm->segmentOf(root);
   const EagerCell* cell = seg.eagerCell(k);
   if (cell->seq.load(std::memory_order_acquire) != k) {
     Waiter w(comm, root, "Broadcast", /*fifoWait=*/true);
@@ -259,8 +259,7 @@ void twoShotAllReduce(chorusComm* comm, const OpDesc& op) {
   for (int p = 0; p < comm->nranks; ++p) {
     const size_t offset = blocks.begin(p) * esz, bytes = blocks.size(p) * esz;
     if (p != me && bytes > 0)
-      memcpy(out + offset, slotResult(comm->peerSegments[size_t(p)].oneShotSlot(parity)) + offset,
-             bytes);
+      memcpy(out + offset, slotResult(comm->segmentOf(p).oneShotSlot(parity)) + offset, bytes);
   }
 }
 

@@ -28,7 +28,7 @@ inline void ringPeers(chorusComm* comm) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   for (int p = 0; p < comm->nranks; ++p) {
     if (p == comm->rank) continue;
-    Doorbell* d = &comm->peerSegments[size_t(p)].header()->bell;
+    Doorbell* d = &comm->segmentOf(p).header()->bell;
     if (d->sleeping.load(std::memory_order_relaxed) != 0) ringDoorbell(d);
   }
 }
@@ -38,7 +38,7 @@ template <typename Post, typename Ready>
 void waitAllPosts(chorusComm* comm, Post SegmentHeader::*post, const char* what, Ready ready) {
   for (int p = 0; p < comm->nranks; ++p) {
     if (p == comm->rank) continue;
-    const Post& c = comm->peerSegments[size_t(p)].header()->*post;
+    const Post& c = comm->segmentOf(p).header()->*post;
     if (!ready(c)) {
       Waiter w(comm, p, what, /*fifoWait=*/true);
       while (!ready(c)) w.pause();
@@ -76,7 +76,7 @@ class SameProcessAccess {
     const Clock::time_point until = Clock::now() + std::chrono::seconds(5);
     for (int p = 0; p < comm_->nranks; ++p) {
       if (p == comm_->rank || !samePid(comm_, p)) continue;
-      const Post& h = comm_->peerSegments[size_t(p)].header()->*post_;
+      const Post& h = comm_->segmentOf(p).header()->*post_;
       auto settled = [&] {
         return h.seq.load(std::memory_order_seq_cst) >> 2 < k_ ||
                h.done.load(std::memory_order_acquire) >= finished_ ||

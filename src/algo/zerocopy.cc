@@ -75,8 +75,8 @@ bool publish(chorusComm* comm, RegState& st, uint64_t k, const OpDesc& op, size_
   bool registered = mineKind != kRegNone, mapped = mineKind == kRegMapped;
   for (int p = 0; p < n; ++p) {
     if (p == me) continue;
-    const RegKind s = RegKind(
-        comm->peerSegments[size_t(p)].header()->reg.seq.load(std::memory_order_seq_cst) & 3);
+    const RegKind s =
+        RegKind(comm->segmentOf(p).header()->reg.seq.load(std::memory_order_seq_cst) & 3);
     registered = registered && s != kRegNone;
     mapped = mapped && s == kRegMapped;
   }
@@ -90,7 +90,7 @@ bool publish(chorusComm* comm, RegState& st, uint64_t k, const OpDesc& op, size_
     // Published before the peer's seq (release), read after it (acquire above). The slots are
     // the peer's own lookups, so in range and live (registration is collective); checked all
     // the same, since a bad index would be a wild pointer.
-    const RegPost& c = comm->peerSegments[size_t(p)].header()->reg;
+    const RegPost& c = comm->segmentOf(p).header()->reg;
     const uint32_t ss = c.sendSlot.load(std::memory_order_relaxed);
     const uint32_t rs = c.recvSlot.load(std::memory_order_relaxed);
     if (ss >= uint32_t(st.nslots) || rs >= uint32_t(st.nslots))

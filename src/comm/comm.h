@@ -76,7 +76,9 @@ struct chorusComm {
   chorus::TunerEnv tunerEnv{};  // CHORUS_ALGO, CHORUS_PROTO, channel limits, read at init
   chorus::PlanCache plans;      // the tuner's choices per collective and size class
   chorus::Segment mySegment;
-  std::vector<chorus::Segment> peerSegments;  // by rank; [rank] is unused
+  // Same-node ranks' segments by rank ([rank] unused), attached and released by init only;
+  // read through segmentOf.
+  std::vector<chorus::Segment> peerSegments;
   // [proto][channel][peer]
   std::vector<std::vector<chorus::SendConn>> sendConns[2];
   std::vector<std::vector<chorus::RecvConn>> recvConns[2];
@@ -137,10 +139,13 @@ struct chorusComm {
   chorus::CudaComm* cuda = nullptr;
 
   bool isRemote(int peer) const { return nodeOf[size_t(peer)] != nodeOf[size_t(rank)]; }
-  // Same-node peers only.
-  const chorus::SegmentHeader* peerHeader(int peer) const {
-    return peer == rank ? mySegment.header() : peerSegments[size_t(peer)].header();
+  // The segment of a same-node rank (this rank's own for `rank`): the one way code other than
+  // init (which attaches and releases them) reaches a peer's cells (its header's posts and
+  // doorbell, one-shot slots, shrink box).
+  const chorus::Segment& segmentOf(int peer) const {
+    return peer == rank ? mySegment : peerSegments[size_t(peer)];
   }
+  const chorus::SegmentHeader* peerHeader(int peer) const { return segmentOf(peer).header(); }
 };
 
 namespace chorus {

@@ -189,7 +189,7 @@ class Agreement {
         g = c_->control && (c_->control->seenDead(r) || c_->control->controlClosed(r));
       } else {
         const pid_t pid = pid_t(c_->peers[size_t(r)].pid);
-        g = c_->peerSegments[size_t(r)].shrinkBox()->left.load(std::memory_order_acquire) != 0 ||
+        g = c_->segmentOf(r).shrinkBox()->left.load(std::memory_order_acquire) != 0 ||
             (pid != getpid() && !processAlive(pid));
       }
       if (!g) continue;
@@ -223,7 +223,7 @@ class Agreement {
   bool latest(int r, Message* m) {
     std::string bytes;
     const bool got = c_->isRemote(r) ? c_->control && c_->control->latestShrink(r, &bytes)
-                                     : readBox(c_->peerSegments[size_t(r)].shrinkBox(), &bytes);
+                                     : readBox(c_->segmentOf(r).shrinkBox(), &bytes);
     if (!got) return false;
     const shrinkwire::Status st = shrinkwire::parse(bytes.data(), bytes.size(), c_->nranks, m);
     if (st != shrinkwire::Status::kOk || m->sender != r) {

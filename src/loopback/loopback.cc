@@ -69,7 +69,7 @@ class LoopbackTransport final : public Transport {
     s->slots = reinterpret_cast<char*>(s->ctrl) + 64;
     s->slotBytes = r->slotBytes = c_->slotBytes[proto];
     // The ranks sleep on their segment's doorbell (comm/wait.cc).
-    const Segment& seg = peer == c_->rank ? c_->mySegment : c_->peerSegments[size_t(peer)];
+    const Segment& seg = c_->segmentOf(peer);
     s->wakee = r->wakee = &seg.header()->bell;
   }
 

@@ -13,7 +13,7 @@ class ShmTransport final : public Transport {
   bool reaches(int peer) const override { return !c_->isRemote(peer); }
   void connect(const std::vector<int>&) override {}
   void bind(int proto, int channel, int peer, SendConn* s, RecvConn* r) override {
-    const Segment& peerSeg = peer == c_->rank ? c_->mySegment : c_->peerSegments[size_t(peer)];
+    const Segment& peerSeg = c_->segmentOf(peer);
     s->ctrl = peerSeg.fifoCtrl(proto, channel, c_->rank);
     s->slots = peerSeg.fifoData(proto, channel, c_->rank);
     s->slotBytes = c_->slotBytes[proto];
