@@ -35,7 +35,10 @@ __all__ = [
     "unique_id_from_env", "group", "version", "spawn_local", "SUM", "PROD", "MAX", "MIN", "AVG",
 ]
 
-SUM, PROD, MAX, MIN, AVG = 0, 1, 2, 3, 4
+# chorusRedOp_t and chorusResult_t by name, from include/chorus/chorus.h through chorus._chorus.
+SUM, PROD, MAX, MIN, AVG = (_chorus.RED_OPS[n] for n in ("chorusSum", "chorusProd", "chorusMax",
+                                                         "chorusMin", "chorusAvg"))
+_INVALID_ARGUMENT = _chorus.RESULTS["chorusInvalidArgument"]
 _OPS = {"sum": SUM, "prod": PROD, "product": PROD, "max": MAX, "min": MIN, "avg": AVG,
         "mean": AVG}
 _BYTES = 0  # chorusInt8: copy-only collectives move bytes, so every numpy dtype works
@@ -78,8 +81,16 @@ class TimeoutError(Error, builtins.TimeoutError):  # noqa: A001 (also a builtins
     pass
 
 
-_BY_CODE = {1: CudaError, 2: SystemCallError, 3: InternalError, 4: InvalidArgumentError,
-            5: InvalidUsageError, 6: RemoteError, 8: TimeoutError}
+_BY_CODE = {_chorus.RESULTS[name]: cls for name, cls in [
+    ("chorusUnhandledCudaError", CudaError), ("chorusSystemError", SystemCallError),
+    ("chorusInternalError", InternalError), ("chorusInvalidArgument", InvalidArgumentError),
+    ("chorusInvalidUsage", InvalidUsageError), ("chorusRemoteError", RemoteError),
+    ("chorusTimeout", TimeoutError)]}
+
+
+def _invalid(message):
+    """An InvalidArgumentError (chorusInvalidArgument) raised here rather than by the library."""
+    return InvalidArgumentError(_INVALID_ARGUMENT, message)
 
 
 def _make_error(code, message):
@@ -166,18 +177,18 @@ def _op(op):
         try:
             return _OPS[op.lower()]
         except KeyError:
-            raise InvalidArgumentError(4, f"chorus: unknown op {op!r} (sum, prod, max, min, avg)")
+            raise _invalid(f"chorus: unknown op {op!r} (sum, prod, max, min, avg)")
     if op not in (SUM, PROD, MAX, MIN, AVG):
-        raise InvalidArgumentError(4, f"chorus: unknown op {op!r}")
+        raise _invalid(f"chorus: unknown op {op!r}")
     return int(op)
 
 
 def _array(x, what):
     if not isinstance(x, np.ndarray):
-        raise InvalidArgumentError(4, f"chorus: {what} must be a numpy array, got {type(x).__name__}")
+        raise _invalid(f"chorus: {what} must be a numpy array, got {type(x).__name__}")
     if not x.flags.c_contiguous:
-        raise InvalidArgumentError(4, f"chorus: {what} must be C-contiguous "
-                                      "(np.ascontiguousarray makes a copy)")
+        raise _invalid(f"chorus: {what} must be C-contiguous "
+                       "(np.ascontiguousarray makes a copy)")
     return x
 
 
@@ -186,11 +197,11 @@ def _out(out, shape, dtype, what):
         return np.empty(shape, dtype=dtype)
     out = _array(out, what)
     if out.dtype != dtype:
-        raise InvalidArgumentError(4, f"chorus: {what} has dtype {out.dtype}, expected {dtype}")
+        raise _invalid(f"chorus: {what} has dtype {out.dtype}, expected {dtype}")
     want = math.prod(shape)  # np.prod(shape) costs microseconds
     if out.size != want:
-        raise InvalidArgumentError(4, f"chorus: {what} holds {out.size} elements, expected "
-                                      f"{want}")
+        raise _invalid(f"chorus: {what} holds {out.size} elements, expected "
+                       f"{want}")
     return out
 
 
@@ -272,7 +283,7 @@ class Comm:
         if not isinstance(x, int):
             found = [h for h, a in self._registered.items() if a is x]
             if not found:
-                raise InvalidArgumentError(4, "deregister: the array is not registered here")
+                raise _invalid("deregister: the array is not registered here")
             x = found[0]
         _chorus.comm_deregister(self._h, int(x))
         self._registered.pop(int(x), None)
@@ -355,16 +366,16 @@ class Comm:
         """The shape of one of the `size` equal blocks x holds: x.shape[1:] when x.shape[0] is
         the size, else flat."""
         if x.size % self.size:
-            raise InvalidArgumentError(4, f"chorus: {op} (rank {self.rank}): x holds {x.size} "
-                                          f"elements, not {self.size} equal blocks")
+            raise _invalid(f"chorus: {op} (rank {self.rank}): x holds {x.size} "
+                           f"elements, not {self.size} equal blocks")
         return x.shape[1:] if x.ndim and x.shape[0] == self.size else (x.size // self.size,)
 
     def all_to_all(self, x, out=None):
         """x holds size equal blocks; block p goes to rank p, whose out block r is ours."""
         x = _array(x, "all_to_all: x")
         if x.nbytes % self.size:
-            raise InvalidArgumentError(4, f"chorus: all_to_all (rank {self.rank}): x is not "
-                                          f"{self.size} equal blocks")
+            raise _invalid(f"chorus: all_to_all (rank {self.rank}): x is not "
+                           f"{self.size} equal blocks")
         out = _out(out, x.shape, x.dtype, "all_to_all: out")
         _chorus.all_to_all(self._h, x, out, x.nbytes // self.size, _BYTES)
         return out
@@ -387,8 +398,8 @@ class Comm:
             shape = self._block_shape(x, "scatter")
             out = _out(out, shape, x.dtype, "scatter: out")
         elif out is None:
-            raise InvalidArgumentError(4, f"chorus: scatter (rank {self.rank}): out is required "
-                                          "on ranks other than the root")
+            raise _invalid(f"chorus: scatter (rank {self.rank}): out is required "
+                           "on ranks other than the root")
         else:
             out = _array(out, "scatter: out")
         _chorus.scatter(self._h, x, out, out.nbytes, int(root), _BYTES)

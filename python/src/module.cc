@@ -482,6 +482,28 @@ PYBIND11_MODULE(_chorus, m) {
   m.def("slurm_first_host", [](const std::string& list) { return chorus::slurmFirstHost(list); });
   m.def("slurm_root_port",
         [](uint64_t job, uint64_t step) { return chorus::slurmRootPort(job, step); });
+  // chorusResult_t and chorusRedOp_t by name (include/chorus/chorus.h): chorus's exception
+  // classes and op constants are made from these.
+  py::dict results;
+  for (const auto& [name, r] : {std::pair{"chorusSuccess", chorusSuccess},
+                                {"chorusUnhandledCudaError", chorusUnhandledCudaError},
+                                {"chorusSystemError", chorusSystemError},
+                                {"chorusInternalError", chorusInternalError},
+                                {"chorusInvalidArgument", chorusInvalidArgument},
+                                {"chorusInvalidUsage", chorusInvalidUsage},
+                                {"chorusRemoteError", chorusRemoteError},
+                                {"chorusInProgress", chorusInProgress},
+                                {"chorusTimeout", chorusTimeout}})
+    results[name] = int(r);
+  m.attr("RESULTS") = results;
+  py::dict ops;
+  for (const auto& [name, o] : {std::pair{"chorusSum", chorusSum},
+                                {"chorusProd", chorusProd},
+                                {"chorusMax", chorusMax},
+                                {"chorusMin", chorusMin},
+                                {"chorusAvg", chorusAvg}})
+    ops[name] = int(o);
+  m.attr("RED_OPS") = ops;
   m.def("error_string", [](int r) { return std::string(chorusGetErrorString(chorusResult_t(r))); });
   m.def("type_size", [](int t) { return chorusTypeSize(chorusDataType_t(t)); });
 
