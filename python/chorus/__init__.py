@@ -35,10 +35,10 @@ __all__ = [
     "unique_id_from_env", "group", "version", "spawn_local", "SUM", "PROD", "MAX", "MIN", "AVG",
 ]
 
-SUM, PROD, MAX, MIN, AVG = 0, 1, 2, 3, 4
-_OPS = {"sum": SUM, "prod": PROD, "product": PROD, "max": MAX, "min": MIN, "avg": AVG,
-        "mean": AVG}
-_BYTES = 0  # chorusInt8: copy-only collectives move bytes, so every numpy dtype works
+# chorusRedOp_t and chorusResult_t by name, from include/chorus/chorus.h through chorus._chorus.
+SUM, PROD, MAX, MIN, AVG = (_chorus.RED_OPS[n] for n in ("chorusSum", "chorusProd", "chorusMax",
+                                                         "chorusMin", "chorusAvg"))
+_INVALID_ARGUMENT = _chorus.RESULTS["chorusInvalidArgument"]
 
 
 class Error(RuntimeError):
@@ -78,8 +78,16 @@ class TimeoutError(Error, builtins.TimeoutError):  # noqa: A001 (also a builtins
     pass
 
 
-_BY_CODE = {1: CudaError, 2: SystemCallError, 3: InternalError, 4: InvalidArgumentError,
-            5: InvalidUsageError, 6: RemoteError, 8: TimeoutError}
+_BY_CODE = {_chorus.RESULTS[name]: cls for name, cls in [
+    ("chorusUnhandledCudaError", CudaError), ("chorusSystemError", SystemCallError),
+    ("chorusInternalError", InternalError), ("chorusInvalidArgument", InvalidArgumentError),
+    ("chorusInvalidUsage", InvalidUsageError), ("chorusRemoteError", RemoteError),
+    ("chorusTimeout", TimeoutError)]}
+
+
+def _invalid(message):
+    """An InvalidArgumentError (chorusInvalidArgument) raised here rather than by the library."""
+    return InvalidArgumentError(_INVALID_ARGUMENT, message)
 
 
 def _make_error(code, message):
@@ -161,39 +169,6 @@ def group():
         _chorus.group_end()
 
 
-def _op(op):
-    if isinstance(op, str):
-        try:
-            return _OPS[op.lower()]
-        except KeyError:
-            raise InvalidArgumentError(4, f"chorus: unknown op {op!r} (sum, prod, max, min, avg)")
-    if op not in (SUM, PROD, MAX, MIN, AVG):
-        raise InvalidArgumentError(4, f"chorus: unknown op {op!r}")
-    return int(op)
-
-
-def _array(x, what):
-    if not isinstance(x, np.ndarray):
-        raise InvalidArgumentError(4, f"chorus: {what} must be a numpy array, got {type(x).__name__}")
-    if not x.flags.c_contiguous:
-        raise InvalidArgumentError(4, f"chorus: {what} must be C-contiguous "
-                                      "(np.ascontiguousarray makes a copy)")
-    return x
-
-
-def _out(out, shape, dtype, what):
-    if out is None:
-        return np.empty(shape, dtype=dtype)
-    out = _array(out, what)
-    if out.dtype != dtype:
-        raise InvalidArgumentError(4, f"chorus: {what} has dtype {out.dtype}, expected {dtype}")
-    want = math.prod(shape)  # np.prod(shape) costs microseconds
-    if out.size != want:
-        raise InvalidArgumentError(4, f"chorus: {what} holds {out.size} elements, expected "
-                                      f"{want}")
-    return out
-
-
 def mem_alloc(shape, dtype=np.float32, comm=None):
     """A zeroed numpy array of `shape` and `dtype` in chorusMemAlloc memory (memory the node's
     other processes map). With `comm` it is also registered with it (collective:
@@ -272,7 +247,7 @@ class Comm:
         if not isinstance(x, int):
             found = [h for h, a in self._registered.items() if a is x]
             if not found:
-                raise InvalidArgumentError(4, "deregister: the array is not registered here")
+                raise _invalid("deregister: the array is not registered here")
             x = found[0]
         _chorus.comm_deregister(self._h, int(x))
         self._registered.pop(int(x), None)
@@ -322,85 +297,48 @@ class Comm:
         return None if h is None else Comm._wrap(h)
 
     # -- collectives -----------------------------------------------------------------------
+    # Every check of the arguments (array, C-contiguous, writable out, dtype, size, op, root) is
+    # made in C++ (python/src/module.cc, npArg); errors name the call, the argument and the rank.
     def all_reduce(self, x, out=None, op=SUM):
         """Reduces x over all ranks into out (x itself when out is None); returns it."""
-        # every check (array, C-contiguous, dtype, size, writable out, op) is made in C++
         return _np_all_reduce(self._h, x, out, op)
 
     def broadcast(self, x, root=0, out=None):
         """Root's x reaches every rank's out (x itself when out is None)."""
-        return _np_broadcast(self._h, x, out, root)  # checks in C++, as all_reduce's
+        return _np_broadcast(self._h, x, out, root)
 
     def reduce(self, x, out=None, op=SUM, root=0):
         """Reduces x over all ranks into root's out (x itself when out is None)."""
-        return _np_reduce(self._h, x, out, op, root)  # checks in C++, as all_reduce's
+        return _np_reduce(self._h, x, out, op, root)
 
     def all_gather(self, x, out=None):
         """Returns out of shape (size, *x.shape): block r is rank r's x."""
-        x = _array(x, "all_gather: x")
-        out = _out(out, (self.size,) + x.shape, x.dtype, "all_gather: out")
-        _chorus.all_gather(self._h, x, out, x.nbytes, _BYTES)
-        return out
+        return _chorus.np_all_gather(self._h, x, out)
 
     def reduce_scatter(self, x, out=None, op=SUM):
         """x holds size blocks; rank r gets the reduction of block r (shape x.shape[1:] when
         x.shape[0] == size, else a flat block)."""
-        x = _array(x, "reduce_scatter: x")
-        shape = self._block_shape(x, "reduce_scatter")
-        out = _out(out, shape, x.dtype, "reduce_scatter: out")
-        _chorus.reduce_scatter(self._h, x, out, out.size, _op(op), -1)
-        return out
-
-    def _block_shape(self, x, op):
-        """The shape of one of the `size` equal blocks x holds: x.shape[1:] when x.shape[0] is
-        the size, else flat."""
-        if x.size % self.size:
-            raise InvalidArgumentError(4, f"chorus: {op} (rank {self.rank}): x holds {x.size} "
-                                          f"elements, not {self.size} equal blocks")
-        return x.shape[1:] if x.ndim and x.shape[0] == self.size else (x.size // self.size,)
+        return _chorus.np_reduce_scatter(self._h, x, out, op)
 
     def all_to_all(self, x, out=None):
         """x holds size equal blocks; block p goes to rank p, whose out block r is ours."""
-        x = _array(x, "all_to_all: x")
-        if x.nbytes % self.size:
-            raise InvalidArgumentError(4, f"chorus: all_to_all (rank {self.rank}): x is not "
-                                          f"{self.size} equal blocks")
-        out = _out(out, x.shape, x.dtype, "all_to_all: out")
-        _chorus.all_to_all(self._h, x, out, x.nbytes // self.size, _BYTES)
-        return out
+        return _chorus.np_all_to_all(self._h, x, out)
 
     def gather(self, x, out=None, root=0):
         """Root returns out of shape (size, *x.shape); other ranks return None."""
-        x = _array(x, "gather: x")
-        if self.rank == root:
-            out = _out(out, (self.size,) + x.shape, x.dtype, "gather: out")
-        else:
-            out = None
-        _chorus.gather(self._h, x, out, x.nbytes, int(root), _BYTES)
-        return out
+        return _chorus.np_gather(self._h, x, out, int(root))
 
     def scatter(self, x=None, out=None, root=0):
         """Root's x holds size blocks; rank r's out (needed on every rank but root, where it is
         made from x's shape) receives block r."""
-        if self.rank == root:
-            x = _array(x, "scatter: x")
-            shape = self._block_shape(x, "scatter")
-            out = _out(out, shape, x.dtype, "scatter: out")
-        elif out is None:
-            raise InvalidArgumentError(4, f"chorus: scatter (rank {self.rank}): out is required "
-                                          "on ranks other than the root")
-        else:
-            out = _array(out, "scatter: out")
-        _chorus.scatter(self._h, x, out, out.nbytes, int(root), _BYTES)
-        return out
+        return _chorus.np_scatter(self._h, x, out, int(root))
 
     def send(self, x, peer):
-        _chorus.send(self._h, _array(x, "send: x"), int(peer), _BYTES)
+        _chorus.np_send(self._h, x, int(peer))
 
     def recv(self, x, peer):
         """Receives into x (its size must match the sender's); returns x."""
-        _chorus.recv(self._h, _array(x, "recv: x"), int(peer), _BYTES)
-        return x
+        return _chorus.np_recv(self._h, x, int(peer))
 
     def barrier(self):
         """Returns when every rank has called it."""

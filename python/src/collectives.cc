@@ -46,15 +46,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather_into_tensor_coalesc
   return collective(
       c10d::OpType::COALESCED, outputs,
       [ins, outs, comm] {
-        check(chorusGroupStart(), comm, op);
-        chorusResult_t first = chorusSuccess;
-        for (size_t i = 0; i < ins.size(); ++i) {
-          const chorusResult_t r = chorusAllGather(ins[i].data_ptr(), outs[i]->work.data_ptr(),
-                                                   nbytes(ins[i]), chorusInt8, comm, nullptr);
-          if (first == chorusSuccess) first = r;
-        }
-        const chorusResult_t end = chorusGroupEnd();
-        check(first != chorusSuccess ? first : end, comm, op);
+        grouped(comm, op, ins.size(), [&](size_t i) {
+          return chorusAllGather(ins[i].data_ptr(), outs[i]->work.data_ptr(), nbytes(ins[i]),
+                                 chorusInt8, comm, nullptr);
+        });
         for (auto& o : outs) o->copyBack();
       },
       opts.timeout);
@@ -86,16 +81,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::reduce_scatter_tensor_coalesc
   return collective(
       c10d::OpType::COALESCED, outputs,
       [ins, outs, types, rop, comm] {
-        check(chorusGroupStart(), comm, op);
-        chorusResult_t first = chorusSuccess;
-        for (size_t i = 0; i < ins.size(); ++i) {
-          const chorusResult_t r =
-              chorusReduceScatter(ins[i].data_ptr(), outs[i]->work.data_ptr(),
-                                  size_t(outs[i]->work.numel()), types[i], rop, comm, nullptr);
-          if (first == chorusSuccess) first = r;
-        }
-        const chorusResult_t end = chorusGroupEnd();
-        check(first != chorusSuccess ? first : end, comm, op);
+        grouped(comm, op, ins.size(), [&](size_t i) {
+          return chorusReduceScatter(ins[i].data_ptr(), outs[i]->work.data_ptr(),
+                                     size_t(outs[i]->work.numel()), types[i], rop, comm, nullptr);
+        });
         for (auto& o : outs) o->copyBack();
       },
       opts.timeout);
@@ -346,16 +335,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allreduce_coalesced(
       c10d::OpType::ALLREDUCE_COALESCED, tensors,
       [ds, types, comm, op, rop] {
         for (auto& d : ds) premultiply(rop, d->work);
-        check(chorusGroupStart(), comm, "all_reduce_coalesced");
-        chorusResult_t first = chorusSuccess;
-        for (size_t i = 0; i < ds.size(); ++i) {
-          chorusResult_t r =
-              chorusAllReduce(ds[i]->work.data_ptr(), ds[i]->work.data_ptr(),
-                              size_t(ds[i]->work.numel()), types[i], op, comm, nullptr);
-          if (first == chorusSuccess) first = r;
-        }
-        chorusResult_t end = chorusGroupEnd();
-        check(first != chorusSuccess ? first : end, comm, "all_reduce_coalesced");
+        grouped(comm, "all_reduce_coalesced", ds.size(), [&](size_t i) {
+          return chorusAllReduce(ds[i]->work.data_ptr(), ds[i]->work.data_ptr(),
+                                 size_t(ds[i]->work.numel()), types[i], op, comm, nullptr);
+        });
         for (auto& d : ds) d->copyBack();
       },
       opts.timeout);

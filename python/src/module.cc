@@ -1,8 +1,9 @@
-// chorus._chorus: the C API on Python buffers (numpy arrays), with the GIL released during every
-// call that may wait (np_all_reduce: unless the message is small and no other Python thread
-// exists). The friendly layer (chorus.Comm, dtype and shape rules, exceptions) is
-// python/chorus/__init__.py; this file checks buffers and calls the library, and makes every
-// check of chorus.Comm.all_reduce itself (np_all_reduce), where microseconds matter.
+// chorus._chorus: the C API on numpy arrays, with the GIL released during every call that may
+// wait (np_all_reduce: unless the message is small and no other Python thread exists). The
+// friendly layer (chorus.Comm, exceptions) is python/chorus/__init__.py; this file makes every
+// check of chorus.Comm's numpy arguments (npArg: array, C-contiguous, writable, dtype, size, op,
+// root), builds the outputs it is not given and calls the library. all_reduce, reduce and
+// broadcast are plain METH_FASTCALL functions, where microseconds matter.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "chorus/chorus.h"
 #include "core/launcher_env.h"
@@ -60,74 +62,21 @@ struct MemBlock {
   }
 };
 
-// A contiguous buffer seen through the buffer protocol, with its element type.
+// The memory of a C-contiguous buffer (chorus.Comm.register: any object with the buffer protocol).
 struct Buf {
   void* ptr = nullptr;
   size_t bytes = 0;
-  size_t count = 0;
-  chorusDataType_t type = chorusInt8;
 };
 
-chorusDataType_t typeOfFormat(const std::string& fmt, size_t itemsize, const char* what) {
-  // numpy's struct-style format characters; '<' / '=' / '@' native prefixes are stripped.
-  std::string f = fmt;
-  while (!f.empty() && (f[0] == '<' || f[0] == '=' || f[0] == '@')) f.erase(0, 1);
-  if (f.size() == 1) {
-    const char k = f[0];
-    const bool isSigned = k == 'b' || k == 'h' || k == 'i' || k == 'l' || k == 'q';
-    const bool isUnsigned = k == 'B' || k == 'H' || k == 'I' || k == 'L' || k == 'Q';
-    if (k == 'e') return chorusFloat16;
-    if (k == 'f') return chorusFloat32;
-    if (k == 'd') return chorusFloat64;
-    if (isSigned || isUnsigned) {
-      switch (itemsize) {
-        case 1:
-          return isSigned ? chorusInt8 : chorusUint8;
-        case 4:
-          return isSigned ? chorusInt32 : chorusUint32;
-        case 8:
-          return isSigned ? chorusInt64 : chorusUint64;
-        default:
-          break;
-      }
-    }
-  }
-  throw CallError{chorusInvalidArgument,
-                  std::string("chorus: ") + what + ": unsupported element type '" + fmt +
-                      "' (int8, uint8, int32, uint32, int64, uint64, float16, float32, float64; "
-                      "bfloat16 through chorus.torch)"};
-}
-
-// Reads a buffer; `writable` for outputs. `typeOverride` >= 0 reinterprets the element type
-// (bytes of copy-only collectives, bfloat16 held in uint16 arrays).
-Buf bufferOf(const py::handle& obj, bool writable, const char* what, int typeOverride) {
-  Buf b;
-  if (obj.is_none()) return b;
+Buf bufferOf(const py::handle& obj, const char* what) {
   Py_buffer view;
-  const int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
-  if (PyObject_GetBuffer(obj.ptr(), &view, flags) != 0) {
+  if (PyObject_GetBuffer(obj.ptr(), &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0) {
     PyErr_Clear();
-    throw CallError{chorusInvalidArgument,
-                    std::string("chorus: ") + what + " must be a C-contiguous" +
-                        (writable ? ", writable" : "") + " buffer (a numpy array)"};
+    throw CallError{chorusInvalidArgument, std::string("chorus: ") + what +
+                                               " must be a C-contiguous buffer (a numpy array)"};
   }
-  b.ptr = view.buf;
-  b.bytes = size_t(view.len);
-  const std::string fmt = view.format ? view.format : "B";
-  const size_t itemsize = size_t(view.itemsize);
+  const Buf b{view.buf, size_t(view.len)};
   PyBuffer_Release(&view);  // the caller keeps the object (and so the memory) alive
-  if (typeOverride >= 0) {
-    b.type = chorusDataType_t(typeOverride);
-    const size_t sz = chorusTypeSize(b.type);
-    if (sz == 0 || b.bytes % sz != 0)
-      throw CallError{chorusInvalidArgument, std::string("chorus: ") + what + ": " +
-                                                 std::to_string(b.bytes) +
-                                                 " bytes is not a whole number of elements"};
-    b.count = b.bytes / sz;
-  } else {
-    b.type = typeOfFormat(fmt, itemsize, what);
-    b.count = b.bytes / itemsize;
-  }
   return b;
 }
 
@@ -298,6 +247,28 @@ int opOf(chorusComm_t h, const char* call, PyObject* op) {
            "unknown op " + py::repr(op).cast<std::string>() + " (sum, prod, max, min, avg)");
 }
 
+// What an NpArg's count counts per element: 1 when typed (elements), else the item size (bytes).
+size_t perElement(const NpArg& x, bool typed) {
+  if (typed) return 1;
+  return std::max<size_t>(1, size_t(py::handle(x.a->descr).attr("itemsize").cast<Py_ssize_t>()));
+}
+
+// An out argument for x: x's element type (typed) or dtype, `elements` of them, writable.
+NpArg npOut(chorusComm_t h, const char* call, const NpArg& x, PyObject* out, size_t elements,
+            bool typed) {
+  const NpArg r = npArg(h, call, "out", out, true, typed);
+  const bool sameType =
+      typed ? r.type == x.type : PyObject_RichCompareBool(r.a->descr, x.a->descr, Py_EQ) == 1;
+  if (!sameType)
+    argError(h, call, "out has dtype " + dtypeName(r.a) + ", expected " + dtypeName(x.a));
+  const size_t have = r.count / perElement(r, typed);
+  if (have != elements)
+    argError(
+        h, call,
+        "out holds " + std::to_string(have) + " elements, expected " + std::to_string(elements));
+  return r;
+}
+
 // Below this many bytes the GIL stays held while the call runs, when no other Python thread
 // exists that could want it: releasing and taking it back costs more than such a call.
 constexpr size_t kKeepGilBytes = 64 << 10;
@@ -325,20 +296,7 @@ PyObject* npSameShape(Same kind, Comm& c, PyObject* x, PyObject* out, PyObject* 
   const NpArg s = npArg(h, call, "x", x, inPlace, typed);
   NpArg r = s;
   if (!inPlace) {
-    r = npArg(h, call, "out", out, true, typed);
-    const bool sameType =
-        typed ? r.type == s.type : PyObject_RichCompareBool(r.a->descr, s.a->descr, Py_EQ) == 1;
-    if (!sameType)
-      argError(h, call, "out has dtype " + dtypeName(r.a) + ", expected " + dtypeName(s.a));
-    if (r.count != s.count) {
-      const size_t per =
-          typed ? 1
-                : std::max<size_t>(
-                      1, size_t(py::handle(s.a->descr).attr("itemsize").cast<Py_ssize_t>()));
-      argError(h, call,
-               "out holds " + std::to_string(r.count / per) + " elements, expected " +
-                   std::to_string(s.count / per));
-    }
+    r = npOut(h, call, s, out, s.count / perElement(s, typed), typed);
   }
   const int o = kind == Same::kBroadcast ? 0 : opOf(h, call, op);
   int rt = 0;
@@ -451,6 +409,159 @@ PyMethodDef gFastMethods[] = {
      "np_broadcast(comm, x, out, root): chorus.Comm.broadcast's checks and call; returns out"},
     {nullptr, nullptr, 0, nullptr}};
 
+// ---- the other numpy calls (chorus.Comm.all_gather ... recv) ----------------------------------
+// Checked as npSameShape checks (npArg, npOut, opOf), so that every numpy argument is checked in
+// this file; chorus.Comm passes its arguments through. out None: a new array of x's dtype.
+
+int commRank(chorusComm_t h) {
+  int r = -1;
+  check(chorusCommUserRank(h, &r), h);
+  return r;
+}
+
+int commSize(chorusComm_t h) {
+  int n = 0;
+  check(chorusCommCount(h, &n), h);
+  return n;
+}
+
+std::vector<Py_ssize_t> shapeOf(const NpArray* a) {
+  return std::vector<Py_ssize_t>(a->dimensions, a->dimensions + a->nd);
+}
+
+// out checked for the `shape` of the result (npOut), or, when None, made: o holds it.
+NpArg outFor(chorusComm_t h, const char* call, const NpArg& x, py::handle out,
+             const std::vector<Py_ssize_t>& shape, bool typed, py::object& o) {
+  size_t elements = 1;
+  for (Py_ssize_t d : shape) elements *= size_t(d);
+  if (out.is_none()) {
+    py::tuple t(shape.size());
+    for (size_t i = 0; i < shape.size(); ++i) t[i] = py::int_(shape[i]);
+    o = py::module_::import("numpy").attr("empty")(t, py::handle(x.a->descr));
+  } else {
+    o = py::reinterpret_borrow<py::object>(out);
+  }
+  return npOut(h, call, x, o.ptr(), elements, typed);
+}
+
+// The shape of one of the `size` equal blocks of x (`elements` long): x.shape[1:] when x.shape[0]
+// is the size, else flat.
+std::vector<Py_ssize_t> blockShape(chorusComm_t h, const char* call, const NpArg& x,
+                                   size_t elements, int size) {
+  if (elements % size_t(size) != 0)
+    argError(h, call,
+             "x holds " + std::to_string(elements) + " elements, not " + std::to_string(size) +
+                 " equal blocks");
+  if (x.a->nd > 0 && x.a->dimensions[0] == size)
+    return std::vector<Py_ssize_t>(x.a->dimensions + 1, x.a->dimensions + x.a->nd);
+  return {Py_ssize_t(elements / size_t(size))};
+}
+
+// Runs a call without the GIL; a failure raises.
+template <class F>
+void runNoGil(chorusComm_t h, F call) {
+  chorusResult_t r;
+  {
+    py::gil_scoped_release nogil;
+    r = call();
+  }
+  check(r, h);
+}
+
+py::object npAllGather(Comm& c, py::handle x, py::handle out) {
+  static constexpr const char* call = "all_gather";
+  chorusComm_t h = c.get();
+  const NpArg s = npArg(h, call, "x", x.ptr(), false, false);
+  std::vector<Py_ssize_t> shape = shapeOf(s.a);
+  shape.insert(shape.begin(), commSize(h));
+  py::object o;
+  const NpArg r = outFor(h, call, s, out, shape, false, o);
+  runNoGil(h,
+           [&] { return chorusAllGather(s.a->data, r.a->data, s.count, chorusInt8, h, nullptr); });
+  return o;
+}
+
+py::object npReduceScatter(Comm& c, py::handle x, py::handle out, py::handle op) {
+  static constexpr const char* call = "reduce_scatter";
+  chorusComm_t h = c.get();
+  const NpArg s = npArg(h, call, "x", x.ptr(), false);
+  const std::vector<Py_ssize_t> shape = blockShape(h, call, s, s.count, commSize(h));
+  py::object o;
+  const NpArg r = outFor(h, call, s, out, shape, true, o);
+  const auto rop = chorusRedOp_t(opOf(h, call, op.ptr()));
+  runNoGil(h, [&] {
+    return chorusReduceScatter(s.a->data, r.a->data, r.count, chorusDataType_t(s.type), rop, h,
+                               nullptr);
+  });
+  return o;
+}
+
+py::object npAllToAll(Comm& c, py::handle x, py::handle out) {
+  static constexpr const char* call = "all_to_all";
+  chorusComm_t h = c.get();
+  const NpArg s = npArg(h, call, "x", x.ptr(), false, false);
+  const int n = commSize(h);
+  if (s.count % size_t(n) != 0)
+    argError(h, call, "x is not " + std::to_string(n) + " equal blocks");
+  py::object o;
+  const NpArg r = outFor(h, call, s, out, shapeOf(s.a), false, o);
+  runNoGil(h, [&] {
+    return chorusAlltoAll(s.a->data, r.a->data, s.count / size_t(n), chorusInt8, h, nullptr);
+  });
+  return o;
+}
+
+py::object npGather(Comm& c, py::handle x, py::handle out, int root) {
+  static constexpr const char* call = "gather";
+  chorusComm_t h = c.get();
+  const NpArg s = npArg(h, call, "x", x.ptr(), false, false);
+  py::object o = py::none();
+  void* recv = nullptr;
+  if (commRank(h) == root) {
+    std::vector<Py_ssize_t> shape = shapeOf(s.a);
+    shape.insert(shape.begin(), commSize(h));
+    recv = outFor(h, call, s, out, shape, false, o).a->data;
+  }
+  runNoGil(h, [&] { return chorusGather(s.a->data, recv, s.count, chorusInt8, root, h, nullptr); });
+  return o;
+}
+
+py::object npScatter(Comm& c, py::handle x, py::handle out, int root) {
+  static constexpr const char* call = "scatter";
+  chorusComm_t h = c.get();
+  const void* send = nullptr;
+  py::object o;
+  NpArg r{};
+  if (commRank(h) == root) {
+    const NpArg s = npArg(h, call, "x", x.ptr(), false, false);
+    const std::vector<Py_ssize_t> shape =
+        blockShape(h, call, s, s.count / perElement(s, false), commSize(h));
+    r = outFor(h, call, s, out, shape, false, o);
+    send = s.a->data;
+  } else if (out.is_none()) {
+    argError(h, call, "out is required on ranks other than the root");
+  } else {
+    r = npArg(h, call, "out", out.ptr(), true, false);
+    o = py::reinterpret_borrow<py::object>(out);
+  }
+  runNoGil(h,
+           [&] { return chorusScatter(send, r.a->data, r.count, chorusInt8, root, h, nullptr); });
+  return o;
+}
+
+void npSend(Comm& c, py::handle x, int peer) {
+  chorusComm_t h = c.get();
+  const NpArg s = npArg(h, "send", "x", x.ptr(), false, false);
+  runNoGil(h, [&] { return chorusSend(s.a->data, s.count, chorusInt8, peer, h, nullptr); });
+}
+
+py::object npRecv(Comm& c, py::handle x, int peer) {
+  chorusComm_t h = c.get();
+  const NpArg r = npArg(h, "recv", "x", x.ptr(), true, false);
+  runNoGil(h, [&] { return chorusRecv(r.a->data, r.count, chorusInt8, peer, h, nullptr); });
+  return py::reinterpret_borrow<py::object>(x);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_chorus, m) {
@@ -482,6 +593,28 @@ PYBIND11_MODULE(_chorus, m) {
   m.def("slurm_first_host", [](const std::string& list) { return chorus::slurmFirstHost(list); });
   m.def("slurm_root_port",
         [](uint64_t job, uint64_t step) { return chorus::slurmRootPort(job, step); });
+  // chorusResult_t and chorusRedOp_t by name (include/chorus/chorus.h): chorus's exception
+  // classes and op constants are made from these.
+  py::dict results;
+  for (const auto& [name, r] : {std::pair{"chorusSuccess", chorusSuccess},
+                                {"chorusUnhandledCudaError", chorusUnhandledCudaError},
+                                {"chorusSystemError", chorusSystemError},
+                                {"chorusInternalError", chorusInternalError},
+                                {"chorusInvalidArgument", chorusInvalidArgument},
+                                {"chorusInvalidUsage", chorusInvalidUsage},
+                                {"chorusRemoteError", chorusRemoteError},
+                                {"chorusInProgress", chorusInProgress},
+                                {"chorusTimeout", chorusTimeout}})
+    results[name] = int(r);
+  m.attr("RESULTS") = results;
+  py::dict ops;
+  for (const auto& [name, o] : {std::pair{"chorusSum", chorusSum},
+                                {"chorusProd", chorusProd},
+                                {"chorusMax", chorusMax},
+                                {"chorusMin", chorusMin},
+                                {"chorusAvg", chorusAvg}})
+    ops[name] = int(o);
+  m.attr("RED_OPS") = ops;
   m.def("error_string", [](int r) { return std::string(chorusGetErrorString(chorusResult_t(r))); });
   m.def("type_size", [](int t) { return chorusTypeSize(chorusDataType_t(t)); });
 
@@ -631,7 +764,7 @@ PYBIND11_MODULE(_chorus, m) {
   });
   // Collective: every rank's thread must be able to run, so the GIL is released.
   m.def("comm_register", [](Comm& c, py::handle buf) {
-    Buf b = bufferOf(buf, false, "register: buffer", int(chorusUint8));
+    const Buf b = bufferOf(buf, "register: buffer");
     chorusComm_t h = c.get();
     void* handle = nullptr;
     {
@@ -646,81 +779,19 @@ PYBIND11_MODULE(_chorus, m) {
     check(chorusCommDeregister(h, reinterpret_cast<void*>(handle)), h);
   });
 
-  // Collectives. Buffers are Python objects (None where a rank passes none); `t` >= 0 forces
-  // the element type. Counts follow the C API.
-  m.def("all_reduce", [](Comm& c, py::handle send, py::handle recv, int op, int t) {
-    Buf s = bufferOf(send, false, "all_reduce: send buffer", t);
-    Buf r = bufferOf(recv, true, "all_reduce: output", t);
-    chorusComm_t h = c.get();
-    py::gil_scoped_release nogil;
-    check(chorusAllReduce(s.ptr, r.ptr, s.count, s.type, chorusRedOp_t(op), h, nullptr), h);
-  });
+  // The numpy collectives (chorus.Comm's methods): all_reduce, reduce and broadcast are plain
+  // METH_FASTCALL functions (gFastMethods), the others pybind11 ones; every one checks its
+  // arguments (npArg).
   gCommType = reinterpret_cast<PyTypeObject*>(py::type::of<Comm>().ptr());
   for (PyMethodDef* d = gFastMethods; d->ml_name != nullptr; ++d)
     m.attr(d->ml_name) = py::reinterpret_steal<py::object>(PyCFunction_NewEx(d, nullptr, nullptr));
-  m.def("broadcast", [](Comm& c, py::handle send, py::handle recv, size_t count, int root, int t) {
-    Buf s = bufferOf(send, false, "broadcast: send buffer", t);
-    Buf r = bufferOf(recv, true, "broadcast: output", t);
-    chorusComm_t h = c.get();
-    py::gil_scoped_release nogil;
-    check(chorusBroadcast(s.ptr, r.ptr, count, r.type, root, h, nullptr), h);
-  });
-  m.def("reduce",
-        [](Comm& c, py::handle send, py::handle recv, size_t count, int op, int root, int t) {
-          Buf s = bufferOf(send, false, "reduce: send buffer", t);
-          Buf r = bufferOf(recv, true, "reduce: output", t);
-          chorusComm_t h = c.get();
-          py::gil_scoped_release nogil;
-          check(chorusReduce(s.ptr, r.ptr, count, s.type, chorusRedOp_t(op), root, h, nullptr), h);
-        });
-  m.def("all_gather", [](Comm& c, py::handle send, py::handle recv, size_t count, int t) {
-    Buf s = bufferOf(send, false, "all_gather: send buffer", t);
-    Buf r = bufferOf(recv, true, "all_gather: output", t);
-    chorusComm_t h = c.get();
-    py::gil_scoped_release nogil;
-    check(chorusAllGather(s.ptr, r.ptr, count, r.type, h, nullptr), h);
-  });
-  m.def("reduce_scatter",
-        [](Comm& c, py::handle send, py::handle recv, size_t count, int op, int t) {
-          Buf s = bufferOf(send, false, "reduce_scatter: send buffer", t);
-          Buf r = bufferOf(recv, true, "reduce_scatter: output", t);
-          chorusComm_t h = c.get();
-          py::gil_scoped_release nogil;
-          check(chorusReduceScatter(s.ptr, r.ptr, count, s.type, chorusRedOp_t(op), h, nullptr), h);
-        });
-  m.def("all_to_all", [](Comm& c, py::handle send, py::handle recv, size_t count, int t) {
-    Buf s = bufferOf(send, false, "all_to_all: send buffer", t);
-    Buf r = bufferOf(recv, true, "all_to_all: output", t);
-    chorusComm_t h = c.get();
-    py::gil_scoped_release nogil;
-    check(chorusAlltoAll(s.ptr, r.ptr, count, s.type, h, nullptr), h);
-  });
-  m.def("gather", [](Comm& c, py::handle send, py::handle recv, size_t count, int root, int t) {
-    Buf s = bufferOf(send, false, "gather: send buffer", t);
-    Buf r = bufferOf(recv, true, "gather: output", t);
-    chorusComm_t h = c.get();
-    py::gil_scoped_release nogil;
-    check(chorusGather(s.ptr, r.ptr, count, s.type, root, h, nullptr), h);
-  });
-  m.def("scatter", [](Comm& c, py::handle send, py::handle recv, size_t count, int root, int t) {
-    Buf s = bufferOf(send, false, "scatter: send buffer", t);
-    Buf r = bufferOf(recv, true, "scatter: output", t);
-    chorusComm_t h = c.get();
-    py::gil_scoped_release nogil;
-    check(chorusScatter(s.ptr, r.ptr, count, r.type, root, h, nullptr), h);
-  });
-  m.def("send", [](Comm& c, py::handle buf, int peer, int t) {
-    Buf b = bufferOf(buf, false, "send: buffer", t);
-    chorusComm_t h = c.get();
-    py::gil_scoped_release nogil;
-    check(chorusSend(b.ptr, b.count, b.type, peer, h, nullptr), h);
-  });
-  m.def("recv", [](Comm& c, py::handle buf, int peer, int t) {
-    Buf b = bufferOf(buf, true, "recv: buffer", t);
-    chorusComm_t h = c.get();
-    py::gil_scoped_release nogil;
-    check(chorusRecv(b.ptr, b.count, b.type, peer, h, nullptr), h);
-  });
+  m.def("np_all_gather", &npAllGather);
+  m.def("np_reduce_scatter", &npReduceScatter);
+  m.def("np_all_to_all", &npAllToAll);
+  m.def("np_gather", &npGather);
+  m.def("np_scatter", &npScatter);
+  m.def("np_send", &npSend);
+  m.def("np_recv", &npRecv);
   m.def("group_start", []() { check(chorusGroupStart(), nullptr); });
   m.def("group_end", []() {
     py::gil_scoped_release nogil;

@@ -7,8 +7,10 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <vector>
@@ -75,12 +77,25 @@ void ProcessGroupChorus::start(chorusComm_t comm, std::chrono::milliseconds time
   barrierToken_ = at::zeros({1}, at::kByte);
 }
 
-ProcessGroupChorus::~ProcessGroupChorus() {
+// destroy_process_group: the pending work runs, then the communicator goes (a departure, not a
+// failure, for peers still finishing their last call).
+void ProcessGroupChorus::shutdown() {
   if (destroyed_) return;
   engine_->stop();
   forgetGlobalRanks();
   if (engine_->comm() != nullptr) chorusCommDestroy(engine_->comm());
-  pool_->close();
+  pool_->close();  // after the communicator: its registrations went with it
+  destroyed_ = true;
+}
+
+ProcessGroupChorus::~ProcessGroupChorus() {
+  try {
+    ProcessGroupChorus::shutdown();    // qualified: no virtual call from a destructor
+  } catch (const std::exception& e) {  // a destructor must not throw
+    std::fprintf(stderr, "chorus: destroying the process group (rank %d): %s\n", rank_, e.what());
+  } catch (...) {
+    std::fprintf(stderr, "chorus: destroying the process group (rank %d) failed\n", rank_);
+  }
 }
 
 void ProcessGroupChorus::abortComm() {
@@ -166,17 +181,6 @@ void ProcessGroupChorus::setTimeout(std::chrono::milliseconds timeout) {
 
 void ProcessGroupChorus::abort() {
   abortComm();
-}
-
-// destroy_process_group: the pending work runs, then the communicator goes (a departure, not a
-// failure, for peers still finishing their last call).
-void ProcessGroupChorus::shutdown() {
-  if (destroyed_) return;
-  engine_->stop();
-  forgetGlobalRanks();
-  if (engine_->comm() != nullptr) chorusCommDestroy(engine_->comm());
-  pool_->close();  // after the communicator: its registrations went with it
-  destroyed_ = true;
 }
 
 at::Tensor ProcessGroupChorus::allocateTensor(long size, at::TensorOptions options) {

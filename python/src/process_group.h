@@ -116,6 +116,11 @@ class ProcessGroupChorus : public BackendBase {
   ProcessGroupChorus(const c10::intrusive_ptr<c10d::Store>& store, chorusComm_t comm,
                      std::chrono::milliseconds timeout);
   ~ProcessGroupChorus() override;
+  // destroy_process_group (and the destructor): the pending work runs, then the communicator
+  // goes. Once; later calls do nothing. Virtual in the torch releases that have it.
+  CHORUS_TORCH_MAYBE_OVERRIDE_BEGIN
+  void shutdown();
+  CHORUS_TORCH_MAYBE_OVERRIDE_END
   // The group's ranks in torch's default group (global_ranks_in_group), for error messages that
   // name the global rank at fault; ignored unless there is one per rank.
   void setGlobalRanks(const std::vector<int>& ranks);
@@ -142,7 +147,6 @@ class ProcessGroupChorus : public BackendBase {
   c10::intrusive_ptr<Options> getBackendOptions();
   void setTimeout(std::chrono::milliseconds timeout);
   void abort();
-  void shutdown();
   c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
                                           const std::vector<int>& ranks,
                                           const c10::intrusive_ptr<Options>& opts);

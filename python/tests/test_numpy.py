@@ -301,3 +301,50 @@ def test_mem_alloc_registered_all_reduce(n):
             c.deregister(x)
 
     run_threads(n, body)
+
+
+def test_other_calls_argument_checks():
+    """all_gather, reduce_scatter, all_to_all, gather, scatter, send and recv are checked in C++
+    as all_reduce is (npArg): each error names the call, the rank and the argument."""
+    c = chorus.Comm(1, chorus.get_unique_id(), 0)
+    ro = np.zeros(4)
+    ro.flags.writeable = False
+    for call, msg in [
+        (lambda: c.all_gather([1]), r"all_gather \(rank 0\): x must be a numpy array, got list"),
+        (lambda: c.all_gather(np.zeros(3), out=np.zeros(4)),
+         r"all_gather \(rank 0\): out holds 4 elements, expected 3"),
+        (lambda: c.all_gather(np.zeros(3), out=np.zeros(3, np.float32)),
+         r"all_gather \(rank 0\): out has dtype float32, expected float64"),
+        (lambda: c.all_gather(np.zeros(4), out=ro), r"all_gather \(rank 0\): out is read-only"),
+        (lambda: c.reduce_scatter(np.zeros(3, bool)),
+         r"reduce_scatter \(rank 0\): x: unsupported element type bool"),
+        (lambda: c.reduce_scatter(np.zeros(3), op="xor"), r"reduce_scatter \(rank 0\): unknown op"),
+        (lambda: c.all_to_all(np.zeros((4, 4))[:, 0]),
+         r"all_to_all \(rank 0\): x must be C-contiguous"),
+        (lambda: c.gather(np.zeros(2), out=np.zeros(3)),
+         r"gather \(rank 0\): out holds 3 elements, expected 2"),
+        (lambda: c.scatter(np.zeros(2), out=np.zeros(3)),
+         r"scatter \(rank 0\): out holds 3 elements, expected 2"),
+        (lambda: c.send("x", 0), r"send \(rank 0\): x must be a numpy array, got str"),
+        (lambda: c.recv(ro, 0), r"recv \(rank 0\): x is read-only"),
+    ]:
+        with pytest.raises(chorus.InvalidArgumentError, match=msg) as e:
+            call()
+        assert e.value.code == 4
+    o = np.empty((1, 3), np.int64)
+    assert c.all_gather(np.arange(3), out=o) is o
+    assert c.reduce_scatter(np.arange(6.0)).shape == (6,)
+    assert c.scatter(np.arange(2)[None]).shape == (2,)
+    c.close()
+    # checks made before any transfer, so one thread can make them on two ranks
+    a, b = chorus.Comm.init_all(2)
+    for call, msg in [
+        (lambda: a.reduce_scatter(np.zeros(3)),
+         r"reduce_scatter \(rank 0\): x holds 3 elements, not 2 equal blocks"),
+        (lambda: a.all_to_all(np.zeros(3, np.int8)), r"all_to_all \(rank 0\): x is not 2 equal"),
+        (lambda: b.scatter(root=0), r"scatter \(rank 1\): out is required on ranks other than"),
+    ]:
+        with pytest.raises(chorus.InvalidArgumentError, match=msg):
+            call()
+    a.close()
+    b.close()

@@ -54,9 +54,9 @@ def test_python_m_chorus_reports_the_build_and_the_settings():
     # CHORUS_SIMD=portable caps the kernels: every build in use is the portable one.
     assert info["SIMD (reduce kernels)"].startswith("portable (float32 sum), widest in use "
                                                     "portable;"), info
-    # The algorithms: one per row of the table (src/algo/table.cc), ring and tree among them.
-    with open(os.path.join(ROOT, "src", "algo", "table.cc")) as f:
-        rows = re.findall(r"^\s+&k\w+Algo,", f.read(), re.M)
+    # The algorithms: one per row of the table (src/comm/algo_rows.h), ring and tree among them.
+    with open(os.path.join(ROOT, "src", "comm", "algo_rows.h")) as f:
+        rows = re.findall(r"^\s+X\(k\w+, k\w+Algo\)", f.read(), re.M)
     algos = [a.strip() for a in info["Algorithms"].split(",")]
     assert len(algos) == len(rows) and {"ring", "tree"} <= set(algos), (algos, rows)
     assert len(set(algos)) == len(algos)
