@@ -30,7 +30,9 @@
 #   --ccl-venv DIR    oneCCL's virtualenv, created where missing ($CHORUS_CCL_VENV or
 #                     BUILD/venv-ccl; scripts/compare_common.sh pins the versions)
 #   --ccl-env "V=X .." environment for oneCCL's runs only
-#   --out DIR         where the tables go (a new /tmp/compare_peers.XXXXXX)
+#   --out DIR         where the tables go (a new /tmp/compare_peers.XXXXXX): every launch's
+#                     printed table, LIB_COLL_ROUND.txt, and Chorus's -J document beside its table
+#                     (chorus_COLL_ROUND.json; scripts/perf_page.py converts the peers' tables)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/compare_common.sh
@@ -107,7 +109,8 @@ for ((r = 0; r < rounds; r++)); do
         echo "round $r: oneCCL $c failed"
     fi
     timeout 600 "$build/chorusrun" --no-prefix -np "$np" "$build/${chorusBin[$c]}" "${args[@]}" \
-      >"$out/chorus_${c}_$r.txt" 2>&1 || echo "round $r: Chorus $c failed"
+      -J "$out/chorus_${c}_$r.json" >"$out/chorus_${c}_$r.txt" 2>&1 ||
+      echo "round $r: Chorus $c failed"
   done
 done
 echo "### $(date -u +%FT%TZ) done; $(uptime | sed 's/.*load/load/')"
