@@ -54,7 +54,9 @@ case ",$peers," in *,mpich,*)
     '$mpich/') and mpi4py.__version__ == '$mpi4py_version'))" 2>/dev/null ||
     MPICC=mpicc.mpich "$py" -m pip install -q --no-cache-dir --no-binary mpi4py --upgrade \
       --target "$mpich" "mpi4py==$mpi4py_version" || exit 1
-  ldd "$mpich"/mpi4py/MPI.*.so | grep -q libmpich ||
+  # Debian's libmpich.so.12, or the libmpi.so.12 of PyPI's mpich wheel (a path with "mpich").
+  # (not `ldd | grep -q`: grep's early exit fails the pipeline under pipefail)
+  [[ $(ldd "$mpich"/mpi4py/MPI.*.so) == *mpich* ]] ||
     { echo "$mpich/mpi4py is not linked with MPICH: remove it and rerun" >&2; exit 1; } ;;
 esac
 [ -n "$mpirun$mpich" ] || { echo "PEERS=$peers names neither ompi nor mpich" >&2; exit 2; }

@@ -18,9 +18,10 @@
 #                      used where the system has none (default BUILD/device_deps)
 #   --ccl-venv DIR     oneCCL's virtualenv (compare_peers.sh --ccl-venv; default: DEPS/ccl where
 #                      present, else what compare_peers.sh picks)
-#   --no-peers, --no-torch       leave a comparison out (the page says so)
-#   --numpy            also numpy against mpi4py (needs mpi4py for the interpreter; see
-#                      scripts/compare_numpy.sh)
+#   --no-peers, --no-torch, --no-numpy   leave a comparison out (the page says so)
+#                      numpy against mpi4py: scripts/compare_numpy.sh with the build's Python,
+#                      mpi4py installed into BUILD/mpi4py-ompi and BUILD/mpi4py-mpich (PyPI,
+#                      pinned there) for whichever MPI is installed
 #   --out DIR          the run directory (a new /tmp/perf_page.XXXXXX)
 #   --render-only DIR  no measuring: render the page again from an earlier run directory
 #   --page FILE, --plots DIR     where the page and charts go (docs/performance.md, docs/perf)
@@ -28,7 +29,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=build rounds=5 quick=0 sizes="-b 8 -e 64M -f 4" iters="-n 20 -w 5" deps= cclVenv=
-peers=1 torch=1 numpy=0 out= renderOnly= page=docs/performance.md plots=docs/perf
+peers=1 torch=1 numpy=1 out= renderOnly= page=docs/performance.md plots=docs/perf
 argv=("$@")
 while [ $# -gt 0 ]; do
   case $1 in
@@ -41,7 +42,7 @@ while [ $# -gt 0 ]; do
     --ccl-venv) cclVenv=$2; shift 2 ;;
     --no-peers) peers=0; shift ;;
     --no-torch) torch=0; shift ;;
-    --numpy) numpy=1; shift ;;
+    --no-numpy) numpy=0; shift ;;
     --out) out=$2; shift 2 ;;
     --render-only) renderOnly=$2; shift 2 ;;
     --page) page=$2; shift 2 ;;
@@ -107,7 +108,7 @@ if [ "$peers" = 1 ]; then
   [ -n "$cclVenv" ] && cmd+=(--ccl-venv "$cclVenv")
   stamp peers start
   q "${cmd[@]}" >"$out/peers/command"
-  "${cmd[@]}" 2>&1 | tee "$out/peers/summary.txt"
+  "${cmd[@]}" 2>&1 | tee "$out/peers/summary.log"
   stamp peers end
 fi
 if [ "$torch" = 1 ] && [ -x "$build/chorus-torch-bench" ]; then
@@ -124,11 +125,21 @@ elif [ "$torch" = 1 ]; then
   echo "perf_page: no $build/chorus-torch-bench (torch missing?): the torch section is left out" >&2
 fi
 if [ "$numpy" = 1 ]; then
-  cmd=(scripts/compare_numpy.sh "$build" "$rounds" "$max")
-  stamp numpy start
-  q "${cmd[@]}" >"$out/numpy/command"
-  NUMPY_OUT=$out/numpy "${cmd[@]}" 2>&1 | tee "$out/numpy/summary.txt"
-  stamp numpy end
+  py=$(sed -n 's/^Python3_EXECUTABLE:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null)
+  npPeers=
+  command -v mpirun.openmpi >/dev/null && npPeers=ompi
+  command -v mpiexec.mpich >/dev/null && npPeers=${npPeers:+$npPeers,}mpich
+  if [ -n "$npPeers" ] && [ -x "$py" ] && [ -d "$build/python/chorus" ]; then
+    cmd=(env PEERS="$npPeers" PYTHON="$py" OMPI_MPI4PY="$build/mpi4py-ompi"
+         scripts/compare_numpy.sh "$build" "$rounds" "$max")
+    stamp numpy start
+    q "${cmd[@]}" | sed 's/^env //' >"$out/numpy/command"
+    NUMPY_OUT=$out/numpy "${cmd[@]}" 2>&1 | grep -v '^WARNING: Location' |
+      tee "$out/numpy/summary.log"
+    stamp numpy end
+  else
+    echo "perf_page: numpy against mpi4py left out (no MPI, or no Python package in $build)" >&2
+  fi
 fi
 stamp all end
 echo "### perf_page: measured in $(( ($(date +%s) - started) / 60 )) min;" \
