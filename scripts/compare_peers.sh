@@ -87,8 +87,11 @@ echo "### $(date -u +%FT%TZ) $(nproc) cores, $np ranks, $rounds rounds, $placeme
   "mpirun.openmpi --allow-run-as-root ${ompiBind[*]} -np $np $ompiBin -C <coll> ${args[*]}"
 [ -n "$mpichBin" ] && echo "### MPICH: $(mpichversion 2>/dev/null | head -n 1 | tr -s ' \t' ' '):" \
   "mpiexec.mpich ${mpichBind[*]} -n $np $mpichBin -C <coll> ${args[*]}"
-[ -n "$cclBin" ] && echo "### oneCCL: $("$cclVenv/bin/pip" list 2>/dev/null |
-  awk '/^(oneccl-cpu|impi-rt) /{printf "%s %s ", $1, $2}'):" \
+[ -n "$cclBin" ] && echo "### oneCCL: $({ "$cclVenv/bin/pip" list 2>/dev/null ||
+  sed -n 's/^#define CCL_\(MAJOR\|MINOR\|UPDATE\)_VERSION *\([0-9]*\)/oneccl \2/p' \
+    "$cclVenv/include/oneapi/ccl/config.h"; } |
+  awk '/^(oneccl-cpu|impi-rt) /{printf "%s %s ", $1, $2} /^oneccl /{v = v (v ? "." : "") $2}
+       END {if (v) printf "oneCCL %s", v}'):" \
   "${cclEnvList[*]} $cclVenv/bin/mpiexec ${cclPin[*]} -n $np $cclBin -C <coll> ${args[*]}"
 echo "### Chorus: $build/chorusrun --no-prefix -np $np $build/<coll>_perf ${args[*]}"
 IFS=, read -r -a collList <<<"$colls"

@@ -329,7 +329,7 @@ class Page:
                 if b and ch and min(ch) > 0:
                     x = b[0] / min(ch)
                     best_r.append(x)
-                    if x < 1:
+                    if x < 0.995:   # below 1.00 as printed
                         behind.append((s, x, b[1]))
                     rb = "%s (%s)" % (r_fmt(x), b[1])
                 if m and ch and statistics.median(ch) > 0:
@@ -403,8 +403,9 @@ class Page:
                                  % doc.get("torch", "?"),
                                  span(best_r), span(med_r),
                                  "%s-%s" % (size_name(ar[0]["bytes"]), size_name(ar[-1]["bytes"])),
-                                 "; ".join(size_name(r["bytes"]) for r, x in zip(ar, best_r)
-                                           if x < 1) or "none", "#pytorch-against-gloo"))
+                                 "; ".join("%s %sx" % (size_name(r["bytes"]), r_fmt(x))
+                                           for r, x in zip(ar, best_r) if x < 0.995) or "none",
+                                 "#pytorch-against-gloo"))
             small = ar[0]
             out.append(para("The smallest `all_reduce` (%s) takes %s µs best with chorus, %s µs "
                             "with gloo." % (size_name(small["bytes"]),
@@ -426,8 +427,10 @@ class Page:
                     r["op"], *[("%s / %s" % (t_fmt(v["best_us"]), t_fmt(v["median_us"])))
                                if v else "-" for v in (c, g, k)], *ratio))
                 if c and g:
-                    self.summary.append(("torch %s against gloo" % r["op"],
-                                         ratio[0] + "x", ratio[1] + "x", "one step", "-",
+                    x = g["best_us"] / c["best_us"]
+                    self.summary.append(("torch `%s` against gloo" % r["op"],
+                                         ratio[0] + "x", ratio[1] + "x", "one step",
+                                         "yes, %sx" % r_fmt(x) if x < 0.995 else "no",
                                          "#pytorch-against-gloo"))
         return "\n".join(out) + "\n"
 
@@ -472,7 +475,7 @@ class Page:
                     x, y = min(v) / min(c), statistics.median(v) / statistics.median(c)
                     rs.append(x)
                     med.append(y)
-                    if x < 1:
+                    if x < 0.995:
                         behind.append("%s %s %sx (%s)" % (size_name(b), row[1], r_fmt(x),
                                                           name[p].split(" on ")[1]))
                     ratios.append("%s, %s" % (r_fmt(x), r_fmt(y)))
@@ -480,8 +483,8 @@ class Page:
                     ratios.append("-")
             out.append("| " + " | ".join(row + ratios) + " |")
         allb = sorted({k[1] for k in t})
-        self.summary.append(("numpy `all_reduce` against %s" % " and ".join(name[p]
-                                                                             for p in peers),
+        self.summary.append(("numpy `all_reduce` against mpi4py on %s" % " and on ".join(
+                                 name[p].split(" on ")[1] for p in peers),
                              span(rs), span(med), "%s-%s, in and out of place"
                              % (size_name(allb[0]), size_name(allb[-1])),
                              "; ".join(behind) or "none", "#numpy-against-mpi4py"))
@@ -495,10 +498,8 @@ class Page:
         f = dict(zip(q.get("sizes", "").split()[::2], q.get("sizes", "").split()[1::2]))
         sweep = ""
         if {"-b", "-e", "-f"} <= f.keys():
-            sweep = " Sizes %s to %s, x%s per step%s." % (
-                size_name(size_arg(f["-b"])), size_name(size_arg(f["-e"])), f["-f"],
-                " (the sweep stops at 64 MiB to keep the whole run near half an hour on this "
-                "machine)" if size_arg(f["-e"]) == 64 << 20 else "")
+            sweep = " Sizes: `%s` (from %s, x%s per step, up to %s)." % (
+                q["sizes"], size_name(size_arg(f["-b"])), f["-f"], size_name(size_arg(f["-e"])))
         vers = ", ".join("%s %s" % kv for kv in m.get("versions", {}).items())
         machine = (
             "The machine: %s, %d cores visible (%s), %d GiB, %s, kernel %s, %s; Chorus at commit "

@@ -11,7 +11,7 @@
 #   --build DIR        Chorus build directory (build); the peers' benchmarks are built there too
 #   --rounds N         interleaved rounds (5)
 #   --quick            a development run: 1 round, 8 B .. 1 MiB, fewer iterations
-#   --sizes "-b 8 -e 64M -f 4"   the sweep (default 8 B .. 64 MiB, x4)
+#   --sizes "-b 8 -e 128M -f 4"  the sweep (default 8 B .. 128 MiB, x4)
 #   --iters "-n 20 -w 5"         timed calls and warm-ups per size
 #   --deps DIR         peer runtimes laid out as scripts/device_check.sh leaves them
 #                      (DIR/bin: mpiexec.mpich & co. from PyPI's mpich wheel; DIR/ccl: oneCCL),
@@ -28,7 +28,7 @@
 # A peer that is not installed is left out, as compare_peers.sh does.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-build=build rounds=5 quick=0 sizes="-b 8 -e 64M -f 4" iters="-n 20 -w 5" deps= cclVenv=
+build=build rounds=5 quick=0 sizes="-b 8 -e 128M -f 4" iters="-n 20 -w 5" deps= cclVenv=
 peers=1 torch=1 numpy=1 out= renderOnly= page=docs/performance.md plots=docs/perf
 argv=("$@")
 while [ $# -gt 0 ]; do
