@@ -30,13 +30,17 @@ tests/perf_page_fixture/ is a tiny RUN_DIR; ctest's Docs.perf_page renders it (n
 
 import argparse
 import glob
+import io
 import json
 import os
 import platform
 import re
+import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
+import tempfile
 import textwrap
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -261,14 +265,16 @@ class Page:
         self.np = int(self.meta.get("np", 2))
         self.rounds = int(self.meta.get("rounds", 1))
         self.summary = []      # rows of the summary table
-        self.plots_rel = os.path.relpath(args.plots, os.path.dirname(os.path.abspath(args.page)))
+        self.plots_rel = args.plots_url or os.path.relpath(
+            args.plots, os.path.dirname(os.path.abspath(args.page)))
 
     def chart(self, name, series, title, placement):
-        if self.args.no_plots:
-            return ""
-        os.makedirs(self.args.plots, exist_ok=True)
+        """Draws the chart (unless --no-plots) and links it where the PNG exists."""
         out = os.path.join(self.args.plots, name + ".png")
-        if plot(self.args.plot, series, out, title, placement, self.args.dpi):
+        if not self.args.no_plots:
+            os.makedirs(self.args.plots, exist_ok=True)
+            plot(self.args.plot, series, out, title, placement, self.args.dpi)
+        if os.path.exists(out):
             return "![%s](%s/%s.png)\n\n" % (title, self.plots_rel, name)
         return ""
 
@@ -538,6 +544,16 @@ class Page:
 
 
 def render(args):
+    if args.run.endswith(".tar.xz"):   # a run kept as docs/perf/run.tar.xz
+        tmp = tempfile.mkdtemp(prefix="perf_page.")
+        try:
+            with tarfile.open(args.run) as t:
+                t.extractall(tmp, filter="data") if hasattr(tarfile, "data_filter") \
+                    else t.extractall(tmp)
+            args.run = tmp
+            return render(args)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     page = Page(args)
     if os.path.isdir(args.plots) and not args.no_plots:
         for f in glob.glob(os.path.join(args.plots, "*.png")):
@@ -573,15 +589,44 @@ def main():
     mp = sub.add_parser("machine", help="the machine and the peers' versions, as JSON")
     mp.add_argument("--ccl-venv")
     rp = sub.add_parser("render", help="write the page and its charts from a run directory")
-    rp.add_argument("run")
+    rp.add_argument("run", help="the run directory, or its archive (RUN.tar.xz)")
     rp.add_argument("--page", default=os.path.join(ROOT, "docs", "performance.md"))
     rp.add_argument("--plots", default=os.path.join(ROOT, "docs", "perf"))
     rp.add_argument("--template", default=os.path.join(ROOT, "scripts", "perf_page.template.md"))
     rp.add_argument("--plot", default=os.path.join(ROOT, "tools", "plot", "chorus_plot.py"),
                     help="chorus-plot (build/chorus-plot or tools/plot/chorus_plot.py)")
+    rp.add_argument("--plots-url", help="how the page links the charts (default: the path from "
+                    "the page to --plots)")
     rp.add_argument("--dpi", type=int, default=80)
-    rp.add_argument("--no-plots", action="store_true")
+    rp.add_argument("--no-plots", action="store_true",
+                    help="draw no chart; link those already in --plots")
+    ar = sub.add_parser("archive", help="keep a run's measurements (not what render derives) "
+                        "as a .tar.xz beside the charts")
+    ar.add_argument("run")
+    ar.add_argument("out")
     a = ap.parse_args()
+    if a.cmd == "archive":
+        derived = re.compile(r"^peers/(ompi|mpich|ccl)_.*\.json$|^torch/all_reduce_.*\.json$")
+        with tarfile.open(a.out, "w:xz") as t:
+            for d, _, files in sorted(os.walk(a.run)):
+                for f in sorted(files):
+                    rel = os.path.relpath(os.path.join(d, f), a.run)
+                    if derived.match(rel):
+                        continue
+                    if rel.startswith("peers/chorus_") and rel.endswith(".json"):
+                        # the job's environment: its one-time CHORUS_SECRET stays out
+                        doc = json.load(open(os.path.join(d, f)))
+                        doc["env"] = {k: v for k, v in doc.get("env", {}).items()
+                                      if "SECRET" not in k}
+                        data = json.dumps(doc, indent=1).encode()
+                        info = tarfile.TarInfo(rel)
+                        info.size, info.mtime = len(data), int(os.path.getmtime(
+                            os.path.join(d, f)))
+                        t.addfile(info, io.BytesIO(data))
+                    else:
+                        t.add(os.path.join(d, f), rel)
+        print("perf_page: kept %s (%d KiB)" % (a.out, os.path.getsize(a.out) // 1024))
+        return 0
     if a.cmd == "machine":
         json.dump(machine(a.ccl_venv), sys.stdout, indent=1)
         print()

@@ -23,7 +23,8 @@
 #                      mpi4py installed into BUILD/mpi4py-ompi and BUILD/mpi4py-mpich (PyPI,
 #                      pinned there) for whichever MPI is installed
 #   --out DIR          the run directory (a new /tmp/perf_page.XXXXXX)
-#   --render-only DIR  no measuring: render the page again from an earlier run directory
+#   --render-only RUN  no measuring: render the page again from an earlier run directory or
+#                      its archive (docs/perf/run.tar.xz keeps the page's run)
 #   --page FILE, --plots DIR     where the page and charts go (docs/performance.md, docs/perf)
 # A peer that is not installed is left out, as compare_peers.sh does.
 set -uo pipefail
@@ -142,7 +143,11 @@ if [ "$numpy" = 1 ]; then
   fi
 fi
 stamp all end
+# The measurements (not what render derives from them) beside the charts, so that the page can
+# be rendered again, and checked (tests/test_perf_page.py), without measuring.
+mkdir -p "$plots" && /usr/bin/python3 scripts/perf_page.py archive "$out" "$plots/run.tar.xz"
 echo "### perf_page: measured in $(( ($(date +%s) - started) / 60 )) min;" \
   "$(uptime | sed 's/.*load/load/')"
 render "$out"
-echo "### perf_page: regenerate from this run with: scripts/perf_page.sh --render-only $out"
+echo "### perf_page: render again from this run: scripts/perf_page.sh --render-only" \
+  "$plots/run.tar.xz (or $out)"
