@@ -13,7 +13,11 @@
 #    -bind-to core; mpi4py==4.1.2 compiled from its source with mpicc.mpich into a directory of its
 #    own, created where missing ($MPICH_MPI4PY, or BUILD/mpi4py-mpich), which only its launches
 #    put first on PYTHONPATH: the same interpreter and numpy as the other two.
-# PYTHON picks the interpreter (.venv/bin/python).
+# OMPI_MPI4PY=<dir>: mpi4py for Open MPI installed into that directory (pip --target, PyPI's
+# wheel) and put first on PYTHONPATH for its launches only, instead of into the interpreter's
+# environment (scripts/perf_page.sh uses BUILD/mpi4py-ompi).
+# PYTHON picks the interpreter (.venv/bin/python). NUMPY_OUT=<dir> keeps the launches' output
+# there (default: a new /tmp/compare_numpy.XXXXXX).
 # BEFORE_PYTHONPATH=<dir holding an older chorus package> adds a launch per round, labelled
 # "before" (chorusrun from build-dir), for before/after tables.
 set -uo pipefail
@@ -27,12 +31,18 @@ peers=${PEERS:-ompi,mpich}
 mpi4py_version=4.1.2
 [ -x "$build/chorusrun" ] && [ -d "$build/python/chorus" ] ||
   { echo "$build has no chorusrun or python/chorus: build the chorus_python target" >&2; exit 1; }
-mpirun= mpich=
+mpirun= mpich= ompiPath=${OMPI_MPI4PY:+$(realpath -m "$OMPI_MPI4PY")}
 case ",$peers," in *,ompi,*)
   mpirun=$(command -v mpirun.openmpi || command -v mpirun) ||
     { echo "no mpirun: apt-get install -y openmpi-bin libopenmpi-dev" >&2; exit 1; }
-  "$py" -c "import mpi4py" 2>/dev/null || "$py" -m pip install -q "mpi4py==$mpi4py_version" ||
-    exit 1 ;;
+  if [ -n "$ompiPath" ]; then
+    PYTHONPATH="$ompiPath" "$py" -c "import mpi4py, sys; sys.exit(not mpi4py.__file__.startswith(
+      '$ompiPath/'))" 2>/dev/null || "$py" -m pip install -q --target "$ompiPath" \
+      "mpi4py==$mpi4py_version" || exit 1
+  else
+    "$py" -c "import mpi4py" 2>/dev/null || "$py" -m pip install -q "mpi4py==$mpi4py_version" ||
+      exit 1
+  fi ;;
 esac
 case ",$peers," in *,mpich,*)
   command -v mpiexec.mpich >/dev/null && command -v mpicc.mpich >/dev/null ||
@@ -44,7 +54,9 @@ case ",$peers," in *,mpich,*)
     '$mpich/') and mpi4py.__version__ == '$mpi4py_version'))" 2>/dev/null ||
     MPICC=mpicc.mpich "$py" -m pip install -q --no-cache-dir --no-binary mpi4py --upgrade \
       --target "$mpich" "mpi4py==$mpi4py_version" || exit 1
-  ldd "$mpich"/mpi4py/MPI.*.so | grep -q libmpich ||
+  # Debian's libmpich.so.12, or the libmpi.so.12 of PyPI's mpich wheel (a path with "mpich").
+  # (not `ldd | grep -q`: grep's early exit fails the pipeline under pipefail)
+  [[ $(ldd "$mpich"/mpi4py/MPI.*.so) == *mpich* ]] ||
     { echo "$mpich/mpi4py is not linked with MPICH: remove it and rerun" >&2; exit 1; } ;;
 esac
 [ -n "$mpirun$mpich" ] || { echo "PEERS=$peers names neither ompi nor mpich" >&2; exit 2; }
@@ -52,7 +64,8 @@ esac
 ompiBind=(--bind-to core) mpichBind=(-bind-to core)
 [ "$np" -gt "$(nproc)" ] && ompiBind=(--bind-to none) mpichBind=(-bind-to none)
 bench=tools/py_bench/np_allreduce.py
-out=$(mktemp -d /tmp/compare_numpy.XXXXXX)
+out=${NUMPY_OUT:-}
+[ -n "$out" ] && mkdir -p "$out" || out=$(mktemp -d /tmp/compare_numpy.XXXXXX)
 echo "### $(date -u +%FT%TZ) $(nproc) cores, $np ranks, $rounds rounds, results in $out;" \
   "$(uptime | sed 's/.*load/load/')"
 echo "# chorus: PYTHONPATH=$build/python $build/chorusrun -np $np $py $bench chorus --max $maxb"
@@ -71,7 +84,8 @@ else:
     print(lines[0].split(",")[0].strip())
 EOF
 }
-[ -n "$mpirun" ] && echo "# mpi4py $mpi4py_version on $(libver): $mpirun -np $np ${ompiBind[*]}" \
+[ -n "$mpirun" ] && echo "# mpi4py $mpi4py_version on $(libver "$ompiPath"):" \
+  "${ompiPath:+PYTHONPATH=$ompiPath }$mpirun -np $np ${ompiBind[*]}" \
   "--allow-run-as-root $py $bench mpi --max $maxb"
 [ -n "$mpich" ] && echo "# mpi4py $mpi4py_version on $(libver "$mpich"): PYTHONPATH=$mpich" \
   "mpiexec.mpich ${mpichBind[*]} -n $np $py $bench mpi --label mpich --max $maxb"
@@ -86,7 +100,8 @@ for ((r = 0; r < rounds; r++)); do
   PYTHONPATH="$build/python" timeout 600 "$build/chorusrun" -np "$np" --no-prefix "$py" "$bench" \
     chorus --max "$maxb" >"$out/chorus_$r.txt" 2>&1 || echo "chorus launch $r failed (see $out)"
   if [ -n "$mpirun" ]; then
-    OMPI_MCA_rmaps_base_oversubscribe=1 timeout 600 "$mpirun" -np "$np" "${ompiBind[@]}" \
+    PYTHONPATH="$ompiPath" OMPI_MCA_rmaps_base_oversubscribe=1 timeout 600 "$mpirun" -np "$np" \
+      "${ompiBind[@]}" \
       --allow-run-as-root "$py" "$bench" mpi --max "$maxb" >"$out/mpi_$r.txt" 2>&1 ||
       echo "mpi4py (Open MPI) launch $r failed (see $out)"
   fi

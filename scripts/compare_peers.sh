@@ -30,7 +30,9 @@
 #   --ccl-venv DIR    oneCCL's virtualenv, created where missing ($CHORUS_CCL_VENV or
 #                     BUILD/venv-ccl; scripts/compare_common.sh pins the versions)
 #   --ccl-env "V=X .." environment for oneCCL's runs only
-#   --out DIR         where the tables go (a new /tmp/compare_peers.XXXXXX)
+#   --out DIR         where the tables go (a new /tmp/compare_peers.XXXXXX): every launch's
+#                     printed table, LIB_COLL_ROUND.txt, and Chorus's -J document beside its table
+#                     (chorus_COLL_ROUND.json; scripts/perf_page.py converts the peers' tables)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/compare_common.sh
@@ -85,8 +87,11 @@ echo "### $(date -u +%FT%TZ) $(nproc) cores, $np ranks, $rounds rounds, $placeme
   "mpirun.openmpi --allow-run-as-root ${ompiBind[*]} -np $np $ompiBin -C <coll> ${args[*]}"
 [ -n "$mpichBin" ] && echo "### MPICH: $(mpichversion 2>/dev/null | head -n 1 | tr -s ' \t' ' '):" \
   "mpiexec.mpich ${mpichBind[*]} -n $np $mpichBin -C <coll> ${args[*]}"
-[ -n "$cclBin" ] && echo "### oneCCL: $("$cclVenv/bin/pip" list 2>/dev/null |
-  awk '/^(oneccl-cpu|impi-rt) /{printf "%s %s ", $1, $2}'):" \
+[ -n "$cclBin" ] && echo "### oneCCL: $({ "$cclVenv/bin/pip" list 2>/dev/null ||
+  sed -n 's/^#define CCL_\(MAJOR\|MINOR\|UPDATE\)_VERSION *\([0-9]*\)/oneccl \2/p' \
+    "$cclVenv/include/oneapi/ccl/config.h"; } |
+  awk '/^(oneccl-cpu|impi-rt) /{printf "%s %s ", $1, $2} /^oneccl /{v = v (v ? "." : "") $2}
+       END {if (v) printf "oneCCL %s", v}'):" \
   "${cclEnvList[*]} $cclVenv/bin/mpiexec ${cclPin[*]} -n $np $cclBin -C <coll> ${args[*]}"
 echo "### Chorus: $build/chorusrun --no-prefix -np $np $build/<coll>_perf ${args[*]}"
 IFS=, read -r -a collList <<<"$colls"
@@ -107,7 +112,8 @@ for ((r = 0; r < rounds; r++)); do
         echo "round $r: oneCCL $c failed"
     fi
     timeout 600 "$build/chorusrun" --no-prefix -np "$np" "$build/${chorusBin[$c]}" "${args[@]}" \
-      >"$out/chorus_${c}_$r.txt" 2>&1 || echo "round $r: Chorus $c failed"
+      -J "$out/chorus_${c}_$r.json" >"$out/chorus_${c}_$r.txt" 2>&1 ||
+      echo "round $r: Chorus $c failed"
   done
 done
 echo "### $(date -u +%FT%TZ) done; $(uptime | sed 's/.*load/load/')"
