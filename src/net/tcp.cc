@@ -20,6 +20,7 @@
 #include "base/param.h"
 #include "bootstrap/bootstrap.h"
 #include "comm/comm.h"
+#include "comm/hang_report.h"
 #include "comm/wait.h"
 #include "net/tcp_wire.h"
 

@@ -115,9 +115,9 @@ struct NoticeParse {
 // A kShrink notice carrying `bytes` (at most kMaxShrinkBytes) from rank `sender`.
 std::string encodeShrinkNotice(int32_t sender, const std::string& bytes);
 
-// A rank's state, as a kStatus notice carries it (liveness across nodes, comm/wait.cc): the
-// peer + 1 it waits for in a long wait (0: not waiting), the age of its last sign of life in ms
-// (-1: unknown), the operation of that wait (sequence number; kind + 1, 0: none) and its
+// A rank's state, as a kStatus notice carries it (liveness across nodes, comm/hang_report.cc):
+// the peer + 1 it waits for in a long wait (0: not waiting), the age of its last sign of life in
+// ms (-1: unknown), the operation of that wait (sequence number; kind + 1, 0: none) and its
 // failure flag (cause + 1, 0: healthy). Sent as printable text:
 // "w=<int> age=<int> seq=<uint> op=<uint> failed=<int>".
 struct StatusBody {
