@@ -1,6 +1,6 @@
-// The TCP transport's wire format (src/net/tcp.cc), as pure functions so that every parser
-// of bytes from the network can be fuzzed on its own (fuzz/fuzz_data_hello.cc,
-// fuzz/fuzz_frames.cc, fuzz/fuzz_notice.cc).
+// The TCP transport's wire format (src/net/data_listener.cc, tcp_links.cc, tcp_proxy.cc and
+// tcp_control.cc), as pure functions so that every parser of bytes from the network can be
+// fuzzed on its own (fuzz/fuzz_data_hello.cc, fuzz/fuzz_frames.cc, fuzz/fuzz_notice.cc).
 //
 // A connection to a rank's data listener:
 //   listener -> connector   16-byte nonce
