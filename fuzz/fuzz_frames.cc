@@ -3,10 +3,11 @@
 //
 // Input: [maxPayload u16][piece sizes: 8 bytes][stream bytes...]. The stream is fed in pieces
 // (sizes cycling through the 8 given, 0 read as 1), each no larger than what the reader wants,
-// exactly as TcpTransport::progressIn does. Invariants: writes stay inside the slot, a complete
-// frame's payload is exactly the bytes that followed its header, and a length above maxPayload
-// is refused before any payload is read. Bit 63 of the length word (the message-start marker,
-// transport/fifo.h kSlotMessageStart) is carried along (word()) and is not part of the length.
+// exactly as TcpLinks::progressIn (net/tcp_proxy.cc) does. Invariants: writes stay inside the
+// slot, a complete frame's payload is exactly the bytes that followed its header, and a length
+// above maxPayload is refused before any payload is read. Bit 63 of the length word (the
+// message-start marker, transport/fifo.h kSlotMessageStart) is carried along (word()) and is not
+// part of the length.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>

@@ -30,12 +30,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <fstream>
-#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "proc_net.h"
+#include "shm_leaks.h"
 
 namespace {
 
@@ -79,47 +80,6 @@ int countThreads() {
       }
       if (std::strncmp(name, "chorus-status", 13) != 0) ++n;
     }
-    closedir(d);
-  }
-  return n;
-}
-
-// Listening TCP sockets among this process's file descriptors.
-int countListeners() {
-  std::set<std::string> inodes;
-  if (DIR* d = opendir("/proc/self/fd")) {
-    while (dirent* e = readdir(d)) {
-      char link[256];
-      const std::string path = std::string("/proc/self/fd/") + e->d_name;
-      const ssize_t k = readlink(path.c_str(), link, sizeof(link) - 1);
-      if (k <= 0) continue;
-      link[k] = 0;
-      if (std::strncmp(link, "socket:[", 8) == 0)
-        inodes.insert(std::string(link + 8, std::strlen(link + 8) - 1));
-    }
-    closedir(d);
-  }
-  int n = 0;
-  for (const char* f : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-    std::ifstream in(f);
-    std::string line;
-    std::getline(in, line);
-    while (std::getline(in, line)) {
-      std::stringstream ls(line);
-      std::string sl, local, remote, st, q, tr, retr, uid, timeout, inode;
-      ls >> sl >> local >> remote >> st >> q >> tr >> retr >> uid >> timeout >> inode;
-      if (st == "0A" && inodes.count(inode)) ++n;
-    }
-  }
-  return n;
-}
-
-int countShm() {
-  int n = 0;
-  const std::string prefix = "chorus-" + std::to_string(getpid()) + "-";
-  if (DIR* d = opendir("/dev/shm")) {
-    while (dirent* e = readdir(d))
-      if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) ++n;
     closedir(d);
   }
   return n;
@@ -299,8 +259,8 @@ int main(int argc, char** argv) {
     if (threads <= baseThreads) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  std::printf("LEAKS threads=%d listeners=%d shm=%d\n", threads - baseThreads, countListeners(),
-              countShm());
+  std::printf("LEAKS threads=%d listeners=%d shm=%d\n", threads - baseThreads,
+              int(ctest::listenersOf({getpid()}).size()), int(ctest::shmOf({getpid()}).size()));
   std::printf("DONE rank=%d ok=%d\n", orig, ok ? 1 : 0);
   return ok ? 0 : 1;
 }

@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "reduce/copy_kernel.h"
 #include "reduce/half.h"
 #include "reduce/reduce.h"
 

@@ -59,7 +59,9 @@
 #include "gtest_helpers.h"
 #include "handstart.h"
 #include "net/tcp_wire.h"
+#include "proc_net.h"
 #include "process.h"
+#include "rank_job.h"
 #include "result_name.h"
 #include "scoped_env.h"
 #include "shm_leaks.h"
@@ -80,16 +82,6 @@ using namespace ctest;
 // ---------------------------------------------------------------------------------------------
 // Plumbing
 
-double monoNow() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
-}
-
-void sleepSeconds(double s) {
-  std::this_thread::sleep_for(std::chrono::duration<double>(std::max(0.0, s)));
-}
-
 long envLong(const char* name, long def) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != 0 ? std::atol(v) : def;
@@ -104,8 +96,8 @@ void appendReport(const std::string& line) {
 
 bool readExactly(int fd, void* buf, size_t n, double seconds) {
   char* p = static_cast<char*>(buf);
-  const double until = monoNow() + seconds;
-  while (n > 0 && monoNow() < until) {
+  const double until = nowSeconds() + seconds;
+  while (n > 0 && nowSeconds() < until) {
     pollfd pf{fd, POLLIN, 0};
     if (poll(&pf, 1, 50) <= 0) continue;
     const ssize_t k = recv(fd, p, n, 0);
@@ -120,340 +112,15 @@ void sendBytes(int fd, const void* data, size_t n) {
   ASSERT_EQ(send(fd, data, n, MSG_NOSIGNAL), ssize_t(n));
 }
 
-std::string randomSecret(std::mt19937_64& rng) {
-  static const char* hex = "0123456789abcdef";
-  std::string s;
-  for (int i = 0; i < 32; ++i) s += hex[rng() % 16];
-  return s;
-}
-
-// Ports in state LISTEN (0A) in /proc/net/tcp and tcp6.
-bool listening(int port) {
-  for (const char* path : {"/proc/net/tcp", "/proc/net/tcp6"}) {
-    std::ifstream f(path);
-    std::string line;
-    std::getline(f, line);  // header
-    while (std::getline(f, line)) {
-      std::istringstream is(line);
-      std::string sl, local, remote, state;
-      is >> sl >> local >> remote >> state;
-      const size_t colon = local.rfind(':');
-      if (colon == std::string::npos || state != "0A") continue;
-      if (std::stoi(local.substr(colon + 1), nullptr, 16) == port) return true;
-    }
-  }
-  return false;
-}
-
-// A TCP socket in state LISTEN owned by one of a job's processes.
-struct OwnedListener {
-  pid_t pid = -1;
-  int port = 0;
-  sockaddr_storage addr{};
-  socklen_t len = 0;
-};
-
-// Every LISTEN socket of /proc/net/tcp{,6} whose inode is among the open files of `pids`.
-std::vector<OwnedListener> listenersOf(const std::vector<pid_t>& pids) {
-  std::map<std::string, pid_t> inodes;  // "12345" -> owner
-  for (pid_t pid : pids) {
-    const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
-    DIR* d = opendir(dir.c_str());
-    if (d == nullptr) continue;
-    while (dirent* e = readdir(d)) {
-      char target[128];
-      const ssize_t n = readlink((dir + "/" + e->d_name).c_str(), target, sizeof target - 1);
-      if (n <= 0) continue;
-      target[n] = 0;
-      const std::string t = target;
-      if (t.rfind("socket:[", 0) == 0) inodes[t.substr(8, t.size() - 9)] = pid;
-    }
-    closedir(d);
-  }
-  std::vector<OwnedListener> out;
-  for (const bool v6 : {false, true}) {
-    std::ifstream f(v6 ? "/proc/net/tcp6" : "/proc/net/tcp");
-    std::string line;
-    std::getline(f, line);  // header
-    while (std::getline(f, line)) {
-      std::istringstream is(line);
-      std::string sl, local, remote, state, queues, timer, retr, uid, timeout, inode;
-      is >> sl >> local >> remote >> state >> queues >> timer >> retr >> uid >> timeout >> inode;
-      const size_t colon = local.rfind(':');
-      if (state != "0A" || colon == std::string::npos || !inodes.count(inode)) continue;
-      OwnedListener l;
-      l.pid = inodes.at(inode);
-      l.port = std::stoi(local.substr(colon + 1), nullptr, 16);
-      if (!v6) {
-        auto* a = reinterpret_cast<sockaddr_in*>(&l.addr);
-        a->sin_family = AF_INET;
-        a->sin_port = htons(uint16_t(l.port));
-        a->sin_addr.s_addr = uint32_t(std::stoul(local.substr(0, 8), nullptr, 16));
-        l.len = sizeof(sockaddr_in);
-      } else {
-        auto* a = reinterpret_cast<sockaddr_in6*>(&l.addr);
-        a->sin6_family = AF_INET6;
-        a->sin6_port = htons(uint16_t(l.port));
-        for (int w = 0; w < 4; ++w) {
-          const uint32_t word = uint32_t(std::stoul(local.substr(size_t(w) * 8, 8), nullptr, 16));
-          std::memcpy(&a->sin6_addr.s6_addr[w * 4], &word, 4);
-        }
-        l.len = sizeof(sockaddr_in6);
-      }
-      out.push_back(l);
-    }
-  }
-  return out;
-}
-
-// /dev/shm entries named after one of `pids` (segments are /chorus-<pid>-<rank>-<random>).
-std::vector<std::string> shmOf(const std::vector<pid_t>& pids) {
-  std::vector<std::string> out;
-  for (const auto& name : shmEntries())
-    for (pid_t p : pids)
-      if (name.rfind("chorus-" + std::to_string(p) + "-", 0) == 0) out.push_back(name);
-  return out;
-}
-
-// Alive and not a zombie.
-bool processRuns(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  if (!std::getline(f, stat)) return false;
-  const size_t paren = stat.rfind(')');
-  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
-}
-
-// key=value fields of the first line of `out` that starts with `tag ` (msg= takes the rest).
-std::map<std::string, std::string> fieldsOf(const std::string& out, const std::string& tag) {
-  std::map<std::string, std::string> f;
-  std::istringstream is(out);
-  std::string line;
-  while (std::getline(is, line)) {
-    const size_t at = line.find(tag + " ");
-    if (at == std::string::npos) continue;
-    line = line.substr(at + tag.size() + 1);
-    size_t pos = 0;
-    while (pos < line.size()) {
-      const size_t eq = line.find('=', pos);
-      if (eq == std::string::npos) break;
-      const std::string key = line.substr(pos, eq - pos);
-      if (key == "msg") {
-        f[key] = line.substr(eq + 1);
-        break;
-      }
-      size_t end = line.find(' ', eq);
-      if (end == std::string::npos) end = line.size();
-      f[key] = line.substr(eq + 1, end - eq - 1);
-      pos = end + 1;
-    }
-    f["_found"] = "1";
-    return f;
-  }
-  return f;
-}
-
-// A rank process: stdout+stderr through a pipe, stdin from a pipe we hold (closing it releases
-// a --linger worker).
-struct Proc {
-  pid_t pid = -1;
-  int outFd = -1;
-  int inFd = -1;
-  std::string out;
-  bool exited = false;
-  int status = 0;
-};
-
-Proc spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
-  Proc p;
-  SpawnSpec spec;
-  spec.argv = argv;
-  spec.env = env;
-  spec.in = ChildStdin::kPipe;
-  spec.out = ChildOutput::kPipe;
-  spec.dieWithParent = true;  // never outlive the test
-  const Child c = spawnProcess(spec);
-  if (c.pid < 0) return p;
-  fcntl(c.outFd, F_SETFL, O_NONBLOCK);
-  p.pid = c.pid;
-  p.outFd = c.outFd;
-  p.inFd = c.inFd;
-  return p;
-}
-
-// A job of ranks started here. The destructor kills and reaps whatever is left.
-class Job {
+// A job of chorus_reliability_worker ranks (support/rank_job.h); ranks of emulated node k carry
+// CHORUS_HOSTID=reliability-node<k>.
+class Job : public RankJob {
  public:
-  // nodes > 1: the ranks form that many emulated nodes of contiguous blocks (as chorusrun
-  // --nodes does: CHORUS_HOSTID per block), so ranks of different blocks talk TCP.
-  // rankEnv(r), when given, adds variables for rank r only.
   Job(int nranks, const std::vector<std::string>& workerArgs,
       const std::vector<std::string>& extraEnv, std::mt19937_64& rng, int nodes = 1,
       const std::function<std::vector<std::string>(int)>& rankEnv = {})
-      : port_(freeLoopbackPort()) {
-    const std::string secret = randomSecret(rng);
-    for (int r = 0; r < nranks; ++r) {
-      std::vector<std::string> argv = {RELIABILITY_WORKER_PATH};
-      argv.insert(argv.end(), workerArgs.begin(), workerArgs.end());
-      std::vector<std::string> env = {
-          "CHORUS_RANK=" + std::to_string(r), "CHORUS_NRANKS=" + std::to_string(nranks),
-          "CHORUS_COMM_ID=127.0.0.1:" + std::to_string(port_), "CHORUS_SECRET=" + secret};
-      if (nodes > 1)
-        env.push_back("CHORUS_HOSTID=reliability-node" + std::to_string(nodeOf(r, nranks, nodes)));
-      env.insert(env.end(), extraEnv.begin(), extraEnv.end());
-      if (rankEnv) {
-        const auto mine = rankEnv(r);
-        env.insert(env.end(), mine.begin(), mine.end());
-      }
-      procs_.push_back(spawn(argv, env));
-    }
-  }
-  // Blocks of ceil(nranks / nodes) ranks, as chorusrun --nodes.
-  static int nodeOf(int rank, int nranks, int nodes) {
-    const int per = (nranks + nodes - 1) / nodes;
-    return rank / per;
-  }
-  ~Job() {
-    for (auto& p : procs_) {
-      if (p.pid > 0 && !p.exited) {
-        kill(p.pid, SIGKILL);
-        waitpid(p.pid, &p.status, 0);
-        p.exited = true;
-      }
-      if (p.outFd >= 0) close(p.outFd);
-      if (p.inFd >= 0) close(p.inFd);
-    }
-  }
-  Job(const Job&) = delete;
-  Job& operator=(const Job&) = delete;
-
-  int port() const { return port_; }
-  int size() const { return int(procs_.size()); }
-  Proc& operator[](int r) { return procs_[size_t(r)]; }
-  std::vector<pid_t> pids() const {
-    std::vector<pid_t> v;
-    for (const auto& p : procs_) v.push_back(p.pid);
-    return v;
-  }
-  bool started() const {
-    for (const auto& p : procs_)
-      if (p.pid <= 0) return false;
-    return true;
-  }
-
-  // Reads output and reaps for up to `seconds`.
-  void pump(double seconds) {
-    const double until = monoNow() + seconds;
-    do {
-      std::vector<pollfd> fds;
-      for (auto& p : procs_)
-        if (p.outFd >= 0) fds.push_back({p.outFd, POLLIN, 0});
-      if (!fds.empty()) poll(fds.data(), fds.size(), 10);
-      for (auto& p : procs_) readFrom(p);
-      for (auto& p : procs_)
-        if (p.pid > 0 && !p.exited && waitpid(p.pid, &p.status, WNOHANG) == p.pid) {
-          p.exited = true;
-          readFrom(p);
-        }
-      if (fds.empty()) sleepSeconds(0.01);
-    } while (monoNow() < until);
-  }
-
-  // Pumps until pred() or the deadline; returns pred().
-  template <class Pred>
-  bool pumpUntil(double deadline, Pred pred) {
-    while (!pred()) {
-      if (monoNow() >= deadline) return false;
-      pump(0.02);
-    }
-    return true;
-  }
-
-  bool has(int r, const std::string& tag) const {
-    return fieldsOf(procs_[size_t(r)].out, tag).count("_found") != 0;
-  }
-  std::map<std::string, std::string> fields(int r, const std::string& tag) const {
-    return fieldsOf(procs_[size_t(r)].out, tag);
-  }
-
-  // SIGKILLs rank r and (reap) reaps it at once. Returns the CLOCK_MONOTONIC time of the kill.
-  double killRank(int r, bool reap = true) {
-    Proc& p = procs_[size_t(r)];
-    const double t = monoNow();
-    kill(p.pid, SIGKILL);
-    if (reap) {
-      waitpid(p.pid, &p.status, 0);
-      p.exited = true;
-      readFrom(p);
-    } else {
-      p.exited = true;  // pump() leaves it alone: a zombie until the destructor reaps it
-    }
-    return t;
-  }
-
-  void releaseLingering() {
-    for (auto& p : procs_)
-      if (p.inFd >= 0) {
-        close(p.inFd);
-        p.inFd = -1;
-      }
-  }
-
-  bool allExited() const {
-    for (const auto& p : procs_)
-      if (!p.exited) return false;
-    return true;
-  }
-
-  // "rank r: running | exit N | signal N" per rank (an exit 127 without output: the worker
-  // could not be executed, e.g. while a concurrent build relinks it).
-  std::string statuses() const {
-    std::string s;
-    for (size_t r = 0; r < procs_.size(); ++r) {
-      const Proc& p = procs_[r];
-      s += "  rank " + std::to_string(r) + " (pid " + std::to_string(p.pid) + "): ";
-      if (!p.exited)
-        s += "running\n";
-      else if (WIFEXITED(p.status))
-        s += "exit " + std::to_string(WEXITSTATUS(p.status)) + "\n";
-      else if (WIFSIGNALED(p.status))
-        s += "signal " + std::to_string(WTERMSIG(p.status)) + "\n";
-      else
-        s += "status " + std::to_string(p.status) + "\n";
-    }
-    return s;
-  }
-
-  std::string output() const {
-    std::string s;
-    for (size_t r = 0; r < procs_.size(); ++r) {
-      std::istringstream is(procs_[r].out);
-      std::string line;
-      while (std::getline(is, line)) s += "  [" + std::to_string(r) + "] " + line + "\n";
-    }
-    return s;
-  }
-
- private:
-  static void readFrom(Proc& p) {
-    if (p.outFd < 0) return;
-    char buf[4096];
-    while (true) {
-      const ssize_t n = read(p.outFd, buf, sizeof buf);
-      if (n > 0) {
-        p.out.append(buf, size_t(n));
-        continue;
-      }
-      if (n == 0) {
-        close(p.outFd);
-        p.outFd = -1;
-      }
-      return;
-    }
-  }
-
-  int port_;
-  std::vector<Proc> procs_;
+      : RankJob(RELIABILITY_WORKER_PATH, "reliability-node", nranks, workerArgs, extraEnv, rng,
+                nodes, rankEnv) {}
 };
 
 double median(std::vector<double> v) {
@@ -476,7 +143,7 @@ void expectNothingLeft(const Job& job, const std::string& context) {
   EXPECT_TRUE(shm.empty()) << context << ": /dev/shm entries of the job left: "
                            << ::testing::PrintToString(shm);
   removeShm(shm);
-  EXPECT_FALSE(listening(job.port()))
+  EXPECT_FALSE(listeningOn(job.port()))
       << context << ": a socket still listens on the job's port " << job.port();
   for (pid_t p : job.pids()) EXPECT_FALSE(processRuns(p)) << context << ": pid " << p << " runs";
 }
@@ -485,8 +152,8 @@ void expectNothingLeft(const Job& job, const std::string& context) {
 // (rank 0's process), not the data listeners. Waits up to a second for the root's thread.
 void expectNoListeners(const Job& job, const std::string& context) {
   std::vector<OwnedListener> left;
-  const double until = monoNow() + 1.0 * timeoutScale();
-  while (!(left = listenersOf(job.pids())).empty() && monoNow() < until) sleepSeconds(0.01);
+  const double until = nowSeconds() + 1.0 * timeoutScale();
+  while (!(left = listenersOf(job.pids())).empty() && nowSeconds() < until) sleepSeconds(0.01);
   for (const auto& l : left)
     ADD_FAILURE() << context << ": pid " << l.pid << " still listens on port " << l.port
                   << " after the communicator was created";
@@ -595,7 +262,7 @@ void deadPeerKills(const std::string& name, int nodes, long defaultKills,
     if (!count.empty()) args.insert(args.end(), {"--count", count});
     Job job(kRanks, args, env, rng, nodes);
     ASSERT_TRUE(job.started()) << "cannot start the ranks";
-    const bool ready = job.pumpUntil(monoNow() + 60 * timeoutScale(), [&] {
+    const bool ready = job.pumpUntil(nowSeconds() + 60 * timeoutScale(), [&] {
       for (int r = 0; r < kRanks; ++r)
         if (!job.has(r, "READY") || job[r].exited) return false;
       return true;
@@ -649,7 +316,7 @@ void deadPeerKills(const std::string& name, int nodes, long defaultKills,
     // Lingering survivors: release them; each destroys its failed communicator and exits 3.
     // The others have left (exit status 1) or are leaving.
     job.releaseLingering();
-    job.pumpUntil(monoNow() + 20 * timeoutScale(), [&] { return job.allExited(); });
+    job.pumpUntil(nowSeconds() + 20 * timeoutScale(), [&] { return job.allExited(); });
     for (int r = 0; r < kRanks; ++r) {
       if (r == victim) continue;
       EXPECT_TRUE(job[r].exited) << ctx << ": rank " << r << " did not exit:\n" << job.output();
@@ -722,7 +389,7 @@ TEST(DeadPeerUnreaped, SurvivorsStillFail) {
   std::mt19937_64 rng = makeRng("DeadPeerUnreaped.SurvivorsStillFail");
   Job job(kRanks, {"--coll", "AllReduce", "--linger", "--watchdog", "60"}, {}, rng);
   ASSERT_TRUE(job.started());
-  ASSERT_TRUE(job.pumpUntil(monoNow() + 60 * timeoutScale(), [&] {
+  ASSERT_TRUE(job.pumpUntil(nowSeconds() + 60 * timeoutScale(), [&] {
     for (int r = 0; r < kRanks; ++r)
       if (!job.has(r, "READY")) return false;
     return true;
@@ -797,7 +464,7 @@ TEST_P(HangCulprit, EveryRankNamesTheHungRank) {
   Job job(kRanks, {"--coll", hc.coll, "--hang-rank", "2", "--linger", "--watchdog", "60"},
           {"CHORUS_TIMEOUT=2"}, rng, hc.nodes);
   ASSERT_TRUE(job.started());
-  ASSERT_TRUE(job.pumpUntil(monoNow() + 60 * timeoutScale(), [&] {
+  ASSERT_TRUE(job.pumpUntil(nowSeconds() + 60 * timeoutScale(), [&] {
     for (int r = 0; r < kRanks; ++r)
       if (r != kHung && !job.has(r, "FAILED")) return false;
     return true;
@@ -837,7 +504,7 @@ void twoDeaths(const std::string& coll, double gapSeconds, long defaultRuns) {
   for (long it = 0; it < runs; ++it) {
     Job job(kRanks, {"--coll", coll, "--linger", "--watchdog", "90"}, {}, rng);
     ASSERT_TRUE(job.started()) << "cannot start the ranks";
-    ASSERT_TRUE(job.pumpUntil(monoNow() + 60 * timeoutScale(),
+    ASSERT_TRUE(job.pumpUntil(nowSeconds() + 60 * timeoutScale(),
                               [&] {
                                 for (int r = 0; r < kRanks; ++r)
                                   if (!job.has(r, "READY") || job[r].exited) return false;
@@ -850,7 +517,7 @@ void twoDeaths(const std::string& coll, double gapSeconds, long defaultRuns) {
     job.killRank(first, /*reap=*/false);
     if (gapSeconds > 0) sleepSeconds(gapSeconds);
     job.killRank(second, /*reap=*/false);
-    const double killedAt = monoNow();
+    const double killedAt = nowSeconds();
     job.pumpUntil(killedAt + 2 * kDetectLimit * timeoutScale(), [&] {
       for (int r = 0; r < kRanks; ++r)
         if (r != first && r != second && !job.has(r, "FAILED")) return false;
@@ -884,7 +551,7 @@ void twoDeaths(const std::string& coll, double gapSeconds, long defaultRuns) {
       }
     }
     job.releaseLingering();
-    job.pumpUntil(monoNow() + 20 * timeoutScale(), [&] {
+    job.pumpUntil(nowSeconds() + 20 * timeoutScale(), [&] {
       for (int r = 0; r < kRanks; ++r)
         if (r != first && r != second && !job[r].exited) return false;
       return true;
@@ -940,7 +607,7 @@ void frozenRuns(const std::string& name, int nodes, Survivors survivors) {
     if (!count.empty()) args.insert(args.end(), {"--count", count});
     Job job(kRanks, args, env, rng, nodes);
     ASSERT_TRUE(job.started()) << "cannot start the ranks";
-    ASSERT_TRUE(job.pumpUntil(monoNow() + 60 * timeoutScale(),
+    ASSERT_TRUE(job.pumpUntil(nowSeconds() + 60 * timeoutScale(),
                               [&] {
                                 for (int r = 0; r < kRanks; ++r)
                                   if (!job.has(r, "READY") || job[r].exited) return false;
@@ -952,7 +619,7 @@ void frozenRuns(const std::string& name, int nodes, Survivors survivors) {
     const int victim = int(rng() % kRanks);
     for (int r = 0; r < kRanks; ++r)
       ASSERT_FALSE(job[r].exited) << "rank " << r << " ended early:\n" << job.output();
-    const double stoppedAt = monoNow();
+    const double stoppedAt = nowSeconds();
     kill(job[victim].pid, SIGSTOP);
     const double limit = timeout + 3.0;
     job.pumpUntil(stoppedAt + 2 * limit * timeoutScale(), [&] {
@@ -989,7 +656,7 @@ void frozenRuns(const std::string& name, int nodes, Survivors survivors) {
     }
     job.killRank(victim);  // SIGKILL ends a stopped process too
     job.releaseLingering();
-    job.pumpUntil(monoNow() + 20 * timeoutScale(), [&] { return job.allExited(); });
+    job.pumpUntil(nowSeconds() + 20 * timeoutScale(), [&] { return job.allExited(); });
     for (int r = 0; r < kRanks; ++r)
       EXPECT_TRUE(job[r].exited) << ctx << ": rank " << r << " did not exit:\n" << job.output();
     expectNothingLeft(job, ctx);
@@ -1058,13 +725,13 @@ TEST(FailureNotice, LiveRankTimeoutReachesTheOtherNode) {
                           : std::vector<std::string>{};
           });
   ASSERT_TRUE(job.started());
-  ASSERT_TRUE(job.pumpUntil(monoNow() + 60 * timeoutScale(), [&] {
+  ASSERT_TRUE(job.pumpUntil(nowSeconds() + 60 * timeoutScale(), [&] {
     for (int r = 0; r < kRanks; ++r)
       if (!job.has(r, "READY")) return false;
     return true;
   })) << job.output();
   expectNoListeners(job, "FailureNotice");
-  ASSERT_TRUE(job.pumpUntil(monoNow() + 10 * timeoutScale(),
+  ASSERT_TRUE(job.pumpUntil(nowSeconds() + 10 * timeoutScale(),
                             [&] { return job.has(3, "FAILED") && job.has(0, "FAILED"); }))
       << "rank 3 (CHORUS_TIMEOUT=1) or rank 0 (waiting for rank 3 across nodes) did not fail:\n"
       << job.output();
@@ -1127,8 +794,8 @@ TEST(DataStrangers, ListenersCloseThemAndTheCollectiveRuns) {
     for (int r = 0; r < kRanks; ++r)
       if (r != held) running.push_back(job[r].pid);
     std::vector<OwnedListener> data;
-    const double findUntil = monoNow() + 30 * timeoutScale();
-    while (monoNow() < findUntil) {
+    const double findUntil = nowSeconds() + 30 * timeoutScale();
+    while (nowSeconds() < findUntil) {
       data.clear();
       for (const auto& l : listenersOf(running))
         if (l.port != job.port()) data.push_back(l);
@@ -1149,7 +816,7 @@ TEST(DataStrangers, ListenersCloseThemAndTheCollectiveRuns) {
         ASSERT_GE(d.fd, 0);
         ASSERT_EQ(connect(d.fd, reinterpret_cast<const sockaddr*>(&l.addr), l.len), 0)
             << d.name << ": " << strerror(errno);
-        d.openedAt = monoNow();
+        d.openedAt = nowSeconds();
         st.push_back(d);
       }
     // Each first reads the listener's 16-byte nonce, then sends its bytes.
@@ -1178,11 +845,11 @@ TEST(DataStrangers, ListenersCloseThemAndTheCollectiveRuns) {
     }
     // Wait until every stranger is closed; the slow one sends a byte of a hello every 100 ms.
     const chorus::tcpwire::DataHello slow{chorus::tcpwire::kDataMagic, 0, 0, 0, 0};
-    double nextSlow = monoNow();
-    const double waitUntil = monoNow() + 10 * timeoutScale();
-    while (monoNow() < waitUntil) {
+    double nextSlow = nowSeconds();
+    const double waitUntil = nowSeconds() + 10 * timeoutScale();
+    while (nowSeconds() < waitUntil) {
       bool open = false;
-      const bool slowTick = monoNow() >= nextSlow;
+      const bool slowTick = nowSeconds() >= nextSlow;
       if (slowTick) nextSlow += 0.1;
       for (auto& d : st) {
         if (d.closedAt != 0) continue;
@@ -1194,7 +861,7 @@ TEST(DataStrangers, ListenersCloseThemAndTheCollectiveRuns) {
         if (k > 0)
           d.bytesIn += size_t(k);
         else if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
-          d.closedAt = monoNow();
+          d.closedAt = nowSeconds();
         open = open || d.closedAt == 0;
       }
       if (!open) break;
@@ -1228,7 +895,7 @@ TEST(DataStrangers, ListenersCloseThemAndTheCollectiveRuns) {
 
     // Release the held rank: the communicator forms and computes.
     ASSERT_EQ(write(job[held].inFd, "g", 1), 1);
-    ASSERT_TRUE(job.pumpUntil(monoNow() + 60 * timeoutScale(),
+    ASSERT_TRUE(job.pumpUntil(nowSeconds() + 60 * timeoutScale(),
                               [&] {
                                 for (int r = 0; r < kRanks; ++r)
                                   if (!job.has(r, "READY") && !job[r].exited) return false;
@@ -1246,7 +913,7 @@ TEST(DataStrangers, ListenersCloseThemAndTheCollectiveRuns) {
           << " accepts connections after the communicator was created";
       close(fd);
     }
-    ASSERT_TRUE(job.pumpUntil(monoNow() + 60 * timeoutScale(), [&] { return job.allExited(); }))
+    ASSERT_TRUE(job.pumpUntil(nowSeconds() + 60 * timeoutScale(), [&] { return job.allExited(); }))
         << ctx << job.output();
     for (int r = 0; r < kRanks; ++r) {
       EXPECT_TRUE(WIFEXITED(job[r].status) && WEXITSTATUS(job[r].status) == 0)
@@ -1255,7 +922,7 @@ TEST(DataStrangers, ListenersCloseThemAndTheCollectiveRuns) {
       EXPECT_TRUE(job.has(r, "DONE")) << ctx << ": rank " << r;
     }
     expectNothingLeft(job, ctx);
-    for (const auto& l : data) EXPECT_FALSE(listening(l.port)) << ctx << ": port " << l.port;
+    for (const auto& l : data) EXPECT_FALSE(listeningOn(l.port)) << ctx << ": port " << l.port;
   }
 }
 
@@ -1269,7 +936,7 @@ TEST(Leftovers, AllRanksKilled) {
   for (const char* coll : {"AllReduce", "AlltoAll"}) {
     Job job(kRanks, {"--coll", coll, "--watchdog", "90"}, {}, rng);
     ASSERT_TRUE(job.started());
-    ASSERT_TRUE(job.pumpUntil(monoNow() + 60 * timeoutScale(), [&] {
+    ASSERT_TRUE(job.pumpUntil(nowSeconds() + 60 * timeoutScale(), [&] {
       for (int r = 0; r < kRanks; ++r)
         if (!job.has(r, "READY")) return false;
       return true;
@@ -1297,7 +964,7 @@ TEST(Leftovers, RankKilledDuringInit) {
     job.pump(double(rng() % 150) / 1000.0);
     job.killRank(victim);
     const bool ended =
-        job.pumpUntil(monoNow() + 40 * timeoutScale(), [&] { return job.allExited(); });
+        job.pumpUntil(nowSeconds() + 40 * timeoutScale(), [&] { return job.allExited(); });
     const std::string ctx =
         "rank " + std::to_string(victim) + " killed during init (round " + std::to_string(it) + ")";
     EXPECT_TRUE(ended) << ctx << ": survivors still run:\n" << job.output();
@@ -1318,15 +985,15 @@ TEST(Leftovers, RankKilledDuringInit) {
 TEST(Leftovers, ChorusrunKilled) {
   Watchdog watchdog(120, "Leftovers.ChorusrunKilled");
   std::mt19937_64 rng = makeRng("Leftovers.ChorusrunKilled");
-  Proc run = spawn({CHORUSRUN_PATH, "-np", "4", RELIABILITY_WORKER_PATH, "--coll", "AllReduce",
-                    "--hang-rank", "0", "--watchdog", "100"},
-                   {});
+  Proc run = spawnPiped({CHORUSRUN_PATH, "-np", "4", RELIABILITY_WORKER_PATH, "--coll", "AllReduce",
+                         "--hang-rank", "0", "--watchdog", "100"},
+                        {});
   ASSERT_GT(run.pid, 0);
   std::map<int, pid_t> pids;
   int port = -1;
-  const double deadline = monoNow() + 60 * timeoutScale();
+  const double deadline = nowSeconds() + 60 * timeoutScale();
   std::string out;
-  while (pids.size() < 4 && monoNow() < deadline) {
+  while (pids.size() < 4 && nowSeconds() < deadline) {
     pollfd p{run.outFd, POLLIN, 0};
     poll(&p, 1, 50);
     char buf[4096];
@@ -1357,16 +1024,16 @@ TEST(Leftovers, ChorusrunKilled) {
   sleepSeconds(0.2 + double(rng() % 300) / 1000.0);
   kill(run.pid, SIGKILL);
   waitpid(run.pid, nullptr, 0);
-  const double killedAt = monoNow();
+  const double killedAt = nowSeconds();
   std::vector<pid_t> survivors;
   for (auto& [r, pid] : pids) survivors.push_back(pid);
-  while (monoNow() < killedAt + 1.0 * timeoutScale()) {
+  while (nowSeconds() < killedAt + 1.0 * timeoutScale()) {
     bool any = false;
     for (pid_t p : survivors) any = any || processRuns(p);
     if (!any) break;
     sleepSeconds(0.02);
   }
-  const double gone = monoNow() - killedAt;
+  const double gone = nowSeconds() - killedAt;
   for (auto& [r, pid] : pids)
     EXPECT_FALSE(processRuns(pid))
         << "rank " << r << " (pid " << pid << ") outlived chorusrun by more than 1 s";
@@ -1376,7 +1043,7 @@ TEST(Leftovers, ChorusrunKilled) {
   EXPECT_TRUE(shm.empty()) << ::testing::PrintToString(shm);
   removeShm(shm);
   ASSERT_GT(port, 0) << "READY lines carry no comm=host:port:\n" << out;
-  EXPECT_FALSE(listening(port)) << "a socket still listens on the job's port " << port;
+  EXPECT_FALSE(listeningOn(port)) << "a socket still listens on the job's port " << port;
   cleanup();
 }
 
@@ -1396,14 +1063,14 @@ TEST(Abort, UnblocksAWaitingCallWithinOneSecond) {
     waited = chorusAllReduce(in.data(), out.data(), in.size(), chorusFloat32, chorusSum, comms[1],
                              nullptr);
     waitedMsg = chorusGetLastError(nullptr);
-    returnedAt = monoNow();
+    returnedAt = nowSeconds();
   });
   sleepSeconds(0.2);
   EXPECT_EQ(returnedAt.load(), 0.0) << "AllReduce returned without its peer";
-  const double abortAt = monoNow();
+  const double abortAt = nowSeconds();
   std::thread aborter([&] { EXPECT_EQ(chorusCommAbort(comms[1]), chorusSuccess); });
   aborter.join();
-  const double abortDone = monoNow();
+  const double abortDone = nowSeconds();
   rank1.join();
   comms.forget(1);
   const double latency = returnedAt.load() - abortAt;
@@ -1435,7 +1102,7 @@ TEST_P(Timeout, NoProgressFailsNamingThePeer) {
   CommSet comms(2);
   ASSERT_EQ(comms.initResult(), chorusSuccess);
   std::vector<float> in(1 << 16, 1.0f), out(1 << 16, 0.0f);
-  const double start = monoNow();
+  const double start = nowSeconds();
   chorusResult_t r;
   if (what == "AllReduce")
     r = chorusAllReduce(in.data(), out.data(), in.size(), chorusFloat32, chorusSum, comms[1],
@@ -1446,7 +1113,7 @@ TEST_P(Timeout, NoProgressFailsNamingThePeer) {
     r = chorusBroadcast(in.data(), out.data(), in.size(), chorusFloat32, 0, comms[1], nullptr);
   else
     r = chorusRecv(out.data(), out.size(), chorusFloat32, 0, comms[1], nullptr);
-  const double took = monoNow() - start;
+  const double took = nowSeconds() - start;
   const std::string msg = chorusGetLastError(comms[1]);
   EXPECT_EQ(r, chorusTimeout) << msg;
   EXPECT_GE(took, 0.9) << "failed before CHORUS_TIMEOUT: " << msg;
@@ -1631,7 +1298,7 @@ TEST(Strangers, RootClosesThemAndTheCommunicatorForms) {
   std::memcpy(&ss, data.addr, data.addrLen);
   const int port = ntohs(ss.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&ss)->sin_port
                                                  : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
-  EXPECT_TRUE(listening(port)) << "the root does not listen on " << port;
+  EXPECT_TRUE(listeningOn(port)) << "the root does not listen on " << port;
 
   // Ranks 0 and 1 start joining; rank 2 comes only after the strangers were dealt with, so that
   // the root closes them because of what they sent, not because the communicator is complete.
@@ -1649,7 +1316,7 @@ TEST(Strangers, RootClosesThemAndTheCommunicatorForms) {
   for (auto& st : s) {
     st.fd = connectTo(data);
     ASSERT_GE(st.fd, 0) << st.name << ": cannot connect to the root";
-    st.openedAt = monoNow();
+    st.openedAt = nowSeconds();
   }
   auto challenge = [&](Stranger& st) {
     chorus::wire::Challenge c{};
@@ -1687,8 +1354,8 @@ TEST(Strangers, RootClosesThemAndTheCommunicatorForms) {
   // silent: nothing at all
 
   // Wait for the root to close every stranger (read returns 0 or an error).
-  const double waitUntil = monoNow() + 10;
-  while (monoNow() < waitUntil) {
+  const double waitUntil = nowSeconds() + 10;
+  while (nowSeconds() < waitUntil) {
     bool open = false;
     for (auto& st : s) {
       if (st.closedAt != 0) continue;
@@ -1697,7 +1364,7 @@ TEST(Strangers, RootClosesThemAndTheCommunicatorForms) {
       if (k > 0) {
         st.bytesFromRoot += size_t(k);
       } else if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
-        st.closedAt = monoNow();
+        st.closedAt = nowSeconds();
       }
       open = open || st.closedAt == 0;
     }
@@ -1723,7 +1390,7 @@ TEST(Strangers, RootClosesThemAndTheCommunicatorForms) {
   joiners.emplace_back([&] { init[2] = chorusCommInitRank(&comms[2], n, id, 2); });
   for (auto& t : joiners) t.join();
   for (int r = 0; r < n; ++r) ASSERT_EQ(init[size_t(r)], chorusSuccess) << "rank " << r;
-  EXPECT_FALSE(listening(port)) << "the root still listens once every rank joined";
+  EXPECT_FALSE(listeningOn(port)) << "the root still listens once every rank joined";
   std::vector<std::vector<int32_t>> out(n, std::vector<int32_t>(4096, 0));
   std::vector<chorusResult_t> res(n);
   runThreads(n, [&](int r) {

@@ -13,10 +13,10 @@
 
 namespace chorus {
 
-// A remote rank's state, as its process answers a status query (comm/wait.cc follows a chain of
-// waits across nodes with it): the peer + 1 it waits for in a long wait (0: none), how long ago
-// its last sign of life was (ms; -1: unknown), that wait's operation (sequence number; kind + 1,
-// 0: none) and its failure flag (cause + 1, 0: healthy).
+// A remote rank's state, as its process answers a status query (comm/hang_report.cc follows a
+// chain of waits across nodes with it): the peer + 1 it waits for in a long wait (0: none), how
+// long ago its last sign of life was (ms; -1: unknown), that wait's operation (sequence number;
+// kind + 1, 0: none) and its failure flag (cause + 1, 0: healthy).
 struct PeerStatus {
   int waitingFor = 0;
   int64_t aliveAgeMs = -1;

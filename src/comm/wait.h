@@ -19,11 +19,6 @@ namespace chorus {
 // False for a process that is gone or dead but not yet reaped (a zombie).
 bool processAlive(pid_t pid);
 
-// Same-node rank p's state as its segment header shows it (p may be this rank): what it waits
-// for, the age of its sign of life at nowNs (steady-clock ns), its wait's operation and its
-// failure flag. A rank that times out reads it; the TCP proxy answers status queries with it.
-PeerStatus segmentStatus(const chorusComm* c, int p, int64_t nowNs);
-
 struct Doorbell;  // transport/fifo.h
 
 // Usage: `Waiter w(...); while (!condition()) w.pause();`. A wait for FIFO events (fifoWait:

@@ -27,18 +27,20 @@
 // kLeft notice on each control connection, then closes: its peers take that end of file for a
 // departure, not a failure, and keep reading its other connections to their end (a peer that
 // finished its last call leaves while others still finish theirs with the rest of the ranks).
+//
+// The files, by concern: TcpLinks below (its records and the helpers its files share are in
+// net/tcp_internal.h) is set up and torn down in net/tcp_links.cc, moves the bytes in
+// net/tcp_proxy.cc, runs the control plane (notices, lost connections, shrink messages, status
+// queries) in net/tcp_control.cc and diagnoses the network in net/tcp_probe.cc; the data
+// listener is net/data_listener.h, the wire format net/tcp_wire.h, the row net/tcp_row.cc.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
-#include <tuple>
 #include <vector>
 
 #include "bootstrap/socket.h"
@@ -51,50 +53,18 @@ struct chorusComm;
 
 namespace chorus {
 
-// A rank's data listener, open from the start of communicator creation until the TCP links
-// exist. A thread serves it: it accepts every connection and runs the handshakes of all of them
-// at once (a silent or slow connection delays nobody), closes and logs (CHORUS_DEBUG=WARN) every
-// one that does not prove the secret within CHORUS_HANDSHAKE_TIMEOUT_MS (at once for junk or a
-// wrong proof), and keeps the authenticated ones for take().
-class DataListener {
- public:
-  using Key = std::tuple<int, int, int>;  // (rank, channel or tcpwire::kControlChannel, socket)
-  // Listens on *addr (port 0: ephemeral; the port is filled in) and starts serving.
-  DataListener(SockAddr* addr, const uint8_t secret[16], int rank,
-               const std::atomic<bool>* abortFlag);
-  ~DataListener();  // closes the listener and every connection not taken
-  DataListener(const DataListener&) = delete;
-  DataListener& operator=(const DataListener&) = delete;
+class DataListener;  // net/data_listener.h
 
-  // Waits for an authenticated connection for every key of `want` and hands them over. Throws
-  // chorus::Failure past the deadline (naming the ranks whose connections did not arrive), on
-  // abort, or when `watch` (called about every 100 ms, without the lock; may be empty) throws.
-  std::map<Key, int> take(const std::vector<Key>& want, Deadline deadline,
-                          const std::function<void()>& watch = {});
-
- private:
-  void serve();
-  int fd_ = -1;
-  int wakeFd_ = -1;
-  uint8_t secret_[16];
-  int rank_;
-  const std::atomic<bool>* abortFlag_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<Key, int> ready_;
-  std::string error_;  // why serve() stopped early (its thread's top caught it); take() throws it
-  chorusResult_t errorCode_ = chorusSuccess;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
-
-class TcpTransport final : public PeerControl {
+// The links of a rank to the ranks of other nodes: their data and control connections and the
+// proxy thread that drives them. The transport's row (net/tcp_row.cc) binds the rank's FIFOs to
+// them and offers them as the communicator's control channel (a PeerControl).
+class TcpLinks final : public PeerControl {
  public:
   // Connects to every remote peer (lower rank connects, higher accepts through `listener`),
   // authenticates, allocates staging FIFOs, starts the proxy. `addrs[r]` is rank r's listener.
-  TcpTransport(chorusComm* comm, DataListener& listener, const std::vector<SockAddr>& addrs,
-               const uint8_t secret[16]);
-  ~TcpTransport() override;
+  TcpLinks(chorusComm* comm, DataListener& listener, const std::vector<SockAddr>& addrs,
+           const uint8_t secret[16]);
+  ~TcpLinks() override;
 
   // The FIFO a rank posts into to send to remote `peer` on `channel`.
   void bindSendConn(int peer, int channel, SendConn* conn);
@@ -123,22 +93,25 @@ class TcpTransport final : public PeerControl {
   NetVerdict probeNetwork(double seconds, int suspectNode, bool askSuspect) override;
 
  private:
-  struct Link;
-  struct Control;
+  struct Link;     // net/tcp_internal.h
+  struct Control;  // net/tcp_internal.h
+  // The proxy thread (net/tcp_proxy.cc).
   void proxyLoop();
   // The proxy thread's top caught `message`: every remote peer's link fails with it and the
   // communicator fails (peers told), instead of std::terminate.
   void proxyDied(chorusResult_t code, const std::string& message) noexcept;
   bool progressOut(Link& l);
   bool progressIn(Link& l);
+  void linkEnded(Link& l, bool in, const std::string& why);
+  void noteDrained(int peer);
+  // The control plane (net/tcp_control.cc).
   void progressControl(Control& c);
   bool flushNotices();  // any thread; true once every control connection has its output
   void queueControl(Control& c, const std::string& bytes);  // noticeMu_ held
   void peerLost(int peer, const std::string& why);
   bool settleLoss(int peer, Clock::time_point now);
   void failPeer(int peer, int cause, const std::string& reason);
-  void linkEnded(Link& l, bool in, const std::string& why);
-  void noteDrained(int peer);
+  // The network probe (net/tcp_probe.cc).
   std::string stalledEvidence(int node, uint32_t minSilentMs) const;
 
   chorusComm* comm_;

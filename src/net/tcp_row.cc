@@ -1,11 +1,12 @@
 // TCP's row of the transport table (core/transports.cc): the data listener, open from the
 // transport's creation (before the bootstrap) until the links exist; its address in the peer
-// record; the links (TcpTransport) to the ranks of other nodes, which also run the control
+// record; the links (TcpLinks) to the ranks of other nodes, which also run the control
 // channel to them.
 #include <cstring>
 
 #include "base/debug.h"
 #include "comm/comm.h"
+#include "net/data_listener.h"
 #include "net/tcp.h"
 
 namespace chorus {
@@ -41,7 +42,7 @@ class TcpRow final : public Transport {
         memcpy(&addrs[size_t(p)].ss, a, len);
         addrs[size_t(p)].len = socklen_t(len);
       }
-      links_ = std::make_unique<TcpTransport>(c_, *listener_, addrs, secret_);
+      links_ = std::make_unique<TcpLinks>(c_, *listener_, addrs, secret_);
     }
     listener_.reset();  // the links exist: no more connections to accept
   }
@@ -57,7 +58,7 @@ class TcpRow final : public Transport {
   uint8_t secret_[16];
   SockAddr addr_;
   std::unique_ptr<DataListener> listener_;
-  std::unique_ptr<TcpTransport> links_;
+  std::unique_ptr<TcpLinks> links_;
 };
 
 }  // namespace

@@ -1,6 +1,6 @@
-// The TCP transport's wire format (src/net/tcp.cc), as pure functions so that every parser
-// of bytes from the network can be fuzzed on its own (fuzz/fuzz_data_hello.cc,
-// fuzz/fuzz_frames.cc, fuzz/fuzz_notice.cc).
+// The TCP transport's wire format (src/net/data_listener.cc, tcp_links.cc, tcp_proxy.cc and
+// tcp_control.cc), as pure functions so that every parser of bytes from the network can be
+// fuzzed on its own (fuzz/fuzz_data_hello.cc, fuzz/fuzz_frames.cc, fuzz/fuzz_notice.cc).
 //
 // A connection to a rank's data listener:
 //   listener -> connector   16-byte nonce
@@ -115,9 +115,9 @@ struct NoticeParse {
 // A kShrink notice carrying `bytes` (at most kMaxShrinkBytes) from rank `sender`.
 std::string encodeShrinkNotice(int32_t sender, const std::string& bytes);
 
-// A rank's state, as a kStatus notice carries it (liveness across nodes, comm/wait.cc): the
-// peer + 1 it waits for in a long wait (0: not waiting), the age of its last sign of life in ms
-// (-1: unknown), the operation of that wait (sequence number; kind + 1, 0: none) and its
+// A rank's state, as a kStatus notice carries it (liveness across nodes, comm/hang_report.cc):
+// the peer + 1 it waits for in a long wait (0: not waiting), the age of its last sign of life in
+// ms (-1: unknown), the operation of that wait (sequence number; kind + 1, 0: none) and its
 // failure flag (cause + 1, 0: healthy). Sent as printable text:
 // "w=<int> age=<int> seq=<uint> op=<uint> failed=<int>".
 struct StatusBody {

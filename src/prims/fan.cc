@@ -3,6 +3,7 @@
 #include "base/error.h"
 #include "comm/comm.h"
 #include "prims/prims.h"
+#include "reduce/copy_kernel.h"
 #include "reduce/reduce.h"
 
 namespace chorus {

@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "comm/comm.h"
 #include "comm/wait.h"
+#include "reduce/copy_kernel.h"
 #include "reduce/reduce.h"
 
 namespace chorus {

@@ -1,4 +1,5 @@
-// Elementwise reduction and copy kernels: the inner loops of every collective.
+// Elementwise reduction kernels: the inner loops of every collective (the copy kernels are
+// reduce/copy_kernel.h).
 //
 // All kernels run on host memory, take untyped pointers and are safe to call from any thread.
 // On x86-64 an AVX-512 (F/BW/VL/DQ) or AVX2+F16C build of every kernel is chosen once at run
@@ -30,10 +31,6 @@ void reduceKernel(chorusDataType_t type, chorusRedOp_t op, size_t count, const v
 // dst may alias src exactly. divisor <= 1 copies.
 void scaleKernel(chorusDataType_t type, size_t count, const void* src, void* dst, int divisor);
 
-// memcpy-equivalent that is fast for large buffers; dst1 may be nullptr; copies src to dst0 (and
-// dst1). A destination equal to src is left alone; otherwise destinations must not overlap src.
-void copyKernel(void* dst0, void* dst1, const void* src, size_t bytes);
-
 // Which instruction-set build of the kernels runs. Exposed so tests can check every build.
 enum class KernelIsa : int {
   kPortable = 0,  // baseline instruction set of the target (SSE2 on x86-64)
@@ -57,10 +54,4 @@ void reduceKernelIsa(KernelIsa isa, chorusDataType_t type, chorusRedOp_t op, siz
 void scaleKernelIsa(KernelIsa isa, chorusDataType_t type, size_t count, const void* src, void* dst,
                     int divisor);
 
-}  // namespace chorus
-
-namespace chorus {
-// Copies with non-temporal (streaming) stores: for outputs that are not read again soon (large
-// results), so the write does not first read each line into the cache. Ends with a store fence.
-void streamCopyKernel(void* dst, const void* src, size_t bytes);
 }  // namespace chorus

@@ -35,7 +35,7 @@ void disarmDoorbell(Doorbell* d) {
   d->sleeping.fetch_sub(1, std::memory_order_relaxed);
 }
 
-// The proxy's wake-up (net/tcp.cc): one write to its eventfd.
+// The proxy's wake-up (net/tcp_proxy.cc): one write to its eventfd.
 void SendConn::wakeProxy() const {
   uint64_t one = 1;
   ssize_t n = write(wakeFd, &one, sizeof(one));

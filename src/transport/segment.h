@@ -56,7 +56,7 @@ struct SegmentHeader {
   CopyPost copy;  // single-copy Broadcast / AllGather (algo/copy.cc)
   RegPost reg;    // zero-copy collectives on registered buffers (algo/zerocopy.cc)
   // peer + 1 while the owner is in a long wait (past its spin) for that peer, else 0: a rank
-  // that times out follows these to the rank that is behind (comm/wait.cc).
+  // that times out follows these to the rank that is behind (comm/hang_report.cc).
   std::atomic<int32_t> waitingFor;
   // Liveness (comm/wait.cc), on a line of its own (the owner writes it on every call; peers
   // read it only when they time out): the owner's last sign of life, steady-clock ns, positive

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <thread>
 
 extern char** environ;
@@ -122,6 +123,31 @@ int waitProcess(pid_t pid, double seconds, bool group) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+}
+
+Proc spawnPiped(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+  Proc p;
+  SpawnSpec spec;
+  spec.argv = argv;
+  spec.env = env;
+  spec.in = ChildStdin::kPipe;
+  spec.out = ChildOutput::kPipe;
+  spec.dieWithParent = true;  // never outlive the test
+  const Child c = spawnProcess(spec);
+  if (c.pid < 0) return p;
+  fcntl(c.outFd, F_SETFL, O_NONBLOCK);
+  p.pid = c.pid;
+  p.outFd = c.outFd;
+  p.inFd = c.inFd;
+  return p;
+}
+
+bool processRuns(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(f, stat)) return false;
+  const size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
 }
 
 BusyProcesses::BusyProcesses(int n) {

@@ -2,7 +2,7 @@
 // file name prepared before fork(), so that the child only dups, opens and execs
 // (async-signal-safe: other threads of the test may hold the allocator's lock). Used by
 // runCommand (run_command.h) and by the tests that start ranks themselves (launcher variables,
-// kills, lingering survivors, status signals).
+// kills, lingering survivors, status signals; rank_job.h).
 #pragma once
 
 #include <sys/types.h>
@@ -44,6 +44,22 @@ Child spawnProcess(const SpawnSpec& spec);
 // Waits up to `seconds` (not scaled) for pid; returns its exit status or 128 + signal, or -2
 // after killing it (its group too when `group`) with SIGKILL at the deadline.
 int waitProcess(pid_t pid, double seconds, bool group = false);
+
+// A process whose stdout and stderr come through one pipe (non-blocking: read what is there),
+// with its stdin from a pipe the test holds (closing it releases a --linger worker); it never
+// outlives the test. The test reaps it (exited, status: waitpid's).
+struct Proc {
+  pid_t pid = -1;  // -1: not started
+  int outFd = -1;
+  int inFd = -1;
+  std::string out;
+  bool exited = false;
+  int status = 0;
+};
+Proc spawnPiped(const std::vector<std::string>& argv, const std::vector<std::string>& env);
+
+// Alive and not a zombie.
+bool processRuns(pid_t pid);
 
 // n processes spinning on the cores for the life of the object (computation sharing the machine
 // with the ranks); each in its own group, killed with it, never outliving the test.

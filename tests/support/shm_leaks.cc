@@ -27,6 +27,14 @@ std::set<std::string> shmEntries() {
   return names;
 }
 
+std::vector<std::string> shmOf(const std::vector<pid_t>& pids) {
+  std::vector<std::string> out;
+  for (const auto& name : shmEntries())
+    for (pid_t p : pids)
+      if (name.rfind("chorus-" + std::to_string(p) + "-", 0) == 0) out.push_back(name);
+  return out;
+}
+
 namespace {
 
 // Does process `pid` have /dev/shm/<name> open or mapped?

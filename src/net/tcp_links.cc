@@ -1,0 +1,269 @@
+// The TCP links of a rank (net/tcp.h): set-up, the connections to every rank of another node
+// (a control connection and the data connections of each channel, authenticated), the staging
+// FIFOs and the proxy thread; the binding of the rank's FIFOs to them; and the tear-down, which
+// delivers what the rank posted and tells the peers it left.
+#include <netinet/tcp.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "base/debug.h"
+#include "base/error.h"
+#include "base/param.h"
+#include "bootstrap/bootstrap.h"
+#include "comm/comm.h"
+#include "net/data_listener.h"
+#include "net/tcp.h"
+#include "net/tcp_internal.h"
+#include "net/tcp_wire.h"
+
+namespace chorus {
+
+using namespace tcpwire;
+using namespace tcpimpl;
+
+namespace {
+constexpr size_t kCtrlBytes = 4096;
+
+// A peer's data listener opened before the bootstrap exchange that published its address, and
+// stays open until the links exist: a connection it refuses for kRefusedSec means the peer's
+// process is gone (killed, or its init failed), which fails now, naming it, instead of at the
+// deadline.
+constexpr double kRefusedSec = 2;
+int connectToPeer(const SockAddr& addr, int peer, Deadline deadline,
+                  const std::atomic<bool>* abortFlag) {
+  while (true) {
+    int lastError = 0;
+    try {
+      return connectTo(addr, std::min(deadline, deadlineIn(kRefusedSec)), abortFlag, &lastError);
+    } catch (const Failure& e) {
+      if (e.code == chorusTimeout && lastError == ECONNREFUSED)
+        throw Failure{chorusRemoteError,
+                      format("rank %d's data listener at %s refuses connections: rank %d died "
+                             "or failed during the communicator's setup",
+                             peer, addr.str().c_str(), peer),
+                      peer};
+      if (e.code != chorusTimeout || Clock::now() >= deadline) throw;
+    }
+  }
+}
+}  // namespace
+
+TcpLinks::TcpLinks(chorusComm* comm, DataListener& listener, const std::vector<SockAddr>& addrs,
+                   const uint8_t secret[16])
+    : comm_(comm) {
+  const int n = comm->nranks, me = comm->rank, nch = comm->nchannels;
+  nsocks_ = int(std::clamp<int64_t>(
+      envInt("CHORUS_NSOCKS_PERTHREAD", 1) * envInt("CHORUS_SOCKET_NTHREADS", 1), 1, kMaxSocks));
+  if (nch > kMaxChannels)
+    fail(chorusInvalidUsage, "rank %d: %d channels (TCP carries at most %d)", me, nch,
+         kMaxChannels);
+  failed_.reset(new std::atomic<int>[size_t(n)]);
+  dead_.reset(new std::atomic<bool>[size_t(n)]);
+  left_.reset(new std::atomic<bool>[size_t(n)]);
+  drained_.reset(new std::atomic<bool>[size_t(n)]);
+  for (int i = 0; i < n; ++i) {
+    failed_[size_t(i)].store(0), dead_[size_t(i)].store(false);
+    left_[size_t(i)].store(false), drained_[size_t(i)].store(false);
+  }
+  controlClosed_.reset(new std::atomic<bool>[size_t(n)]);
+  for (int i = 0; i < n; ++i) controlClosed_[size_t(i)].store(false);
+  shrinkIn_.assign(size_t(n), "");
+  statusIn_.assign(size_t(n), PeerStatus{});
+  statusCount_.assign(size_t(n), 0);
+  reasons_.assign(size_t(n), "");
+  causes_.assign(size_t(n), -1);
+  controlOf_.assign(size_t(n), nullptr);
+  lossWhy_.assign(size_t(n), "");
+  lossUntil_.assign(size_t(n), Clock::time_point{});
+  wakeFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wakeFd_ < 0) fail(chorusSystemError, "eventfd: %s", strerror(errno));
+
+  const double hs = handshakeSeconds();
+  Deadline deadline = deadlineIn(bootstrapTimeout());
+  // Outgoing: to every higher remote rank, the control connection then nch x nsocks data ones.
+  // Incoming: the same from every lower remote rank, through the listener (already serving).
+  std::map<DataListener::Key, int> fds;
+  try {
+    for (int p = me + 1; p < n; ++p) {
+      if (!comm->isRemote(p)) continue;
+      for (int ch = kControlChannel; ch < nch; ++ch)
+        for (int s = 0; s < (ch == kControlChannel ? 1 : nsocks_); ++s) {
+          int fd = connectToPeer(addrs[size_t(p)], p, deadline, &comm->abortFlag);
+          try {
+            uint8_t nonce[16];
+            recvAll(fd, nonce, sizeof(nonce), deadlineIn(hs * 2), &comm->abortFlag,
+                    "data handshake");
+            DataHello h{kDataMagic, me, ch, s, dataProof(secret, nonce, 'D')};
+            sendAll(fd, &h, sizeof(h), deadline, &comm->abortFlag, "data handshake");
+            uint64_t reply = 0;
+            recvAll(fd, &reply, sizeof(reply), deadlineIn(hs * 2), &comm->abortFlag,
+                    "data handshake");
+            if (reply != dataProof(secret, nonce, 'E'))
+              fail(chorusSystemError, "rank %d's data listener failed to prove the secret", p);
+          } catch (const Failure& e) {
+            ::close(fd);
+            // Closed or reset by the peer during the handshake: the peer failed (its error
+            // names the cause); name it here too.
+            throw Failure{e.code,
+                          format("rank %d's data listener at %s: %s", p,
+                                 addrs[size_t(p)].str().c_str(), e.message.c_str()),
+                          e.code == chorusRemoteError ? p : e.cause};
+          } catch (...) {
+            ::close(fd);
+            throw;
+          }
+          fds[DataListener::Key{p, ch, s}] = fd;
+        }
+    }
+    std::vector<DataListener::Key> want;
+    for (int p = 0; p < me; ++p) {
+      if (!comm->isRemote(p)) continue;
+      want.emplace_back(p, kControlChannel, 0);
+      for (int ch = 0; ch < nch; ++ch)
+        for (int s = 0; s < nsocks_; ++s) want.emplace_back(p, ch, s);
+    }
+    // The root's connection is watched meanwhile: a root that lost a rank says so, and a root
+    // whose process died (with the ranks in it) closes; either fails this rank now, naming the
+    // lost rank, instead of at the deadline.
+    Bootstrap* boot = comm->bootstrap.get();
+    for (auto& kv : listener.take(want, deadline, [boot] {
+           if (boot != nullptr) boot->checkRoot();
+         }))
+      fds[kv.first] = kv.second;
+  } catch (const Failure& e) {
+    for (auto& kv : fds) ::close(kv.second);
+    ::close(wakeFd_);
+    if (e.cause >= 0)  // another rank's death or failure: keep the code and the cause
+      throw Failure{e.code, format("rank %d: TCP setup failed: %s", me, e.message.c_str()),
+                    e.cause};
+    fail(chorusSystemError, "rank %d: TCP setup failed: %s", me, e.message.c_str());
+  }
+
+  // From here every failure (out of memory, the proxy thread refused) closes what was opened.
+  try {
+    // Links, staging FIFOs, and the rank's receive FIFOs as the proxy's send side.
+    const size_t slotBytes = comm->slotBytes[0];
+    const size_t stagingBytes = kCtrlBytes + size_t(kNSteps) * slotStride(slotBytes);
+    for (int p = 0; p < n; ++p) {
+      if (!comm->isRemote(p)) continue;
+      auto c = std::make_unique<Control>();
+      c->peer = p;
+      c->fd = fds.at(DataListener::Key{p, kControlChannel, 0});
+      setBlocking(c->fd, false);
+      controlOf_[size_t(p)] = c.get();
+      controls_.push_back(std::move(c));
+      for (int ch = 0; ch < nch; ++ch) {
+        auto l = std::make_unique<Link>();
+        l->peer = p;
+        l->channel = ch;
+        l->in = FrameReader(slotBytes);
+        for (int s = 0; s < nsocks_; ++s) {
+          int fd = fds.at(DataListener::Key{p, ch, s});
+          setBlocking(fd, false);
+          int one = 1;
+          setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+          l->fds.push_back(fd);
+        }
+        char* mem = static_cast<char*>(aligned_alloc(4096, (stagingBytes + 4095) / 4096 * 4096));
+        if (mem == nullptr) throw std::bad_alloc();
+        memset(mem, 0, stagingBytes);
+        staging_.push_back(mem);
+        l->staged.ctrl = reinterpret_cast<FifoCtrl*>(mem);
+        l->staged.slots = mem + kCtrlBytes;
+        l->staged.slotBytes = slotBytes;
+        l->staged.peer = p;
+        // The proxy's posts into this rank's FIFO, and its releases of the staged FIFO this rank
+        // sends through, wake this rank if it sleeps.
+        l->local.wakee = l->staged.wakee = &comm->mySegment.header()->bell;
+        l->local.ctrl = comm->mySegment.fifoCtrl(0, ch, p);
+        l->local.slots = comm->mySegment.fifoData(0, ch, p);
+        l->local.slotBytes = slotBytes;
+        l->local.peer = p;
+        links_.push_back(std::move(l));
+      }
+    }
+    CHORUS_INFO(me,
+                "TCP transport: %zu links to remote ranks, %d socket(s) each, %zu control "
+                "connection(s)",
+                links_.size(), nsocks_, controls_.size());
+    proxy_ = std::thread([this] {
+      try {  // the proxy's top: nothing reaches std::terminate
+        proxyLoop();
+      } catch (...) {
+        const Failure f = caughtFailure(comm_->rank, "running the TCP proxy thread");
+        proxyDied(f.code, f.message);
+      }
+    });
+  } catch (...) {
+    const Failure f = caughtFailure(me, "setting up the TCP transport (staging, proxy thread)");
+    for (auto& kv : fds) ::close(kv.second);
+    for (char* m : staging_) free(m);
+    staging_.clear();
+    ::close(wakeFd_);
+    throw f;
+  }
+}
+
+void TcpLinks::bindSendConn(int peer, int channel, SendConn* conn) {
+  for (auto& l : links_)
+    if (l->peer == peer && l->channel == channel) {
+      conn->ctrl = l->staged.ctrl;
+      conn->slots = l->staged.slots;
+      conn->slotBytes = l->staged.slotBytes;
+      conn->peer = peer;
+      conn->wakeFd = wakeFd_;
+      l->sender = conn;
+      return;
+    }
+}
+
+TcpLinks::~TcpLinks() {
+  if (comm_->abortFlag.load() || comm_->state.load() == CommState::kFailed) {
+    // Aborted or failed: nothing more will be delivered. Tell the remote peers (if markFailed
+    // has not already) and give the proxy a moment to send it.
+    notifyFailure(comm_->rank, format("rank %d: communicator aborted", comm_->rank));
+    Deadline until = deadlineIn(0.2);
+    while (proxy_.joinable() && !noticeSent_.load() && Clock::now() < until) usleep(200);
+  } else {
+    // Deliver what the rank already posted (its calls have returned), then stop.
+    Deadline flush = deadlineIn(10);
+    // Compare what the rank posted (its own tail) with what the proxy released (the atomic
+    // head); the proxy's `staged` cursor is its own and is not read here.
+    bool delivered = true;
+    for (auto& l : links_) {
+      while (l->sender && !failed_[size_t(l->peer)].load() &&
+             l->staged.ctrl->head.load(std::memory_order_acquire) < l->sender->tail &&
+             Clock::now() < flush)
+        usleep(100);
+      if (l->sender && l->staged.ctrl->head.load() < l->sender->tail) delivered = false;
+    }
+    // Every slot is in the sockets: tell the peers this end of file is a departure (a peer may
+    // still be finishing its last call with other ranks). Written before the data connections
+    // close, on the control connection (which carries nothing else now).
+    if (delivered) {
+      {
+        std::lock_guard<std::mutex> l(noticeMu_);
+        const std::string bytes = encodeNotice(NoticeKind::kLeft, comm_->rank, "");
+        for (auto& c : controls_) queueControl(*c, bytes);
+      }
+      Deadline until = deadlineIn(0.2);
+      while (!flushNotices() && Clock::now() < until) usleep(200);
+    }
+  }
+  stop_.store(true);
+  if (wakeFd_ >= 0) wake(wakeFd_);
+  if (proxy_.joinable()) proxy_.join();
+  for (auto& l : links_)
+    for (int fd : l->fds) ::close(fd);
+  for (auto& c : controls_) ::close(c->fd);
+  for (char* m : staging_) free(m);
+  if (wakeFd_ >= 0) ::close(wakeFd_);
+}
+
+}  // namespace chorus
