@@ -12,11 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "comm/plan.h"
 #include "comm_set.h"
 #include "loopback/loopback.h"
 #include "matrix.h"
+#include "net/tcp.h"
 #include "scoped_env.h"
 #include "threads.h"
+#include "tune/tuner.h"
 #include "watchdog.h"
 
 namespace {
@@ -82,6 +85,29 @@ INSTANTIATE_TEST_SUITE_P(Transport, Loopback, ::testing::ValuesIn(seamParams()),
                                   (info.param.proto ? info.param.proto : "tuner") + "_" +
                                   std::to_string(info.param.nranks) + "ranks";
                          });
+
+// The tuner picks only the protocols every peer's transport carries (Shape::protos, set by init
+// from Transport::protocols). With the overrides allowing LL alone (as CHORUS_PROTO=ll would),
+// the full set picks LL at every size; the TCP transport's set (Simple alone) never does, the
+// collective falling back to Simple. Across nodes, where TCP carries the FIFOs, LL could not run.
+TEST(TransportSeam, TheTunerPicksOnlyWhatTheTransportsCarry) {
+  EXPECT_EQ(chorus::kTcpProtocols, 1u << int(chorus::Proto::kSimple));
+  chorus::TunerEnv env = chorus::readTunerEnv();
+  for (uint8_t& allowed : env.protoAllowed) allowed = 1u << int(chorus::Proto::kLL);
+  for (uint8_t protos : {uint8_t(0xff), chorus::kTcpProtocols})
+    for (int n : {2, 4})
+      for (chorus::OpKind k :
+           {chorus::OpKind::kAllReduce, chorus::OpKind::kAllGather, chorus::OpKind::kReduceScatter})
+        for (size_t bytes = 8; bytes <= (size_t{1} << 20); bytes *= 4) {
+          chorus::Shape shape{n, 1, true};
+          shape.treeDepth = 1;
+          shape.protos = protos;
+          const chorus::Choice c = chorus::chooseForShape(shape, 2, k, bytes, env);
+          EXPECT_EQ(c.proto, protos == 0xff ? chorus::Proto::kLL : chorus::Proto::kSimple)
+              << chorus::collectiveKey(k) << " " << bytes << " bytes on " << n
+              << " ranks, transports carry 0x" << std::hex << int(protos);
+        }
+}
 
 TEST(TransportSeam, UnknownNameFailsInit) {
   ScopedEnv transport("CHORUS_TRANSPORT", "carrier-pigeon");

@@ -12,7 +12,8 @@
 // slice, so that the network (B) carries slice s while shared memory
 // reduces slice s+1 (A) and gathers slice s-1 (C). Each phase uses its own connections: A the
 // node ring on channel 0, C the node ring on channel 1, B the remote peers on channel 0 (always
-// Simple: LL does not cross nodes; the LL scratch of channel 0 is then A's alone). A phase waits
+// Simple: the TCP transport carries no LL, net/tcp.h kTcpProtocols; the LL scratch of channel 0
+// is then A's alone). A phase waits
 // for the one before it on the same slice through a counter; a failing phase marks the
 // communicator failed, which stops the other two.
 #include <unistd.h>

@@ -33,6 +33,9 @@ struct Shape {
   // Single-copy Broadcast / AllGather (algo/copy.cc) may run: cleared on every rank of a
   // communicator, together, when the kernel refused cross-memory attach to one of them.
   bool singleCopy = true;
+  // The protocols every peer's transport carries (bit p: Proto p; comm/transport.h protocols()):
+  // all on one node, Simple alone where a peer is reached through TCP.
+  uint8_t protos = 0xff;
   // Some buffers are registered with the communicator (chorusCommRegister, collective: the
   // same on every rank): the zero-copy algorithm (algo/zerocopy.cc) is a candidate.
   bool registered = false;

@@ -42,7 +42,11 @@ class Transport {
   virtual bool reaches(int peer) const = 0;
   // Connects to `peers` (those init chose this transport for); every rank calls it.
   virtual void connect(const std::vector<int>& peers) = 0;
-  // Binds the FIFO pair of (proto, channel, peer).
+  // The protocols it carries (bit p: Proto p, proto/proto.h): init binds only those, and the
+  // communicator's Shape::protos (what the tuner may pick) is what every peer's transport
+  // carries. All of them by default.
+  virtual uint8_t protocols() const { return 0xff; }
+  // Binds the FIFO pair of (proto, channel, peer), for each protocol it carries.
   virtual void bind(int proto, int channel, int peer, SendConn* send, RecvConn* recv) = 0;
   // The control channel to the peers of other nodes, if this transport runs one.
   virtual PeerControl* control() { return nullptr; }

@@ -254,9 +254,17 @@ void bindConns(chorusComm* c, const std::vector<int>& rowOf) {
         r.slotBytes = c->slotBytes[pr];
         r.peer = p;
         s.peer = p;
-        c->transports[size_t(rowOf[size_t(p)])]->bind(pr, ch, p, &s, &r);
+        Transport& t = *c->transports[size_t(rowOf[size_t(p)])];
+        if ((t.protocols() >> pr) & 1) t.bind(pr, ch, p, &s, &r);
       }
   }
+  // What the tuner may pick: the protocols every peer's transport carries (the same on every
+  // rank: a rank of a communicator across nodes reaches some peer through TCP, as every rank
+  // does when CHORUS_TRANSPORT=tcp).
+  uint8_t protos = 0xff;
+  for (int p = 0; p < c->nranks; ++p)
+    if (p != c->rank) protos &= c->transports[size_t(rowOf[size_t(p)])]->protocols();
+  c->shape.change([&](Shape& s) { s.protos = protos; });
 }
 
 // Init in named phases: settings, exchange, topology, segments, links, placement.

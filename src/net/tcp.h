@@ -47,6 +47,7 @@
 #include "chorus/chorus.h"
 #include "comm/control.h"
 #include "comm/transport.h"
+#include "proto/proto.h"
 #include "transport/fifo.h"
 
 struct chorusComm;
@@ -150,5 +151,8 @@ class TcpLinks final : public PeerControl {
 // TCP's row of the transport table (net/tcp_row.cc): reaches the ranks of other nodes; its
 // data listener is open from its creation until its links exist.
 std::unique_ptr<Transport> createTcpTransport(chorusComm* c, int row, const uint8_t secret[16]);
+// What the TCP transport carries: Simple only. The proxy forwards whole slots; LL's flag in every
+// 8 bytes relies on the reader seeing the writer's stores as they land (shared memory).
+constexpr uint8_t kTcpProtocols = 1u << int(Proto::kSimple);
 
 }  // namespace chorus

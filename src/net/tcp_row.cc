@@ -46,9 +46,9 @@ class TcpRow final : public Transport {
     }
     listener_.reset();  // the links exist: no more connections to accept
   }
-  void bind(int proto, int channel, int peer, SendConn* s, RecvConn*) override {
-    // Only Simple crosses nodes (the tuner never picks LL when a peer is remote).
-    if (proto == 0) links_->bindSendConn(peer, channel, s);
+  uint8_t protocols() const override { return kTcpProtocols; }
+  void bind(int, int channel, int peer, SendConn* s, RecvConn*) override {
+    links_->bindSendConn(peer, channel, s);  // Simple: init binds only what protocols() says
   }
   PeerControl* control() override { return links_.get(); }
 

@@ -274,7 +274,7 @@ Choice chooseForShape(const Shape& shape, int nchannels, OpKind kind, size_t byt
     for (int pi = 0; pi < kNumProtos; ++pi) {
       Proto p = Proto(pi);
       if (!protoSupports(a, p) || !(env.protoAllowed[k] & (1u << pi))) continue;
-      if (p == Proto::kLL && shape.nnodes > 1) continue;  // LL does not cross the TCP proxy
+      if (!((shape.protos >> pi) & 1)) continue;  // a peer's transport does not carry it
       // Channels split rings and chains; trees use one channel per tree.
       const bool multi = d.channels;
       for (int ch = multi ? minCh : 1; ch <= (multi ? maxCh : 1); ++ch) {

@@ -15,6 +15,7 @@
 #include "calibration.h"
 #include "collectives.h"
 #include "ideal.h"
+#include "net/tcp.h"
 #include "topo/tree.h"
 #include "tune/tuner.h"
 
@@ -68,6 +69,7 @@ Shape clusterShape(const ClusterSpec& spec) {
   s.treeDepth = std::max(treeDepth(s.nranks, 0), treeDepth(s.nranks, 1));
   s.onlineCores = spec.perNode;  // a rank per core: not oversubscribed
   s.oversubscribed = false;
+  if (spec.nodes > 1) s.protos = kTcpProtocols;  // the nodes' links are TCP (net/tcp.h)
   return s;
 }
 
