@@ -218,7 +218,7 @@ static int firstDead(chorusComm* c, int dead) {
     const pid_t pid = c->peers[size_t(r)].pid;
     if (pid == getpid() || processAlive(pid)) continue;
     if (c->peerHeader(r)->failed.load(std::memory_order_acquire) != 0 ||
-        c->peerSegments[size_t(r)].shrinkBox()->left.load(std::memory_order_acquire) != 0)
+        c->segmentOf(r).shrinkBox()->left.load(std::memory_order_acquire) != 0)
       continue;
     const int64_t sign = lastSign(r);
     if (sign < firstSign || (sign == firstSign && r < first)) first = r, firstSign = sign;
@@ -264,7 +264,7 @@ void Waiter::check(Clock::time_point now) {
     // A peer that destroyed its communicator (then maybe exited) wrote everything it sent into
     // this rank's segment first: a departure, not a death. Its `left` flag is read before its
     // failure flag (an abort sets that one first).
-    const ShrinkBox* box = c->peerSegments[size_t(peer_)].shrinkBox();
+    const ShrinkBox* box = c->segmentOf(peer_).shrinkBox();
     bool left = box->left.load(std::memory_order_acquire) != 0;
     int32_t f = h->failed.load(std::memory_order_acquire);
     if (f == 0 && !left && pid != getpid() && !processAlive(pid)) {
