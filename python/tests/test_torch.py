@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("chorus._chorus_torch")
 
-from launch import HERE, launch, report  # noqa: E402
+from launch import HERE, fsdp2_skip, launch, report  # noqa: E402
 
 WORKER = os.path.join(HERE, "torch_worker.py")
 
@@ -142,19 +142,7 @@ def test_shrink_after_kill(victim):
 
 
 EXAMPLES = os.path.join(HERE, "..", "..", "examples", "python")
-# FSDP2 on CPU: torch.distributed.fsdp.fully_shard, whose streams on CPU are torch.cpu.Stream;
-# torch 2.6's has no record_event (a no-op from torch 2.7 on), so its FSDP2 fails on CPU with
-# "'Stream' object has no attribute 'record_event'" on any backend, gloo included.
-try:
-    from torch.distributed.fsdp import fully_shard  # noqa: F401
-    if hasattr(getattr(torch, "cpu", None), "Stream") and \
-            not hasattr(torch.cpu.Stream, "record_event"):
-        FSDP2_SKIP = (f"torch {torch.__version__}'s FSDP2 does not run on CPU (torch.cpu.Stream "
-                      f"has no record_event before torch 2.7; gloo fails the same)")
-    else:
-        FSDP2_SKIP = None
-except Exception:  # ImportError; on Debian's torch 1.13 + Python 3.11 a ValueError inside torch
-    FSDP2_SKIP = "torch has no FSDP2 (fully_shard)"
+FSDP2_SKIP = fsdp2_skip()  # None where FSDP2 runs on CPU (launch.py)
 FSDP2 = FSDP2_SKIP is None
 
 
