@@ -4,7 +4,10 @@
 # running with a PATH that holds no compiler and no cmake:
 #  1. the wheel + the torch it was built for (its version's local part, +torch2.13 -> 2.13.*):
 #     `python -m chorus`, then torchrun at 2 ranks of the DDP and the FSDP2 examples on chorus
-#     (FSDP2's parameters checked against one process);
+#     (FSDP2's parameters checked against one process; plain and --registered). A torch whose
+#     FSDP2 cannot run on CPU (none before 2.6; 2.6's lacks torch.cpu.Stream.record_event) or
+#     has no custom comms (set_custom_all_gather, for --registered) skips those runs, printing
+#     why ("### wheel_check: ... SKIPPED: <reason>");
 #  2. the wheel without torch: `import chorus`, `python -m chorus` (numpy API only), and a 2-rank
 #     numpy all_reduce started by the wheel's chorusrun, its result checked on each rank;
 #  3. with --other-torch VER (slow: a second torch; off by default, CI skips it): torch VER
@@ -64,14 +67,44 @@ step "torchrun DDP, 2 ranks"
 (cd "$work" && nobuild "$work/venv-torch" torchrun --nproc-per-node 2 "$src/examples/python/ddp_train.py" \
   --backend chorus --steps 12) | tee "$work/ddp"
 grep -q '^chorus: 2 ranks' "$work/ddp" || fail "DDP did not finish"
-step "torchrun FSDP2, 2 ranks"
-(cd "$work" && nobuild "$work/venv-torch" torchrun --nproc-per-node 2 \
-  "$src/examples/python/fsdp2_train.py" --backend chorus --steps 5) | tee "$work/fsdp2"
-grep -q 'max |diff|.*(OK' "$work/fsdp2" || fail "FSDP2's parameters do not match"
-# The same with FSDP2's buffers in registered memory (chorus.torch.use_registered_buffers).
-(cd "$work" && nobuild "$work/venv-torch" torchrun --nproc-per-node 2 \
-  "$src/examples/python/fsdp2_train.py" --backend chorus --steps 5 --registered) | tee "$work/fsdp2r"
-grep -q 'max |diff|.*(OK' "$work/fsdp2r" || fail "FSDP2 (registered): parameters do not match"
+# What this torch's FSDP2 can do on CPU: prints "fsdp2: <why not>" when it cannot run at all
+# (no fully_shard; torch 2.6's torch.cpu.Stream has no record_event, a no-op from torch 2.7, so
+# its FSDP2 fails on CPU whatever the backend), "registered: <why not>" when it has no custom
+# comms (FSDPModule.set_custom_all_gather, which use_registered_buffers sets).
+cat >"$work/fsdp2_probe.py" <<'PY'
+import torch
+try:
+    from torch.distributed.fsdp import FSDPModule, fully_shard  # noqa: F401
+except Exception as e:  # ImportError; a ValueError inside Debian's torch 1.13 on Python 3.11
+    print(f"fsdp2: torch {torch.__version__} has no FSDP2 (torch.distributed.fsdp.fully_shard: "
+          f"{type(e).__name__})")
+else:
+    if not hasattr(torch.cpu.Stream, "record_event"):
+        print(f"fsdp2: torch {torch.__version__}'s FSDP2 does not run on CPU (torch.cpu.Stream has "
+              f"no record_event before torch 2.7; gloo fails the same)")
+    elif not hasattr(FSDPModule, "set_custom_all_gather"):
+        print(f"registered: torch {torch.__version__}'s FSDP2 has no set_custom_all_gather")
+PY
+probe=$(cd "$work" && nobuild "$work/venv-torch" python "$work/fsdp2_probe.py")
+no_fsdp2=$(echo "$probe" | sed -n 's/^fsdp2: //p')
+no_registered=$(echo "$probe" | sed -n 's/^registered: //p')
+if [ -n "$no_fsdp2" ]; then
+  step "torchrun FSDP2, 2 ranks: SKIPPED: $no_fsdp2"
+else
+  step "torchrun FSDP2, 2 ranks"
+  (cd "$work" && nobuild "$work/venv-torch" torchrun --nproc-per-node 2 \
+    "$src/examples/python/fsdp2_train.py" --backend chorus --steps 5) | tee "$work/fsdp2"
+  grep -q 'max |diff|.*(OK' "$work/fsdp2" || fail "FSDP2's parameters do not match"
+  if [ -n "$no_registered" ]; then
+    step "torchrun FSDP2 --registered: SKIPPED: $no_registered"
+  else
+    # The same with FSDP2's buffers in registered memory (chorus.torch.use_registered_buffers).
+    (cd "$work" && nobuild "$work/venv-torch" torchrun --nproc-per-node 2 \
+      "$src/examples/python/fsdp2_train.py" --backend chorus --steps 5 --registered) |
+      tee "$work/fsdp2r"
+    grep -q 'max |diff|.*(OK' "$work/fsdp2r" || fail "FSDP2 (registered): parameters do not match"
+  fi
+fi
 
 step "venv without torch: the numpy API"
 "$py" -m venv "$work/venv-numpy"

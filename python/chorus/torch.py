@@ -351,12 +351,16 @@ def use_registered_buffers(module):
     FSDPModule in `module` (itself included): FSDP2's all-gathers and reduce-scatters then run
     zero-copy on registered memory. Call it after fully_shard and before the first step, on
     every rank. Returns the number of FSDPModules set. Raises ValueError if a shard group is
-    not a chorus group, RuntimeError on a torch without FSDP2."""
+    not a chorus group, RuntimeError on a torch without FSDP2 or without its custom comms."""
     try:
         from torch.distributed.fsdp import FSDPModule
     except Exception as e:  # ImportError; a ValueError inside Debian's torch 1.13 on Python 3.11
         raise RuntimeError(f"chorus.torch.use_registered_buffers needs FSDP2 (torch 2.x); "
                            f"this is torch {torch.__version__}") from e
+    if not hasattr(FSDPModule, "set_custom_all_gather"):  # torch 2.6's FSDP2, for one
+        raise RuntimeError(f"chorus.torch.use_registered_buffers needs FSDP2's custom comms "
+                           f"(FSDPModule.set_custom_all_gather), which torch {torch.__version__} "
+                           f"does not have")
     comms = {}  # one pair per group
     count = 0
     for m in module.modules():

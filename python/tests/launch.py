@@ -16,6 +16,26 @@ def free_port():
     return chorus.free_port_pair()
 
 
+def fsdp2_skip(custom_comms=False):
+    """Why FSDP2 cannot run on CPU with this torch, None if it can: no fully_shard (torch 1.13;
+    Debian's 1.13 on Python 3.11 raises a ValueError inside torch.distributed.fsdp), or torch
+    2.6, whose torch.cpu.Stream has no record_event (a no-op from torch 2.7 on): its FSDP2 fails
+    on CPU with "'Stream' object has no attribute 'record_event'" whatever the backend, gloo
+    too. custom_comms: also FSDPModule.set_custom_all_gather (what use_registered_buffers sets;
+    torch 2.6 has none)."""
+    import torch
+    try:
+        from torch.distributed.fsdp import FSDPModule, fully_shard  # noqa: F401
+    except Exception:
+        return "torch has no FSDP2 (fully_shard)"
+    if not hasattr(torch.cpu.Stream, "record_event"):
+        return (f"torch {torch.__version__}'s FSDP2 does not run on CPU (torch.cpu.Stream has "
+                f"no record_event before torch 2.7; gloo fails the same)")
+    if custom_comms and not hasattr(FSDPModule, "set_custom_all_gather"):
+        return f"torch {torch.__version__}'s FSDP2 has no set_custom_all_gather"
+    return None
+
+
 def build_dir():
     d = os.environ.get("CHORUS_BUILD_DIR")
     if d:

@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("chorus._chorus_torch")
 
-from launch import HERE, launch, report  # noqa: E402
+from launch import HERE, fsdp2_skip, launch, report  # noqa: E402
 
 WORKER = os.path.join(HERE, "torch_worker.py")
 
@@ -142,14 +142,11 @@ def test_shrink_after_kill(victim):
 
 
 EXAMPLES = os.path.join(HERE, "..", "..", "examples", "python")
-try:
-    from torch.distributed.fsdp import fully_shard  # noqa: F401
-    FSDP2 = True
-except Exception:  # ImportError; on Debian's torch 1.13 + Python 3.11 a ValueError inside torch
-    FSDP2 = False
+FSDP2_SKIP = fsdp2_skip()  # None where FSDP2 runs on CPU (launch.py)
+FSDP2 = FSDP2_SKIP is None
 
 
-@pytest.mark.skipif(not FSDP2, reason="torch has no FSDP2 (fully_shard)")
+@pytest.mark.skipif(not FSDP2, reason=str(FSDP2_SKIP))
 @pytest.mark.parametrize("world,args", [(2, []), (3, []), (2, ["--mp", "bf16"]),
                                         (2, ["--mp", "bf16", "--reduce-dtype", "bf16"])])
 def test_fsdp2_matches_single_process(world, args):
@@ -244,8 +241,10 @@ def test_torchrun_two_emulated_nodes():
     import shutil
     import subprocess
     torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable))
-    if torchrun is None or not FSDP2:
-        pytest.skip("needs torch 2.x's torchrun and FSDP2")
+    if torchrun is None:
+        pytest.skip("needs torch 2.x's torchrun")
+    if not FSDP2:
+        pytest.skip(FSDP2_SKIP)
     from launch import free_port
     port = free_port()
     procs = [subprocess.Popen([torchrun, "--nnodes", "2", "--node-rank", str(i),
@@ -273,7 +272,7 @@ def test_mismatch_reported_with_debug_detail(kind):
 def test_training_loop_names_a_dead_rank(kind):
     """A rank of a DDP or FSDP2 loop dies: every survivor's step raises naming it."""
     if kind == "fsdp2" and not FSDP2:
-        pytest.skip("torch has no FSDP2")
+        pytest.skip(FSDP2_SKIP)
     victim = 1
     results = launch(3, [WORKER, "train_kill", kind, str(victim)], timeout=120)
     for r, (rc, text) in enumerate(results):

@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("chorus._chorus_torch")
 
-from launch import HERE, free_port  # noqa: E402
+from launch import HERE, free_port, fsdp2_skip  # noqa: E402
 
 EXAMPLES = os.path.normpath(os.path.join(HERE, "..", "..", "examples", "python"))
 
@@ -55,6 +55,8 @@ def ok_line(out, *needles):
                                                 (4, 2, "allreduce")],
                          ids=["tp2", "dp2xtp2-fsdp", "dp2xtp2-allreduce"])
 def test_tensor_parallel(world, dp, dp_mode):
+    if dp > 1 and dp_mode == "fsdp" and fsdp2_skip():  # FSDP2 over the "dp" mesh dimension
+        pytest.skip(fsdp2_skip())
     out = run([os.path.join(EXAMPLES, "tp_train.py"), "-np", str(world), "--dp", str(dp),
                "--dp-mode", dp_mode, "--steps", "8"])
     assert f"chorus: {world} ranks, mesh dp={dp} x tp={world // dp}" in out, out

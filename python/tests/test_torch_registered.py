@@ -14,15 +14,13 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("chorus._chorus_torch")
 
-from launch import HERE, launch, report  # noqa: E402
+from launch import HERE, fsdp2_skip, launch, report  # noqa: E402
 
 WORKER = os.path.join(HERE, "registered_worker.py")
 
-try:
-    from torch.distributed.fsdp import fully_shard  # noqa: F401
-    FSDP2 = True
-except Exception:  # ImportError; on Debian's torch 1.13 + Python 3.11 a ValueError inside torch
-    FSDP2 = False
+# None where FSDP2 runs on CPU with custom comms (set_custom_all_gather), else why not.
+FSDP2_SKIP = fsdp2_skip(custom_comms=True)
+FSDP2 = FSDP2_SKIP is None
 
 
 def ok(results):
@@ -52,7 +50,7 @@ def zero_copy_calls(text):
     return chosen, fallbacks
 
 
-@pytest.mark.skipif(not FSDP2, reason="torch has no FSDP2 (fully_shard)")
+@pytest.mark.skipif(not FSDP2, reason=str(FSDP2_SKIP))
 def test_fsdp2_registered_buffers_match_default_and_run_zero_copy(tmp_path):
     runs = {}
     # registered_async: the same with the group's worker thread (CHORUS_TORCH_ASYNC=1), where the
@@ -116,7 +114,7 @@ def test_fsdp2_registered_buffers_match_default_and_run_zero_copy(tmp_path):
         assert info["live_after_release"] == 0, info
 
 
-@pytest.mark.skipif(not FSDP2, reason="torch has no FSDP2 (fully_shard)")
+@pytest.mark.skipif(not FSDP2, reason=str(FSDP2_SKIP))
 @pytest.mark.parametrize("world,args", [(3, []), (2, ["--mp", "bf16", "--reduce-dtype", "bf16"])])
 def test_fsdp2_example_with_registered_buffers(world, args):
     """examples/python/fsdp2_train.py --registered (3 ranks; bf16 parameters and reduction) ends
