@@ -146,6 +146,10 @@ class TcpLinks final : public PeerControl {
   std::vector<PeerStatus> statusIn_;
   std::vector<uint64_t> statusCount_;
   std::unique_ptr<std::atomic<bool>[]> controlClosed_;
+  // Per node: the data listener address of one of its ranks, as published at init (closed once
+  // the links exist, so a live host refuses a connection to it at once). The network probe
+  // connects there: a control connection's own peer address is gone once its peer reset it.
+  std::vector<SockAddr> nodeListener_;
 };
 
 // TCP's row of the transport table (net/tcp_row.cc): reaches the ranks of other nodes; its

@@ -71,6 +71,10 @@ TcpLinks::TcpLinks(chorusComm* comm, DataListener& listener, const std::vector<S
     failed_[size_t(i)].store(0), dead_[size_t(i)].store(false);
     left_[size_t(i)].store(false), drained_[size_t(i)].store(false);
   }
+  nodeListener_.assign(size_t(comm->nnodes), SockAddr{});
+  for (int p = 0; p < n; ++p)
+    if (comm->isRemote(p) && nodeListener_[size_t(comm->nodeOf[size_t(p)])].len == 0)
+      nodeListener_[size_t(comm->nodeOf[size_t(p)])] = addrs[size_t(p)];
   controlClosed_.reset(new std::atomic<bool>[size_t(n)]);
   for (int i = 0; i < n; ++i) controlClosed_[size_t(i)].store(false);
   shrinkIn_.assign(size_t(n), "");

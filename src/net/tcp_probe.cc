@@ -39,8 +39,8 @@ std::string tcpStall(int fd, uint32_t minSilentMs) {
       ti.tcpi_total_retrans, double(ti.tcpi_last_ack_recv) / 1e3);
 }
 
-std::string hostOf(int fd) {
-  std::string a = peerName(fd);
+// "host" of "host:port" or "[v6]:port".
+std::string hostPart(std::string a) {
   const size_t colon = a.rfind(':');
   if (colon != std::string::npos && colon > 0) a.resize(colon);  // the port is of no interest
   if (a.size() > 2 && a.front() == '[' && a.back() == ']') a = a.substr(1, a.size() - 2);
@@ -85,12 +85,14 @@ NetVerdict TcpLinks::probeNetwork(double seconds, int suspectNode, bool askSuspe
     }
   // Then the nodes that stalled, the suspect's, and once either shows anything every other
   // node: a status query to each of their ranks, and a TCP connection attempt to the node's host
-  // (to the port of the control connection, which nothing listens on: a live host refuses at
-  // once, whatever its processes do). A node is reachable once a rank answers or its host
-  // refuses or accepts (a stall seen there is over: the link came back, and TCP's next
-  // retransmission will deliver); it is unreachable when the attempt fails with no route, or
-  // nothing answers within `seconds`. Two rounds at most: a node found unreachable in the first
-  // has the others probed too, so that every unreachable node is named.
+  // (to the data listener address one of its ranks published at init, which nothing listens on
+  // once the links exist: a live host refuses at once, whatever its processes do; not the control
+  // connection's peer address, which the kernel forgets once the peer reset the connection). A node
+  // is reachable once a rank answers or its host refuses or accepts (a stall seen there is over:
+  // the link came back, and TCP's next retransmission will deliver); it is unreachable when the
+  // attempt fails with no route, or nothing answers within `seconds`. Two rounds at most: a node
+  // found unreachable in the first has the others probed too, so that every unreachable node is
+  // named.
   NetVerdict v;
   std::vector<bool> probed(size_t(nnodes), false);
   for (int round = 0; round < 2; ++round) {
@@ -123,12 +125,12 @@ NetVerdict TcpLinks::probeNetwork(double seconds, int suspectNode, bool askSuspe
     std::vector<int> reach(size_t(nnodes), 0);  // 1 reachable, -1 unreachable, 0 unknown
     for (int n = 0; n < nnodes; ++n) {
       if (!probe[size_t(n)]) continue;
-      sockaddr_storage ss{};
-      socklen_t len = sizeof(ss);
-      if (getpeername(hostFd[size_t(n)], reinterpret_cast<sockaddr*>(&ss), &len) != 0) continue;
-      const int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      const SockAddr& host = nodeListener_[size_t(n)];
+      if (host.len == 0) continue;
+      const int fd = socket(host.ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
       if (fd < 0) continue;
-      if (connect(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0 || errno == ECONNREFUSED) {
+      if (connect(fd, reinterpret_cast<const sockaddr*>(&host.ss), host.len) == 0 ||
+          errno == ECONNREFUSED) {
         reach[size_t(n)] = 1;
         ::close(fd);
       } else if (errno == ENETUNREACH || errno == EHOSTUNREACH || errno == ENETDOWN) {
@@ -196,7 +198,8 @@ NetVerdict TcpLinks::probeNetwork(double seconds, int suspectNode, bool askSuspe
     if (ev[size_t(n)].empty()) continue;
     v.nodes.push_back(n);
     v.evidence.push_back(ev[size_t(n)]);
-    v.hosts.push_back(hostFd[size_t(n)] >= 0 ? hostOf(hostFd[size_t(n)]) : "");
+    const SockAddr& host = nodeListener_[size_t(n)];
+    v.hosts.push_back(host.len > 0 ? hostPart(host.str()) : "");
   }
   return v;
 }
