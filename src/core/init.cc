@@ -139,7 +139,7 @@ bool applyTopology(chorusComm* c, const PeerInfo& mine) {
   c->ringPos = std::move(topo.ringPos);
   c->slotBytes[0] = c->peers[0].slotBytes ? c->peers[0].slotBytes : defaultSlotBytes(c->nnodes);
   c->slotBytes[1] = c->peers[0].llSlotBytes;
-  c->shape = ShapeCell(shapeOf(c));
+  c->shape.change([&](Shape& s) { s = shapeOf(c); });  // a new version: no older plan serves
   c->tunerEnv = readTunerEnv();
   // Rank 0's least channel count (its config's, else its CHORUS_MIN_NCHANNELS), so that every
   // rank splits a call over the same channels.
