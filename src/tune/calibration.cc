@@ -66,7 +66,7 @@ MachineModel defaultModel() {
     const AllReduceCalibration* cal = algoDesc(Algo(a)).calibration;
     if (cal == nullptr) continue;
     for (int p = 0; p < kNumProtos; ++p)
-      for (int ch = 0; ch < kModelChannels; ++ch)
+      for (int ch = 0; ch < kCalibratedChannels; ++ch)
         if (cal->fit[p][ch].bwGBs > 0)
           m.allreduce[a][p][ch] = {cal->fit[p][ch].hopUs, cal->fit[p][ch].bwGBs, true};
   }
@@ -111,7 +111,7 @@ MachineModel loadOrDefaultModel() {
       for (int a = 0; a < numAlgos(); ++a)
         for (int p = 0; p < kNumProtos; ++p)
           if (algo == algoName(Algo(a)) && proto == protoName(Proto(p)) && ch >= 1 &&
-              ch <= kModelChannels && bw > 0)
+              ch <= kCalibratedChannels && bw > 0)
             c.allreduce[a][p][ch - 1] = {hop, bw, true};
     }
   }
@@ -146,7 +146,7 @@ bool saveModel(const MachineModel& m, std::string* error) {
   f << "cache " << m.cacheBytes << " " << m.cacheBwGain << "\n";
   for (int a = 0; a < numAlgos(); ++a)
     for (int p = 0; p < kNumProtos; ++p)
-      for (int ch = 1; ch <= kModelChannels; ++ch) {
+      for (int ch = 1; ch <= kCalibratedChannels; ++ch) {
         const ChoiceFit& fit = m.allreduce[a][p][ch - 1];
         if (fit.measured)
           f << "allreduce " << algoName(Algo(a)) << " " << protoName(Proto(p)) << " " << ch << " "

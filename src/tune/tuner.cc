@@ -218,7 +218,7 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
     return m.baseUs[pi] + d.hops(kind, s, bytes) * netHopUs(shape) + S * d.byteFactor(kind, n) / bw;
   }
   double hop = m.hopUs[pi], bw = m.bwGBs[pi];
-  const ChoiceFit* fit = kind == OpKind::kAllReduce && nch <= kModelChannels
+  const ChoiceFit* fit = kind == OpKind::kAllReduce && nch <= kCalibratedChannels
                              ? &m.allreduce[int(a)][pi][nch - 1]
                              : nullptr;
   if (fit && fit->measured) {

@@ -28,7 +28,6 @@ struct Choice {
 // fixed cost of an operation, and the bandwidth of one pipelined stream of slots; and, where
 // chorus-tune measured an AllReduce choice itself, that choice's own fitted hop latency and
 // bandwidth (same formula, so the model tracks what each implementation really costs).
-constexpr int kModelChannels = kCalibratedChannels;
 struct ChoiceFit {
   double hopUs;
   double bwGBs;
@@ -43,7 +42,7 @@ struct MachineModel {
   // and waiting for it (algo/channel_workers.h; chorus-tune measures it as the 2-channel
   // overhead at 8 KiB).
   double channelWakeUs;
-  ChoiceFit allreduce[kMaxAlgos][kNumProtos][kModelChannels];
+  ChoiceFit allreduce[kMaxAlgos][kNumProtos][kCalibratedChannels];
   // On one node the fitted bandwidths are those of data beyond the caches (their fit runs to
   // 16 MiB); up to cacheBytes of a collective's size, its bytes move cacheBwGain times faster
   // (the ranks' buffers and slots stay in L2 / L3).

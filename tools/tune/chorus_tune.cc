@@ -285,7 +285,7 @@ int main(int argc, char** argv) {
     for (int a = 0; a < numAlgos(); ++a)
       if (const AllReduceCalibration* cal = algoDesc(Algo(a)).calibration)
         for (int p = 0; p < kNumProtos; ++p)
-          for (int ch = 1; ch <= kModelChannels; ++ch)
+          for (int ch = 1; ch <= kCalibratedChannels; ++ch)
             if (cal->fit[p][ch - 1].bwGBs > 0) probes.push_back({Algo(a), Proto(p), ch});
     for (const Probe& pr : probes) {
       const size_t mid = size_t(64) << 10,
