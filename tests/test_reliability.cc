@@ -13,7 +13,8 @@
 //  Leftovers     after a crash of one rank, of all of them, during init, or of chorusrun
 //                itself: no /dev/shm/chorus-* of the job, no listening socket on the job's
 //                port, no rank process.
-//  Abort         chorusCommAbort from another thread ends a waiting call within 1 s;
+//  Abort         chorusCommAbort from another thread ends a waiting call within 1 s, and a
+//                rank that aborts ends waits of others that do not wait for it;
 //                CHORUS_TIMEOUT=1 fails a call that makes no progress, naming the peer.
 //  CallCheck     CHORUS_CHECK=1: a mismatch in any field of a collective call fails the call on
 //                every rank with chorusInvalidUsage and a message listing every rank's call.
@@ -1086,6 +1087,45 @@ TEST(Abort, UnblocksAWaitingCallWithinOneSecond) {
                 (abortDone - abortAt) * 1e3);
   appendReport(line);
   EXPECT_EQ(comms.destroyAll(), chorusSuccess) << "destroying rank 0 (never called)";
+}
+
+// Two ranks that wait for each other and not for a third one that failed (ranks that disagree
+// about a call once a rank failed: a single-copy AllGather where one rank read the failing
+// rank's post before it was withdrawn and copies, the other after and runs the ring) still end,
+// naming the failed rank: a long wait reads every same-node rank's failure flag. Here ranks 0
+// and 1 each receive from the other (neither sends) and rank 2 aborts.
+TEST(Abort, ARankThatFailedEndsWaitsThatDoNotWatchIt) {
+  Watchdog watchdog(60, "Abort.ARankThatFailedEndsWaitsThatDoNotWatchIt");
+  CommSet comms(3);
+  ASSERT_EQ(comms.initResult(), chorusSuccess);
+  std::vector<float> buf[2] = {std::vector<float>(1024), std::vector<float>(1024)};
+  chorusResult_t res[2] = {chorusSuccess, chorusSuccess};
+  std::string msg[2];
+  int failedRank[2] = {-1, -1};
+  std::atomic<double> returnedAt[2] = {0, 0};
+  std::vector<std::thread> waiting;
+  for (int r = 0; r < 2; ++r)
+    waiting.emplace_back([&, r] {
+      res[r] = chorusRecv(buf[r].data(), buf[r].size(), chorusFloat32, 1 - r, comms[r], nullptr);
+      msg[r] = chorusGetLastError(comms[r]);
+      chorusCommGetFailedRank(comms[r], &failedRank[r]);
+      returnedAt[r] = nowSeconds();
+    });
+  sleepSeconds(0.3);
+  EXPECT_EQ(returnedAt[0].load() + returnedAt[1].load(), 0.0) << "a receive returned early";
+  const double abortAt = nowSeconds();
+  EXPECT_EQ(chorusCommAbort(comms[2]), chorusSuccess);
+  comms.forget(2);
+  for (auto& t : waiting) t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(res[r], chorusRemoteError) << "rank " << r << ": " << msg[r];
+    EXPECT_NE(msg[r].find("rank 2 failed"), std::string::npos) << "rank " << r << ": " << msg[r];
+    EXPECT_EQ(failedRank[r], 2) << "rank " << r << ": chorusCommGetFailedRank";
+    EXPECT_LT(returnedAt[r].load() - abortAt, 2.0) << "rank " << r << " returned late";
+    std::printf("rank %d returned %.0f ms after rank 2's abort: %s\n", r,
+                (returnedAt[r].load() - abortAt) * 1e3, msg[r].c_str());
+  }
+  EXPECT_EQ(comms.destroyAll(), chorusSuccess);
 }
 
 // CHORUS_TIMEOUT=1: rank 1 calls, rank 0 never does.

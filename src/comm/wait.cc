@@ -33,6 +33,8 @@ constexpr auto kYieldPhase = std::chrono::microseconds(500);
 constexpr long kBellSleepNs = 10'000'000;
 constexpr uint32_t kPollClockEvery = 64;  // spin-polls between two clock reads (a power of 2)
 constexpr auto kCheckEvery = std::chrono::milliseconds(50);
+// A wait this long also reads the failure flags of the same-node ranks it does not wait for.
+constexpr auto kOthersAfter = std::chrono::milliseconds(200);
 }  // namespace
 
 // A process that is gone, or dead but not yet reaped by its parent (a zombie: kill() still
@@ -226,6 +228,24 @@ static int firstDead(chorusComm* c, int dead) {
   return first;
 }
 
+// Rank `reporter` recorded a failure caused by rank `cause` (its failure flag, or a notice):
+// this wait fails too, naming the cause as dead or failed.
+void Waiter::throwReported(chorusComm* c, int cause, int reporter, const char* role) const {
+  if (cause == reporter)
+    throw Failure{chorusRemoteError,
+                  format("rank %d: %s: %srank %d failed or aborted", c->rank, what_, role, cause),
+                  cause};
+  const bool valid = cause >= 0 && cause < c->nranks;
+  throwIfUnreachable(c, what_, cause, format("%srank %d failed first", role, reporter));
+  const bool dead = valid && (c->isRemote(cause) ? c->control && c->control->seenDead(cause)
+                                                 : c->peers[size_t(cause)].pid != getpid() &&
+                                                       !processAlive(c->peers[size_t(cause)].pid));
+  throw Failure{chorusRemoteError,
+                format("rank %d: %s: rank %d %s (reported by %srank %d)", c->rank, what_, cause,
+                       dead ? "died" : "failed", role, reporter),
+                cause};
+}
+
 void Waiter::check(Clock::time_point now) {
   ++checks_;
   chorusComm* c = comm_;
@@ -295,22 +315,20 @@ void Waiter::check(Clock::time_point now) {
       }
     }
     if (f == 0 && left) departed(now, true);
-    if (f != 0) {
-      const int cause = f - 1;
-      if (cause == peer_)
-        throw Failure{chorusRemoteError,
-                      format("rank %d: %s: peer rank %d failed or aborted", c->rank, what_, peer_),
-                      cause};
-      const bool valid = cause >= 0 && cause < c->nranks;
-      throwIfUnreachable(c, what_, cause, format("peer rank %d failed first", peer_));
-      const bool dead =
-          valid && (c->isRemote(cause) ? c->control && c->control->seenDead(cause)
-                                       : c->peers[size_t(cause)].pid != getpid() &&
-                                             !processAlive(c->peers[size_t(cause)].pid));
-      throw Failure{chorusRemoteError,
-                    format("rank %d: %s: rank %d %s (reported by peer rank %d)", c->rank, what_,
-                           cause, dead ? "died" : "failed", peer_),
-                    cause};
+    if (f != 0) throwReported(c, f - 1, peer_, "peer ");
+  }
+  // A wait can hang on a rank it does not watch: once a third rank failed, the others may
+  // disagree about the call (a failing rank withdraws its single-copy post, algo/peer_post.h: a
+  // peer that read it before copies, one that read it after falls back to the ring, and each
+  // then waits for the other, both alive). A failed rank's communicator completes no
+  // collective, so a wait that lasts also reads every same-node rank's failure flag (an
+  // explicit record: a rank that left or exited after its last call is no failure).
+  if (peer_ >= 0 && now - start_ >= kOthersAfter) {  // a wait for a peer (not a queue)
+    for (int r = 0; r < c->nranks; ++r) {
+      if (r == c->rank || r == peer_ || c->isRemote(r) || c->segmentOf(r).base() == nullptr)
+        continue;
+      const int32_t f = c->peerHeader(r)->failed.load(std::memory_order_acquire);
+      if (f != 0) throwReported(c, f - 1, r, "");
     }
   }
   if (c->timeoutSec > 0 && iter_ > c->spinIters &&

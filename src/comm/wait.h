@@ -44,6 +44,7 @@ class Waiter {
 
  private:
   void check(Clock::time_point now);
+  [[noreturn]] void throwReported(chorusComm* c, int cause, int reporter, const char* role) const;
   void departed(Clock::time_point now, bool drained);
   void publish(Clock::time_point now);
   chorusComm* comm_;
