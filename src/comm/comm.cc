@@ -50,6 +50,12 @@ bool isLiveComm(chorusComm* comm) {
   return true;
 }
 
+bool liveCommOrRefuse(chorusComm* comm, const char* fn) {
+  if (comm != nullptr && isLiveComm(comm)) return true;
+  setThreadLastError(format("%s: comm is NULL or not a live communicator", fn));
+  return false;
+}
+
 const char* unusableReason(const chorusComm* comm) {
   switch (comm->state.load()) {
     case CommState::kInitializing:

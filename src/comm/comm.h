@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/error.h"
 #include "bootstrap/bootstrap.h"
 #include "chorus/chorus.h"
 #include "comm/control.h"
@@ -157,10 +158,30 @@ inline T& algoState(chorusComm* comm, Algo a) {
   return *static_cast<T*>(comm->algoState[int(a)].get());
 }
 
+// Records `message` as the calling thread's last error (base/error.h) and the communicator's,
+// if any.
+void setLastError(chorusComm_t comm, const std::string& message) noexcept;
+
 // Registry of live communicators, so that a destroyed handle is reported, not dereferenced.
 void registerComm(chorusComm* comm);
 void unregisterComm(chorusComm* comm);
 bool isLiveComm(chorusComm* comm);
+// The check of the calls that take a communicator without an ApiGuard (the getters, abort,
+// status, the tuner's query): true for a live one, else false with "<fn>: comm is NULL or not a
+// live communicator" as this thread's last error.
+bool liveCommOrRefuse(chorusComm* comm, const char* fn);
+// A getter's whole check and answer: a live communicator and a non-NULL output (refused naming
+// it and the rank), then *out = get(comm).
+template <typename T, typename Get>
+chorusResult_t answerQuery(chorusComm* comm, const char* fn, const char* outName, T* out, Get get) {
+  if (!liveCommOrRefuse(comm, fn)) return chorusInvalidArgument;
+  if (out == nullptr) {
+    setLastError(comm, format("%s (rank %d): %s is NULL", fn, comm->rank, outName));
+    return chorusInvalidArgument;
+  }
+  *out = get(comm);
+  return chorusSuccess;
+}
 // Why a live communicator cannot run an operation now (initializing, failed, finalized or
 // aborted), or nullptr when it can: the one wording the argument check (core/enqueue.cc) and the
 // executor (core/exec.cc) give.
@@ -171,10 +192,6 @@ void withLiveComms(const std::function<void(std::vector<chorusComm*>&)>& fn);
 // Marks the communicator failed with `code` (async error) and tells its peers: same-node ones
 // through the segment's failure flag, remote ones through a TCP failure notice.
 void markFailed(chorusComm* comm, chorusResult_t code, const std::string& message, int cause = -1);
-
-// Records `message` as the calling thread's last error (base/error.h) and the communicator's,
-// if any.
-void setLastError(chorusComm_t comm, const std::string& message) noexcept;
 
 }  // namespace chorus
 

@@ -306,10 +306,7 @@ uint64_t statusReportsPrinted() {
 using namespace chorus;
 
 chorusResult_t chorusCommPrintStatus(chorusComm_t comm) {
-  if (comm == nullptr || !isLiveComm(comm)) {
-    setThreadLastError("chorusCommPrintStatus: comm is NULL or not a live communicator");
-    return chorusInvalidArgument;
-  }
+  if (!liveCommOrRefuse(comm, "chorusCommPrintStatus")) return chorusInvalidArgument;
   return guarded(
       comm->rank, "chorusCommPrintStatus",
       [&] {

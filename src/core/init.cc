@@ -582,10 +582,7 @@ chorusResult_t chorusCommDestroy(chorusComm_t comm) {
 
 chorusResult_t chorusCommAbort(chorusComm_t comm) {
   if (comm == nullptr) return chorusSuccess;  // as ncclCommAbort
-  if (!isLiveComm(comm)) {
-    setThreadLastError("chorusCommAbort: comm is NULL or not a live communicator");
-    return chorusInvalidArgument;
-  }
+  if (!liveCommOrRefuse(comm, "chorusCommAbort")) return chorusInvalidArgument;
   // No ApiGuard: abort is meant to be called while another thread is blocked in a call.
   comm->abortFlag.store(true);
   if (comm->mySegment.base()) {
@@ -605,50 +602,25 @@ chorusResult_t chorusCommAbort(chorusComm_t comm) {
 }
 
 chorusResult_t chorusCommGetAsyncError(chorusComm_t comm, chorusResult_t* asyncError) {
-  if (comm == nullptr || !isLiveComm(comm)) {
-    setThreadLastError("chorusCommGetAsyncError: comm is NULL or not a live communicator");
-    return chorusInvalidArgument;
-  }
-  if (asyncError == nullptr) {
-    setLastError(comm, format("chorusCommGetAsyncError (rank %d): asyncError is NULL", comm->rank));
-    return chorusInvalidArgument;
-  }
-  *asyncError = chorusResult_t(comm->asyncError.load());
-  if (*asyncError != chorusInProgress && comm->initThread.joinable()) comm->initThread.join();
-  return chorusSuccess;
+  return answerQuery(comm, "chorusCommGetAsyncError", "asyncError", asyncError, [](chorusComm* c) {
+    const auto e = chorusResult_t(c->asyncError.load());
+    if (e != chorusInProgress && c->initThread.joinable()) c->initThread.join();
+    return e;
+  });
 }
 
 chorusResult_t chorusCommGetFailedRank(chorusComm_t comm, int* rank) {
-  if (comm == nullptr || !isLiveComm(comm)) {
-    setThreadLastError("chorusCommGetFailedRank: comm is NULL or not a live communicator");
-    return chorusInvalidArgument;
-  }
-  if (rank == nullptr) {
-    setLastError(comm, format("chorusCommGetFailedRank (rank %d): rank is NULL", comm->rank));
-    return chorusInvalidArgument;
-  }
-  *rank = comm->failedRank.load();
-  return chorusSuccess;
+  return answerQuery(comm, "chorusCommGetFailedRank", "rank", rank,
+                     [](chorusComm* c) { return c->failedRank.load(); });
 }
 
 chorusResult_t chorusCommCount(const chorusComm_t comm, int* count) {
-  if (comm == nullptr || !isLiveComm(comm)) {
-    setThreadLastError("chorusCommCount: comm is NULL or not a live communicator");
-    return chorusInvalidArgument;
-  }
-  if (count == nullptr) {
-    setLastError(comm, format("chorusCommCount (rank %d): count is NULL", comm->rank));
-    return chorusInvalidArgument;
-  }
-  *count = comm->nranks;
-  return chorusSuccess;
+  return answerQuery(comm, "chorusCommCount", "count", count,
+                     [](chorusComm* c) { return c->nranks; });
 }
 
 chorusResult_t chorusCommSetTimeout(chorusComm_t comm, int timeoutMs) {
-  if (comm == nullptr || !isLiveComm(comm)) {
-    setThreadLastError("chorusCommSetTimeout: comm is NULL or not a live communicator");
-    return chorusInvalidArgument;
-  }
+  if (!liveCommOrRefuse(comm, "chorusCommSetTimeout")) return chorusInvalidArgument;
   if (timeoutMs < 0) {
     setLastError(comm, format("chorusCommSetTimeout (rank %d): timeoutMs is %d, expected >= 0",
                               comm->rank, timeoutMs));
@@ -659,14 +631,6 @@ chorusResult_t chorusCommSetTimeout(chorusComm_t comm, int timeoutMs) {
 }
 
 chorusResult_t chorusCommUserRank(const chorusComm_t comm, int* rank) {
-  if (comm == nullptr || !isLiveComm(comm)) {
-    setThreadLastError("chorusCommUserRank: comm is NULL or not a live communicator");
-    return chorusInvalidArgument;
-  }
-  if (rank == nullptr) {
-    setLastError(comm, format("chorusCommUserRank (rank %d): rank is NULL", comm->rank));
-    return chorusInvalidArgument;
-  }
-  *rank = comm->rank;
-  return chorusSuccess;
+  return answerQuery(comm, "chorusCommUserRank", "rank", rank,
+                     [](chorusComm* c) { return c->rank; });
 }

@@ -7,14 +7,6 @@
 using namespace chorus;
 
 chorusResult_t chorusCommCuDevice(const chorusComm_t comm, int* device) {
-  if (comm == nullptr || !isLiveComm(comm)) {
-    setThreadLastError("chorusCommCuDevice: comm is NULL or not a live communicator");
-    return chorusInvalidArgument;
-  }
-  if (device == nullptr) {
-    setLastError(comm, format("chorusCommCuDevice (rank %d): device is NULL", comm->rank));
-    return chorusInvalidArgument;
-  }
-  *device = comm->cudaDevice;
-  return chorusSuccess;
+  return answerQuery(comm, "chorusCommCuDevice", "device", device,
+                     [](chorusComm* c) { return c->cudaDevice; });
 }

@@ -428,9 +428,13 @@ using namespace chorus;
 
 chorusResult_t chorusTunerChoice(chorusComm_t comm, const char* collective, size_t count,
                                  chorusDataType_t datatype, chorusChoice_t* choice) {
-  if (comm == nullptr || !isLiveComm(comm) || collective == nullptr || choice == nullptr ||
-      chorusTypeSize(datatype) == 0) {
-    setThreadLastError("chorusTunerChoice: NULL or invalid argument");
+  if (!liveCommOrRefuse(comm, "chorusTunerChoice")) return chorusInvalidArgument;
+  const char* bad = collective == nullptr           ? "collective is NULL"
+                    : choice == nullptr             ? "choice is NULL"
+                    : chorusTypeSize(datatype) == 0 ? "datatype is not a chorusDataType_t"
+                                                    : nullptr;
+  if (bad != nullptr) {
+    setLastError(comm, format("chorusTunerChoice (rank %d): %s", comm->rank, bad));
     return chorusInvalidArgument;
   }
   if (numAlgos() == 0) {  // cannot happen: communicator init links algo/table.cc
