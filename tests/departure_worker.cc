@@ -20,7 +20,6 @@
 // FAILED it=I code=NAME msg=..., EXTRA code=NAME seconds=T msg=...
 // Exit status: 0 as expected, 1 otherwise, 99 watchdog.
 #include <chorus/chorus.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -31,13 +30,9 @@
 #include <thread>
 #include <vector>
 
-namespace {
+#include "timing.h"
 
-double now() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
-}
+namespace {
 
 // Exact in float32: small integers.
 float input(int rank, int it, size_t k) {
@@ -126,11 +121,11 @@ int main(int argc, char** argv) {
   if (ok && rank == extra) {
     // The others destroy and exit right after their last call: give them a moment to be gone.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    const double t0 = now();
+    const double t0 = ctest::nowSeconds();
     const chorusResult_t r =
         chorusAllReduce(send.data(), recv.data(), count, chorusFloat32, chorusSum, comm, nullptr);
-    std::printf("EXTRA code=%s seconds=%.3f msg=%s\n", chorusGetErrorString(r), now() - t0,
-                r == chorusSuccess ? "" : chorusGetLastError(comm));
+    std::printf("EXTRA code=%s seconds=%.3f msg=%s\n", chorusGetErrorString(r),
+                ctest::nowSeconds() - t0, r == chorusSuccess ? "" : chorusGetLastError(comm));
     ok = r == chorusRemoteError;
   }
   chorusCommDestroy(comm);

@@ -20,7 +20,6 @@
 // 99 the watchdog (FAULT_WATCHDOG seconds, default 60) fired: a hang.
 #include <chorus/chorus.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -34,6 +33,7 @@
 #include <vector>
 
 #include "result_name.h"
+#include "timing.h"
 
 namespace {
 
@@ -41,12 +41,6 @@ namespace {
 std::atomic<bool> gArmed{false};
 std::atomic<long> gCount{0};
 long gFailAt = 0;
-
-double monoNow() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
-}
 
 void onAlarm(int) {
   const char msg[] = "WATCHDOG: the fault worker hung\n";
@@ -146,7 +140,7 @@ int main(int argc, char** argv) {
     usage("unknown mode or missing argument");
   }
 
-  const double t0 = monoNow();
+  const double t0 = ctest::nowSeconds();
   auto report = [&](const char* stage, chorusResult_t r, chorusComm_t comm) {
     const bool armed = gArmed.exchange(false);  // the report itself must not fail
     int failed = -1;
@@ -154,7 +148,7 @@ int main(int argc, char** argv) {
     // No allocation here: under RLIMIT_AS the heap may have no room left.
     const char* msg = r == chorusSuccess ? "" : chorusGetLastError(comm);
     printf("RESULT rank=%d stage=%s code=%s failed=%d t=%.3f allocs=%ld msg=%s\n", rank, stage,
-           ctest::resultName(r), failed, monoNow() - t0, gCount.load(), msg);
+           ctest::resultName(r), failed, ctest::nowSeconds() - t0, gCount.load(), msg);
     gArmed.store(armed);
   };
 

@@ -34,7 +34,6 @@
 // Exit status: 0 DONE, 3 a call failed (reported), 1 a call failed with --exit-on-failure, 2 init
 // or a result was wrong, 99 watchdog.
 #include <chorus/chorus.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -44,15 +43,10 @@
 #include <vector>
 
 #include "result_name.h"
+#include "timing.h"
 #include "watchdog.h"
 
 namespace {
-
-double monoNow() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
-}
 
 [[noreturn]] void usage(const std::string& msg) {
   std::fprintf(stderr, "chorus_reliability_worker: %s\n", msg.c_str());
@@ -180,7 +174,7 @@ int main(int argc, char** argv) {
   const char* commId = std::getenv("CHORUS_COMM_ID");
   auto ready = [&] {
     std::printf("READY rank=%d nranks=%d pid=%d comm=%s t=%.6f\n", rank, nranks, int(getpid()),
-                commId ? commId : "-", monoNow());
+                commId ? commId : "-", ctest::nowSeconds());
   };
   if (rank == o.hangRank) {
     ready();
@@ -207,7 +201,7 @@ int main(int argc, char** argv) {
     return d == chorusSuccess ? 0 : 2;
   }
 
-  const double failedAt = monoNow();
+  const double failedAt = ctest::nowSeconds();
   chorusResult_t async = chorusSuccess;
   if (chorusCommGetAsyncError(comm, &async) != chorusSuccess) async = chorusNumResults;
   std::string msg = chorusGetLastError(comm);
@@ -233,6 +227,6 @@ int main(int argc, char** argv) {
     }
   }
   const chorusResult_t d = chorusCommDestroy(comm);
-  std::printf("DESTROY rank=%d rc=%s t=%.6f\n", rank, ctest::resultName(d), monoNow());
+  std::printf("DESTROY rank=%d rc=%s t=%.6f\n", rank, ctest::resultName(d), ctest::nowSeconds());
   return 3;
 }

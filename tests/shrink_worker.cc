@@ -37,14 +37,9 @@
 
 #include "proc_net.h"
 #include "shm_leaks.h"
+#include "timing.h"
 
 namespace {
-
-double now() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
-}
 
 struct Event {
   int rank, iter;
@@ -175,7 +170,7 @@ int main(int argc, char** argv) {
       int nr = -1, nn = 0;
       chorusCommUserRank(comm, &nr);
       chorusCommCount(comm, &nn);
-      std::printf("SHRUNK it=%d t=%.6f rank=%d nranks=%d\n", it, now(), nr, nn);
+      std::printf("SHRUNK it=%d t=%.6f rank=%d nranks=%d\n", it, ctest::nowSeconds(), nr, nn);
       fresh = true;
       alive.erase(std::remove(alive.begin(), alive.end(), e.rank), alive.end());
     }
@@ -189,7 +184,7 @@ int main(int argc, char** argv) {
     const chorusResult_t r =
         chorusAllReduce(send.data(), recv.data(), count, chorusInt64, chorusSum, comm, nullptr);
     if (r == chorusSuccess) {
-      if (fresh) std::printf("FIRSTOK it=%d t=%.6f\n", it, now());
+      if (fresh) std::printf("FIRSTOK it=%d t=%.6f\n", it, ctest::nowSeconds());
       fresh = false;
       for (size_t k = 0; k < count; ++k)
         if (recv[k] != want[k]) {
@@ -201,8 +196,8 @@ int main(int argc, char** argv) {
       ++it;
       continue;
     }
-    std::printf("FAILED it=%d t=%.6f code=%s msg=%s\n", it, now(), chorusGetErrorString(r),
-                chorusGetLastError(comm));
+    std::printf("FAILED it=%d t=%.6f code=%s msg=%s\n", it, ctest::nowSeconds(),
+                chorusGetErrorString(r), chorusGetLastError(comm));
     chorusComm_t nc = nullptr;
     const chorusResult_t s = chorusCommShrink(comm, nullptr, 0, &nc, nullptr, CHORUS_SHRINK_ABORT);
     if (s != chorusSuccess || nc == nullptr) {
@@ -216,7 +211,7 @@ int main(int argc, char** argv) {
     int nr = -1, nn = 0;
     chorusCommUserRank(comm, &nr);
     chorusCommCount(comm, &nn);
-    std::printf("SHRUNK it=%d t=%.6f rank=%d nranks=%d\n", it, now(), nr, nn);
+    std::printf("SHRUNK it=%d t=%.6f rank=%d nranks=%d\n", it, ctest::nowSeconds(), nr, nn);
     // Survivors may have failed at different iterations (a rank can finish an AllReduce that
     // another could not): they agree to resume at the earliest one, and the dead are those the
     // schedule kills by the latest.
@@ -227,7 +222,7 @@ int main(int argc, char** argv) {
       std::printf("SHRINKFAILED it=%d first collective: %s\n", it, chorusGetLastError(comm));
       return 1;
     }
-    std::printf("FIRSTOK it=%d t=%.6f\n", it, now());
+    std::printf("FIRSTOK it=%d t=%.6f\n", it, ctest::nowSeconds());
     it = int(-agreed[0]);
     // A victim's last AllReduce before its kill may not have reached everyone (data still in
     // its TCP staging when it died): one killed up to two iterations after the latest failure
