@@ -80,7 +80,7 @@ void publish(chorusComm* comm, std::atomic<uint64_t>* word, uint64_t seq) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   for (int p = 0; p < comm->nranks; ++p) {
     if (p == comm->rank) continue;
-    Doorbell* d = &comm->segmentOf(p).header()->bell;
+    Doorbell* d = comm->doorbellOf(p);
     if (d->sleeping.load(std::memory_order_relaxed) != 0) ringDoorbell(d);
   }
 }
@@ -197,7 +197,7 @@ void oneShotBroadcast(chorusComm* comm, const OpDesc& op) {
     std::atomic_thread_fence(std::memory_order_seq_cst);
     for (int p = 0; p < comm->nranks; ++p) {
       if (p == me) continue;
-      Doorbell* d = &comm->segmentOf(p).header()->bell;
+      Doorbell* d = comm->doorbellOf(p);
       if (d->sleeping.load(std::memory_order_relaxed) != 0) ringDoorbell(d);
     }
     // Take the next cell's lines (as many as this call used) for writing now: a receiver read

@@ -28,7 +28,7 @@ inline void ringPeers(chorusComm* comm) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   for (int p = 0; p < comm->nranks; ++p) {
     if (p == comm->rank) continue;
-    Doorbell* d = &comm->segmentOf(p).header()->bell;
+    Doorbell* d = comm->doorbellOf(p);
     if (d->sleeping.load(std::memory_order_relaxed) != 0) ringDoorbell(d);
   }
 }

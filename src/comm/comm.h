@@ -147,6 +147,9 @@ struct chorusComm {
     return peer == rank ? mySegment : peerSegments[size_t(peer)];
   }
   const chorus::SegmentHeader* peerHeader(int peer) const { return segmentOf(peer).header(); }
+  // The doorbell a same-node rank (this one for `rank`) sleeps on while it waits (comm/wait.h):
+  // what a transport rings after a post or a release, whichever transport it is.
+  chorus::Doorbell* doorbellOf(int peer) const { return &segmentOf(peer).header()->bell; }
 };
 
 namespace chorus {

@@ -53,11 +53,15 @@ class Transport {
 };
 
 // One row of the table: the transport's name (CHORUS_TRANSPORT), whether it is used only when
-// named, and how to create it for communicator c (its rank and size set, nothing exchanged yet;
-// `row`: its index, so the peers' addresses are c->peers[p].addr[row]).
+// named, whether its FIFOs live in the receiving rank's segment (transport/segment.h: init
+// sizes the segments' FIFO sets only when such a row is open; every rank's segment header, with
+// its doorbell, failure flag and posts, is the communicator's and exists whatever the
+// transports), and how to create it for communicator c (its rank and size set, nothing
+// exchanged yet; `row`: its index, so the peers' addresses are c->peers[p].addr[row]).
 struct TransportRow {
   const char* name;
   bool onlyWhenNamed;
+  bool fifosInSegments;
   std::unique_ptr<Transport> (*create)(chorusComm* c, int row, const uint8_t secret[16]);
 };
 

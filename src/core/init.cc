@@ -158,7 +158,12 @@ bool applyTopology(chorusComm* c, const PeerInfo& mine) {
 // Phase 3, segments: this rank's segment (its receive FIFOs and its state), its address and
 // every transport's to every rank (a second exchange), and the node's segments attached.
 void setupSegments(chorusComm* c, PeerInfo& mine, bool otherProcess, Deadline deadline) {
-  SegmentLayout layout{c->nranks, c->nchannels, {c->slotBytes[0], c->slotBytes[1]}};
+  // FIFO sets only for a transport that keeps its FIFOs there (shm); the header always.
+  bool fifos = false;
+  const auto table = transportTable();
+  for (size_t i = 0; i < c->transports.size(); ++i)
+    fifos = fifos || (c->transports[i] && table[i].fifosInSegments);
+  SegmentLayout layout{c->nranks, fifos ? c->nchannels : 0, {c->slotBytes[0], c->slotBytes[1]}};
   const uint64_t nonce = c->peers[0].commNonce;
   c->mySegment = Segment::create(layout, c->rank, otherProcess, nonce);
   c->trace.alive = &c->mySegment.header()->aliveNs;  // a sign of life at every call's start

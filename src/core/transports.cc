@@ -12,9 +12,9 @@ namespace {
 
 // A new transport: its folder, and one row here.
 constexpr TransportRow kTransports[] = {
-    {"shm", false, createShmTransport},
-    {"tcp", false, createTcpTransport},
-    {"loopback", true, createLoopbackTransport},
+    {"shm", false, true, createShmTransport},
+    {"tcp", false, false, createTcpTransport},
+    {"loopback", true, false, createLoopbackTransport},
 };
 static_assert(std::size(kTransports) <= size_t(kMaxTransports));
 

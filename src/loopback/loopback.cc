@@ -68,9 +68,8 @@ class LoopbackTransport final : public Transport {
     s->ctrl = ctrl(addressOf(peer).block, proto, channel, c_->rank);
     s->slots = reinterpret_cast<char*>(s->ctrl) + 64;
     s->slotBytes = r->slotBytes = c_->slotBytes[proto];
-    // The ranks sleep on their segment's doorbell (comm/wait.cc).
-    const Segment& seg = c_->segmentOf(peer);
-    s->wakee = r->wakee = &seg.header()->bell;
+    // The ranks sleep on their doorbell (comm/wait.cc).
+    s->wakee = r->wakee = c_->doorbellOf(peer);
   }
 
  private:

@@ -184,7 +184,7 @@ TcpLinks::TcpLinks(chorusComm* comm, DataListener& listener, const std::vector<S
         l->staged.peer = p;
         // The proxy's posts into this rank's FIFO, and its releases of the staged FIFO this rank
         // sends through, wake this rank if it sleeps.
-        l->local.wakee = l->staged.wakee = &comm->mySegment.header()->bell;
+        l->local.wakee = l->staged.wakee = comm->doorbellOf(comm->rank);
         l->local.ctrl = comm->mySegment.fifoCtrl(0, ch, p);
         l->local.slots = comm->mySegment.fifoData(0, ch, p);
         l->local.slotBytes = slotBytes;

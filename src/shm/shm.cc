@@ -19,7 +19,7 @@ class ShmTransport final : public Transport {
     s->slotBytes = c_->slotBytes[proto];
     // Posts wake the peer if it sleeps waiting for data; releases wake it waiting for a free
     // slot.
-    s->wakee = r->wakee = &peerSeg.header()->bell;
+    s->wakee = r->wakee = c_->doorbellOf(peer);
   }
 
  private:
