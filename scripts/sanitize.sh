@@ -6,11 +6,21 @@
 # AllReduce, sockets, launchers, the CUDA host tests) under it.
 # The full correctness matrices run in the normal build (scripts/test.sh).
 #   scripts/sanitize.sh [ctest regex]
+#   scripts/sanitize.sh --build-only   (configure and build only, the dependencies installed by
+#                                       scripts/setup.sh before: CI runs it beside the suite)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh build >/dev/null  # installs the build dependencies if missing
+build_only=0
+if [ "${1:-}" = --build-only ]; then
+  build_only=1
+  shift
+fi
+# Installs the build dependencies if missing (and builds build/): not beside the suite, which
+# runs from build/.
+[ "$build_only" -eq 1 ] || scripts/setup.sh build >/dev/null
 cmake --preset asan >/dev/null
 cmake --build build-asan -j"$(nproc)"
+[ "$build_only" -eq 0 ] || exit 0
 regex=${1:-'Errors|Comm|Shrink|Semantics|DataStrangers|FailureNotice|DeadPeerAcrossNodes|MultiNodeAlgorithms|Socket|CudaIpc|CudaFunctors|CudaHost|MultiNodeNetns|SingleThread|Threads/Split|Threads/Stream|Threads/CallCheck|Threads/Timeout|Strangers|Leftovers|Emulated/MultiNode|Env/Launchers|DoubleBinaryTree|NodeTree|Support|ReduceKernel|Half|Bf16'}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
