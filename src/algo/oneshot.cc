@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "algo/algo.h"
+#include "algo/peer_post.h"
 #include "comm/comm.h"
 #include "comm/wait.h"
 #include "reduce/reduce.h"
@@ -77,12 +78,7 @@ char* slotResult(OneShotSlot* s) {
 // before every `sleeping` load.
 void publish(chorusComm* comm, std::atomic<uint64_t>* word, uint64_t seq) {
   word->store(seq, std::memory_order_release);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  for (int p = 0; p < comm->nranks; ++p) {
-    if (p == comm->rank) continue;
-    Doorbell* d = comm->doorbellOf(p);
-    if (d->sleeping.load(std::memory_order_relaxed) != 0) ringDoorbell(d);
-  }
+  ringPeers(comm);
 }
 
 // Waits until every peer's word `word` of its slot `parity` shows `seq` (any order; each wait
@@ -192,14 +188,7 @@ void oneShotBroadcast(chorusComm* comm, const OpDesc& op) {
     EagerCell* cell = seg.eagerCell(k);
     memcpy(reinterpret_cast<char*>(cell) + 8, op.sendbuff, bytes);
     cell->seq.store(k, std::memory_order_release);
-    // Wake the receivers asleep on their doorbells (one fence orders the publication before
-    // every `sleeping` load: transport/fifo.h).
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    for (int p = 0; p < comm->nranks; ++p) {
-      if (p == me) continue;
-      Doorbell* d = comm->doorbellOf(p);
-      if (d->sleeping.load(std::memory_order_relaxed) != 0) ringDoorbell(d);
-    }
+    ringPeers(comm);  // the receivers asleep on their doorbells
     // Take the next cell's lines (as many as this call used) for writing now: a receiver read
     // them a lap ago and may hold them, and their transfer then overlaps the rest of this call
     // instead of stalling the next one.
