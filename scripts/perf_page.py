@@ -496,6 +496,27 @@ class Page:
                              "; ".join(behind) or "none", "#numpy-against-mpi4py"))
         return "\n".join(out) + "\n"
 
+    @staticmethod
+    def load_note(ls, le, cores):
+        """What the load says about the run (the 1-minute averages at its start and end; the
+        longer ones still count what ran before it): quiet, or shared with other work."""
+        loads = []
+        for x in list(ls)[:1] + list(le)[:1]:
+            try:
+                loads.append(float(x))
+            except (TypeError, ValueError):
+                pass
+        if loads and cores and max(loads) <= cores + 0.5:
+            return ("The machine was quiet (no other work ran: a load average up to %d, the "
+                    "number of cores, is the benchmarks' own ranks), but this VM's speed still "
+                    "changes for seconds at a time: read the ratios of libraries measured in the "
+                    "same rounds, and the medians beside the bests." % cores)
+        return ("**The machine is shared with other work** (builds and tests of other checkouts "
+                "ran through this run: a load average above %d, the number of cores, means the "
+                "benchmarks waited for them), so absolute times are noisy and some sizes catch a "
+                "bad moment: read the ratios of libraries measured in the same rounds, and the "
+                "medians beside the bests." % cores)
+
     def method(self):
         m, q = self.machine, self.meta
         cache = ["%s %s" % (n, v) for n, v in m.get("caches", [])]
@@ -510,19 +531,14 @@ class Page:
         machine = (
             "The machine: %s, %d cores visible (%s), %d GiB, %s, kernel %s, %s; Chorus at commit "
             "%s, built RelWithDebInfo by `scripts/setup.sh`; the peers: %s. The run: %s %s-%s "
-            "UTC, %s%s; load average (1, 5, 15 min) %s at the start and %s at the end. **The "
-            "machine is shared with other work** (builds and tests of other checkouts ran "
-            "through this run: a load average above %d, the number of cores, means the "
-            "benchmarks waited for them), so absolute times are noisy and some sizes catch a "
-            "bad moment: read the ratios of libraries measured in the same rounds, and the "
-            "medians beside the bests."
+            "UTC, %s%s; load average (1, 5, 15 min) %s at the start and %s at the end. %s"
             % (m.get("cpu", "?"), m.get("cores", 0), ", ".join(cache) or "caches unknown",
                m.get("mem_gib", 0), m.get("os", "?"), m.get("kernel", "?"),
                m.get("compiler", "?"), m.get("commit", "?"), vers or "none installed",
                s[:10], hhmm(s), hhmm(e), plural(int(q.get("rounds", 1)), "round"),
                " (**--quick**: a development run, not a measurement to quote)"
                if q.get("quick") else "", ", ".join(ls) or "?", ", ".join(le) or "?",
-               m.get("cores", 0)))
+               self.load_note(ls, le, m.get("cores", 0))))
         method = (
             "Method: each comparison runs the libraries as **separate launches interleaved "
             "round by round** (per round: each peer, then Chorus), and reports per size the "
