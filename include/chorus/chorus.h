@@ -252,9 +252,11 @@ CHORUS_API chorusResult_t chorusGroupEnd(void);
  * "allgather", "reducescatter", "alltoall", "gather", "scatter") of `count` elements (per rank,
  * as passed to the call) on this communicator, honouring CHORUS_ALGO / CHORUS_PROTO. */
 typedef struct {
-  char algorithm[16]; /* an algorithm table name (ring, tree, chain, direct, naive, hier,
-                         oneshot, cma, twoshot, hd, zerocopy); "local" on a single rank */
-  char protocol[16];  /* simple, ll */
+  /* Both strings belong to the library and live as long as it is loaded; never free them. */
+  const char* algorithm; /* an algorithm's table name, as CHORUS_ALGO takes it (ring, tree, chain,
+                            direct, naive, hier, oneshot, cma, twoshot, hd, zerocopy: the
+                            "algorithms" line of chorusGetBuildInfo); "local" on a single rank */
+  const char* protocol;  /* simple or ll; "none" on a single rank */
   int nchannels;
   double predictedUs; /* the model's time */
 } chorusChoice_t;

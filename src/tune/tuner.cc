@@ -447,8 +447,8 @@ chorusResult_t chorusTunerChoice(chorusComm_t comm, const char* collective, size
   for (OpKind k : kinds)
     if (strcasecmp(collectiveKey(k), collective) == 0) {
       if (comm->nranks == 1) {  // a single rank only copies (runCollective's local path)
-        snprintf(choice->algorithm, sizeof(choice->algorithm), "local");
-        snprintf(choice->protocol, sizeof(choice->protocol), "none");
+        choice->algorithm = "local";
+        choice->protocol = "none";
         choice->nchannels = 0;
         choice->predictedUs = machineModel().baseUs[0];
         return chorusSuccess;
@@ -463,8 +463,8 @@ chorusResult_t chorusTunerChoice(chorusComm_t comm, const char* collective, size
         setLastError(comm, f.message);
         return f.code;
       }
-      snprintf(choice->algorithm, sizeof(choice->algorithm), "%s", algoName(c.algo));
-      snprintf(choice->protocol, sizeof(choice->protocol), "%s", protoName(c.proto));
+      choice->algorithm = algoName(c.algo);  // the table's own strings: no copy, no length limit
+      choice->protocol = protoName(c.proto);
       choice->nchannels = c.nchannels;
       choice->predictedUs = c.predictedUs;
       return chorusSuccess;

@@ -35,9 +35,7 @@ Choice describeChoice(const CollDesc& desc, chorusComm_t comm, size_t count,
     }
     return Choice{"unknown", "unknown", 0, 0.0};
   }
-  return Choice{std::string(c.algorithm, strnlen(c.algorithm, sizeof c.algorithm)),
-                std::string(c.protocol, strnlen(c.protocol, sizeof c.protocol)), c.nchannels,
-                c.predictedUs};
+  return Choice{c.algorithm, c.protocol, c.nchannels, c.predictedUs};
 }
 
 }  // namespace chorus_bench
