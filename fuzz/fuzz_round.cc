@@ -1,10 +1,12 @@
-// The root's round reader (chorus::wire::RoundReader) and its answer (assembleRound), fed the
-// way the root feeds them: pieces of each rank's byte stream in any interleaving.
+// The root's round reader (chorus::wire::RoundReader), its answer (assembleRound) and an
+// abandoning rank's payload (parseAbandon), fed the way the root feeds them: pieces of each
+// rank's byte stream in any interleaving, the length word's flags (kRoundFlags) included.
 //
 // Input: [flags: nranks-1 in the low 2 bits, 0x80 big rounds] then steps of [rank u8][piece length
 // u8][piece bytes...].
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "bootstrap/bootstrap.h"
@@ -36,13 +38,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const size_t k = mine.size() < 4 ? 1 : std::min(want, left);
       uint8_t byte = *p;
       if (mine.size() == 3 && !(data[0] & 0x80)) {
-        uint32_t len = uint32_t(mine[0]) | uint32_t(mine[1]) << 8 | uint32_t(mine[2]) << 16 |
-                       uint32_t(byte) << 24;
+        const uint32_t raw = uint32_t(mine[0]) | uint32_t(mine[1]) << 8 | uint32_t(mine[2]) << 16 |
+                             uint32_t(byte) << 24;
+        uint32_t len = raw & ~kRoundFlags;
         if (len > 65536 && len <= kMaxRoundBytes) {
-          len &= 0xffff;
+          len = (len & 0xffff) | (raw & kRoundFlags);  // the flags kept
           for (int b = 0; b < 3; ++b) mine[size_t(b)] = uint8_t(len >> (8 * b));
           std::memcpy(rr.dest() - 3, mine.data(), 3);  // rewrite what the reader holds
-          byte = 0;
+          byte = uint8_t(len >> 24);
         }
       }
       if (k == 1) {
@@ -64,12 +67,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     pos += len;
     if (rr.started()) FUZZ_CHECK(sent[size_t(r)].size() >= 1);
     if (rr.complete()) {
-      uint32_t announced;
-      std::memcpy(&announced, sent[size_t(r)].data(), 4);
+      uint32_t word;
+      std::memcpy(&word, sent[size_t(r)].data(), 4);
+      const uint32_t announced = word & ~kRoundFlags;
       FUZZ_CHECK(rr.length() == announced);
+      FUZZ_CHECK(rr.flags() == (word & kRoundFlags));
       FUZZ_CHECK(sent[size_t(r)].size() == 4 + size_t(announced));
       FUZZ_CHECK(announced == 0 ||
                  std::memcmp(rr.payload(), sent[size_t(r)].data() + 4, announced) == 0);
+      if (rr.flags() & kRoundAbandons) {  // the root relays it and fails the communicator
+        int cause = -2;
+        std::string text;
+        const bool parsed = parseAbandon(rr.payload(), rr.length(), n, &cause, &text);
+        FUZZ_CHECK(parsed == (rr.length() >= 4));
+        if (parsed) {
+          FUZZ_CHECK(cause >= -1 && cause < n);
+          FUZZ_CHECK(text.size() <= kMaxFailureText && text.size() <= rr.length() - 4);
+          for (char ch : text) FUZZ_CHECK(ch >= 0x20 && ch <= 0x7e);
+        }
+        return 0;
+      }
     }
     bool all = true;
     for (auto& x : readers) all = all && x.complete();
@@ -80,7 +97,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     int bad = -1;
     const bool ok = assembleRound(ptrs, &out, &bad);
     bool same = true;
-    for (auto& x : readers) same = same && x.length() == readers[0].length();
+    for (auto& x : readers)
+      same = same && x.length() == readers[0].length() && x.flags() == readers[0].flags();
     FUZZ_CHECK(ok == same);
     if (ok) {
       FUZZ_CHECK(out.size() == size_t(n) * readers[0].length());
@@ -89,7 +107,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                readers[size_t(q)].payload(), readers[0].length()) == 0);
     } else {
       FUZZ_CHECK(bad > 0 && bad < n);
-      FUZZ_CHECK(readers[size_t(bad)].length() != readers[0].length());
+      FUZZ_CHECK(readers[size_t(bad)].length() != readers[0].length() ||
+                 readers[size_t(bad)].flags() != readers[0].flags());
       return 0;  // the root fails the communicator
     }
     for (auto& x : readers) x.reset();

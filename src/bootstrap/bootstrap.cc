@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -80,7 +81,13 @@ const char* helloStatusName(HelloStatus s) {
 uint32_t RoundReader::length() const {
   uint32_t len = 0;
   memcpy(&len, buf_.data(), 4);
-  return len;
+  return len & ~kRoundFlags;
+}
+
+uint32_t RoundReader::flags() const {
+  uint32_t len = 0;
+  memcpy(&len, buf_.data(), 4);
+  return len & kRoundFlags;
 }
 
 size_t RoundReader::want() const {
@@ -107,13 +114,26 @@ void RoundReader::reset() {
   buf_.assign(4, 0);
 }
 
+bool parseAbandon(const void* payload, size_t len, int nranks, int* cause, std::string* text) {
+  int32_t c = -1;
+  if (len < sizeof(c)) return false;
+  memcpy(&c, payload, sizeof(c));
+  *cause = c >= 0 && c < nranks ? int(c) : -1;
+  const char* p = static_cast<const char*>(payload) + sizeof(c);
+  text->assign(p, std::min(len - sizeof(c), size_t(kMaxFailureText)));
+  for (char& ch : *text)
+    if (ch < 0x20 || ch > 0x7e) ch = '?';
+  return true;
+}
+
 bool assembleRound(const std::vector<const RoundReader*>& ranks, std::vector<char>* out,
                    int* mismatch) {
   out->clear();
   if (ranks.empty()) return true;
   const uint32_t len = ranks[0]->length();
   for (size_t r = 0; r < ranks.size(); ++r) {
-    if (!ranks[r]->complete() || ranks[r]->length() != len) {
+    if (!ranks[r]->complete() || ranks[r]->length() != len ||
+        ranks[r]->flags() != ranks[0]->flags()) {
       *mismatch = int(r);
       return false;
     }
@@ -318,6 +338,17 @@ class Root {
     throw Failure{chorusRemoteError, why, cause};
   }
 
+  // A rank's setup failed outside a round: it says why (parseAbandon) and which rank its failure
+  // names; the others read that instead of "left".
+  [[noreturn]] void abandoned(int r) {
+    const RoundReader& rr = ranks_[size_t(r)].round;
+    int cause = -1;
+    std::string why;
+    if (!parseAbandon(rr.payload(), rr.length(), nranks_, &cause, &why))
+      lost(r, "during the communicator's setup");
+    failAll(cause >= 0 ? cause : r, why);
+  }
+
   // A rank's connection closed while the communicator still needs it.
   [[noreturn]] void lost(int r, const char* when) {
     failAll(r, format("rank %d (pid %u) left %s: its connection to the bootstrap root closed "
@@ -344,9 +375,17 @@ class Root {
         anyStarted = anyStarted || c.round.started();
         anyClosed = anyClosed || c.closed;
       }
-      if (anyStarted && anyClosed) {
+      for (int r = 0; r < n; ++r) {
+        const RoundReader& rr = ranks_[size_t(r)].round;
+        if (rr.complete() && (rr.flags() & kRoundAbandons)) abandoned(r);
+      }
+      // In a round every rank is needed; until the setup's last round (kRoundForms) is answered
+      // too, as the ranks set up their links between rounds.
+      if (anyClosed && (anyStarted || !formed_)) {
         for (int r = 0; r < n; ++r)
-          if (ranks_[size_t(r)].closed) lost(r, "during the bootstrap exchange");
+          if (ranks_[size_t(r)].closed)
+            lost(r,
+                 anyStarted ? "during the bootstrap exchange" : "during the communicator's setup");
       }
       bool complete = true;
       for (auto& c : ranks_) complete = complete && c.round.complete();
@@ -385,6 +424,7 @@ class Root {
                       std::to_string(ranks_[0].round.length()) + " vs " +
                       std::to_string(ranks_[size_t(bad)].round.length()) + " bytes)");
     const RoundReply ok{kReplyOk, -1, uint32_t(out.size()), 0};
+    const bool forms = (ranks_[0].round.flags() & kRoundForms) != 0;
     // Ranks of other processes first: once a rank of this process has its answer, its
     // process may finish and exit, which would end this thread before the others are answered.
     const uint32_t self = uint32_t(getpid());
@@ -400,12 +440,14 @@ class Root {
         }
         c.round.reset();
       }
+    formed_ = formed_ || forms;
   }
 
   int listenFd_;
   uint8_t secret_[16];
   int nranks_ = -1;
   bool told_ = false;
+  bool formed_ = false;  // the setup's last round was answered: a close is a departure
   std::vector<Pending> pending_;
   std::vector<RankConn> ranks_;
 };
@@ -515,12 +557,27 @@ void Bootstrap::close() {
 }
 
 void Bootstrap::allGather(const void* mine, size_t size, void* all, Deadline deadline) {
+  exchange(mine, size, all, deadline, 0);
+}
+
+void Bootstrap::formed(Deadline deadline) {
+  char c = 0;
+  std::vector<char> all(static_cast<size_t>(nranks_));
+  exchange(&c, 1, all.data(), deadline, kRoundForms);
+}
+
+void Bootstrap::exchange(const void* mine, size_t size, void* all, Deadline deadline,
+                         uint32_t flags) {
   if (fd_ < 0) fail(chorusInvalidUsage, "rank %d: bootstrap already closed", rank_);
-  uint32_t len = uint32_t(size);
+  if (size > kMaxRoundBytes)
+    fail(chorusInvalidUsage, "rank %d: a bootstrap round of %zu bytes (at most %u)", rank_, size,
+         kMaxRoundBytes);
+  uint32_t len = uint32_t(size) | flags;
   std::vector<char> msg(4 + size);
   memcpy(msg.data(), &len, 4);
   memcpy(msg.data() + 4, mine, size);
   ++round_;
+  inRound_ = true;
   RoundReply h{};
   try {
     try {
@@ -557,6 +614,7 @@ void Bootstrap::allGather(const void* mine, size_t size, void* all, Deadline dea
   } catch (const Failure& e) {
     roundFailed(e);
   }
+  inRound_ = false;
 }
 
 void Bootstrap::rootNotice(const RoundReply& h) {
@@ -567,6 +625,7 @@ void Bootstrap::rootNotice(const RoundReply& h) {
     text = "(the root's notice was cut off)";
   }
   const int cause = h.cause >= 0 && h.cause < nranks_ ? h.cause : -1;
+  heard_ = true;
   throw Failure{chorusRemoteError,
                 format("rank %d: the communicator cannot form: %s (reported by the bootstrap "
                        "root)",
@@ -595,6 +654,7 @@ void Bootstrap::checkRoot() {
 void Bootstrap::roundFailed(const Failure& e) {
   if (e.code != chorusRemoteError)  // a timeout or an abort: as it is
     fail(e.code, "rank %d: %s (another rank failed or left)", rank_, e.message.c_str());
+  heard_ = true;  // the root's end
   if (rootRank_ >= 0 && rootRank_ != rank_)
     throw Failure{chorusRemoteError,
                   format("rank %d: %s: the bootstrap root, in the process of rank %d, is gone "
@@ -605,6 +665,35 @@ void Bootstrap::roundFailed(const Failure& e) {
        "rank %d: %s: the bootstrap root is gone (the process that created the unique id died or "
        "failed)",
        rank_, e.message.c_str());
+}
+
+void Bootstrap::awaitVerdict(double seconds) {
+  if (fd_ < 0 || heard_ || inRound_) return;
+  const Deadline until = deadlineIn(seconds);
+  while (true) {
+    checkRoot();  // throws the root's word
+    if (Clock::now() >= until) return;
+    pollfd p{fd_, POLLIN, 0};
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+    poll(&p, 1, int(std::clamp<long long>(left, 1, 20)));
+  }
+}
+
+void Bootstrap::abandon(int cause, const std::string& why) {
+  if (fd_ < 0 || heard_ || inRound_) return;
+  try {
+    const std::string text = why.substr(0, kMaxFailureText);
+    const uint32_t len = uint32_t(sizeof(int32_t) + text.size()) | kRoundAbandons;
+    const int32_t c = cause;
+    std::vector<char> msg(4 + sizeof(c) + text.size());
+    memcpy(msg.data(), &len, 4);
+    memcpy(msg.data() + 4, &c, sizeof(c));
+    memcpy(msg.data() + 4 + sizeof(c), text.data(), text.size());
+    sendAll(fd_, msg.data(), msg.size(), deadlineIn(0.2), nullptr, "bootstrap abandon");
+  } catch (...) {  // the root is gone or does not read: closing says "left" instead
+  }
+  close();
 }
 
 void Bootstrap::barrier(Deadline deadline) {

@@ -10,6 +10,12 @@
 // same length) to every rank. When a rank's connection closes (its process died, or its init
 // failed) while the others exchange, or a round is wrong, the root sends every other rank
 // RoundReply{kReplyFailed, cause, textLen} and a text naming the cause rank, then closes.
+// The length word's top bits are flags: kRoundForms marks the round that ends a communicator's
+// setup (every rank sets it in the same round); until that round is answered, a rank whose
+// connection closes even between rounds is lost (so that the ranks setting up their links hear
+// of it), and after it a close is a departure. kRoundAbandons replaces a rank's part of a round:
+// {i32 cause, text}, sent by a rank whose setup failed outside a round before it closes, which
+// the root relays to every other rank as its notice (cause: the rank the failure names).
 // A connection that sends junk, a wrong proof, or nothing within the handshake deadline is closed
 // and logged; the root keeps serving real peers. The secret never travels.
 #pragma once
@@ -17,6 +23,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "base/error.h"
@@ -42,11 +49,14 @@ namespace wire {
 
 constexpr uint32_t kChallengeMagic = 0x4c414843;  // "CHAL"
 constexpr uint32_t kHelloMagic = 0x4c454843;      // "CHEL"
-constexpr uint32_t kProtocolVersion = 2;          // 2: rounds answered with a RoundReply
+constexpr uint32_t kProtocolVersion = 3;          // 3: the length word's flags (kRoundForms)
 constexpr uint32_t kReplyOk = 0x4b4f5243;         // "CROK"
 constexpr uint32_t kReplyFailed = 0x4c465243;     // "CRFL"
 constexpr uint32_t kMaxFailureText = 1024;
 constexpr uint32_t kMaxRoundBytes = 64u << 20;  // larger rounds fail the communicator
+constexpr uint32_t kRoundForms = 1u << 31;      // in the length word: the setup's last round
+constexpr uint32_t kRoundAbandons = 1u << 30;   // in the length word: {i32 cause, text} instead
+constexpr uint32_t kRoundFlags = kRoundForms | kRoundAbandons;
 constexpr uint32_t kMaxRanks = 1u << 20;
 
 struct Challenge {
@@ -107,7 +117,8 @@ class RoundReader {
   bool advance(size_t n);
   bool complete() const { return !oversized_ && got_ >= 4 && got_ == 4 + size_t(length()); }
   bool started() const { return got_ > 0; }
-  uint32_t length() const;  // valid once 4 bytes arrived
+  uint32_t length() const;  // the payload's bytes, without the flags; valid once 4 bytes arrived
+  uint32_t flags() const;   // kRoundForms, kRoundAbandons; valid once 4 bytes arrived
   const char* payload() const { return buf_.data() + 4; }
   void reset();
 
@@ -118,9 +129,14 @@ class RoundReader {
 };
 
 // The root's answer to a complete round: the payloads in rank order. False (and *mismatch set
-// to the first rank whose length differs from rank 0's) when the lengths differ.
+// to the first rank whose length or flags differ from rank 0's) when they differ.
 bool assembleRound(const std::vector<const RoundReader*>& ranks, std::vector<char>* out,
                    int* mismatch);
+
+// An abandoning rank's payload {i32 cause, text}: the cause (-1 when outside 0..nranks-1) and
+// the text, cut to kMaxFailureText bytes, with every byte outside printable ASCII made '?'.
+// False when the payload is shorter than the cause.
+bool parseAbandon(const void* payload, size_t len, int nranks, int* cause, std::string* text);
 
 // Decodes an id's bytes without throwing; false if they are not a Chorus unique id.
 bool tryDecodeId(const void* bytes, size_t len, IdData* out);
@@ -154,9 +170,23 @@ class Bootstrap {
   // root told this rank that the communicator cannot form (naming the rank it lost), or when the
   // root's connection closed (naming the root's rank: its process is gone). Reads nothing else.
   void checkRoot();
+  // The round that ends the communicator's setup (a barrier with kRoundForms): from then on a
+  // rank that closes its connection between rounds has left, not failed.
+  void formed(Deadline deadline);
+  // After this rank's setup failed outside a round because of another rank, which may itself have
+  // failed because of a third (closing its connections): the root saw the first rank go. Waits up
+  // to `seconds` for the root's notice or its end and throws what it says (as checkRoot); returns
+  // when it says nothing, or when this rank already reported the root's word.
+  void awaitVerdict(double seconds);
+  // This rank's setup failed outside a round: tells the root why (cause: the rank the failure
+  // names, -1 none) before closing, so that the others read this rank's reason instead of "left".
+  // Best effort (0.2 s at most); nothing when the root's word was already read.
+  void abandon(int cause, const std::string& why);
   void close();
 
  private:
+  // allGather with the length word's flags.
+  void exchange(const void* mine, size_t size, void* all, Deadline deadline, uint32_t flags);
   // A failure of the round's I/O (`e`), as this rank reports it: the root's notice naming the
   // rank that was lost when it sent one, else the root's loss (naming its rank when known).
   [[noreturn]] void roundFailed(const Failure& e);
@@ -164,8 +194,10 @@ class Bootstrap {
   int fd_ = -1;
   int rank_, nranks_;
   int rootRank_ = -1;
-  int round_ = 0;       // allGather calls so far (the test hook's stage)
-  int stallRound_ = 0;  // CHORUS_TEST_BOOTSTRAP_STALL: stop in this round (0: never)
+  int round_ = 0;         // allGather calls so far (the test hook's stage)
+  int stallRound_ = 0;    // CHORUS_TEST_BOOTSTRAP_STALL: stop in this round (0: never)
+  bool inRound_ = false;  // between sending a part and reading the answer (or failing in it)
+  bool heard_ = false;    // a failure with the root's word (its notice or its end) was thrown
   const std::atomic<bool>* abortFlag_;
 };
 

@@ -192,6 +192,19 @@ void checkWait(Deadline deadline, const std::atomic<bool>* abortFlag, const char
 }
 }  // namespace
 
+// A connection to a local port nobody listens on can meet itself: the kernel may pick that very
+// port as the source, and the two ends open simultaneously (a TCP self-connect). Retried connects
+// to a dead peer's port on the same host do exactly that now and then (2026-11-28: a rank
+// waited for its own handshake). Such a socket is a refused connection.
+static bool connectedToItself(int fd) {
+  sockaddr_storage me{}, peer{};
+  socklen_t ml = sizeof(me), pl = sizeof(peer);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&me), &ml) != 0 ||
+      getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0)
+    return false;
+  return ml == pl && memcmp(&me, &peer, ml) == 0;
+}
+
 int connectTo(const SockAddr& addr, Deadline deadline, const std::atomic<bool>* abortFlag,
               int* lastError) {
   int delayMs = 1;
@@ -218,6 +231,7 @@ int connectTo(const SockAddr& addr, Deadline deadline, const std::atomic<bool>* 
         }
       }
     }
+    if (err == 0 && connectedToItself(fd)) err = ECONNREFUSED;
     if (err == 0) {
       int one = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));

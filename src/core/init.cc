@@ -272,16 +272,18 @@ void bindConns(chorusComm* c, const std::vector<int>& rowOf) {
   c->shape.change([&](Shape& s) { s.protos = protos; });
 }
 
-// Init in named phases: settings, exchange, topology, segments, links, placement.
-void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg) {
+// Init in named phases: settings, exchange, topology, segments, links, placement, the network
+// probe, formed (the bootstrap's last round of the setup).
+void initPhases(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg) {
   readSettings(c, cfg);
   const IdData idData = decodeId(id);
   std::vector<int> rowOf;
   bool otherProcess = false;
+  Deadline deadline{};
   try {
     openTransports(c, idData.secret);
     c->bootstrap = std::make_unique<Bootstrap>(id, c->rank, c->nranks, &c->abortFlag);
-    Deadline deadline = deadlineIn(bootstrapTimeout());
+    deadline = deadlineIn(bootstrapTimeout());
     PeerInfo mine = exchangePeers(c, cfg, deadline);
     otherProcess = applyTopology(c, mine);
     setupSegments(c, mine, otherProcess, deadline);
@@ -291,11 +293,14 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
     c->control = nullptr;
     c->transports.clear();
     // Failed before it joined the bootstrap (no thread, descriptor or memory for its transports):
-    // join now and leave at once (best effort, 2 s at most), so that the root tells the other
-    // ranks which rank failed as soon as they have joined, instead of naming it only at
-    // CHORUS_BOOTSTRAP_TIMEOUT.
+    // join now and leave at once with its reason (best effort, 2 s at most), so that the root
+    // tells the other ranks why this rank failed as soon as they have joined, instead of naming
+    // it only at CHORUS_BOOTSTRAP_TIMEOUT.
     if (!c->bootstrap) try {
-        Bootstrap(id, c->rank, c->nranks, &c->abortFlag, 2.0);
+        Bootstrap late(id, c->rank, c->nranks, &c->abortFlag, 2.0);
+        late.abandon(
+            c->rank,
+            namingRank(caughtFailure(c->rank, "initializing the communicator"), c->rank).message);
       } catch (...) {
       }
     throw;
@@ -305,11 +310,38 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
   createAlgoStates(c);
   placeRank(c);
   probeNetwork(c);  // after placement: measured as the calls will run
+  // Until every rank is here the root reports a rank whose connection closes (to the ranks still
+  // setting up their links); from here a close is a departure.
+  c->bootstrap->formed(deadline);
   CHORUS_INFO(
       c->rank, "init done: nranks %d on %d node(s), %s, %d channel(s), slot %zu bytes x %d steps",
       c->nranks, c->nnodes, otherProcess ? "shared memory between processes" : "in-process memory",
       c->nchannels, c->slotBytes[0], kNSteps);
   c->state.store(CommState::kReady);
+}
+
+// How long a rank whose setup failed because of another rank asks the root for the first cause.
+constexpr double kVerdictSec = 0.5;
+
+void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg) {
+  try {
+    initPhases(c, id, cfg);
+  } catch (...) {
+    Failure f = namingRank(caughtFailure(c->rank, "initializing the communicator"), c->rank);
+    if (c->bootstrap) {
+      // Blaming another rank, which may have failed because of a third: the root saw which rank
+      // went first (a notice), or its own process went (its end). Then the root hears this
+      // rank's reason before its connection closes, for the ranks that wait for this one.
+      if (f.code == chorusRemoteError || f.code == chorusTimeout) try {
+          c->bootstrap->awaitVerdict(kVerdictSec);
+        } catch (const Failure& v) {
+          f = v;
+        } catch (...) {  // no memory for the root's word: this rank's own stands
+        }
+      c->bootstrap->abandon(f.cause >= 0 ? f.cause : c->rank, f.message);
+    }
+    throw f;
+  }
 }
 
 // An init that failed because of another rank (it died during the setup) leaves that rank in its

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -33,22 +34,31 @@ constexpr size_t kCtrlBytes = 4096;
 // A peer's data listener opened before the bootstrap exchange that published its address, and
 // stays open until the links exist: a connection it refuses for kRefusedSec means the peer's
 // process is gone (killed, or its init failed), which fails now, naming it, instead of at the
-// deadline.
+// deadline. The root's connection is watched between attempts (every kRootCheckSec): a root that
+// lost a rank says so, which fails this rank at once, naming that rank.
 constexpr double kRefusedSec = 2;
+constexpr double kRootCheckSec = 0.1;
 int connectToPeer(const SockAddr& addr, int peer, Deadline deadline,
-                  const std::atomic<bool>* abortFlag) {
+                  const std::atomic<bool>* abortFlag, Bootstrap* boot) {
+  Deadline refusedSince{};  // refused since (none: the epoch)
   while (true) {
     int lastError = 0;
     try {
-      return connectTo(addr, std::min(deadline, deadlineIn(kRefusedSec)), abortFlag, &lastError);
+      return connectTo(addr, std::min(deadline, deadlineIn(kRootCheckSec)), abortFlag, &lastError);
     } catch (const Failure& e) {
-      if (e.code == chorusTimeout && lastError == ECONNREFUSED)
+      if (e.code != chorusTimeout || Clock::now() >= deadline) throw;
+      if (boot != nullptr) boot->checkRoot();
+      if (lastError != ECONNREFUSED) {
+        refusedSince = Deadline{};
+      } else if (refusedSince == Deadline{}) {
+        refusedSince = Clock::now();
+      } else if (Clock::now() - refusedSince >= std::chrono::duration<double>(kRefusedSec)) {
         throw Failure{chorusRemoteError,
                       format("rank %d's data listener at %s refuses connections: rank %d died "
                              "or failed during the communicator's setup",
                              peer, addr.str().c_str(), peer),
                       peer};
-      if (e.code != chorusTimeout || Clock::now() >= deadline) throw;
+      }
     }
   }
 }
@@ -98,7 +108,8 @@ TcpLinks::TcpLinks(chorusComm* comm, DataListener& listener, const std::vector<S
       if (!comm->isRemote(p)) continue;
       for (int ch = kControlChannel; ch < nch; ++ch)
         for (int s = 0; s < (ch == kControlChannel ? 1 : nsocks_); ++s) {
-          int fd = connectToPeer(addrs[size_t(p)], p, deadline, &comm->abortFlag);
+          int fd =
+              connectToPeer(addrs[size_t(p)], p, deadline, &comm->abortFlag, comm->bootstrap.get());
           try {
             uint8_t nonce[16];
             recvAll(fd, nonce, sizeof(nonce), deadlineIn(hs * 2), &comm->abortFlag,

@@ -47,6 +47,10 @@ std::vector<HandRank> startRanksByHand(const std::string& program, int n, int no
     HandRank& k = ranks[size_t(r)];
     k.outPath =
         "/tmp/chorus-" + tag + "-" + std::to_string(getpid()) + "-" + std::to_string(r) + ".log";
+    // An earlier run of the same test in this process (--gtest_repeat) left a log of this name:
+    // gone before the child starts, or its lines would be read as this run's until the child
+    // truncates it.
+    unlink(k.outPath.c_str());
     // spawnProcess builds everything before fork(): the child only opens, dups and execs.
     SpawnSpec spec;
     spec.argv = {program};
