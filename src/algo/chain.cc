@@ -34,9 +34,10 @@ void chainBroadcast(chorusComm* comm, const OpDesc& op, const Work& w) {
   // Every rank of the chain takes the same steps (the receiver checks each chunk's size): the
   // shape is the same on every rank.
   const Shape& shape = comm->shape.get();
-  const size_t step = w.proto == Proto::kSimple && shape.nnodes == 1 && !shape.oversubscribed
-                          ? std::max<size_t>(1, std::min(prims.chunkElems(), kChainChunkBytes / esz))
-                          : prims.chunkElems();
+  const size_t step =
+      w.proto == Proto::kSimple && shape.nnodes == 1 && !shape.oversubscribed
+          ? std::max<size_t>(1, std::min(prims.chunkElems(), kChainChunkBytes / esz))
+          : prims.chunkElems();
   for (size_t off = w.begin; off < w.end; off += step) {
     const size_t ne = std::min(step, w.end - off), o = off * esz;
     if (pos == 0)
