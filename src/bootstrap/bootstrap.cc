@@ -78,16 +78,10 @@ const char* helloStatusName(HelloStatus s) {
   return "?";
 }
 
-uint32_t RoundReader::length() const {
-  uint32_t len = 0;
-  memcpy(&len, buf_.data(), 4);
-  return len & ~kRoundFlags;
-}
-
-uint32_t RoundReader::flags() const {
-  uint32_t len = 0;
-  memcpy(&len, buf_.data(), 4);
-  return len & kRoundFlags;
+uint32_t RoundReader::word() const {
+  uint32_t w = 0;
+  memcpy(&w, buf_.data(), 4);
+  return w;
 }
 
 size_t RoundReader::want() const {
@@ -112,6 +106,15 @@ void RoundReader::reset() {
   got_ = 0;
   oversized_ = false;
   buf_.assign(4, 0);
+}
+
+std::vector<char> encodeRound(uint32_t flags, const void* a, size_t na, const void* b, size_t nb) {
+  const uint32_t word = uint32_t(na + nb) | flags;
+  std::vector<char> msg(4 + na + nb);
+  memcpy(msg.data(), &word, 4);
+  if (na > 0) memcpy(msg.data() + 4, a, na);
+  if (nb > 0) memcpy(msg.data() + 4 + na, b, nb);
+  return msg;
 }
 
 bool parseAbandon(const void* payload, size_t len, int nranks, int* cause, std::string* text) {
@@ -561,9 +564,7 @@ void Bootstrap::allGather(const void* mine, size_t size, void* all, Deadline dea
 }
 
 void Bootstrap::formed(Deadline deadline) {
-  char c = 0;
-  std::vector<char> all(static_cast<size_t>(nranks_));
-  exchange(&c, 1, all.data(), deadline, kRoundForms);
+  barrierWith(deadline, kRoundForms);
 }
 
 void Bootstrap::exchange(const void* mine, size_t size, void* all, Deadline deadline,
@@ -572,10 +573,7 @@ void Bootstrap::exchange(const void* mine, size_t size, void* all, Deadline dead
   if (size > kMaxRoundBytes)
     fail(chorusInvalidUsage, "rank %d: a bootstrap round of %zu bytes (at most %u)", rank_, size,
          kMaxRoundBytes);
-  uint32_t len = uint32_t(size) | flags;
-  std::vector<char> msg(4 + size);
-  memcpy(msg.data(), &len, 4);
-  memcpy(msg.data() + 4, mine, size);
+  const std::vector<char> msg = encodeRound(flags, mine, size);
   ++round_;
   inRound_ = true;
   RoundReply h{};
@@ -683,13 +681,9 @@ void Bootstrap::awaitVerdict(double seconds) {
 void Bootstrap::abandon(int cause, const std::string& why) {
   if (fd_ < 0 || heard_ || inRound_) return;
   try {
-    const std::string text = why.substr(0, kMaxFailureText);
-    const uint32_t len = uint32_t(sizeof(int32_t) + text.size()) | kRoundAbandons;
     const int32_t c = cause;
-    std::vector<char> msg(4 + sizeof(c) + text.size());
-    memcpy(msg.data(), &len, 4);
-    memcpy(msg.data() + 4, &c, sizeof(c));
-    memcpy(msg.data() + 4 + sizeof(c), text.data(), text.size());
+    const std::vector<char> msg = encodeRound(kRoundAbandons, &c, sizeof(c), why.data(),
+                                              std::min(why.size(), size_t(kMaxFailureText)));
     sendAll(fd_, msg.data(), msg.size(), deadlineIn(0.2), nullptr, "bootstrap abandon");
   } catch (...) {  // the root is gone or does not read: closing says "left" instead
   }
@@ -697,9 +691,13 @@ void Bootstrap::abandon(int cause, const std::string& why) {
 }
 
 void Bootstrap::barrier(Deadline deadline) {
+  barrierWith(deadline, 0);
+}
+
+void Bootstrap::barrierWith(Deadline deadline, uint32_t flags) {
   char c = 0;
   std::vector<char> all(static_cast<size_t>(nranks_));
-  allGather(&c, 1, all.data(), deadline);
+  exchange(&c, 1, all.data(), deadline, flags);
 }
 
 }  // namespace chorus

@@ -117,12 +117,15 @@ class RoundReader {
   bool advance(size_t n);
   bool complete() const { return !oversized_ && got_ >= 4 && got_ == 4 + size_t(length()); }
   bool started() const { return got_ > 0; }
-  uint32_t length() const;  // the payload's bytes, without the flags; valid once 4 bytes arrived
-  uint32_t flags() const;   // kRoundForms, kRoundAbandons; valid once 4 bytes arrived
+  // The length word, valid once 4 bytes arrived: the payload's bytes, and the flags
+  // (kRoundForms, kRoundAbandons).
+  uint32_t length() const { return word() & ~kRoundFlags; }
+  uint32_t flags() const { return word() & kRoundFlags; }
   const char* payload() const { return buf_.data() + 4; }
   void reset();
 
  private:
+  uint32_t word() const;
   std::vector<char> buf_;
   size_t got_ = 0;
   bool oversized_ = false;
@@ -132,6 +135,11 @@ class RoundReader {
 // to the first rank whose length or flags differ from rank 0's) when they differ.
 bool assembleRound(const std::vector<const RoundReader*>& ranks, std::vector<char>* out,
                    int* mismatch);
+
+// One rank's message of a round: the length word (the payload's bytes | flags), then `a` and
+// `b` (the payload in one or two pieces).
+std::vector<char> encodeRound(uint32_t flags, const void* a, size_t na, const void* b = nullptr,
+                              size_t nb = 0);
 
 // An abandoning rank's payload {i32 cause, text}: the cause (-1 when outside 0..nranks-1) and
 // the text, cut to kMaxFailureText bytes, with every byte outside printable ASCII made '?'.
@@ -179,14 +187,15 @@ class Bootstrap {
   // when it says nothing, or when this rank already reported the root's word.
   void awaitVerdict(double seconds);
   // This rank's setup failed outside a round: tells the root why (cause: the rank the failure
-  // names, -1 none) before closing, so that the others read this rank's reason instead of "left".
-  // Best effort (0.2 s at most); nothing when the root's word was already read.
+  // names; -1: this rank's own failure) before closing, so that the others read this rank's reason
+  // instead of "left". Best effort (0.2 s at most); nothing when the root's word was already read.
   void abandon(int cause, const std::string& why);
   void close();
 
  private:
-  // allGather with the length word's flags.
+  // allGather with the length word's flags; barrierWith, a barrier with them.
   void exchange(const void* mine, size_t size, void* all, Deadline deadline, uint32_t flags);
+  void barrierWith(Deadline deadline, uint32_t flags);
   // A failure of the round's I/O (`e`), as this rank reports it: the root's notice naming the
   // rank that was lost when it sent one, else the root's loss (naming its rank when known).
   [[noreturn]] void roundFailed(const Failure& e);

@@ -299,7 +299,7 @@ void initPhases(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* c
     if (!c->bootstrap) try {
         Bootstrap late(id, c->rank, c->nranks, &c->abortFlag, 2.0);
         late.abandon(
-            c->rank,
+            -1,
             namingRank(caughtFailure(c->rank, "initializing the communicator"), c->rank).message);
       } catch (...) {
       }
@@ -338,7 +338,7 @@ void initComm(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* cfg
           f = v;
         } catch (...) {  // no memory for the root's word: this rank's own stands
         }
-      c->bootstrap->abandon(f.cause >= 0 ? f.cause : c->rank, f.message);
+      c->bootstrap->abandon(f.cause, f.message);
     }
     throw f;
   }

@@ -2,7 +2,6 @@
 // describeChoice, the "algo" columns of the table and the JSON.
 #include <atomic>
 #include <cstdio>
-#include <cstring>
 #include <string>
 
 #include "harness.h"
