@@ -3,6 +3,7 @@
 // FIFOs and the proxy thread; the binding of the rank's FIFOs to them; and the tear-down, which
 // delivers what the rank posted and tells the peers it left.
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -111,9 +112,13 @@ TcpLinks::TcpLinks(chorusComm* comm, DataListener& listener, const std::vector<S
           int fd =
               connectToPeer(addrs[size_t(p)], p, deadline, &comm->abortFlag, comm->bootstrap.get());
           try {
+            // The peer's nonce; meanwhile the root is watched, as while connecting (a peer whose
+            // listener took the connection may be failing because of a lost rank).
+            const Deadline hello = deadlineIn(hs * 2);
+            for (pollfd pf{fd, POLLIN, 0}; poll(&pf, 1, 100) == 0 && Clock::now() < hello;)
+              if (comm->bootstrap) comm->bootstrap->checkRoot();
             uint8_t nonce[16];
-            recvAll(fd, nonce, sizeof(nonce), deadlineIn(hs * 2), &comm->abortFlag,
-                    "data handshake");
+            recvAll(fd, nonce, sizeof(nonce), hello, &comm->abortFlag, "data handshake");
             DataHello h{kDataMagic, me, ch, s, dataProof(secret, nonce, 'D')};
             sendAll(fd, &h, sizeof(h), deadline, &comm->abortFlag, "data handshake");
             uint64_t reply = 0;
