@@ -12,6 +12,8 @@
 #                 (CHORUS_TEST_REQUIRE_GPU=1): kernels, threads, processes, then the IPC path
 #                 on (direct AllReduce, matrix with counters) and with its cache off
 #   sanitizer     compute-sanitizer memcheck on 2 worker processes (IPC AllReduce), if installed
+#                 (GPU mode order: tests, sanitizer, bandwidth, device_perf, torch, cpu_peers,
+#                 then the IPC tests with the cache off)
 #   bandwidth     the device's copy bandwidth (torch, 1 GiB, CUDA events) and the PCIe limit
 #                 (pinned host <-> device), the ideals of the device tools' busbw
 #   device_perf   the *_perf tools on device buffers (--device, checks on) at 1, 2, 4 ranks,
@@ -250,7 +252,7 @@ st_cpu_peers() {
   return $rc
 }
 st_torch() {
-  local py=${CHORUS_DEVICE_PYTHON:-python3} nps=${CHORUS_DEVICE_TORCH_NPS:-8 16} e=64M r=3 per=130
+  local py=${CHORUS_DEVICE_PYTHON:-python3} nps=${CHORUS_DEVICE_TORCH_NPS:-16 8} e=64M r=3 per=110
   [ "$mode" = cpu ] && nps=2 e=64K r=1 per=90
   # CPU mode uses the build's own torch backend (nothing to build); GPU mode builds it against
   # this machine's torch, in the same build directory (an up-to-date build is a no-op).
@@ -329,12 +331,13 @@ if [ "$mode" = gpu ]; then
   stage gpu_threads 60 gpu
   stage gpu_procs 75 gpu
   stage gpu_ipc 90 gpu
-  stage gpu_ipc_nocache 60 gpu
   stage sanitizer 90 gpu
   stage bandwidth 30 gpu
   stage device_perf 90 gpu
+  # The torch stage before the CPU peers (the first GPU run never reached it), 16 ranks first.
+  stage torch 240 any
   stage cpu_peers 240 any
-  stage torch 300 any
+  stage gpu_ipc_nocache 60 gpu
 else
   stage probe 20 any
   stage build 600 any
