@@ -144,7 +144,7 @@ st_gpu_procs() { run_tests 'SharedGpu/CudaGpuProcesses.*'; }
 # CHORUS_DEVICE_IPC_FILTER narrows the IPC groups for a short rerun (e.g. '*CudaGpuIpcDirect*').
 # Without the cache only the direct tests run: the matrix with the cache off takes 80 s of the
 # GPU machine's minutes (first run, 2026-11-28) and adds little to the one with it on.
-ipc_filter=${CHORUS_DEVICE_IPC_FILTER:-*CudaGpuIpc*}
+export ipc_filter=${CHORUS_DEVICE_IPC_FILTER:-*CudaGpuIpc*}  # read by the stage's own bash
 st_gpu_ipc() { CHORUS_DEBUG=WARN run_tests "$ipc_filter"; }
 st_gpu_ipc_nocache() {
   CHORUS_CUDA_IPC_CACHE=0 CHORUS_DEBUG=WARN run_tests "${CHORUS_DEVICE_IPC_FILTER:-*CudaGpuIpcDirect*}"
