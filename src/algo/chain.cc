@@ -71,9 +71,15 @@ void chainReduce(chorusComm* comm, const OpDesc& op, const Work& w) {
 }
 
 namespace {
-// n - 1 hand-offs along the chain; every rank moves the data once.
-double chainHops(OpKind, const Shape& s, size_t) {
-  return double(s.nranks) - 1;
+// n - 1 hand-offs along the chain; every rank moves the data once. A Broadcast on one node
+// overlaps back-to-back calls as the eager ring does (algo/oneshot.cc): the root and each rank
+// forward a call and go on to the next while it travels down the chain, so a call costs a rank
+// about 1.5 hand-offs, not n - 1 (measured at 8 and 16 ranks on 16 cores: 0.67-0.80 us for
+// 512 B, where 15 hand-offs are 8.5 us; the tree, modelled at its depth, took 1.8-3.5 us;
+// scripts/device_probe.sh on the GPU machine, 2026-11-28).
+double chainHops(OpKind kind, const Shape& s, size_t) {
+  const double hops = double(s.nranks) - 1;
+  return kind == OpKind::kBroadcast && s.nnodes == 1 ? std::min(hops, 1.5) : hops;
 }
 double chainBytes(OpKind, int) {
   return 1.0;

@@ -143,6 +143,9 @@ struct AlgoDesc {
   double (*hops)(OpKind kind, const Shape& shape, size_t bytes) = nullptr;
   // Bytes a rank moves, as a multiple of the operation's bytes.
   double (*byteFactor)(OpKind kind, int nranks) = nullptr;
+  // The same across nodes (the generic multi-node model), where it differs from one node's.
+  // Null: byteFactor.
+  double (*netByteFactor)(OpKind kind, int nranks) = nullptr;
   // Largest operation (model bytes) it can run. Null: no limit.
   size_t (*slotLimit)(OpKind kind, int nranks) = nullptr;
   // On an oversubscribed node: how many times each hand-off counts. Null: 1.

@@ -215,7 +215,8 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
     const double bw = std::min(netBwGBs(shape), m.bwGBs[pi]) * 1e3;
     Shape s = withDepth(shape);
     s.oversubscribed = false;
-    return m.baseUs[pi] + d.hops(kind, s, bytes) * netHopUs(shape) + S * d.byteFactor(kind, n) / bw;
+    const double factor = d.netByteFactor ? d.netByteFactor(kind, n) : d.byteFactor(kind, n);
+    return m.baseUs[pi] + d.hops(kind, s, bytes) * netHopUs(shape) + S * factor / bw;
   }
   double hop = m.hopUs[pi], bw = m.bwGBs[pi];
   const ChoiceFit* fit = kind == OpKind::kAllReduce && nch <= kCalibratedChannels
