@@ -424,7 +424,7 @@ for p in sorted(glob.glob(f"{work}/peers_np*.md"), key=lambda x: int(re.findall(
     md += [l.rstrip("\n") for l in open(p)] + [""]
 for p in sorted(glob.glob(f"{work}/torch_np*.txt"), key=lambda x: int(re.findall(r"\d+", x)[-1])):
     md += [f"## chorus-torch-bench (chorus against gloo): {os.path.basename(p)[8:-4]} ranks", "",
-           "```"] + [l.rstrip("\n") for l in open(p)][-60:] + ["```", ""]
+           "```"] + [l.rstrip("\n") for l in open(p)][-200:] + ["```", ""]
     j = p[:-4] + ".json"
     if os.path.exists(j):
         try:
