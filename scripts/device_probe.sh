@@ -2,25 +2,33 @@
 # The GPU machine's second check (docs/scaling.md, docs/cuda.md): what the full device check
 # (scripts/device_check.sh) left open, in one short command. Builds the perf tools alone (CUDA,
 # no tests, no Python), then:
-#   cuda_poll   small device AllReduces at 2 and 4 ranks, staged and through the IPC path, with
-#               the host waits' poll phase at its default (CHORUS_POLL_US=50) and long (2000):
-#               is the 160-440 us of a small staged call the cost of waking a sleeping rank?
+#   cuda        device AllReduces (8 B-16 MiB) at 2 and 4 ranks, staged and through the IPC
+#               path: as processes (each its own CUDA context), as threads of one process (one
+#               context: -t N), and as processes under MPS where the image has
+#               nvidia-cuda-mps-control. Is the 0.16-0.55 ms a call cost on 2026-11-28 the GPU
+#               time-slicing between the processes' contexts? (That run's probe also ruled out
+#               the host's poll phase: CHORUS_POLL_US=50 and 2000 gave the same times.)
 #   algo16      CPU AllReduce and Broadcast at 16 (and 8) ranks on 16 cores, every algorithm the
 #               tuner may pick forced in turn (CHORUS_ALGO), rounds interleaved: which one is
 #               fastest per size, against what the tuner picks.
 # Results: $OUT/probe.md (tables: time per size, us, best over the rounds) and $OUT/probe.tar.gz.
+#   tune        (--tune) chorus-tune on 2 thread ranks first, its fit saved on that machine,
+#               so that the forced runs' predicted times come from that machine's model
 # Usage: scripts/device_probe.sh [--out DIR] [--rounds N] [--build DIR] [--cpu] [--deadline S]
+#                                [--tune] [--skip-cuda]
 #   --deadline S: no launch starts S seconds after the start (default 230)
 #   --cpu: no CUDA stage and no CUDA build (runs anywhere; 4 ranks instead of 16 and 8)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-root=$PWD out=${OUT:-} rounds=2 build= cpu=0 deadline=230
+root=$PWD out=${OUT:-} rounds=2 build= cpu=0 deadline=230 tune=0 skipcuda=0
 while [ $# -gt 0 ]; do
   case $1 in
     --out) out=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
     --cpu) cpu=1; shift ;;
+    --tune) tune=1; shift ;;
+    --skip-cuda) skipcuda=1; shift ;;
     --deadline) deadline=$2; shift 2 ;;
     *) echo "device_probe: unknown option $1" >&2; exit 2 ;;
   esac
@@ -45,7 +53,7 @@ if [ -z "$build" ]; then
   t0=$(date +%s)
   { cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${cuda[@]}" \
       -DCHORUS_BUILD_TESTS=OFF -DCHORUS_PYTHON=OFF "${deps[@]}" &&
-    cmake --build "$build" -j"$(nproc)" --target chorusrun all_reduce_perf broadcast_perf; } \
+    cmake --build "$build" -j"$(nproc)" --target chorusrun all_reduce_perf broadcast_perf chorus-tune; } \
     >"$work/build.log" 2>&1 || { tail -n 40 "$work/build.log"; say "build FAILED"; exit 1; }
   say "build: $(($(date +%s) - t0)) s"
 fi
@@ -56,18 +64,44 @@ run() {  # run NAME NP COLL ARGS... (environment from the caller): one launch, i
   timeout -k5 90 "$build/chorusrun" --timeout 80 --no-prefix -np "$np" "$build/${coll}_perf" \
     "$@" -J "$work/$name.json" >"$work/$name.txt" 2>&1 || echo "FAILED $name (rc $?)" >>"$work/failed"
 }
-if [ "$cpu" = 0 ]; then
+if [ "$cpu" = 0 ] && [ "$skipcuda" = 0 ]; then
+  mps=0
+  command -v nvidia-cuda-mps-control >/dev/null && mps=1
+  sizes=(-b 8 -e 16M -f 8 -n 50 -w 10 -c 1)
   for r in $(seq 1 "$rounds"); do
     for np in 2 4; do
       for ipc in 0 1; do
-        for poll in 50 2000; do
-          CHORUS_CUDA_IPC=$ipc CHORUS_POLL_US=$poll run "cuda_np${np}_ipc${ipc}_poll${poll}_r$r" \
-            "$np" all_reduce --device -b 8 -e 16M -f 8 -n 50 -w 10 -c 1
-        done
+        CHORUS_CUDA_IPC=$ipc run "cuda_np${np}_ipc${ipc}_procs_r$r" "$np" all_reduce --device "${sizes[@]}"
+        CHORUS_CUDA_IPC=$ipc run "cuda_np${np}_ipc${ipc}_threads_r$r" 1 all_reduce --device \
+          -t "$np" "${sizes[@]}"
       done
     done
   done
-  say "cuda_poll: done at $(($(date +%s) - start)) s"
+  if [ "$mps" = 1 ]; then
+    # Its own pipe and log folders; stopped (bounded) whatever happens.
+    export CUDA_MPS_PIPE_DIRECTORY=$work/mps CUDA_MPS_LOG_DIRECTORY=$work/mps
+    mkdir -p "$work/mps"
+    if timeout 20 nvidia-cuda-mps-control -d; then
+      for np in 2 4; do
+        for ipc in 0 1; do
+          CHORUS_CUDA_IPC=$ipc run "cuda_np${np}_ipc${ipc}_mps_r1" "$np" all_reduce --device "${sizes[@]}"
+        done
+      done
+      echo quit | timeout 20 nvidia-cuda-mps-control
+    else
+      say "MPS: nvidia-cuda-mps-control -d failed"
+    fi
+    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+  else
+    say "MPS: no nvidia-cuda-mps-control"
+  fi
+  say "cuda: done at $(($(date +%s) - start)) s"
+fi
+if [ "$tune" = 1 ]; then
+  timeout -k5 120 "$build/chorus-tune" --ranks 2 --print >"$work/tune.txt" 2>&1 ||
+    echo "FAILED chorus-tune (rc $?)" >>"$work/failed"
+  say "tune: done at $(($(date +%s) - start)) s:"
+  sed 's/^/    /' "$work/tune.txt" | tee -a "$out/probe.md"
 fi
 nps="16 8"
 [ "$cpu" = 1 ] && nps=4
