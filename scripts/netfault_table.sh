@@ -20,6 +20,17 @@
 #   scripts/netfault_table.sh [BUILD=build] [TRIALS=20]
 #   FAULTS="down flap" SHAPES="2x2" TIMEOUT=5 scripts/netfault_table.sh build 5
 #   scripts/netfault_table.sh build --trial FAULT NODES    one trial, one JSON line (the tests)
+#   scripts/netfault_table.sh build --soak MINUTES [SEED]  the network soak (below)
+#   scripts/netfault_table.sh build --soak-job SECONDS NODES RANKS SEED   one of its jobs (tests)
+#
+# The network soak (--soak): for MINUTES, job after job on a random shape (2x1, 3x1, 2x2, 4x1).
+# Three jobs in four run the worker's mix (AllReduce, AllGather, Send/Recv, Broadcast,
+# ReduceScatter, 1-256 Ki int32, every result checked) for 20-40 s while faults that must only
+# slow it hit random nodes one after another: 5% or 30% loss for 1-5 s, or the link down for
+# 0.3-3 s; CHORUS_TIMEOUT is 30 there, and every rank must finish with exact results. The
+# fourth job is a trial of a fault that must be named (down, gone or drop; 2x2 or 4x1), judged
+# as in the table. No job may hang or leave a namespace or /dev/shm file behind. The last line:
+# NETSOAK SUMMARY ... -> PASS | FAIL.
 #
 # Needs root, iproute2 and nftables (apt-get install nftables). Exits non-zero if a trial was
 # wrong, hung or left something behind.
@@ -186,6 +197,137 @@ def trial(fault, nodes, np_=4):
 if args[:1] == ["--trial"]:
     print(json.dumps(trial(args[1], int(args[2]))))
     sys.exit(0)
+
+def leftovers(pid, pids):
+    time.sleep(0.2)
+    left = [l.split()[0] for l in sh("ip", "netns", "list").stdout.splitlines()
+            if l.startswith(f"chorus-{pid}-")]
+    shm = [f for f in os.listdir("/dev/shm")
+           if any(f.startswith(f"chorus-{q}-") for q in pids)]
+    for n in left:
+        sh("ip", "netns", "del", n)
+    return left + shm
+
+def benign_job(rng, nodes, np_, seconds, timeout=30):
+    # A mix of collectives under loss and short flaps on random nodes: exact, or a failure.
+    cmd = [chorusrun, "--netns", "--nodes", str(nodes), "--timeout", str(int(seconds + 120)),
+           "-x", f"CHORUS_TIMEOUT={timeout}", "-np", str(np_), worker, "--coll", "Mix",
+           "--count", "262144", "--seconds", str(seconds), "--linger-ms", "2000",
+           "--watchdog", str(int(seconds + 100))]
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         bufsize=1)
+    os.set_blocking(p.stdout.fileno(), False)
+    out = []
+    def pump():
+        while True:
+            try:
+                line = p.stdout.readline()
+            except (BlockingIOError, TypeError):
+                return
+            if not line:
+                return
+            out.append(line)
+    t0 = mono()
+    while mono() - t0 < 60 and p.poll() is None:
+        pump()
+        if sum("READY rank=" in l for l in out) == np_:
+            break
+        time.sleep(0.05)
+    pid = p.pid
+    faults, errs = [], []
+    end = mono() + seconds - 4
+    while mono() < end and p.poll() is None:
+        pause = rng.uniform(0.5, 3.0)
+        while pause > 0 and p.poll() is None:
+            pump(); time.sleep(0.1); pause -= 0.1
+        if p.poll() is not None or mono() >= end:
+            break
+        node = rng.randrange(nodes)
+        ns, dev = f"chorus-{pid}-node{node}", f"v{pid}n{node}"
+        kind = rng.choice(["loss5", "loss30", "flap"])
+        def run(*c):
+            r = sh(*c)
+            if r.returncode != 0:
+                errs.append(" ".join(c) + ": " + r.stdout.strip())
+        if kind == "flap":
+            hold = rng.uniform(0.3, 3.0)
+            run("ip", "netns", "exec", ns, "ip", "link", "set", "dev", dev, "down")
+            time.sleep(hold)
+            run("ip", "netns", "exec", ns, "ip", "link", "set", "dev", dev, "up")
+        else:
+            hold = rng.uniform(1.0, 5.0)
+            run("ip", "netns", "exec", ns, "nft", "add", "table", "inet", "soak")
+            run("ip", "netns", "exec", ns, "nft", "add", "chain", "inet", "soak", "c",
+                "{ type filter hook output priority 0; }")
+            run("ip", "netns", "exec", ns, "nft", "add", "rule", "inet", "soak", "c", "numgen",
+                "random", "mod", "100", "<", kind[4:], "drop")
+            time.sleep(hold)
+            run("ip", "netns", "exec", ns, "nft", "delete", "table", "inet", "soak")
+        faults.append(f"{kind}@{node}:{hold:.1f}s")
+    while p.poll() is None:
+        pump()
+        time.sleep(0.05)
+    pump()
+    rest = p.stdout.read()
+    if rest:
+        out.append(rest)
+    text = "".join(out)
+    done = {int(m.group(1)) for m in re.finditer(r"DONE rank=(\d+)", text)}
+    iters = [int(m.group(1)) for m in re.finditer(r"DONE rank=\d+ iters=(\d+)", text)]
+    bad = [l for l in text.splitlines() if "WRONG" in l or "FAILED" in l or "INITFAILED" in l]
+    pids = [int(m.group(1)) for m in re.finditer(r"READY rank=\d+ nranks=\d+ pid=(\d+)", text)]
+    left = leftovers(pid, pids)
+    ok = p.returncode == 0 and len(done) == np_ and not bad and not errs
+    return {"kind": "benign", "shape": f"{nodes}x{np_ // nodes}", "rc": p.returncode, "ok": ok,
+            "seconds": round(mono() - t0, 1), "calls": min(iters) if iters else 0,
+            "faults": faults, "hang": p.returncode in (124, 137) or "not finished" in text,
+            "leftovers": left, "notes": (bad + errs)[:3]}
+
+if args[:1] == ["--soak-job"]:
+    import random
+    sec, nodes, np_, seed = (int(x) for x in args[1:5])
+    print(json.dumps(benign_job(random.Random(seed), nodes, np_, sec)))
+    sys.exit(0)
+
+if args[:1] == ["--soak"]:
+    import random
+    minutes = float(args[1]) if len(args) > 1 else 30
+    seed = int(args[2]) if len(args) > 2 else int(time.time())
+    rng = random.Random(seed)
+    print(f"# network soak {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+          f"{os.cpu_count()} cores, seed {seed}: scripts/netfault_table.sh {B} --soak "
+          f"{minutes:g} {seed}", flush=True)
+    stop = mono() + minutes * 60
+    jobs, failed, hangs, left, nfaults, calls, named = 0, 0, 0, 0, 0, 0, 0
+    kinds = {}
+    while mono() < stop:
+        jobs += 1
+        if jobs % 4 == 0:
+            fault = rng.choice(list(FAIL_FAULTS))
+            nodes = rng.choice([2, 4])
+            r = trial(fault, nodes)
+            r["kind"], r["ok"], r["shape"] = f"fatal:{fault}", r["correct"], f"{nodes}x{4 // nodes}"
+            named += bool(r["correct"])
+        else:
+            nodes, np_ = rng.choice([(2, 2), (3, 3), (2, 4), (4, 4)])
+            r = benign_job(rng, nodes, np_, rng.randint(20, 40))
+            nfaults += len(r["faults"])
+            calls += r["calls"]
+            for f in r["faults"]:
+                kinds[f.split("@")[0]] = kinds.get(f.split("@")[0], 0) + 1
+        failed += not r["ok"]
+        hangs += bool(r["hang"])
+        left += bool(r["leftovers"])
+        brief = {k: r.get(k) for k in ("kind", "shape", "ok", "rc", "seconds", "calls", "worst_s",
+                                        "faults", "hang", "leftovers", "notes") if k in r}
+        print(json.dumps(brief), flush=True)
+    verdict = "PASS" if failed == 0 and hangs == 0 and left == 0 else "FAIL"
+    print(f"NETSOAK SUMMARY seed={seed} minutes={minutes:g} jobs={jobs} "
+          f"benign={jobs - jobs // 4} (faults {nfaults}: "
+          + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items()))
+          + f"; checked calls {calls}) fatal={jobs // 4} (named {named}) failed={failed} "
+          f"hangs={hangs} leftovers={left} -> {verdict}", flush=True)
+    sys.exit(0 if verdict == "PASS" else 1)
 
 trials = int(args[0]) if args else 20
 faults = os.environ.get("FAULTS", "down gone drop flap loss5 loss30").split()

@@ -4,9 +4,13 @@
 // namespace deleted). It loops one collective and checks every result against a reference
 // computed here, and prints its progress so that the test can inject the fault at a known point.
 //
-//   chorus_netfault_worker [--coll AllReduce|AllGather|SendRecv] [--count N] [--iters N]
-//                          [--seconds S] [--linger-ms MS] [--watchdog SEC]
+//   chorus_netfault_worker [--coll AllReduce|AllGather|SendRecv|Broadcast|ReduceScatter|Mix]
+//                          [--count N] [--iters N] [--seconds S] [--linger-ms MS]
+//                          [--watchdog SEC]
 //
+//   --coll Mix      call i runs collective i % 5 of the five, on a count drawn from i between 1
+//                   and --count (log-uniform), the root of Broadcast i % nranks: what the
+//                   network soak runs (scripts/netfault_table.sh --soak)
 //   --count N       elements (int32) per rank and call (default 65536 = 256 KiB)
 //   --iters N       calls to make (0: no limit; default 0)
 //   --seconds S     stop after S seconds of calls (default 0: no limit; the ranks agree on the
@@ -29,6 +33,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -66,8 +71,10 @@ Options parse(int argc, char** argv) {
     };
     if (a == "--coll") {
       o.coll = value();
-      if (o.coll != "AllReduce" && o.coll != "AllGather" && o.coll != "SendRecv")
-        usage("--coll: AllReduce, AllGather or SendRecv, not " + o.coll);
+      if (o.coll != "AllReduce" && o.coll != "AllGather" && o.coll != "SendRecv" &&
+          o.coll != "Broadcast" && o.coll != "ReduceScatter" && o.coll != "Mix")
+        usage("--coll: AllReduce, AllGather, SendRecv, Broadcast, ReduceScatter or Mix, not " +
+              o.coll);
     } else if (a == "--count") {
       o.count = size_t(std::strtoull(value().c_str(), nullptr, 10));
       if (o.count == 0) usage("--count must be at least 1");
@@ -91,6 +98,19 @@ int32_t input(int r, long it, size_t k) {
   return int32_t((uint64_t(r) * 7919u + uint64_t(it) * 104729u + k * 31u) % 1000u) - 500;
 }
 
+const char* const kMix[] = {"AllReduce", "AllGather", "SendRecv", "Broadcast", "ReduceScatter"};
+
+// Call `it`'s count under --coll Mix: log-uniform in [1, max], the same on every rank.
+size_t mixCount(long it, size_t max) {
+  uint64_t x = uint64_t(it) * 0x9e3779b97f4a7c15ULL;
+  x ^= x >> 29;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 32;
+  const double u = double(x % 1000000u) / 1e6;  // [0, 1)
+  const size_t c = size_t(std::exp(u * std::log(double(max) + 1.0)));
+  return std::clamp<size_t>(c, 1, max);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -106,15 +126,21 @@ int main(int argc, char** argv) {
   int rank = -1, nranks = -1;
   chorusCommUserRank(comm, &rank);
   chorusCommCount(comm, &nranks);
-  const size_t n = o.count;
-  const bool gather = o.coll == "AllGather";
-  std::vector<int32_t> send(n), recv(gather ? n * size_t(nranks) : n), want(recv.size());
+  const bool mix = o.coll == "Mix";
+  // Room for the largest call: AllGather's output and ReduceScatter's input are n per rank.
+  std::vector<int32_t> send(o.count * size_t(nranks)), recv(o.count * size_t(nranks)),
+      want(recv.size());
   std::printf("READY rank=%d nranks=%d pid=%d t=%.6f\n", rank, nranks, int(getpid()),
               ctest::nowSeconds());
   std::fflush(stdout);
   const double start = ctest::nowSeconds();
   long it = 0;
   for (; o.iters == 0 || it < o.iters; ++it) {
+    const std::string coll = mix ? kMix[it % 5] : o.coll;
+    const size_t n = mix ? mixCount(it, o.count) : o.count;
+    const bool gather = coll == "AllGather", scatter = coll == "ReduceScatter";
+    const size_t sendCount = scatter ? n * size_t(nranks) : n;
+    const size_t recvCount = gather ? n * size_t(nranks) : n;
     if (o.seconds > 0 && it % 50 == 0) {
       // Time's up when any rank's clock says so: the ranks agree (an AllReduce of the flag), so
       // that all make the same number of calls.
@@ -123,9 +149,9 @@ int main(int argc, char** argv) {
       if (r == chorusSuccess && any != 0) break;
       if (r != chorusSuccess) goto failed;
     }
-    for (size_t k = 0; k < n; ++k) send[k] = input(rank, it, k);
-    std::fill(recv.begin(), recv.end(), INT32_MIN);
-    if (o.coll == "AllReduce") {
+    for (size_t k = 0; k < sendCount; ++k) send[k] = input(rank, it, k);
+    std::fill(recv.begin(), recv.begin() + long(recvCount), INT32_MIN);
+    if (coll == "AllReduce") {
       r = chorusAllReduce(send.data(), recv.data(), n, chorusInt32, chorusSum, comm, nullptr);
       for (size_t k = 0; k < n; ++k) {
         int32_t s = 0;
@@ -136,6 +162,17 @@ int main(int argc, char** argv) {
       r = chorusAllGather(send.data(), recv.data(), n, chorusInt32, comm, nullptr);
       for (int q = 0; q < nranks; ++q)
         for (size_t k = 0; k < n; ++k) want[size_t(q) * n + k] = input(q, it, k);
+    } else if (scatter) {
+      r = chorusReduceScatter(send.data(), recv.data(), n, chorusInt32, chorusSum, comm, nullptr);
+      for (size_t k = 0; k < n; ++k) {
+        int32_t s = 0;
+        for (int q = 0; q < nranks; ++q) s += input(q, it, size_t(rank) * n + k);
+        want[k] = s;
+      }
+    } else if (coll == "Broadcast") {
+      const int root = int(it % nranks);
+      r = chorusBroadcast(send.data(), recv.data(), n, chorusInt32, root, comm, nullptr);
+      for (size_t k = 0; k < n; ++k) want[k] = input(root, it, k);
     } else {
       r = chorusGroupStart();
       if (r == chorusSuccess)
@@ -161,10 +198,10 @@ int main(int argc, char** argv) {
       chorusCommAbort(comm);
       return 3;
     }
-    for (size_t k = 0; k < recv.size(); ++k)
+    for (size_t k = 0; k < recvCount; ++k)
       if (recv[k] != want[k]) {
-        std::printf("WRONG rank=%d iter=%ld index=%zu got=%d want=%d\n", rank, it, k, recv[k],
-                    want[k]);
+        std::printf("WRONG rank=%d iter=%ld coll=%s count=%zu index=%zu got=%d want=%d\n", rank,
+                    it, coll.c_str(), n, k, recv[k], want[k]);
         std::fflush(stdout);
         chorusCommAbort(comm);
         return 2;

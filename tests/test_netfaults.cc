@@ -8,7 +8,8 @@
 //     CHORUS_TIMEOUT + 3 s naming a network failure and the unreachable node(s), the job exits
 //     non-zero, nothing hangs, nothing is left behind;
 //   - a flap shorter than the timeout, 5% and 30% loss: the job completes, every result exact.
-// Skipped with a reason without root / ip netns, or without nft for the faults that need it.
+// And one job of the network soak (NetSoak). Skipped with a reason without root / ip netns, or
+// without nft for the faults that need it.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -85,6 +86,30 @@ TEST_P(NetFaults, SurvivorsNameTheNetworkOrResultsStayExact) {
   }
   std::printf("%s, %d nodes: worst %.2f s\n", fault.c_str(), nodes,
               j["worst_s"].is_null() ? -1.0 : j["worst_s"].get<double>());
+}
+
+// One job of the network soak (scripts/netfault_table.sh --soak): the worker's mix of five
+// collectives (1-256 Ki int32, every result checked) on 2 nodes x 2 ranks for 12 s while 5% or
+// 30% loss (1-5 s) and link flaps (0.3-3 s) hit random nodes one after another: the job
+// completes, exact, nothing left behind.
+TEST(NetSoak, MixUnderLossAndFlapsStaysExact) {
+  if (const std::string why = netfaultUnavailable("loss5"); !why.empty()) GTEST_SKIP() << why;
+  const CommandResult r = runCommand(
+      {"/bin/sh", "-c", NETFAULT_TABLE_PATH " " BENCH_DIR " --soak-job 12 2 4 " +
+                            std::to_string(getpid())},
+      200 * timeoutScale());
+  ASSERT_FALSE(r.timedOut) << outputTail(r.output);
+  ASSERT_EQ(r.exitCode, 0) << outputTail(r.output);
+  const size_t brace = r.output.rfind("\n{");
+  const std::string line = r.output.substr(brace == std::string::npos ? 0 : brace + 1);
+  const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << outputTail(r.output);
+  EXPECT_TRUE(j["ok"].get<bool>()) << j.dump(1);
+  EXPECT_FALSE(j["hang"].get<bool>()) << j.dump(1);
+  EXPECT_TRUE(j["leftovers"].empty()) << j["leftovers"].dump();
+  EXPECT_GT(j["calls"].get<int>(), 0) << j.dump(1);
+  EXPECT_FALSE(j["faults"].empty()) << "no fault was injected: " << j.dump(1);
+  std::printf("%d calls, faults %s\n", j["calls"].get<int>(), j["faults"].dump().c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Faults, NetFaults,
