@@ -200,8 +200,8 @@ int main(int argc, char** argv) {
     }
     for (size_t k = 0; k < recvCount; ++k)
       if (recv[k] != want[k]) {
-        std::printf("WRONG rank=%d iter=%ld coll=%s count=%zu index=%zu got=%d want=%d\n", rank,
-                    it, coll.c_str(), n, k, recv[k], want[k]);
+        std::printf("WRONG rank=%d iter=%ld coll=%s count=%zu index=%zu got=%d want=%d\n", rank, it,
+                    coll.c_str(), n, k, recv[k], want[k]);
         std::fflush(stdout);
         chorusCommAbort(comm);
         return 2;

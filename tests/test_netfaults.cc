@@ -95,8 +95,8 @@ TEST_P(NetFaults, SurvivorsNameTheNetworkOrResultsStayExact) {
 TEST(NetSoak, MixUnderLossAndFlapsStaysExact) {
   if (const std::string why = netfaultUnavailable("loss5"); !why.empty()) GTEST_SKIP() << why;
   const CommandResult r = runCommand(
-      {"/bin/sh", "-c", NETFAULT_TABLE_PATH " " BENCH_DIR " --soak-job 12 2 4 " +
-                            std::to_string(getpid())},
+      {"/bin/sh", "-c",
+       NETFAULT_TABLE_PATH " " BENCH_DIR " --soak-job 12 2 4 " + std::to_string(getpid())},
       200 * timeoutScale());
   ASSERT_FALSE(r.timedOut) << outputTail(r.output);
   ASSERT_EQ(r.exitCode, 0) << outputTail(r.output);
