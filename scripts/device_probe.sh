@@ -107,19 +107,18 @@ nps="16 8"
 [ "$cpu" = 1 ] && nps=4
 for r in $(seq 1 "$rounds"); do
   for np in $nps; do
-    for a in default ring tree oneshot twoshot hd direct; do
-      if [ $a = default ]; then
-        run "ar_np${np}_${a}_r$r" "$np" all_reduce -b 8 -e 64M -f 8 -n 20 -w 10 -c 1
-      else
-        CHORUS_ALGO=$a run "ar_np${np}_${a}_r$r" "$np" all_reduce -b 8 -e 64M -f 8 -n 20 -w 10 -c 1
-      fi
-    done
-    for a in default chain oneshot tree ring direct cma; do
-      if [ $a = default ]; then
-        run "bc_np${np}_${a}_r$r" "$np" broadcast -b 8 -e 64M -f 8 -n 20 -w 10 -c 1
-      else
-        CHORUS_ALGO=$a run "bc_np${np}_${a}_r$r" "$np" broadcast -b 8 -e 64M -f 8 -n 20 -w 10 -c 1
-      fi
+    # AllReduce (ar_) and Broadcast (bc_), each algorithm forced in turn (default: the tuner's).
+    for spec in "ar all_reduce default ring tree oneshot twoshot hd direct" \
+                "bc broadcast default chain oneshot tree ring direct cma"; do
+      set -- $spec
+      local_tag=$1 coll=$2
+      shift 2
+      for a in "$@"; do
+        algo=$a
+        [ "$a" = default ] && algo=
+        CHORUS_ALGO=$algo run "${local_tag}_np${np}_${a}_r$r" "$np" "$coll" -b 8 -e 64M -f 8 \
+          -n 20 -w 10 -c 1
+      done
     done
   done
   say "algo round $r: done at $(($(date +%s) - start)) s"

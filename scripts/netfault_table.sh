@@ -57,6 +57,46 @@ def sh(*cmd):
 def mono():
     return time.clock_gettime(time.CLOCK_MONOTONIC)
 
+class Job:
+    """A chorusrun job: its output read without blocking (pump) into out."""
+    def __init__(self, cmd):
+        self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True, bufsize=1)
+        os.set_blocking(self.p.stdout.fileno(), False)
+        self.out = []
+
+    def pump(self):
+        while True:
+            try:
+                line = self.p.stdout.readline()
+            except (BlockingIOError, TypeError):
+                return
+            if not line:
+                return
+            self.out.append(line)
+
+    def finish(self):
+        """Waits for the end (chorusrun's own --timeout is the hang bound); all it printed."""
+        while self.p.poll() is None:
+            self.pump()
+            time.sleep(0.05)
+        self.pump()
+        rest = self.p.stdout.read()
+        if rest:
+            self.out.append(rest)
+        return "".join(self.out)
+
+def leftovers(pid, pids):
+    """The job's namespaces (deleted) and its ranks' /dev/shm files, after it ended."""
+    time.sleep(0.2)
+    left = [l.split()[0] for l in sh("ip", "netns", "list").stdout.splitlines()
+            if l.startswith(f"chorus-{pid}-")]
+    shm = [f for f in os.listdir("/dev/shm")
+           if any(f.startswith(f"chorus-{q}-") for q in pids)]
+    for n in left:
+        sh("ip", "netns", "del", n)
+    return left + shm
+
 def trial(fault, nodes, np_=4):
     """One job: start, wait for 20 calls, break the last node's network, judge what came back."""
     per = np_ // nodes
@@ -66,19 +106,8 @@ def trial(fault, nodes, np_=4):
     cmd = [chorusrun, "--netns", "--nodes", str(nodes), "--timeout", "90",
            "-x", f"CHORUS_TIMEOUT={TIMEOUT:g}", "-np", str(np_), worker, "--seconds", str(seconds),
            "--linger-ms", str(int(TIMEOUT * 1000 + 3000)), "--watchdog", "80"]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         bufsize=1)
-    os.set_blocking(p.stdout.fileno(), False)
-    out = []
-    def pump():
-        while True:
-            try:
-                line = p.stdout.readline()
-            except (BlockingIOError, TypeError):
-                return
-            if not line:
-                return
-            out.append(line)
+    job = Job(cmd)
+    p, out, pump = job.p, job.out, job.pump
     start = time.time()
     progressed = set()
     while time.time() - start < 60 and p.poll() is None:
@@ -132,15 +161,7 @@ def trial(fault, nodes, np_=4):
             if node_of[r] == bad:
                 os.kill(q, signal.SIGSTOP)
         run("ip", "netns", "del", ns)
-    # Wait for the job to end (chorusrun's own --timeout 90 is the hang bound).
-    while p.poll() is None:
-        pump()
-        time.sleep(0.05)
-    pump()
-    rest = p.stdout.read()
-    if rest:
-        out.append(rest)
-    text = "".join(out)
+    text = job.finish()
     rc = p.returncode
     survivors = [r for r in range(np_) if not (fault == "gone" and node_of[r] == bad)]
     reports, wrong, times = {}, [], []
@@ -181,32 +202,15 @@ def trial(fault, nodes, np_=4):
             if rc != 0 and not notes:
                 notes.append(f"chorusrun exit status {rc}")
         times.append(mono() - t0)
-    # Leftovers: the job's namespaces, and /dev/shm files of its ranks.
-    time.sleep(0.2)
-    left = [l.split()[0] for l in sh("ip", "netns", "list").stdout.splitlines()
-            if l.startswith(f"chorus-{pid}-")]
-    shm = [f for f in os.listdir("/dev/shm")
-           if any(f.startswith(f"chorus-{q}-") for q in pids.values())]
-    for n in left:
-        sh("ip", "netns", "del", n)
+    left = leftovers(pid, pids.values())
     return {"fault": fault, "nodes": nodes, "ranks": np_, "rc": rc, "correct": correct,
             "worst_s": round(max(times), 3) if times else None, "hang": hang,
-            "leftovers": left + shm, "setup_errors": errs, "notes": notes,
+            "leftovers": left, "setup_errors": errs, "notes": notes,
             "reports": {str(r): reports[r][1] for r in sorted(reports)}}
 
 if args[:1] == ["--trial"]:
     print(json.dumps(trial(args[1], int(args[2]))))
     sys.exit(0)
-
-def leftovers(pid, pids):
-    time.sleep(0.2)
-    left = [l.split()[0] for l in sh("ip", "netns", "list").stdout.splitlines()
-            if l.startswith(f"chorus-{pid}-")]
-    shm = [f for f in os.listdir("/dev/shm")
-           if any(f.startswith(f"chorus-{q}-") for q in pids)]
-    for n in left:
-        sh("ip", "netns", "del", n)
-    return left + shm
 
 def benign_job(rng, nodes, np_, seconds, timeout=30):
     # A mix of collectives under loss and short flaps on random nodes: exact, or a failure.
@@ -214,19 +218,8 @@ def benign_job(rng, nodes, np_, seconds, timeout=30):
            "-x", f"CHORUS_TIMEOUT={timeout}", "-np", str(np_), worker, "--coll", "Mix",
            "--count", "262144", "--seconds", str(seconds), "--linger-ms", "2000",
            "--watchdog", str(int(seconds + 100))]
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         bufsize=1)
-    os.set_blocking(p.stdout.fileno(), False)
-    out = []
-    def pump():
-        while True:
-            try:
-                line = p.stdout.readline()
-            except (BlockingIOError, TypeError):
-                return
-            if not line:
-                return
-            out.append(line)
+    job = Job(cmd)
+    p, out, pump = job.p, job.out, job.pump
     t0 = mono()
     while mono() - t0 < 60 and p.poll() is None:
         pump()
@@ -264,14 +257,7 @@ def benign_job(rng, nodes, np_, seconds, timeout=30):
             time.sleep(hold)
             run("ip", "netns", "exec", ns, "nft", "delete", "table", "inet", "soak")
         faults.append(f"{kind}@{node}:{hold:.1f}s")
-    while p.poll() is None:
-        pump()
-        time.sleep(0.05)
-    pump()
-    rest = p.stdout.read()
-    if rest:
-        out.append(rest)
-    text = "".join(out)
+    text = job.finish()
     done = {int(m.group(1)) for m in re.finditer(r"DONE rank=(\d+)", text)}
     iters = [int(m.group(1)) for m in re.finditer(r"DONE rank=\d+ iters=(\d+)", text)]
     bad = [l for l in text.splitlines() if "WRONG" in l or "FAILED" in l or "INITFAILED" in l]

@@ -41,6 +41,16 @@ std::string netfaultUnavailable(const std::string& fault) {
   return "";
 }
 
+// The JSON line netfault_table.sh ends with, into *j: false if the run timed out, failed or
+// printed none.
+bool lastJsonLine(const CommandResult& r, nlohmann::json* j) {
+  if (r.timedOut || r.exitCode != 0) return false;
+  const size_t brace = r.output.rfind("\n{");
+  *j = nlohmann::json::parse(r.output.substr(brace == std::string::npos ? 0 : brace + 1), nullptr,
+                             false);
+  return !j->is_discarded();
+}
+
 class NetFaults : public ShmCheckedTestP<std::tuple<std::string, int>> {};
 
 TEST_P(NetFaults, SurvivorsNameTheNetworkOrResultsStayExact) {
@@ -57,12 +67,10 @@ TEST_P(NetFaults, SurvivorsNameTheNetworkOrResultsStayExact) {
        "TIMEOUT=" + std::to_string(chorusTimeout) +
            " " NETFAULT_TABLE_PATH " " BENCH_DIR " --trial " + fault + " " + std::to_string(nodes)},
       150 * timeoutScale());
-  ASSERT_FALSE(r.timedOut) << outputTail(r.output);
-  ASSERT_EQ(r.exitCode, 0) << outputTail(r.output);
-  const size_t brace = r.output.rfind("\n{");
-  const std::string line = r.output.substr(brace == std::string::npos ? 0 : brace + 1);
-  const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-  ASSERT_FALSE(j.is_discarded()) << outputTail(r.output);
+  nlohmann::json j;
+  ASSERT_TRUE(lastJsonLine(r, &j))
+      << (r.timedOut ? "timed out" : "exit status " + std::to_string(r.exitCode)) << ": "
+      << outputTail(r.output);
   EXPECT_TRUE(j["setup_errors"].empty()) << j["setup_errors"].dump();
   EXPECT_FALSE(j["hang"].get<bool>()) << j.dump(1);
   EXPECT_TRUE(j["leftovers"].empty()) << j["leftovers"].dump();
@@ -98,12 +106,10 @@ TEST(NetSoak, MixUnderLossAndFlapsStaysExact) {
       {"/bin/sh", "-c",
        NETFAULT_TABLE_PATH " " BENCH_DIR " --soak-job 12 2 4 " + std::to_string(getpid())},
       200 * timeoutScale());
-  ASSERT_FALSE(r.timedOut) << outputTail(r.output);
-  ASSERT_EQ(r.exitCode, 0) << outputTail(r.output);
-  const size_t brace = r.output.rfind("\n{");
-  const std::string line = r.output.substr(brace == std::string::npos ? 0 : brace + 1);
-  const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-  ASSERT_FALSE(j.is_discarded()) << outputTail(r.output);
+  nlohmann::json j;
+  ASSERT_TRUE(lastJsonLine(r, &j))
+      << (r.timedOut ? "timed out" : "exit status " + std::to_string(r.exitCode)) << ": "
+      << outputTail(r.output);
   EXPECT_TRUE(j["ok"].get<bool>()) << j.dump(1);
   EXPECT_FALSE(j["hang"].get<bool>()) << j.dump(1);
   EXPECT_TRUE(j["leftovers"].empty()) << j["leftovers"].dump();
