@@ -111,12 +111,12 @@ for r in $(seq 1 "$rounds"); do
     for spec in "ar all_reduce default ring tree oneshot twoshot hd direct" \
                 "bc broadcast default chain oneshot tree ring direct cma"; do
       set -- $spec
-      local_tag=$1 coll=$2
+      tag=$1 coll=$2
       shift 2
       for a in "$@"; do
         algo=$a
         [ "$a" = default ] && algo=
-        CHORUS_ALGO=$algo run "${local_tag}_np${np}_${a}_r$r" "$np" "$coll" -b 8 -e 64M -f 8 \
+        CHORUS_ALGO=$algo run "${tag}_np${np}_${a}_r$r" "$np" "$coll" -b 8 -e 64M -f 8 \
           -n 20 -w 10 -c 1
       done
     done

@@ -43,6 +43,7 @@
 
 #include "result_name.h"
 #include "timing.h"
+#include "values.h"
 #include "watchdog.h"
 
 namespace {
@@ -102,11 +103,7 @@ const char* const kMix[] = {"AllReduce", "AllGather", "SendRecv", "Broadcast", "
 
 // Call `it`'s count under --coll Mix: log-uniform in [1, max], the same on every rank.
 size_t mixCount(long it, size_t max) {
-  uint64_t x = uint64_t(it) * 0x9e3779b97f4a7c15ULL;
-  x ^= x >> 29;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 32;
-  const double u = double(x % 1000000u) / 1e6;  // [0, 1)
+  const double u = double(ctest::mix(0, 0, uint64_t(it)) % 1000000u) / 1e6;  // [0, 1)
   const size_t c = size_t(std::exp(u * std::log(double(max) + 1.0)));
   return std::clamp<size_t>(c, 1, max);
 }
@@ -141,6 +138,11 @@ int main(int argc, char** argv) {
     const bool gather = coll == "AllGather", scatter = coll == "ReduceScatter";
     const size_t sendCount = scatter ? n * size_t(nranks) : n;
     const size_t recvCount = gather ? n * size_t(nranks) : n;
+    auto sumOf = [&](size_t k) {  // element k of every rank's input, summed
+      int32_t s = 0;
+      for (int q = 0; q < nranks; ++q) s += input(q, it, k);
+      return s;
+    };
     if (o.seconds > 0 && it % 50 == 0) {
       // Time's up when any rank's clock says so: the ranks agree (an AllReduce of the flag), so
       // that all make the same number of calls.
@@ -153,22 +155,14 @@ int main(int argc, char** argv) {
     std::fill(recv.begin(), recv.begin() + long(recvCount), INT32_MIN);
     if (coll == "AllReduce") {
       r = chorusAllReduce(send.data(), recv.data(), n, chorusInt32, chorusSum, comm, nullptr);
-      for (size_t k = 0; k < n; ++k) {
-        int32_t s = 0;
-        for (int q = 0; q < nranks; ++q) s += input(q, it, k);
-        want[k] = s;
-      }
+      for (size_t k = 0; k < n; ++k) want[k] = sumOf(k);
     } else if (gather) {
       r = chorusAllGather(send.data(), recv.data(), n, chorusInt32, comm, nullptr);
       for (int q = 0; q < nranks; ++q)
         for (size_t k = 0; k < n; ++k) want[size_t(q) * n + k] = input(q, it, k);
     } else if (scatter) {
       r = chorusReduceScatter(send.data(), recv.data(), n, chorusInt32, chorusSum, comm, nullptr);
-      for (size_t k = 0; k < n; ++k) {
-        int32_t s = 0;
-        for (int q = 0; q < nranks; ++q) s += input(q, it, size_t(rank) * n + k);
-        want[k] = s;
-      }
+      for (size_t k = 0; k < n; ++k) want[k] = sumOf(size_t(rank) * n + k);
     } else if (coll == "Broadcast") {
       const int root = int(it % nranks);
       r = chorusBroadcast(send.data(), recv.data(), n, chorusInt32, root, comm, nullptr);
