@@ -46,15 +46,21 @@ void ringAllReduceOn(chorusComm* comm, const std::vector<int>& ring, int pos, co
 // share across nodes between ranks of the same local index, AllGather inside the node. Needs
 // every node to hold the same number of ranks.
 void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto);
+// Hierarchical AllGather and ReduceScatter (algo/hier.cc): a ring across nodes between the ranks
+// of one local index, each node's blocks passed on (summed) on the node's ring chunk by chunk.
+void hierAllGather(chorusComm* comm, const OpDesc& op, Proto proto);
+void hierReduceScatter(chorusComm* comm, const OpDesc& op, Proto proto);
 // Its slices: tune/tuner.h hierSlices.
 
-// The hierarchical AllReduce's rings, as seen by this rank (also the link probe's,
+// The hierarchical collectives' rings, as seen by this rank (also the link probe's,
 // core/net_probe.cc): its node's ranks in ring order, its index i there, and the ranks of index i
 // of every node (one per node that has that many ranks), in node order, with its place there.
 struct HierPlan {
   std::vector<int> local;  // this node's ranks in ring order
   std::vector<int> cross;  // local index i of every node, in node order
+  std::vector<int> grid;   // even nodes: local index k of node q at [q * P + k]; else empty
   int P = 1, i = 0, qpos = 0;
+  int at(int q, int k) const { return grid[size_t(q * P + mod(k, P))]; }
 };
 HierPlan hierPlan(const chorusComm* comm);
 

@@ -1,20 +1,29 @@
-// Hierarchical AllReduce for several nodes of P ranks each: the bytes that cross nodes drop from
-// 2(N-1)/N of the data per rank (one ring over all ranks) to 2(Q-1)/Q of a 1/P share per rank,
-// so every rank of a node uses the network at once and busbw approaches the ideal-busbw model's
-// I·(N-1)·Q / (N·(Q-1)).
+// Hierarchical collectives for several nodes of P ranks each (algo/algo.h HierPlan: local index
+// i of node q). They send a node's data across the network once, where a flat ring sends every
+// rank's: the bytes through a node's link drop from (N-1)/N of the data to (Q-1)/Q, which is
+// what the ideal-busbw model's I·(N-1)·Q / (N·(Q-1)) assumes.
+//
+// AllReduce:
 //   A. reduce-scatter on the node's ring: local rank i ends with the node's sum of block i;
 //   B. ring AllReduce of block i among the Q ranks of local index i (one per node);
 //   C. allgather of the blocks on the node's ring.
 // Avg sums in A and divides by nranks once, at the end of B.
 //
-// Pipelining: the data is cut into slices (hierSlices) and the three phases run on three threads
-// of the rank (the caller and two of the communicator's persistent channel workers), slice after
-// slice, so that the network (B) carries slice s while shared memory
-// reduces slice s+1 (A) and gathers slice s-1 (C). Each phase uses its own connections: A the
-// node ring on channel 0, C the node ring on channel 1, B the remote peers on channel 0 (always
-// Simple: the TCP transport carries no LL, net/tcp.h kTcpProtocols; the LL scratch of channel 0
-// is then A's alone). A phase waits
-// for the one before it on the same slice through a counter; a failing phase marks the
+// AllGather and ReduceScatter run a ring across nodes between the ranks of the same local index
+// (the cross ring) and, for each node's blocks in turn, a ring inside the node, interleaved
+// chunk by chunk: AllGather forwards every block the cross ring brings (rank (c, i)'s) to the
+// node's other ranks at once; ReduceScatter first sums, on the node's ring, the blocks of node c
+// that the cross ring will need next (the node's sum of rank (c, i)'s block lands in a one-chunk
+// buffer) and hands that to the cross ring. The node's rings move shared-memory data while the
+// cross ring's chunks are in flight (its slots hold several), so no threads are needed.
+//
+// AllReduce's pipelining: the data is cut into slices (hierSlices) and the three phases run on
+// three threads of the rank (the caller and two of the communicator's persistent channel workers),
+// slice after slice, so that the network (B) carries slice s while shared memory reduces slice s+1
+// (A) and gathers slice s-1 (C). Each phase uses its own connections: A the node ring on channel 0,
+// C the node ring on channel 1, B the remote peers on channel 0 (always Simple: the TCP transport
+// carries no LL, net/tcp.h kTcpProtocols; the LL scratch of channel 0 is then A's alone). A phase
+// waits for the one before it on the same slice through a counter; a failing phase marks the
 // communicator failed, which stops the other two.
 #include <unistd.h>
 
@@ -55,8 +64,11 @@ constexpr double kPipelineRatio = 1.5;
 
 constexpr int kHierSamples = 3;
 
-// The measurements so far (Algo::kHier's state); shape.hierPipelined holds the decision.
+// The communicator's plan and one chunk for ReduceScatter, made once (createState); the
+// AllReduce's measurements so far (shape.hierPipelined holds the decision).
 struct HierState final : AlgoState {
+  HierPlan plan;
+  std::vector<char> chunk;                // one Simple slot: ReduceScatter's node sum
   int samples = 0;                        // calls measured so far
   double netPerByte = 0, shmPerByte = 0;  // fastest seen (s/B), this rank
 };
@@ -107,6 +119,14 @@ HierPlan hierPlan(const chorusComm* comm) {
       if (comm->nodeOf[size_t(r)] == q && seen++ == h.i) h.cross.push_back(r);
   }
   h.qpos = int(std::find(h.cross.begin(), h.cross.end(), me) - h.cross.begin());
+  std::vector<int> grid;
+  for (int q = 0; q < comm->nnodes; ++q) {
+    const size_t before = grid.size();
+    for (int r : comm->ring)
+      if (comm->nodeOf[size_t(r)] == q) grid.push_back(r);
+    if (grid.size() - before != size_t(h.P)) return h;  // uneven nodes: no grid
+  }
+  h.grid = std::move(grid);
   return h;
 }
 
@@ -181,7 +201,7 @@ void allGatherSlice(Prims& prims, const HierPlan& h, const Slice& s) {
 }  // namespace
 
 void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto) {
-  const HierPlan h = hierPlan(comm);
+  const HierPlan& h = hierState(comm).plan;
   const int P = h.P;
   const size_t esz = chorusTypeSize(op.type), count = op.count;
   const chorusRedOp_t partial = op.op == chorusAvg ? chorusSum : op.op;
@@ -268,27 +288,122 @@ void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto) {
 }
 
 namespace {
+
+// The piece [o, o + ne) of rank r's block of `count` elements in `base` (AllGather's output,
+// ReduceScatter's input).
+template <typename T>
+T* blockAt(T* base, int r, size_t count, size_t o, size_t esz) {
+  return base + (size_t(r) * count + o) * esz;
+}
+
+// One chunk's elements: the smaller of the node's and the cross ring's slots, so that both
+// ends of every connection agree.
+size_t hierChunk(const Prims& node, const Prims& cross, const HierPlan& h) {
+  return h.P > 1 ? std::min(node.chunkElems(), cross.chunkElems()) : cross.chunkElems();
+}
+
+}  // namespace
+
+void hierAllGather(chorusComm* comm, const OpDesc& op, Proto proto) {
+  const HierPlan& h = hierState(comm).plan;
+  const int P = h.P, Q = int(h.cross.size()), i = h.i, q = h.qpos;
+  const size_t esz = chorusTypeSize(op.type), count = op.count;
+  const char* src = static_cast<const char*>(op.sendbuff);
+  char* dst = static_cast<char*>(op.recvbuff);
+  Prims cross(comm, 0, Proto::kSimple, h.cross[size_t(mod(q - 1, Q))],
+              h.cross[size_t(mod(q + 1, Q))], op.type, op.op, "AllGather(hier, across nodes)");
+  Prims node(comm, 0, proto, P > 1 ? h.local[size_t(mod(i - 1, P))] : -1,
+             P > 1 ? h.local[size_t(mod(i + 1, P))] : -1, op.type, op.op,
+             "AllGather(hier, intra-node)");
+  cross.setStreamingOutput(count * esz * size_t(comm->nranks) >= comm->streamThreshold);
+  node.setStreamingOutput(count * esz * size_t(comm->nranks) >= comm->streamThreshold);
+  // The node's ring passes on node c's blocks: this rank's (just received or copied) first.
+  auto nodeRing = [&](int c, size_t o, size_t ne) {
+    if (P == 1) return;
+    node.send(blockAt(dst, h.at(c, i), count, o, esz), ne);
+    for (int j = 1; j < P - 1; ++j)
+      node.recvCopySend(blockAt(dst, h.at(c, i - j), count, o, esz), ne);
+    node.recv(blockAt(dst, h.at(c, i + 1), count, o, esz), ne);
+  };
+  const size_t chunk = hierChunk(node, cross, h);
+  for (size_t o = 0; o < count; o += chunk) {
+    const size_t ne = std::min(chunk, count - o);
+    cross.copySend(src + o * esz, blockAt(dst, h.at(q, i), count, o, esz), ne);
+    nodeRing(q, o, ne);
+    for (int j = 1; j < Q - 1; ++j) {
+      cross.recvCopySend(blockAt(dst, h.at(mod(q - j, Q), i), count, o, esz), ne);
+      nodeRing(mod(q - j, Q), o, ne);
+    }
+    cross.recv(blockAt(dst, h.at(mod(q + 1, Q), i), count, o, esz), ne);
+    nodeRing(mod(q + 1, Q), o, ne);
+  }
+}
+
+void hierReduceScatter(chorusComm* comm, const OpDesc& op, Proto proto) {
+  HierState& st = hierState(comm);
+  const HierPlan& h = st.plan;
+  const int P = h.P, Q = int(h.cross.size()), i = h.i, q = h.qpos;
+  const size_t esz = chorusTypeSize(op.type), count = op.count;
+  const chorusRedOp_t partial = op.op == chorusAvg ? chorusSum : op.op;
+  const char* src = static_cast<const char*>(op.sendbuff);
+  char* dst = static_cast<char*>(op.recvbuff);
+  Prims cross(comm, 0, Proto::kSimple, h.cross[size_t(mod(q - 1, Q))],
+              h.cross[size_t(mod(q + 1, Q))], op.type, op.op, "ReduceScatter(hier, across nodes)");
+  Prims node(comm, 0, proto, P > 1 ? h.local[size_t(mod(i - 1, P))] : -1,
+             P > 1 ? h.local[size_t(mod(i + 1, P))] : -1, op.type, partial,
+             "ReduceScatter(hier, intra-node)");
+  // The node's sum of rank (c, i)'s piece, in the chunk buffer (this rank's own input alone on
+  // a node of one rank).
+  auto nodeSum = [&](int c, size_t o, size_t ne) -> const char* {
+    if (P == 1) return blockAt(src, h.at(c, i), count, o, esz);
+    node.send(blockAt(src, h.at(c, i - 1), count, o, esz), ne);
+    for (int j = 2; j < P; ++j)
+      node.recvReduceSend(blockAt(src, h.at(c, i - j), count, o, esz), ne);
+    node.recvReduceCopy(blockAt(src, h.at(c, i), count, o, esz), st.chunk.data(), ne,
+                        /*final=*/false);
+    return st.chunk.data();
+  };
+  const size_t chunk = std::min(hierChunk(node, cross, h), st.chunk.size() / esz);
+  for (size_t o = 0; o < count; o += chunk) {
+    const size_t ne = std::min(chunk, count - o);
+    cross.send(nodeSum(mod(q - 1, Q), o, ne), ne);
+    for (int j = 2; j < Q; ++j) cross.recvReduceSend(nodeSum(mod(q - j, Q), o, ne), ne);
+    cross.recvReduceCopy(nodeSum(q, o, ne), dst + o * esz, ne, /*final=*/true);
+  }
+}
+
+namespace {
 bool hierRunsOn(OpKind, const Shape& s) {
   return s.nnodes > 1 && s.evenNodes;
 }
 // (Only across nodes, where hierUs replaces these: as the ring.)
-double hierHops(OpKind, const Shape& s, size_t) {
-  return 2.0 * (double(s.nranks) - 1);
+double hierHops(OpKind kind, const Shape& s, size_t) {
+  return (kind == OpKind::kAllReduce ? 2.0 : 1.0) * (double(s.nranks) - 1);
 }
-double hierBytes(OpKind, int n) {
+double hierBytes(OpKind kind, int n) {
   const double nn = double(n);
-  return 2.0 * (nn - 1) / nn;
+  return (kind == OpKind::kAllReduce ? 2.0 : 1.0) * (nn - 1) / nn;
 }
-// The network link carries 2(Q-1)/Q of the data per node, after and before node-local
-// reduce-scatter / allgather over shared memory: K slices through a three-phase pipeline, one
-// slice's phases in full, then the slowest phase for each further slice (the two shared-memory
-// phases counted together, as they share the node's memory bandwidth).
-double hierUs(OpKind, Proto p, const Shape& shape, size_t bytes) {
+// AllReduce: the network link carries 2(Q-1)/Q of the data per node, after and before
+// node-local reduce-scatter / allgather over shared memory: K slices through a three-phase
+// pipeline, one slice's phases in full, then the slowest phase for each further slice (the two
+// shared-memory phases counted together, as they share the node's memory bandwidth).
+// AllGather / ReduceScatter: the link carries (Q-1)/Q of the data and the node's rings (P-1)/P,
+// chunk by chunk beside the cross ring's chunks in flight: the slower of the two, and a node
+// ring's hand-offs after each of the cross ring's.
+double hierUs(OpKind kind, Proto p, const Shape& shape, size_t bytes) {
   const MachineModel& m = machineModel();
   const int pi = int(p);
   const double S = double(bytes);
   const double Q = shape.nnodes, P = double(shape.nranks) / Q;
   const double netBw = netBwGBs(shape) * 1e3, shmBw = m.bwGBs[0] * 1e3;
+  if (kind != OpKind::kAllReduce) {
+    const double shmT =
+        shape.hierNodeUsPerByte > 0 ? S * shape.hierNodeUsPerByte / 2 : S * (P - 1) / P / shmBw;
+    const double netT = S * (Q - 1) / Q / netBw;
+    return m.baseUs[pi] + Q * (P - 1) * nodeHopUs(shape, p) + (Q - 1) * netHopUs(shape) +
+           std::max(shmT, netT);
+  }
   const double shmT =
       shape.hierNodeUsPerByte > 0 ? S * shape.hierNodeUsPerByte : S * 2 * (P - 1) / P / shmBw;
   const double netT = S * 2 * (Q - 1) / Q / netBw;
@@ -302,16 +417,27 @@ double hierUs(OpKind, Proto p, const Shape& shape, size_t bytes) {
 // Its slice count (so its cost) steps at every multiple of kHierMinSliceBytes.
 extern const AlgoDesc kHierAlgo = {
     .name = "hier",
-    .serves = kindBit(OpKind::kAllReduce),
+    .serves =
+        kindBit(OpKind::kAllReduce) | kindBit(OpKind::kAllGather) | kindBit(OpKind::kReduceScatter),
     .protos = kAnyProto,
     .runsOn = hierRunsOn,
     .hops = hierHops,
     .byteFactor = hierBytes,
     .multiNodeUs = hierUs,
     .costStepBytes = kHierMinSliceBytes,
-    .run = entries({{OpKind::kAllReduce, [](chorusComm* c, const OpDesc& op,
-                                            const Work& w) { hierAllReduce(c, op, w.proto); }}}),
-    .createState = [](chorusComm*) -> AlgoState* { return new HierState; },
+    .run = entries(
+        {{OpKind::kAllReduce,
+          [](chorusComm* c, const OpDesc& op, const Work& w) { hierAllReduce(c, op, w.proto); }},
+         {OpKind::kAllGather,
+          [](chorusComm* c, const OpDesc& op, const Work& w) { hierAllGather(c, op, w.proto); }},
+         {OpKind::kReduceScatter, [](chorusComm* c, const OpDesc& op,
+                                     const Work& w) { hierReduceScatter(c, op, w.proto); }}}),
+    .createState = [](chorusComm* c) -> AlgoState* {
+      auto* st = new HierState;
+      st->plan = hierPlan(c);
+      st->chunk.resize(c->slotBytes[0]);
+      return st;
+    },
 };
 
 }  // namespace chorus
