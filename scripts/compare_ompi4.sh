@@ -17,6 +17,10 @@
 #   --sizes "-b 8 -e 128M -f 4"  the sweep (default 8 B .. 128 MiB, x4)
 #   --iters "-n 20 -w 5"         iterations and warm-ups per size
 #   --chorus-only     run Chorus alone (no Open MPI on this machine); the table then has no ratio
+#   --netns QxP       across Q emulated nodes of P ranks (chorusrun --netns, root): Open MPI over
+#                     TCP through scripts/netns_mpirun.sh, Chorus under chorusrun --netns; --np
+#                     is then Q*P and Open MPI is not bound
+#   --rate R          with --netns: the links' rate (1gbit; chorusrun --link-rate)
 #   --chorus-flags "-R 1"  flags for Chorus's benchmark only (e.g. -R 1: registered buffers); the
 #                     Chorus benchmark then also runs without them in every round, interleaved,
 #                     and the table gains its columns ("Chorus plain") and the ratio to it
@@ -26,6 +30,7 @@ cd "$(dirname "$0")/.."
 source scripts/compare_common.sh
 build=build rounds=5 np=2 load=0 colls=allreduce,allgather,reducescatter,broadcast
 placement=oop sizes="-b 8 -e 128M -f 4" iters="-n 20 -w 5" chorusOnly=0 extra=() chorusFlags=
+netns= rate=1gbit
 while [ $# -gt 0 ]; do
   case $1 in
     --build) build=$2; shift 2 ;;
@@ -38,6 +43,8 @@ while [ $# -gt 0 ]; do
     --iters) iters=$2; shift 2 ;;
     --chorus-only) chorusOnly=1; shift ;;
     --chorus-flags) chorusFlags=$2; shift 2 ;;
+    --netns) netns=$2; shift 2 ;;
+    --rate) rate=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     *) echo "compare_ompi4: unknown option $1 (see the top of $0)" >&2; exit 2 ;;
   esac
@@ -54,17 +61,28 @@ fi
 args=($sizes $iters -c 1 "${extra[@]}")
 bind=(--bind-to core)
 [ "$np" -gt "$(nproc)" ] && bind=(--bind-to none)
+# How each library is launched: mpirun / chorusrun on this node, or across emulated nodes.
+ompiRun=(mpirun --allow-run-as-root --oversubscribe "${bind[@]}" -np "$np")
+chorusRun=("$build/chorusrun" --no-prefix -np "$np")
+if [ -n "$netns" ]; then
+  q=${netns%x*} p=${netns#*x}
+  np=$((q * p))
+  net=(--netns --link-rate "$rate" --nodes "$q")
+  ompiRun=("$build/chorusrun" --no-prefix "${net[@]}" -np "$q" scripts/netns_mpirun.sh "$p")
+  chorusRun=("$build/chorusrun" --no-prefix "${net[@]}" -np "$np")
+fi
 declare -A chorusBin=([allreduce]=all_reduce_perf [allgather]=all_gather_perf
                       [reducescatter]=reduce_scatter_perf [broadcast]=broadcast_perf)
 out=$(mktemp -d /tmp/compare_ompi4.XXXXXX)
 start_busy "$load"
-echo "### $(date -u +%FT%TZ) $(nproc) cores, $np ranks, $load busy processes, $rounds rounds," \
-     "$placement times; files in $out"
+where=${netns:+ on emulated nodes $netns ($rate)}
+echo "### $(date -u +%FT%TZ) $(nproc) cores, $np ranks$where, $load busy processes," \
+     "$rounds rounds, $placement times; files in $out"
 [ -n "$mpibin" ] && echo "### Open MPI: $(mpirun --version | head -n 1):" \
-  "mpirun --allow-run-as-root --oversubscribe ${bind[*]} -np $np $mpibin -C <coll> ${args[*]}"
+  "${ompiRun[*]} $mpibin -C <coll> ${args[*]}"
 # shellcheck disable=SC2206
 cflags=($chorusFlags)
-echo "### Chorus:   $build/chorusrun --no-prefix -np $np $build/<coll>_perf ${args[*]} ${cflags[*]}"
+echo "### Chorus:   ${chorusRun[*]} $build/<coll>_perf ${args[*]} ${cflags[*]}"
 [ -n "$chorusFlags" ] && echo "### Chorus plain: the same without $chorusFlags"
 
 IFS=, read -r -a collList <<<"$colls"
@@ -72,14 +90,14 @@ for ((r = 0; r < rounds; r++)); do
   for c in "${collList[@]}"; do
     [ -n "${chorusBin[$c]:-}" ] || { echo "compare_ompi4: unknown collective $c" >&2; exit 2; }
     if [ -n "$mpibin" ]; then
-      timeout 600 mpirun --allow-run-as-root --oversubscribe "${bind[@]}" -np "$np" "$mpibin" \
-        -C "$c" "${args[@]}" >"$out/ompi_${c}_$r.txt" 2>&1 || echo "round $r: Open MPI $c failed"
+      timeout 600 "${ompiRun[@]}" "$mpibin" -C "$c" "${args[@]}" >"$out/ompi_${c}_$r.txt" 2>&1 ||
+        echo "round $r: Open MPI $c failed"
     fi
     if [ -n "$chorusFlags" ]; then
-      timeout 600 "$build/chorusrun" --no-prefix -np "$np" "$build/${chorusBin[$c]}" "${args[@]}" \
+      timeout 600 "${chorusRun[@]}" "$build/${chorusBin[$c]}" "${args[@]}" \
         >"$out/plain_${c}_$r.txt" 2>&1 || echo "round $r: Chorus plain $c failed"
     fi
-    timeout 600 "$build/chorusrun" --no-prefix -np "$np" "$build/${chorusBin[$c]}" "${args[@]}" \
+    timeout 600 "${chorusRun[@]}" "$build/${chorusBin[$c]}" "${args[@]}" \
       "${cflags[@]}" >"$out/chorus_${c}_$r.txt" 2>&1 || echo "round $r: Chorus $c failed"
   done
 done

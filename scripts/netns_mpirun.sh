@@ -21,12 +21,16 @@ if [ "$CHORUS_RANK" = 0 ]; then
     --host "$hosts" --mca plm_rsh_agent "$here/netns_rsh_agent.sh" --mca btl self,tcp \
     --mca btl_tcp_if_include 10.213.0.0/24 --mca oob_tcp_if_include 10.213.0.0/24 "$@"
   rc=$?
-  touch "$flag"
+  k=1
+  while [ "$k" -lt "$CHORUS_NRANKS" ]; do  # one flag per waiting node: each removes its own
+    touch "$flag.$k"
+    k=$((k + 1))
+  done
   exit $rc
 fi
 i=0
-while [ ! -e "$flag" ] && [ $i -lt 1200 ]; do
+while [ ! -e "$flag.$CHORUS_RANK" ] && [ $i -lt 1200 ]; do
   sleep 0.5
   i=$((i + 1))
 done
-rm -f "$flag"
+rm -f "$flag.$CHORUS_RANK"

@@ -33,16 +33,39 @@ def netns_unavailable():
     return None if add.returncode == 0 else "ip netns add failed: " + add.stderr
 
 
-def test_torchrun_two_emulated_nodes():
+def run_nodes(nodes, node_cmd):
+    """The example on `nodes` emulated nodes of 2 ranks, one `node_cmd` (a node's torchrun) per
+    namespace; asserts that it passed and that every rank reported its place."""
     why = netns_unavailable()
     if why:
         pytest.skip(why)
     run = os.path.join(build_dir(), "chorusrun")
-    p = subprocess.Popen([run, "--netns", "--nodes", "2", "-np", "2", "--timeout", "300",
-                          "/bin/sh", "-c", NODE, PYTHON, EXAMPLE],
+    p = subprocess.Popen([run, "--netns", "--nodes", str(nodes), "-np", str(nodes), "--timeout",
+                          "300", "/bin/sh", "-c", node_cmd, PYTHON, EXAMPLE],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     rc, text = collect([p], 330)[0]
     assert rc == 0, text
-    for r in range(4):  # node r // 2, local rank r % 2
-        assert re.search(rf"rank {r} of 4 local_rank {r % 2} host \S+ ok\b", text, re.M), text
-    assert re.search(r"multinode_ddp: 4 ranks on 2 nodes, .* OK$", text, re.M), text
+    world = 2 * nodes
+    for r in range(world):  # node r // 2, local rank r % 2
+        assert re.search(rf"rank {r} of {world} local_rank {r % 2} host \S+ ok\b", text, re.M), text
+    assert re.search(rf"multinode_ddp: {world} ranks on {nodes} nodes, .* OK$", text, re.M), text
+
+
+def test_torchrun_two_emulated_nodes():
+    run_nodes(2, NODE)
+
+
+# Four nodes by torchrun's dynamic (c10d) rendezvous, as elastic jobs start: every node names
+# the same endpoint and job id, node 0's agent hosts the store (is_host: the emulated nodes share
+# one hostname, so torch cannot tell which is 10.213.0.1 by name), and --local-addr gives each
+# agent its node's address (what rank 0's agent publishes as MASTER_ADDR). torchrun assigns the
+# node ranks in order of arrival.
+NODE_C10D = ('h=0; [ "$CHORUS_RANK" = 0 ] && h=1; a=10.213.0.$((CHORUS_RANK + 1)); '
+             'exec env -u CHORUS_RANK -u CHORUS_NRANKS -u CHORUS_LOCAL_RANK -u CHORUS_LOCAL_NRANKS '
+             '-u CHORUS_COMM_ID -u CHORUS_NNODES "$0" -m torch.distributed.run --nnodes 4 '
+             '--nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint 10.213.0.1:29500 '
+             '--rdzv-id chorus-test --rdzv-conf is_host=$h --local-addr $a "$1" --steps 10')
+
+
+def test_torchrun_four_emulated_nodes_c10d_rendezvous():
+    run_nodes(4, NODE_C10D)
