@@ -21,7 +21,8 @@ done
 py=$(sed -n 's/.* exec \([^ ]*\) .*/\1/p' "$build/chorus-torch-bench")  # the build's Python
 export PYTHONPATH="$PWD/$build/python${PYTHONPATH:+:$PYTHONPATH}"
 out=$(mktemp)
-echo "# $(date -u +%FT%TZ), $(nproc) cores, $np ranks by torchrun, all_reduce $size, $launches launches"
+echo "# $(date -u +%FT%TZ), $(nproc) cores, $np ranks by torchrun, all_reduce $size," \
+     "$launches launches"
 for i in $(seq 1 "$launches"); do
   for b in chorus gloo; do
     "$py" -m torch.distributed.run --standalone --nproc-per-node "$np" \
