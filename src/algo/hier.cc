@@ -296,6 +296,18 @@ T* blockAt(T* base, int r, size_t count, size_t o, size_t esz) {
   return base + (size_t(r) * count + o) * esz;
 }
 
+// The cross ring's and the node ring's primitives of AllGather / ReduceScatter (the node's
+// without peers on a node of one rank): both on channel 0, the cross ring always Simple.
+struct HierRings {
+  Prims cross, node;
+  HierRings(chorusComm* comm, const HierPlan& h, const OpDesc& op, Proto proto,
+            chorusRedOp_t nodeOp, const char* crossName, const char* nodeName)
+      : cross(comm, 0, Proto::kSimple, h.cross[size_t(mod(h.qpos - 1, int(h.cross.size())))],
+              h.cross[size_t(mod(h.qpos + 1, int(h.cross.size())))], op.type, op.op, crossName),
+        node(comm, 0, proto, h.P > 1 ? h.local[size_t(mod(h.i - 1, h.P))] : -1,
+             h.P > 1 ? h.local[size_t(mod(h.i + 1, h.P))] : -1, op.type, nodeOp, nodeName) {}
+};
+
 // One chunk's elements: the smaller of the node's and the cross ring's slots, so that both
 // ends of every connection agree.
 size_t hierChunk(const Prims& node, const Prims& cross, const HierPlan& h) {
@@ -310,11 +322,9 @@ void hierAllGather(chorusComm* comm, const OpDesc& op, Proto proto) {
   const size_t esz = chorusTypeSize(op.type), count = op.count;
   const char* src = static_cast<const char*>(op.sendbuff);
   char* dst = static_cast<char*>(op.recvbuff);
-  Prims cross(comm, 0, Proto::kSimple, h.cross[size_t(mod(q - 1, Q))],
-              h.cross[size_t(mod(q + 1, Q))], op.type, op.op, "AllGather(hier, across nodes)");
-  Prims node(comm, 0, proto, P > 1 ? h.local[size_t(mod(i - 1, P))] : -1,
-             P > 1 ? h.local[size_t(mod(i + 1, P))] : -1, op.type, op.op,
-             "AllGather(hier, intra-node)");
+  HierRings rings(comm, h, op, proto, op.op, "AllGather(hier, across nodes)",
+                  "AllGather(hier, intra-node)");
+  Prims &cross = rings.cross, &node = rings.node;
   cross.setStreamingOutput(count * esz * size_t(comm->nranks) >= comm->streamThreshold);
   node.setStreamingOutput(count * esz * size_t(comm->nranks) >= comm->streamThreshold);
   // The node's ring passes on node c's blocks: this rank's (just received or copied) first.
@@ -347,11 +357,9 @@ void hierReduceScatter(chorusComm* comm, const OpDesc& op, Proto proto) {
   const chorusRedOp_t partial = op.op == chorusAvg ? chorusSum : op.op;
   const char* src = static_cast<const char*>(op.sendbuff);
   char* dst = static_cast<char*>(op.recvbuff);
-  Prims cross(comm, 0, Proto::kSimple, h.cross[size_t(mod(q - 1, Q))],
-              h.cross[size_t(mod(q + 1, Q))], op.type, op.op, "ReduceScatter(hier, across nodes)");
-  Prims node(comm, 0, proto, P > 1 ? h.local[size_t(mod(i - 1, P))] : -1,
-             P > 1 ? h.local[size_t(mod(i + 1, P))] : -1, op.type, partial,
-             "ReduceScatter(hier, intra-node)");
+  HierRings rings(comm, h, op, proto, partial, "ReduceScatter(hier, across nodes)",
+                  "ReduceScatter(hier, intra-node)");
+  Prims &cross = rings.cross, &node = rings.node;
   // The node's sum of rank (c, i)'s piece, in the chunk buffer (this rank's own input alone on
   // a node of one rank).
   auto nodeSum = [&](int c, size_t o, size_t ne) -> const char* {
