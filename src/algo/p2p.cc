@@ -100,13 +100,17 @@ void runP2P(chorusComm* comm, const std::vector<P2PTransfer>& transfers, const c
           const P2PTransfer& t = transfers[size_t(rq)];
           size_t& done = sc.done[size_t(rq)];
           // An any-source receive matched a message of exactly its size: a new message from
-          // its peer before it is full means the sender's was shorter.
-          if (t.peer == kAnySource && done > 0 && rc.dataReady() && rc.slotStartsMessage())
-            fail(chorusInvalidUsage,
-                 "rank %d: %s: the message rank %d sent is %zu bytes, shorter than the %zu bytes "
-                 "of the any-source receive it matched (chorusRecvAny's count must equal "
-                 "chorusSend's)",
-                 comm->rank, what, p, done, t.bytes);
+          // its peer before it is full means the sender's was shorter. Test readiness once and
+          // decide on that slot: a second test could see the next message arrive in between.
+          if (t.peer == kAnySource && done > 0) {
+            if (!rc.dataReady()) break;
+            if (rc.slotStartsMessage())
+              fail(chorusInvalidUsage,
+                   "rank %d: %s: the message rank %d sent is %zu bytes, shorter than the %zu bytes "
+                   "of the any-source receive it matched (chorusRecvAny's count must equal "
+                   "chorusSend's)",
+                   comm->rank, what, p, done, t.bytes);
+          }
           const size_t k = tryRecvChunk(comm, rc, t.buf + done, t.bytes - done, what);
           if (k == 0) break;
           done += k;
