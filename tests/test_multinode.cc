@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "gtest_helpers.h"
+#include "handstart.h"
 #include "launch.h"
+#include "process.h"
 #include "run_command.h"
 
 namespace {
@@ -79,30 +81,75 @@ TEST(MultiNodeAlgorithms, ForcedHierAndRingAllReduce) {
     }
 }
 
-// The hierarchical AllGather and ReduceScatter (algo/hier.cc) forced, with Simple and with LL
-// on the node's rings: one, two and three ranks per node, 2-4 nodes; odd counts that leave the
-// last chunk short, every type and op up to 1000 elements, in and out of place.
+// The hierarchical AllGather and ReduceScatter (algo/hier.cc) forced: one, two and three ranks
+// per node, 2-4 nodes; odd counts that leave the last chunk short, every type and op up to 1000
+// elements, in and out of place. Simple only: a TCP link carries no LL, so CHORUS_PROTO=ll with
+// CHORUS_ALGO=hier would run the ring with Simple (and warn, as the by-hand test below checks).
 TEST(MultiNodeAlgorithms, ForcedHierAllGatherAndReduceScatter) {
   struct Case {
-    const char* proto;
     int nodes, np;
     const char* counts;
   };
-  for (const Case& c :
-       {Case{"simple", 2, 2, "0,1,7,1000,1000001"},
-        Case{"simple", 2, 4, "0,1,7,1000,100003,1000001"},
-        Case{"simple", 4, 8, "0,1,7,1000,100003"}, Case{"ll", 2, 4, "0,1,7,1000,100003"},
-        Case{"ll", 3, 9, "0,1,7,1000,70001"}, Case{"simple", 3, 6, "0,1,7,1000,1000001"}}) {
+  for (const Case& c : {Case{2, 2, "0,1,7,1000,1000001"}, Case{2, 4, "0,1,7,1000,100003,1000001"},
+                        Case{4, 8, "0,1,7,1000,100003"}, Case{3, 9, "0,1,7,1000,70001"},
+                        Case{3, 6, "0,1,7,1000,1000001"}}) {
     const CommandResult r = launchWorkers(
-        {"-x", "CHORUS_ALGO=hier", "-x", std::string("CHORUS_PROTO=") + c.proto, "--nodes",
-         std::to_string(c.nodes)},
+        {"-x", "CHORUS_ALGO=hier", "-x", "CHORUS_DEBUG=WARN", "--nodes", std::to_string(c.nodes)},
         c.np, {"--colls", "AllGather,ReduceScatter", "--counts", c.counts, "--big", "minimal"},
         200);
-    const std::string what =
-        std::string(c.proto) + " " + std::to_string(c.nodes) + "x" + std::to_string(c.np);
+    const std::string what = std::to_string(c.nodes) + "x" + std::to_string(c.np);
     EXPECT_FALSE(r.timedOut) << what << "\n" << outputTail(r.output);
     EXPECT_EQ(r.exitCode, 0) << what << "\n" << outputTail(r.output);
     EXPECT_EQ(r.output.find(" 0 cases,"), std::string::npos) << what;
+    EXPECT_EQ(r.output.find("allow no algorithm"), std::string::npos) << what << "\n"
+                                                                      << outputTail(r.output);
+  }
+}
+
+// The same started as users' job scripts start ranks, one process each with the launcher
+// variables and CHORUS_HOSTID for its node (no chorusrun, no pinning), beside a busy process on
+// the same cores. Rank 0's log must show the hierarchical algorithm ran. And with LL asked for
+// too, which no TCP link carries: the ring with Simple runs, every rank says so once per
+// collective, and the results are still right.
+TEST(MultiNodeAlgorithms, HierAllGatherAndReduceScatterByHandBesideABusyProcess) {
+  const BusyProcesses busy(1);
+  ASSERT_EQ(busy.error(), "");
+  struct Case {
+    const char* proto;
+    int nodes, np;
+  };
+  for (const Case& c : {Case{"simple", 2, 4}, Case{"simple", 3, 6}, Case{"ll", 2, 4}}) {
+    const std::string what =
+        std::string(c.proto) + " " + std::to_string(c.nodes) + "x" + std::to_string(c.np);
+    std::vector<HandRank> ranks = startRanksByHand(
+        MP_WORKER_PATH, c.np, c.nodes,
+        {"--colls", "AllGather,ReduceScatter", "--counts", "0,1,7,1000,100003", "--big", "minimal",
+         "--timeout", "200"},
+        "hierhand",
+        {"CHORUS_ALGO=hier", std::string("CHORUS_PROTO=") + c.proto, "CHORUS_DEBUG=INFO"});
+    waitRanksByHand(ranks, 240);
+    const bool ll = std::string(c.proto) == "ll";
+    for (int r = 0; r < c.np; ++r) {
+      const std::string out = ranks[size_t(r)].output();
+      EXPECT_EQ(ranks[size_t(r)].status, 0) << what << ", rank " << r << ":\n" << outputTail(out);
+      size_t warnings = 0;
+      for (size_t p = out.find("allow no algorithm"); p != std::string::npos;
+           p = out.find("allow no algorithm", p + 1))
+        ++warnings;
+      EXPECT_EQ(warnings, ll ? 2u : 0u) << what << ", rank " << r << ":\n" << outputTail(out);
+    }
+    const std::string out0 = ranks[0].output();
+    EXPECT_NE(out0.find("ReduceScatter opCount"), std::string::npos) << what;
+    EXPECT_NE(out0.find(ll ? "algo ring proto simple" : "algo hier proto simple"),
+              std::string::npos)
+        << what << "\n"
+        << outputTail(out0);
+    if (ll) {
+      EXPECT_EQ(out0.find("algo hier"), std::string::npos) << what;
+    }
+    EXPECT_EQ(out0.find(" 0 cases,"), std::string::npos) << what;
+    if (!::testing::Test::HasFailure())
+      for (auto& k : ranks) unlink(k.outPath.c_str());
   }
 }
 

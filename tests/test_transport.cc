@@ -106,6 +106,9 @@ TEST(TransportSeam, TheTunerPicksOnlyWhatTheTransportsCarry) {
           EXPECT_EQ(c.proto, protos == 0xff ? chorus::Proto::kLL : chorus::Proto::kSimple)
               << chorus::collectiveKey(k) << " " << bytes << " bytes on " << n
               << " ranks, transports carry 0x" << std::hex << int(protos);
+          // Flagged (init warns once per collective) only where the overrides were set aside.
+          EXPECT_EQ(c.overridesIgnored, protos != 0xff)
+              << chorus::collectiveKey(k) << " " << bytes << " bytes on " << n << " ranks";
         }
 }
 

@@ -195,6 +195,7 @@ struct PlanCache {
   uint64_t modelGeneration = 0;  // the machine model the plans were made with
   uint64_t shapeVersion = 0;     // and the communicator's shape (ShapeCell::version)
   PlanClass classes[kNumOpKinds][kPlanClasses] = {};
+  uint32_t overridesWarned = 0;  // bit k: the overrides-ignored warning was given for OpKind k
   void clear();
 };
 inline int planClassOf(size_t bytes) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "base/debug.h"
 #include "base/error.h"
 #include "base/param.h"
 #include "comm/comm.h"
@@ -291,7 +292,7 @@ Choice chooseForShape(const Shape& shape, int nchannels, OpKind kind, size_t byt
     Algo a = Algo::kRing;
     for (int ai = numAlgos() - 1; ai >= 0; --ai)
       if ((algoDesc(Algo(ai)).fallbackFor >> k) & 1) a = Algo(ai);
-    best = {a, Proto::kSimple, 1, predictUs(kind, a, Proto::kSimple, 1, shape, bytes)};
+    best = {a, Proto::kSimple, 1, predictUs(kind, a, Proto::kSimple, 1, shape, bytes), true};
   }
   return best;
 }
@@ -305,7 +306,7 @@ namespace {
 // whose ends differ is bisected until the boundaries are exact.
 class PlanBuilder {
  public:
-  PlanBuilder(const chorusComm* comm, OpKind kind) : comm_(comm), kind_(kind) {}
+  PlanBuilder(chorusComm* comm, OpKind kind) : comm_(comm), kind_(kind) {}
 
   void build(int cls, PlanClass* out) {
     out_ = out;
@@ -350,6 +351,7 @@ class PlanBuilder {
  private:
   uint32_t key(uint64_t bytes) {
     const Choice c = chooseFor(comm_, kind_, size_t(bytes), comm_->tunerEnv);
+    if (c.overridesIgnored) warnIgnored(bytes, c);
     return uint32_t(c.algo) | uint32_t(c.proto) << 8 | uint32_t(c.nchannels) << 16;
   }
   void piece(uint64_t lo, uint64_t hi) {
@@ -382,7 +384,23 @@ class PlanBuilder {
                                  uint16_t(k >> 16)};
   }
 
-  const chorusComm* comm_;
+  // Once per communicator and collective, where the user asked for what cannot run.
+  void warnIgnored(uint64_t bytes, const Choice& c) {
+    uint32_t& warned = comm_->plans.overridesWarned;
+    if (warned & (1u << int(kind_))) return;
+    warned |= 1u << int(kind_);
+    CHORUS_WARN(comm_->rank,
+                "%s: CHORUS_ALGO and CHORUS_PROTO allow no algorithm and protocol that can run it "
+                "on this communicator (%d ranks on %d nodes%s) at %llu bytes: running %s/%s "
+                "instead",
+                collectiveKey(kind_), comm_->nranks, comm_->nnodes,
+                comm_->shape.get().protos == (1u << int(Proto::kSimple))
+                    ? "; a transport here carries Simple only"
+                    : "",
+                static_cast<unsigned long long>(bytes), algoName(c.algo), protoName(c.proto));
+  }
+
+  chorusComm* comm_;
   OpKind kind_;
   PlanClass* out_ = nullptr;
   bool overflow_ = false;

@@ -22,6 +22,9 @@ struct Choice {
   Proto proto;
   int nchannels;
   double predictedUs;
+  // CHORUS_ALGO / CHORUS_PROTO allowed nothing that can run here (the transports' protocols
+  // counted): the collective's default algorithm with Simple instead.
+  bool overridesIgnored = false;
 };
 
 // Measured machine parameters: per protocol, the cost of one hand-off between two ranks, the
