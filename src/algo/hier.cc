@@ -58,8 +58,10 @@ namespace {
 // where the ranks (three threads each, plus the proxy) outnumber the cores, the phases steal
 // each other's CPU unless the link is much slower than shared memory (docs/performance.md:
 // 1 Gbit/s links gain 92% -> 98% of the ideal, unshaped 10 Gbit/s veth on 2 cores lose
-// 64% -> 49%).
-constexpr double kPipelineRatioOversubscribed = 8.0;
+// 64% -> 49%). On 2 cores, measured 2026-11-28 (64 MiB, 8 slices against none): ratio 7.7
+// (4 x 2 ranks, 1 Gbit/s) gains 5-7%; 4.6 (8 x 2, 1 Gbit/s) loses 9-12%; 2.8 (4 x 2, veth)
+// loses 10-40%.
+constexpr double kPipelineRatioOversubscribed = 6.0;
 constexpr double kPipelineRatio = 1.5;
 
 constexpr int kHierSamples = 3;
