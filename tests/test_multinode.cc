@@ -27,6 +27,13 @@ CommandResult launchNodes(int nodes, int np, const std::vector<std::string>& wor
   return launchWorkers({"--nodes", std::to_string(nodes)}, np, workerArgs, timeout);
 }
 
+// How many times `needle` occurs in `out`.
+size_t occurrences(const std::string& out, const std::string& needle) {
+  size_t n = 0;
+  for (size_t p = out.find(needle); p != std::string::npos; p = out.find(needle, p + 1)) ++n;
+  return n;
+}
+
 class MultiNode : public ShmCheckedTestP<std::tuple<int, int>> {};
 
 TEST_P(MultiNode, EveryCollectiveCorrect) {
@@ -72,11 +79,8 @@ TEST(MultiNodeAlgorithms, ForcedHierAndRingAllReduce) {
       EXPECT_EQ(r.output.find(" 0 cases,"), std::string::npos) << name;
       // With 2 ranks per node, the adaptive run decided once and said so on every rank.
       if (name == "hier" && np / nodes == 2) {
-        size_t decisions = 0;
-        for (size_t p = r.output.find("hier AllReduce: network phase"); p != std::string::npos;
-             p = r.output.find("hier AllReduce: network phase", p + 1))
-          ++decisions;
-        EXPECT_EQ(decisions, size_t(np)) << outputTail(r.output);
+        EXPECT_EQ(occurrences(r.output, "hier AllReduce: network phase"), size_t(np))
+            << outputTail(r.output);
       }
     }
 }
@@ -132,11 +136,9 @@ TEST(MultiNodeAlgorithms, HierAllGatherAndReduceScatterByHandBesideABusyProcess)
     for (int r = 0; r < c.np; ++r) {
       const std::string out = ranks[size_t(r)].output();
       EXPECT_EQ(ranks[size_t(r)].status, 0) << what << ", rank " << r << ":\n" << outputTail(out);
-      size_t warnings = 0;
-      for (size_t p = out.find("allow no algorithm"); p != std::string::npos;
-           p = out.find("allow no algorithm", p + 1))
-        ++warnings;
-      EXPECT_EQ(warnings, ll ? 2u : 0u) << what << ", rank " << r << ":\n" << outputTail(out);
+      EXPECT_EQ(occurrences(out, "allow no algorithm"), ll ? 2u : 0u)
+          << what << ", rank " << r << ":\n"
+          << outputTail(out);
     }
     const std::string out0 = ranks[0].output();
     EXPECT_NE(out0.find("ReduceScatter opCount"), std::string::npos) << what;
