@@ -12,14 +12,14 @@
 //     model's (measured on one node, without them); with even nodes, kSmallReps small
 //     hierarchical AllReduces too, whose node hand-offs wait behind the network phase and cost
 //     more again: the node hop is then the one that makes the model fit their median;
-//   - kLargeReps of k X back to back (k: 1 where one X took kTimedSec = 5 ms, more on a faster
-//     link, at most 16; the slowest rank's warm-up decides, so all agree): the first empties a
-//     shaper's token bucket (tc's tbf lets its burst, 256 KiB under chorusrun --link-rate, through
-//     at once), the others run at the link's rate. The node sends 2(Q-1)/Q of k X each way per
-//     call; their mean time, less the 2(Q-1) hops the model adds to it, gives the bandwidth.
+//   - one X, which empties a shaper's token bucket (tc's tbf lets its burst, 256 KiB under
+//     chorusrun --link-rate, through at once), then kLargeReps of k X back to back, at the
+//     link's rate (k: 4, or more where one X took less than kTimedSec = 5 ms, at most 16; the
+//     slowest rank's warm-up decides, so all agree). The node sends 2(Q-1)/Q of k X each way
+//     per call; their mean time, less the 2(Q-1) hops the model adds to it, gives the bandwidth.
 // A max-AllReduce over the whole communicator then gives every rank the slowest link's figures,
-// so every rank's tuner makes the same choices. On 1 Gbit/s links this takes 55-120 ms (6 x 1 MiB
-// through the link), on unshaped veth links about as long (4 x k MiB).
+// so every rank's tuner makes the same choices. On 1 Gbit/s links this takes 0.15-0.2 s (4 nodes of
+// 1 rank) to 0.3 s (8 of 2): 15 x 1 MiB through each link; on unshaped veth links less.
 #include "core/net_probe.h"
 
 #include <algorithm>
@@ -41,7 +41,8 @@ namespace chorus {
 namespace {
 
 constexpr int kSmallReps = 9;
-constexpr int kLargeReps = 4;
+constexpr int kLargeReps = 3;
+constexpr size_t kMinScale = 4;
 constexpr double kTimedSec = 5e-3;
 constexpr int kMaxScale = 16;
 
@@ -138,15 +139,19 @@ void probeNetwork(chorusComm* c) {
       nodeHopSec = std::max(nodeHopSec, fit);
     }
     if (crossing) {
-      // Back to back: the first call empties a shaper's bucket, the others run at its rate.
-      // Their time together, not the fastest: the rings of a node share its link, and one that
-      // ran ahead would see it alone.
-      const size_t timed = elems * scale;
+      // One X empties a shaper's bucket, then kLargeReps calls of k X back to back run at the
+      // link's rate. Their time together, not the fastest: the rings of a node share its link,
+      // and one that ran ahead would see it alone. k is at least kMinScale, so that the
+      // calls' fixed costs are a small part of them: those are larger than the 2(Q-1) hops
+      // measured alone where more ranks than cores share the machine (16 ranks on 2 cores:
+      // every step waits for wake-ups), and with k = 1 the probe gave 0.08 GB/s for a 0.125
+      // GB/s link there.
+      const size_t timed = elems * std::max(scale, kMinScale);
       buf.resize(timed, 1.0);
-      timedAllReduce(c, cross, pos, buf.data(), timed);
+      timedAllReduce(c, cross, pos, buf.data(), elems);
       double t = 0;
-      for (int i = 1; i < kLargeReps; ++i) t += timedAllReduce(c, cross, pos, buf.data(), timed);
-      t /= kLargeReps - 1;
+      for (int i = 0; i < kLargeReps; ++i) t += timedAllReduce(c, cross, pos, buf.data(), timed);
+      t /= kLargeReps;
       // Bytes each node sends each way per call: 2(Q-1)/Q of its P shares. The model adds
       // 2(Q-1) hops to the bytes' time, so they come off here (at most 3/4 of the call).
       const double bytes = 2.0 * (Q - 1) / Q * double(P) * double(timed) * sizeof(double);
