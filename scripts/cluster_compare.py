@@ -15,6 +15,11 @@ import sys
 from nccl_table import size_name
 
 
+# The goals count from 16 MiB; the runs' first size (4 MiB) holds the hierarchical AllReduce's
+# learning calls (scripts/cluster_compare.sh).
+MIN_SIZE = 16 << 20
+
+
 def main(folder):
     rounds = sorted(glob.glob(os.path.join(folder, "r*")))
     eff, model, torch = {}, {}, {}
@@ -26,6 +31,8 @@ def main(folder):
             coll, shape = m.group(1), m.group(2)
             with open(path) as f:
                 for row in json.load(f)["results"]:
+                    if int(row["size"]) < MIN_SIZE:
+                        continue
                     oop = row["out_of_place"]
                     key = (shape, coll, int(row["size"]))
                     if row.get("ideal", 0) > 0:
@@ -36,6 +43,8 @@ def main(folder):
             shape = os.path.basename(path)[len("torch_"):-len(".json")]
             with open(path) as f:
                 for row in json.load(f)["results"]:
+                    if int(row["bytes"]) < MIN_SIZE:
+                        continue
                     key = (shape, int(row["bytes"]))
                     for backend in ("chorus", "gloo"):
                         torch.setdefault(key + (backend,), []).append(row[backend]["best_us"])

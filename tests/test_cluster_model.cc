@@ -114,33 +114,6 @@ TEST(ClusterModel, RowsFollowTheDescription) {
     EXPECT_LE(rows[i].us, slowRows[i].us * 1.0001) << rows[i].collective << " " << rows[i].bytes;
 }
 
-// Across nodes a step of a flat algorithm ends with its slowest edge: with two ranks per node
-// some edges are shared memory, and where their measured hand-off (the link probe's node hop)
-// is slower than the network's, each of the ring's 2(N-1) steps costs that one. With one rank
-// per node every edge is the network's: the node hop changes nothing.
-TEST(ClusterModel, AStepAcrossNodesWaitsForItsSlowestEdge) {
-  const size_t bytes = size_t(16) << 20;
-  for (int perNode : {1, 2}) {
-    ClusterSpec spec;
-    spec.nodes = 8;
-    spec.perNode = perNode;
-    Shape s = clusterShape(spec);
-    s.netHopUs = 400;
-    s.netBwGBs = 0.125;
-    s.nodeHopUs = 100;  // faster than the network's: the network's hop counts
-    const double fast = predictUs(OpKind::kAllReduce, Algo::kRing, Proto::kSimple, 1, s, bytes);
-    s.nodeHopUs = 2000;
-    const double slow = predictUs(OpKind::kAllReduce, Algo::kRing, Proto::kSimple, 1, s, bytes);
-    const double steps = 2.0 * (s.nranks - 1);
-    if (perNode == 1)
-      EXPECT_DOUBLE_EQ(slow, fast);
-    else
-      EXPECT_NEAR(slow - fast, steps * (2000 - 400), 1e-6 * slow);
-    // The bytes cross the link at its rate: 2(N-1)/N of them, beside the steps.
-    EXPECT_GT(fast, double(bytes) * steps / s.nranks / (0.125 * 1e3));
-  }
-}
-
 // The tool end to end: exit status, the table's header, JSON with the printed rows; bad input
 // named.
 TEST(ClusterModel, ToolPrintsAndWritesJson) {

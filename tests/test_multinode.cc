@@ -57,8 +57,8 @@ INSTANTIATE_TEST_SUITE_P(Emulated, MultiNode,
 // The hierarchical AllReduce (even nodes only), the ring and the tree forced across nodes; 2500007
 // floats (10 MB) cut the hierarchical AllReduce into 8 pipelined slices with uneven blocks.
 TEST(MultiNodeAlgorithms, ForcedHierAndRingAllReduce) {
-  // hier: the first three calls of 10 MB and more time the phases and all ranks agree whether to
-  // pipeline;
+  // hier: the first four calls of 10 MB and more time both ways (phases in turn, pipelined) and
+  // all ranks agree whether to pipeline;
   // hier8: always 8 pipelined slices; hier1: never.
   const std::vector<std::pair<std::string, std::vector<std::string>>> configs = {
       {"hier", {"-x", "CHORUS_ALGO=hier", "-x", "CHORUS_DEBUG=INFO"}},

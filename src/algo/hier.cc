@@ -49,61 +49,78 @@ namespace chorus {
 
 namespace {
 
-// Whether to pipeline, decided once per communicator from its first kHierSamples calls that
-// could: they run the phases one after the other and time them (the fastest of them per byte,
-// so that the page faults of fresh buffers do not count); at the last one a small ring
-// AllReduce (max) gives every rank the same times and the fewest cores of any rank, so all
-// decide alike. Pipelining
-// pays when the network phase is the long one and the CPUs can run the three phases at once;
-// where the ranks (three threads each, plus the proxy) outnumber the cores, the phases steal
-// each other's CPU unless the link is much slower than shared memory (docs/performance.md:
-// 1 Gbit/s links gain 92% -> 98% of the ideal, unshaped 10 Gbit/s veth on 2 cores lose
-// 64% -> 49%). On 2 cores, measured 2026-11-28 (64 MiB, 8 slices against none): ratio 7.7
-// (4 x 2 ranks, 1 Gbit/s) gains 5-7%; 4.6 (8 x 2, 1 Gbit/s) loses 9-12%; 2.8 (4 x 2, veth)
-// loses 10-40%.
-constexpr double kPipelineRatioOversubscribed = 6.0;
-constexpr double kPipelineRatio = 1.5;
+double hierUs(OpKind kind, Proto p, const Shape& shape, size_t bytes);
 
-constexpr int kHierSamples = 3;
+// Whether to pipeline, decided once per communicator by timing both: its first 2 x kHierSamples
+// calls that could pipeline alternate between the phases one after the other (which also times
+// each phase) and the pipeline, and at the last one a small ring AllReduce (max) gives every rank
+// the slowest rank's fastest time per byte of each way, so all decide alike; the faster way runs
+// from then on. Pipelining pays when the network phase is the long one and the CPUs can run the
+// three phases at once; where the ranks (three threads each, plus the proxy) outnumber the
+// cores, the phases steal each other's CPU. A threshold on the ratio of the phases' times
+// (before 2026-11-29) could not tell these apart on 2 cores: 4 x 2 ranks at 1 Gbit/s measured
+// ratios 7.7-8.4 and gained 5-7% from 8 slices, 8 x 2 measured 3.4-5.0 (2.2-10.3 over more
+// launches) and lost 9-12%, unshaped veth measured 2.8 and lost 10-40%.
+constexpr int kHierSamples = 2;
 
 // The communicator's plan and one chunk for ReduceScatter, made once (createState); the
 // AllReduce's measurements so far (shape.hierPipelined holds the decision).
 struct HierState final : AlgoState {
   HierPlan plan;
   std::vector<char> chunk;                // one Simple slot: ReduceScatter's node sum
-  int samples = 0;                        // calls measured so far
-  double netPerByte = 0, shmPerByte = 0;  // fastest seen (s/B), this rank
+  int samples = 0;                        // calls measured so far, both ways
+  double netPerByte = 0, shmPerByte = 0;  // fastest seen (s/B), this rank: phases in turn
+  double turnPerByte = 0, pipePerByte = 0;  // a whole call beyond its fixed cost, each way
 };
 HierState& hierState(chorusComm* comm) {
   return algoState<HierState>(comm, Algo::kHier);
 }
 
-void samplePipeline(chorusComm* comm, double netSec, double shmSec, size_t bytes,
-                    int ranksPerNode) {
-  const double net = netSec / double(bytes), shm = shmSec / double(bytes);
+// Whether call number `sample` of the measurement runs the pipeline (odd) or the phases in turn.
+bool samplePipelined(int sample) {
+  return sample % 2 == 1;
+}
+
+double fastest(double seen, double now) {
+  return seen > 0 ? std::min(seen, now) : now;
+}
+
+// One measured call: `callSec` the whole call, `netSec` / `shmSec` its phases (in turn only).
+void samplePipeline(chorusComm* comm, bool pipelined, double callSec, double netSec,
+                    double shmSec, size_t bytes) {
   HierState& st = hierState(comm);
-  const bool first = st.samples++ == 0;
-  st.netPerByte = first ? net : std::min(st.netPerByte, net);
-  st.shmPerByte = first ? shm : std::min(st.shmPerByte, shm);
-  if (st.samples < kHierSamples) return;
-  double v[3] = {st.netPerByte, st.shmPerByte,
-                 -double(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)))};
-  OpDesc op{OpKind::kAllReduce, v, v, 3, chorusFloat64, chorusMax, -1, comm, nullptr};
-  ringAllReduce(comm, op, Work{0, Proto::kSimple, 0, 3});
-  const double cores = -v[2];
-  const bool oversubscribed = 3.0 * ranksPerNode > cores;
-  const double ratio = v[1] > 0 ? v[0] / v[1] : 1e9;
+  const double B = double(bytes);
+  // The call's time per byte beyond the model's fixed part (hops, base), so that calls of
+  // different sizes compare and the model can scale it.
+  const double fixedSec = hierUs(OpKind::kAllReduce, Proto::kSimple, comm->shape.get(), 0) * 1e-6;
+  const double perByte = std::max(callSec - fixedSec, callSec / 2) / B;
+  if (pipelined) {
+    st.pipePerByte = fastest(st.pipePerByte, perByte);
+  } else {
+    st.turnPerByte = fastest(st.turnPerByte, perByte);
+    st.netPerByte = fastest(st.netPerByte, netSec / B);
+    st.shmPerByte = fastest(st.shmPerByte, shmSec / B);
+  }
+  if (++st.samples < 2 * kHierSamples) return;
+  double v[4] = {st.netPerByte, st.shmPerByte, st.turnPerByte, st.pipePerByte};
+  OpDesc op{OpKind::kAllReduce, v, v, 4, chorusFloat64, chorusMax, -1, comm, nullptr};
+  ringAllReduce(comm, op, Work{0, Proto::kSimple, 0, 4});
+  const bool pipeline = v[3] < v[2];
   // The node phases as measured replace the model's shared-memory bandwidth in hierUs (the
-  // network's time per byte comes from the link probe at init, core/net_probe.h).
+  // network's time per byte comes from the link probe at init, core/net_probe.h), and the
+  // faster way's whole call its bytes' time.
   comm->shape.change([&](Shape& s) {
-    s.hierPipelined = ratio >= (oversubscribed ? kPipelineRatioOversubscribed : kPipelineRatio);
+    s.hierPipelined = pipeline;
     s.hierNodeUsPerByte = v[1] * 1e6;
+    s.hierCallUsPerByte = std::min(v[2], v[3]) * 1e6;
   });
   CHORUS_INFO(comm->rank,
-              "hier AllReduce: network phase %.3f ms/MiB, node phases %.3f ms/MiB (fastest of %d "
-              "calls, slowest rank), %g cores for %d ranks per node: %s",
-              v[0] * 1e3 * 1048576, v[1] * 1e3 * 1048576, kHierSamples, cores, ranksPerNode,
-              comm->shape.get().hierPipelined ? "pipelining" : "phases one after the other");
+              "hier AllReduce: network phase %.3f ms/MiB, node phases %.3f ms/MiB; a call %.3f "
+              "ms/MiB with the phases in turn, %.3f pipelined (fastest of %d each, slowest rank): "
+              "%s",
+              v[0] * 1e3 * 1048576, v[1] * 1e3 * 1048576, v[2] * 1e3 * 1048576,
+              v[3] * 1e3 * 1048576, kHierSamples,
+              pipeline ? "pipelining" : "phases one after the other");
 }
 
 }  // namespace
@@ -216,8 +233,11 @@ void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto) {
   // Slices of a multiple of P elements, so that only the last slice has uneven blocks.
   int nslices = hierSlices(count * esz, P);
   static const bool slicesForced = !envStr("CHORUS_HIER_SLICES").empty();
-  const bool measure = nslices > 1 && !slicesForced && hierState(comm).samples < kHierSamples;
-  if (measure || (!slicesForced && !comm->shape.get().hierPipelined)) nslices = 1;
+  const int sample = hierState(comm).samples;
+  const bool measure = nslices > 1 && !slicesForced && sample < 2 * kHierSamples;
+  if (measure ? !samplePipelined(sample) : !slicesForced && !comm->shape.get().hierPipelined)
+    nslices = 1;
+  const auto tCall = Clock::now();
   const size_t sliceElems =
       ((count + size_t(nslices) - 1) / size_t(nslices) + size_t(P) - 1) / size_t(P) * size_t(P);
   auto slice = [&](int s) {
@@ -237,7 +257,8 @@ void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto) {
     const auto t2 = Clock::now();
     Prims ag(comm, 1, proto, prev, next, op.type, op.op, "AllReduce(hier, intra-node allgather)");
     allGatherSlice(ag, h, slice(0));
-    if (measure) samplePipeline(comm, tB, tA + secondsSince(t2), count * esz, P);
+    if (measure)
+      samplePipeline(comm, false, secondsSince(tCall), tB, tA + secondsSince(t2), count * esz);
     return;
   }
 
@@ -287,6 +308,7 @@ void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto) {
   lane(0);
   workers.wait(comm->spinIters);
   failures.rethrowFirst();
+  if (measure) samplePipeline(comm, true, secondsSince(tCall), 0, 0, count * esz);
 }
 
 namespace {
@@ -397,7 +419,8 @@ double hierBytes(OpKind kind, int n) {
 // AllReduce: the network link carries 2(Q-1)/Q of the data per node, after and before
 // node-local reduce-scatter / allgather over shared memory: K slices through a three-phase
 // pipeline, one slice's phases in full, then the slowest phase for each further slice (the two
-// shared-memory phases counted together, as they share the node's memory bandwidth).
+// shared-memory phases counted together, as they share the node's memory bandwidth). Once its
+// first large calls have timed both ways, the faster one's measured time per byte instead.
 // AllGather / ReduceScatter: the link carries (Q-1)/Q of the data and the node's rings (P-1)/P,
 // chunk by chunk beside the cross ring's chunks in flight: the slower of the two, and a node
 // ring's hand-offs after each of the cross ring's.
@@ -418,7 +441,11 @@ double hierUs(OpKind kind, Proto p, const Shape& shape, size_t bytes) {
       shape.hierNodeUsPerByte > 0 ? S * shape.hierNodeUsPerByte : S * 2 * (P - 1) / P / shmBw;
   const double netT = S * 2 * (Q - 1) / Q / netBw;
   const int K = shape.hierPipelined ? hierSlices(bytes, int(P)) : 1;
-  const double dataT = (shmT + netT) / K + (K - 1.0) / K * std::max(shmT, netT);
+  // Measured (its first large calls, both ways): the faster way's time per byte; else the
+  // phases as modelled.
+  const double dataT = shape.hierCallUsPerByte > 0
+                           ? S * shape.hierCallUsPerByte
+                           : (shmT + netT) / K + (K - 1.0) / K * std::max(shmT, netT);
   return m.baseUs[pi] + (K > 1 ? m.channelWakeUs : 0.0) + 2 * (P - 1) * nodeHopUs(shape, p) +
          2 * (Q - 1) * netHopUs(shape) + dataT;
 }

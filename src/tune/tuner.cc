@@ -217,15 +217,7 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
     Shape s = withDepth(shape);
     s.oversubscribed = false;
     const double factor = d.netByteFactor ? d.netByteFactor(kind, n) : d.byteFactor(kind, n);
-    // Every rank sends at each step, and a step ends with its slowest edge: with several ranks
-    // per node some edges are a node's shared memory, whose hand-off the link probe measured
-    // beside the network's proxies (Shape::nodeHopUs). Where more ranks than cores share the
-    // machine, that one is the slower (8 emulated nodes x 2 ranks on 2 cores: 1.9-2.9 ms
-    // against 0.3-0.4 ms over TCP; the ring's 30 steps then cost 60-80 ms more than its bytes,
-    // measured at 16 and 64 MiB).
-    const bool shared = n > shape.nnodes;
-    const double hop = shared ? std::max(netHopUs(shape), nodeHopUs(shape, p)) : netHopUs(shape);
-    return m.baseUs[pi] + d.hops(kind, s, bytes) * hop + S * factor / bw;
+    return m.baseUs[pi] + d.hops(kind, s, bytes) * netHopUs(shape) + S * factor / bw;
   }
   double hop = m.hopUs[pi], bw = m.bwGBs[pi];
   const ChoiceFit* fit = kind == OpKind::kAllReduce && nch <= kCalibratedChannels
