@@ -67,9 +67,9 @@ constexpr int kHierSamples = 2;
 // AllReduce's measurements so far (shape.hierPipelined holds the decision).
 struct HierState final : AlgoState {
   HierPlan plan;
-  std::vector<char> chunk;                // one Simple slot: ReduceScatter's node sum
-  int samples = 0;                        // calls measured so far, both ways
-  double netPerByte = 0, shmPerByte = 0;  // fastest seen (s/B), this rank: phases in turn
+  std::vector<char> chunk;                  // one Simple slot: ReduceScatter's node sum
+  int samples = 0;                          // calls measured so far, both ways
+  double netPerByte = 0, shmPerByte = 0;    // fastest seen (s/B), this rank: phases in turn
   double turnPerByte = 0, pipePerByte = 0;  // a whole call beyond its fixed cost, each way
 };
 HierState& hierState(chorusComm* comm) {
@@ -86,8 +86,8 @@ double fastest(double seen, double now) {
 }
 
 // One measured call: `callSec` the whole call, `netSec` / `shmSec` its phases (in turn only).
-void samplePipeline(chorusComm* comm, bool pipelined, double callSec, double netSec,
-                    double shmSec, size_t bytes) {
+void samplePipeline(chorusComm* comm, bool pipelined, double callSec, double netSec, double shmSec,
+                    size_t bytes) {
   HierState& st = hierState(comm);
   const double B = double(bytes);
   // The call's time per byte beyond the model's fixed part (hops, base), so that calls of
