@@ -313,6 +313,17 @@ class Root {
 
   // Tells every rank still connected (best effort, at most ~1 s in all) why the communicator
   // cannot form: RoundReply{kReplyFailed, cause} and the text. Once.
+  // f(r, conn) for every rank, those of other processes first: once a rank of this process has
+  // the root's answer or notice, its process may finish and exit, which ends this thread before
+  // the others hear it.
+  template <class F>
+  void otherProcessesFirst(F&& f) {
+    const uint32_t self = uint32_t(getpid());
+    for (int pass = 0; pass < 2; ++pass)
+      for (int r = 0; r < int(ranks_.size()); ++r)
+        if ((ranks_[size_t(r)].pid == self) == (pass == 1)) f(r, ranks_[size_t(r)]);
+  }
+
   void tellFailure(int cause, const std::string& why) noexcept {
     told_ = true;
     try {
@@ -321,20 +332,16 @@ class Root {
       std::string msg(reinterpret_cast<const char*>(&h), sizeof(h));
       msg += text;
       const Deadline until = deadlineIn(1);
-      // Ranks of other processes first, as respond() answers: a rank of this process that has
-      // read the notice fails its init, and its process may exit (ending this thread, closing
-      // every connection) before the others were told: they then named this process's rank,
-      // not the cause (1 launch in about 150 of a rank killed in round 3 beside busy processes).
-      const uint32_t self = uint32_t(getpid());
-      for (int pass = 0; pass < 2; ++pass)
-        for (int r = 0; r < int(ranks_.size()); ++r) {
-          RankConn& c = ranks_[size_t(r)];
-          if (c.fd < 0 || c.closed || r == cause || (c.pid == self) != (pass == 1)) continue;
-          try {
-            sendAll(c.fd, msg.data(), msg.size(), until, nullptr, "bootstrap root notice");
-          } catch (...) {  // that rank is gone too: nothing to tell it
-          }
+      // A rank of this process that read the notice first could fail its init and exit before
+      // the others were told: they then named this process's rank, not the cause (1 launch in
+      // about 150 of a rank killed in round 3 beside busy processes).
+      otherProcessesFirst([&](int r, RankConn& c) {
+        if (c.fd < 0 || c.closed || r == cause) return;
+        try {
+          sendAll(c.fd, msg.data(), msg.size(), until, nullptr, "bootstrap root notice");
+        } catch (...) {  // that rank is gone too: nothing to tell it
         }
+      });
     } catch (...) {  // out of memory: the connections still close
     }
   }
@@ -434,21 +441,16 @@ class Root {
                       std::to_string(ranks_[size_t(bad)].round.length()) + " bytes)");
     const RoundReply ok{kReplyOk, -1, uint32_t(out.size()), 0};
     const bool forms = (ranks_[0].round.flags() & kRoundForms) != 0;
-    // Ranks of other processes first: once a rank of this process has its answer, its
-    // process may finish and exit, which would end this thread before the others are answered.
-    const uint32_t self = uint32_t(getpid());
-    for (int pass = 0; pass < 2; ++pass)
-      for (auto& c : ranks_) {
-        if ((c.pid == self) != (pass == 1)) continue;
-        try {
-          sendAll(c.fd, &ok, sizeof(ok), deadlineIn(60), nullptr, "bootstrap root reply");
-          sendAll(c.fd, out.data(), out.size(), deadlineIn(60), nullptr, "bootstrap root reply");
-        } catch (const Failure&) {
-          c.closed = true;
-          lost(int(&c - ranks_.data()), "before the bootstrap root's answer reached it");
-        }
-        c.round.reset();
+    otherProcessesFirst([&](int r, RankConn& c) {
+      try {
+        sendAll(c.fd, &ok, sizeof(ok), deadlineIn(60), nullptr, "bootstrap root reply");
+        sendAll(c.fd, out.data(), out.size(), deadlineIn(60), nullptr, "bootstrap root reply");
+      } catch (const Failure&) {
+        c.closed = true;
+        lost(r, "before the bootstrap root's answer reached it");
       }
+      c.round.reset();
+    });
     formed_ = formed_ || forms;
   }
 
