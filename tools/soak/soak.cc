@@ -617,18 +617,15 @@ void worldThread(Proc& pr, int t) {
     gc.epochs++;
     Rng er(mix(pr.o.seed, 0xE90C, uint64_t(epoch)));
     if (epoch == 0) {
-      // Warm-up: every collective at the largest size, so that what the library keeps for big
-      // operations exists before the checkpoint. AllReduce four times: across nodes the
-      // hierarchical one times both ways in its first four large calls, and its pipelined ones
-      // start the communicator's channel workers (algo/hier.cc).
-      for (int k = 0; k < kNumColl; ++k)
-        for (int rep = 0; rep < (Coll(k) == kAllReduce ? 4 : 1); ++rep) {
-          const OpDesc d = makeOp(er, Coll(k), n, pr.o.maxBytes);
-          if (!run.run({d}, k % 2 ? stream : nullptr, false, 1, &f) || !run.flush(&f))
-            fatal(pr, world,
-                  fmt("%s rank %d: warm-up %s: %s: %s", c.tag.c_str(), me, d.describe().c_str(),
-                      chorusGetErrorString(f.rc), f.msg.c_str()));
-        }
+      // Warm-up: every collective once at the largest size, so that what the library keeps
+      // for big operations exists before the checkpoint.
+      for (int k = 0; k < kNumColl; ++k) {
+        const OpDesc d = makeOp(er, Coll(k), n, pr.o.maxBytes);
+        if (!run.run({d}, k % 2 ? stream : nullptr, false, 1, &f) || !run.flush(&f))
+          fatal(pr, world,
+                fmt("%s rank %d: warm-up %s: %s: %s", c.tag.c_str(), me, d.describe().c_str(),
+                    chorusGetErrorString(f.rc), f.msg.c_str()));
+      }
     } else {
       const size_t u = er.below(100);
       if (u < 55) {
