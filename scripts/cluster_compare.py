@@ -15,8 +15,7 @@ import sys
 from nccl_table import size_name
 
 
-# The goals count from 16 MiB; the runs' first size (4 MiB) holds the hierarchical AllReduce's
-# learning calls (scripts/cluster_compare.sh).
+# The goals count from 16 MiB (the runs start at 4 MiB: scripts/cluster_compare.sh).
 MIN_SIZE = 16 << 20
 
 

@@ -4,22 +4,21 @@
 # seed 001's ideal and the model's predicted time), then chorus-torch-bench (all_reduce on the
 # "chorus" and "gloo" torch backends, alternating, in one job). After R rounds,
 # scripts/cluster_compare.py prints best and median per shape, collective and size from 16 MiB.
-# Each run starts at 4 MiB, whose 4 calls (1 warm-up, 3 timed) are the hierarchical AllReduce's
-# learning calls (2 with its phases in turn, 2 pipelined: algo/hier.cc), so the sizes the goals
-# count run as it decided.
+# Each run starts at 4 MiB, which the summary leaves out (the goals count from 16 MiB).
 #
 #   scripts/cluster_compare.sh [--build build] [--rounds 5] [--shapes "4x1 4x2 8x1 8x2"]
-#                              [--rate 1gbit] [--out build/cluster_cmp]
+#                              [--rate 1gbit] [--mtu 1500] [--out build/cluster_cmp]
 # Root and iproute2 (chorusrun --netns); the torch bench needs the build's torch backend.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=build rounds=5 shapes="4x1 4x2 8x1 8x2" rate=1gbit out=build/cluster_cmp
+build=build rounds=5 shapes="4x1 4x2 8x1 8x2" rate=1gbit out=build/cluster_cmp mtu=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --shapes) shapes=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
+    --mtu) mtu=(--mtu "$2"); shift 2 ;;
     --out) out=$2; shift 2 ;;
     *) echo "cluster_compare: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -29,10 +28,11 @@ for r in $(seq 1 "$rounds"); do
   for shape in $shapes; do
     q=${shape%x*} p=${shape#*x}
     echo "### round $r, $shape: chorus (C tools) $(date -u +%H:%M:%S)"
-    scripts/cluster_eff.sh --build "$build" --shapes "$shape" --rate "$rate" \
+    scripts/cluster_eff.sh --build "$build" --shapes "$shape" --rate "$rate" "${mtu[@]}" \
       --sizes "-b 4M -e 64M -f 4" --iters 3 --out "$out/r$r" | tail -n +3
     echo "### round $r, $shape: chorus and gloo under torch $(date -u +%H:%M:%S)"
-    timeout -k 10 600 "$build/chorusrun" --timeout 590 --netns --link-rate "$rate" --nodes "$q" \
+    timeout -k 10 600 "$build/chorusrun" --timeout 590 --netns --link-rate "$rate" \
+      ${mtu[1]:+--link-mtu "${mtu[1]}"} --nodes "$q" \
       -np $((q * p)) scripts/netns_torch_rank.sh "$build/chorus-torch-bench" --ops all_reduce \
       -b 4M -e 64M -f 4 -r 1 --budget 1 --json "$out/r$r/torch_$shape.json" \
       >"$out/r$r/torch_$shape.log" 2>&1 || echo "torch bench failed: $out/r$r/torch_$shape.log"

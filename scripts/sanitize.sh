@@ -2,8 +2,8 @@
 # Builds Chorus with AddressSanitizer + UndefinedBehaviorSanitizer (CMake preset "asan",
 # build-asan/) and runs the tests that exercise every layer (errors, communicators, groups,
 # streams, splits, timeouts, strangers on the bootstrap and data listeners, leftovers, dead peers
-# across nodes, failure notices, emulated nodes and namespaces, the pipelined hierarchical
-# AllReduce, sockets, launchers, the CUDA host tests) under it.
+# across nodes, failure notices, emulated nodes and namespaces, the hierarchical collectives,
+# sockets, launchers, the CUDA host tests) under it.
 # The full correctness matrices run in the normal build (scripts/test.sh).
 #   scripts/sanitize.sh [ctest regex]
 #   scripts/sanitize.sh --build-only   (configure and build only, the dependencies installed by

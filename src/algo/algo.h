@@ -42,8 +42,8 @@ void ringAllReduce(chorusComm* comm, const OpDesc& op, const Work& w);
 // The same on any ring of ranks (`ring` in order, this rank at position `pos`).
 void ringAllReduceOn(chorusComm* comm, const std::vector<int>& ring, int pos, const OpDesc& op,
                      const Work& w);
-// Hierarchical AllReduce (algo/hier.cc): reduce-scatter inside the node, AllReduce of each
-// share across nodes between ranks of the same local index, AllGather inside the node. Needs
+// Hierarchical AllReduce (algo/hier.cc): the hierarchical ReduceScatter of the blocks, then
+// their hierarchical AllGather (the remainder of fewer than nranks elements by the ring). Needs
 // every node to hold the same number of ranks.
 void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto);
 // Hierarchical AllGather and ReduceScatter (algo/hier.cc): a ring across nodes between the ranks

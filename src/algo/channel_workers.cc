@@ -111,9 +111,7 @@ void ChannelWorkers::wait(uint32_t spinIters) {
 
 ChannelWorkers& channelWorkers(chorusComm* comm) {
   if (comm->channelWorkers == nullptr)
-    // Two at least where the pipelined hierarchical AllReduce may run (its lanes: algo/hier.cc).
-    comm->channelWorkers =
-        new ChannelWorkers(std::max(comm->nchannels - 1, comm->nnodes > 1 ? 2 : 1), comm->rank);
+    comm->channelWorkers = new ChannelWorkers(std::max(comm->nchannels - 1, 1), comm->rank);
   return *comm->channelWorkers;
 }
 

@@ -27,9 +27,6 @@ struct Shape {
   int nnodes;
   bool evenNodes;      // every node holds nranks / nnodes ranks
   int treeDepth = -1;  // deepest of the two trees (edges); -1: compute
-  // The hierarchical AllReduce pipelines its phases (assumed until its first large calls have
-  // timed both ways: hier.cc).
-  bool hierPipelined = true;
   // Single-copy Broadcast / AllGather (algo/copy.cc) may run: cleared on every rank of a
   // communicator, together, when the kernel refused cross-memory attach to one of them.
   bool singleCopy = true;
@@ -50,12 +47,6 @@ struct Shape {
   // Across nodes: one shared-memory hand-off inside a node with the Simple protocol, measured at
   // init with the network's (core/net_probe.h); 0: the machine model's.
   double nodeHopUs = 0;
-  // Across nodes: the hierarchical AllReduce's two node phases, microseconds per byte of the
-  // operation, as its first large calls measured them (algo/hier.cc); 0: not yet measured.
-  double hierNodeUsPerByte = 0;
-  // The same calls' whole time per byte beyond the model's fixed part, in the way they chose
-  // (pipelined or not, Shape::hierPipelined); 0: not yet measured.
-  double hierCallUsPerByte = 0;
 };
 
 // A communicator's Shape, versioned: read anywhere with get(); changed only through change(f),

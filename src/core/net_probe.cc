@@ -2,7 +2,7 @@
 // hierarchical AllReduce, the tuner's choice for large calls across nodes, drives one stream per
 // rank of a node at once. So every rank of local index i (i below the smallest node's rank
 // count) runs ring AllReduces among the ranks of index i of every node, all rings at once, as
-// hier's network phase does, each phase started together on every rank (bootstrap barriers):
+// hier's cross rings do, each phase started together on every rank (bootstrap barriers):
 //   - two of X = CHORUS_NET_PROBE_BYTES (1 MiB) per node, split over the node's ranks, to warm
 //     up (pages, TCP windows, the proxies awake) and to size the timed calls below;
 //   - Q doubles (one per ring position, so every one of the 2(Q-1) steps moves something),
@@ -10,7 +10,7 @@
 //   - likewise on each node's own ring (shared memory): one hand-off inside a node, which on
 //     a node whose cores also run the network's proxy threads costs more than the machine
 //     model's (measured on one node, without them); with even nodes, kSmallReps small
-//     hierarchical AllReduces too, whose node hand-offs wait behind the network phase and cost
+//     hierarchical AllReduces too, whose node hand-offs wait behind the cross ring and cost
 //     more again: the node hop is then the one that makes the model fit their median;
 //   - one X, which empties a shaper's token bucket (tc's tbf lets its burst, 256 KiB under
 //     chorusrun --link-rate, through at once), then kLargeReps of k X back to back, at the
@@ -124,9 +124,10 @@ void probeNetwork(chorusComm* c) {
     c->bootstrap->barrier(deadline);
     if (c->shape.get().evenNodes && P > 1) {
       // Inside a small hierarchical AllReduce (the tuner's usual choice across nodes) a node's
-      // hand-offs cost more: a rank that waited on the network phase sleeps and must be woken.
-      // The model counts 2(P-1) node hops and 2(Q-1) network hops for it; the node hop is what
-      // makes the measured call (the median of kSmallReps) fit that, if more than the above.
+      // hand-offs cost more: a rank that waited on the cross ring sleeps and must be woken.
+      // The model counts 2Q(P-1) node hops and 2(Q-1) network hops for it (its ReduceScatter
+      // and AllGather: algo/hier.cc hierUs); the node hop is what makes the measured call (the
+      // median of kSmallReps) fit that, if more than the above.
       double t[kSmallReps];
       for (double& ti : t) {
         OpDesc op{OpKind::kAllReduce, buf.data(), buf.data(), hierElems, chorusFloat64,
@@ -135,7 +136,7 @@ void probeNetwork(chorusComm* c) {
         hierAllReduce(c, op, Proto::kSimple);
         ti = secondsSince(t0);
       }
-      const double Q = c->nnodes, fit = (median(t) - 2 * (Q - 1) * hopSec) / (2 * (P - 1));
+      const double Q = c->nnodes, fit = (median(t) - 2 * (Q - 1) * hopSec) / (2 * Q * (P - 1));
       nodeHopSec = std::max(nodeHopSec, fit);
     }
     if (crossing) {

@@ -300,8 +300,8 @@ Choice chooseForShape(const Shape& shape, int nchannels, OpKind kind, size_t byt
 namespace {
 
 // Builds the segments of one size class: [lo, hi] is cut into pieces on which every candidate's
-// predicted time is affine in the bytes (the hierarchical AllReduce's slice count changes at
-// multiples of kHierMinSliceBytes); on such a piece the sizes where one candidate wins form an
+// predicted time is affine in the bytes (an algorithm's AlgoDesc::costStepBytes marks where its
+// cost steps); on such a piece the sizes where one candidate wins form an
 // interval, so a piece whose two ends pick the same candidate picks it throughout, and a piece
 // whose ends differ is bisected until the boundaries are exact.
 class PlanBuilder {
@@ -432,13 +432,6 @@ Choice choose(chorusComm* comm, const OpDesc& op) {
 double predictChoice(const chorusComm* comm, const OpDesc& op, const Choice& c) {
   return predictUs(op.kind, c.algo, c.proto, c.nchannels, comm->shape.get(),
                    modelBytes(op.kind, op.count, op.type, comm->nranks));
-}
-
-int hierSlices(size_t bytes, int ranksPerNode) {
-  if (ranksPerNode < 2) return 1;
-  static const int64_t maxSlices = envInt("CHORUS_HIER_SLICES", 8);
-  const int64_t bySize = int64_t(bytes / kHierMinSliceBytes);
-  return int(std::clamp<int64_t>(std::min(bySize, maxSlices), 1, 64));
 }
 
 }  // namespace chorus

@@ -97,11 +97,6 @@ Choice chooseForShape(const Shape& shape, int nchannels, OpKind kind, size_t byt
 // direct collectives count every rank's block).
 size_t modelBytes(OpKind kind, size_t count, chorusDataType_t type, int nranks);
 
-// Slices the hierarchical AllReduce (algo/hier.cc) pipelines its three phases over: one per
-// kHierMinSliceBytes, at most CHORUS_HIER_SLICES (default 8; 1 turns pipelining off), and 1
-// when a node has a single rank (nothing to overlap).
-constexpr size_t kHierMinSliceBytes = size_t(1) << 20;
-int hierSlices(size_t bytes, int ranksPerNode);
 // Bumped by setMachineModel: plans made with an older model are dropped.
 uint64_t machineModelGeneration();
 

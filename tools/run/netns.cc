@@ -45,7 +45,7 @@ std::string Join(const std::vector<std::string>& args) {
 
 }  // namespace
 
-bool EmulatedNet::Setup(int nodes, const std::string& linkRate, std::string* err) {
+bool EmulatedNet::Setup(int nodes, const std::string& linkRate, int mtu, std::string* err) {
   const std::string pid = std::to_string(getpid());
   switchNs_ = "chorus-" + pid + "-sw";
   std::vector<std::vector<std::string>> cmds;
@@ -62,6 +62,10 @@ bool EmulatedNet::Setup(int nodes, const std::string& linkRate, std::string* err
     cmds.push_back({"ip", "-n", ns, "link", "set", "lo", "up"});
     cmds.push_back({"ip", "-n", ns, "link", "add", vn, "type", "veth", "peer", "name", vs, "netns",
                     switchNs_});
+    if (mtu > 0) {  // both ends; the bridge follows its ports' smallest MTU
+      cmds.push_back({"ip", "-n", ns, "link", "set", vn, "mtu", std::to_string(mtu)});
+      cmds.push_back({"ip", "-n", switchNs_, "link", "set", vs, "mtu", std::to_string(mtu)});
+    }
     cmds.push_back({"ip", "-n", ns, "addr", "add", nodeAddress(k) + "/24", "dev", vn});
     cmds.push_back({"ip", "-n", ns, "link", "set", vn, "up"});
     cmds.push_back({"ip", "-n", switchNs_, "link", "set", vs, "master", "br0"});

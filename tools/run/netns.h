@@ -1,8 +1,9 @@
 // Emulated cluster networking for chorusrun --netns: one network namespace per emulated node,
 // each joined by a veth pair to a bridge in a private "switch" namespace (the host's own
 // namespace is never touched), addresses 10.213.0.<node+1>/24, optional tc token-bucket shaping
-// of both directions of every node's link (--link-rate). Namespaces carry the launcher's pid in
-// their names; Teardown removes them, and CleanupStale removes those of launchers that died.
+// of both directions of every node's link (--link-rate), an optional MTU (--link-mtu). Namespaces
+// carry the launcher's pid in their names; Teardown removes them, and CleanupStale removes those of
+// launchers that died.
 #pragma once
 
 #include <string>
@@ -12,8 +13,9 @@ namespace chorusrun {
 
 class EmulatedNet {
  public:
-  // Needs root and iproute2. On failure, *err says why and nothing is left behind.
-  bool Setup(int nodes, const std::string& linkRate, std::string* err);
+  // Needs root and iproute2. On failure, *err says why and nothing is left behind. mtu 0 keeps
+  // veth's default (1500).
+  bool Setup(int nodes, const std::string& linkRate, int mtu, std::string* err);
   void Teardown();
   static void CleanupStale();
 

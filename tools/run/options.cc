@@ -53,6 +53,8 @@ void PrintUsage(FILE* f) {
       "                   veth links to a bridge (needs root and iproute2; removed on exit)\n"
       "  --link-rate R    with --netns: shape each node's link to R in both directions\n"
       "                   (tc rate syntax, e.g. 1gbit)\n"
+      "  --link-mtu M     with --netns: the links' MTU in bytes, 576-65535 (default 1500;\n"
+      "                   9000 for jumbo frames)\n"
       "  --timeout SEC    kill every rank and exit 124 after SEC seconds\n"
       "  -x NAME=VALUE    set NAME=VALUE in every rank's environment (repeatable);\n"
       "                   -x NAME passes chorusrun's own value of NAME\n"
@@ -137,6 +139,13 @@ Options ParseOptions(int argc, char** argv) {
       o.netns = true;
     } else if (name == "--link-rate") {
       o.linkRate = value_of(name, inline_value);
+    } else if (name == "--link-mtu") {
+      const char* v = value_of(name, inline_value);
+      long m = 0;
+      if (!ParseInt(v, 576, 65535, &m)) {
+        UsageError("invalid --link-mtu '" + std::string(v) + "' (need bytes, 576-65535)");
+      }
+      o.linkMtu = static_cast<int>(m);
     } else if (name == "--no-prefix") {
       if (inline_value != nullptr) UsageError("option --no-prefix takes no argument");
       o.prefix = false;
@@ -169,6 +178,7 @@ Options ParseOptions(int argc, char** argv) {
   if (o.nnodes > o.nranks) UsageError("--nodes cannot exceed the number of ranks");
   if (o.netns && o.nnodes == 0) UsageError("--netns needs --nodes Q");
   if (!o.linkRate.empty() && !o.netns) UsageError("--link-rate needs --netns");
+  if (o.linkMtu != 0 && !o.netns) UsageError("--link-mtu needs --netns");
   if (i >= argc) UsageError("missing PROGRAM");
   for (; i < argc; ++i) o.command.emplace_back(argv[i]);
   return o;

@@ -16,6 +16,7 @@ struct Options {
   bool netns = false;           // --netns: a network namespace per emulated node
   std::string bindTo = "auto";  // --bind-to core|none|auto (auto: core when ranks <= cores)
   std::string linkRate;         // --link-rate RATE: tc shaping of every node's link
+  int linkMtu = 0;              // --link-mtu BYTES: the links' MTU (0: veth's 1500)
   bool prefix = true;
   std::optional<double> timeout_s;
   // -x NAME=VALUE; a -x NAME without '=' copies NAME from chorusrun's own environment.

@@ -253,8 +253,7 @@ RowResult RankRunner::runSize(chorusDataType_t type, int op, int root, size_t co
   seed = mixSeed(seed, count);
   row.outOfPlace = runPlacement(l, false, type, op, row.root, count, mixSeed(seed, 1));
   row.inPlace = runPlacement(l, true, type, op, row.root, count, mixSeed(seed, 2));
-  // Asked after the calls: the model as they left it (the hierarchical AllReduce decides
-  // whether to pipeline during its first large calls), so the predicted time is for what ran.
+  // Asked after the calls: the model as they left them, so the predicted time is for what ran.
   if (printer_) row.choice = describeChoice(d_, collComm(), count, type);
   for (const PlacementResult* pr : {&row.outOfPlace, &row.inPlace}) {
     if (pr->wrong > 0) wrongTotal_ += pr->wrong;
