@@ -102,8 +102,11 @@ void hierAllGather(chorusComm* comm, const OpDesc& op, Proto proto) {
   const size_t esz = chorusTypeSize(op.type), count = op.count;
   const char* src = static_cast<const char*>(op.sendbuff);
   char* dst = static_cast<char*>(op.recvbuff);
-  HierRings rings(comm, h, op, proto, op.op, "AllGather(hier, across nodes)",
-                  "AllGather(hier, intra-node)");
+  // Named for the user's call (an AllReduce's second half says AllReduce in its errors).
+  const bool ar = op.kind == OpKind::kAllReduce;
+  HierRings rings(comm, h, op, proto, op.op,
+                  ar ? "AllReduce(hier, allgather across nodes)" : "AllGather(hier, across nodes)",
+                  ar ? "AllReduce(hier, intra-node allgather)" : "AllGather(hier, intra-node)");
   Prims &cross = rings.cross, &node = rings.node;
   cross.setStreamingOutput(count * esz * size_t(comm->nranks) >= comm->streamThreshold);
   node.setStreamingOutput(count * esz * size_t(comm->nranks) >= comm->streamThreshold);
@@ -137,8 +140,11 @@ void hierReduceScatter(chorusComm* comm, const OpDesc& op, Proto proto) {
   const chorusRedOp_t partial = op.op == chorusAvg ? chorusSum : op.op;
   const char* src = static_cast<const char*>(op.sendbuff);
   char* dst = static_cast<char*>(op.recvbuff);
-  HierRings rings(comm, h, op, proto, partial, "ReduceScatter(hier, across nodes)",
-                  "ReduceScatter(hier, intra-node)");
+  const bool ar = op.kind == OpKind::kAllReduce;  // named for the user's call, as above
+  HierRings rings(
+      comm, h, op, proto, partial,
+      ar ? "AllReduce(hier, reduce-scatter across nodes)" : "ReduceScatter(hier, across nodes)",
+      ar ? "AllReduce(hier, intra-node reduce-scatter)" : "ReduceScatter(hier, intra-node)");
   Prims &cross = rings.cross, &node = rings.node;
   // The node's sum of rank (c, i)'s piece, in the chunk buffer (this rank's own input alone on
   // a node of one rank).
