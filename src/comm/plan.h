@@ -149,9 +149,6 @@ struct AlgoDesc {
   // Time across nodes where the generic model (every hand-off a network hop, the bytes through
   // the node's network link) does not fit it. Null: the generic model.
   double (*multiNodeUs)(OpKind kind, Proto proto, const Shape& shape, size_t bytes) = nullptr;
-  // Its cost is affine in the bytes only between multiples of this (0: everywhere): the plan
-  // cache cuts its size classes there (tune/tuner.cc PlanBuilder).
-  uint64_t costStepBytes = 0;
   // Its AllReduce is calibrated (chorus-tune measures each entry, the model uses the fit). Null:
   // the generic model from the protocol's terms.
   const AllReduceCalibration* calibration = nullptr;

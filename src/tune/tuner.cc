@@ -300,10 +300,10 @@ Choice chooseForShape(const Shape& shape, int nchannels, OpKind kind, size_t byt
 namespace {
 
 // Builds the segments of one size class: [lo, hi] is cut into pieces on which every candidate's
-// predicted time is affine in the bytes (an algorithm's AlgoDesc::costStepBytes marks where its
-// cost steps); on such a piece the sizes where one candidate wins form an
-// interval, so a piece whose two ends pick the same candidate picks it throughout, and a piece
-// whose ends differ is bisected until the boundaries are exact.
+// predicted time is affine in the bytes (cut where the model's terms bend, below); on such a piece
+// the sizes where one candidate wins form an interval, so a piece whose two ends pick the same
+// candidate picks it throughout, and a piece whose ends differ is bisected until the boundaries are
+// exact.
 class PlanBuilder {
  public:
   PlanBuilder(chorusComm* comm, OpKind kind) : comm_(comm), kind_(kind) {}
@@ -317,7 +317,7 @@ class PlanBuilder {
     // Sizes where a candidate's cost is not affine across or where it stops being a candidate:
     // its cost steps (the hier slice count), its size limit (beyond it, it cannot run) and the
     // size from which the tuner no longer picks it unnamed.
-    uint64_t cuts[65 * kMaxAlgos + 2];
+    uint64_t cuts[2 * kMaxAlgos + 2];
     int ncuts = 0;
     // And where the model's own terms bend: the end of the cache-sized bytes, and the size up to
     // which a tree Broadcast / Reduce on an oversubscribed node is given the chain's hops.
@@ -327,9 +327,6 @@ class PlanBuilder {
     for (int ai = 0; ai < numAlgos(); ++ai) {
       const Algo a = Algo(ai);
       if (!algoSupports(a, kind_, comm_->shape.get())) continue;
-      const uint64_t step = algoDesc(a).costStepBytes;
-      if (step != 0)
-        for (uint64_t k = 2; k <= 64; ++k) cuts[ncuts++] = k * step;
       const size_t limit = slotLimit(a, kind_, comm_->shape.get().nranks);
       if (limit != SIZE_MAX) cuts[ncuts++] = limit + 1;
       const AlgoDesc& d = algoDesc(a);
