@@ -314,9 +314,8 @@ class PlanBuilder {
     overflow_ = false;
     const uint64_t lo = cls == 0 ? 0 : uint64_t(1) << (cls - 1);
     const uint64_t hi = cls == 0 ? 0 : cls == 64 ? UINT64_MAX : (uint64_t(1) << cls) - 1;
-    // Sizes where a candidate's cost is not affine across or where it stops being a candidate:
-    // its cost steps (the hier slice count), its size limit (beyond it, it cannot run) and the
-    // size from which the tuner no longer picks it unnamed.
+    // Sizes where a candidate stops being one: its size limit (beyond it, it cannot run) and
+    // the size from which the tuner no longer picks it unnamed.
     uint64_t cuts[2 * kMaxAlgos + 2];
     int ncuts = 0;
     // And where the model's own terms bend: the end of the cache-sized bytes, and the size up to
