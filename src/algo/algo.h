@@ -50,7 +50,6 @@ void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto);
 // of one local index, each node's blocks passed on (summed) on the node's ring chunk by chunk.
 void hierAllGather(chorusComm* comm, const OpDesc& op, Proto proto);
 void hierReduceScatter(chorusComm* comm, const OpDesc& op, Proto proto);
-// Its slices: tune/tuner.h hierSlices.
 
 // The hierarchical collectives' rings, as seen by this rank (also the link probe's,
 // core/net_probe.cc): its node's ranks in ring order, its index i there, and the ranks of index i
