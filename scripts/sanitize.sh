@@ -24,4 +24,6 @@ cmake --build build-asan -j"$(nproc)"
 regex=${1:-'Errors|Comm|Shrink|Semantics|DataStrangers|FailureNotice|DeadPeerAcrossNodes|MultiNodeAlgorithms|Socket|CudaIpc|CudaFunctors|CudaHost|MultiNodeNetns|SingleThread|Threads/Split|Threads/Stream|Threads/CallCheck|Threads/Timeout|Strangers|Leftovers|Emulated/MultiNode|Env/Launchers|DoubleBinaryTree|NodeTree|Support|ReduceKernel|Half|Bf16'}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-ctest --test-dir build-asan --output-on-failure -j1 --timeout 900 -R "$regex"
+# Two at a time, as scripts/test.sh runs the suite (CTEST_PARALLEL_LEVEL overrides).
+ctest --test-dir build-asan --output-on-failure -j"${CTEST_PARALLEL_LEVEL:-2}" --timeout 900 \
+  -R "$regex"
