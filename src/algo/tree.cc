@@ -210,11 +210,21 @@ double treeHops(OpKind kind, const Shape& s, size_t bytes) {
     depth = s.nranks - 1;
   return kind == OpKind::kAllReduce ? 2.0 * depth : double(depth);
 }
-// Interior nodes send twice (NCCL's tree and tuning design: tree ratio 0.5); an AllReduce on 2
-// ranks has no interior node. Across nodes.
-double treeNetBytes(OpKind kind, int n) {
-  if (kind == OpKind::kAllReduce) return n > 2 ? 2.0 : 1.0;
-  return 2.0;
+// Across nodes. Interior nodes send twice (NCCL's tree and tuning design: tree ratio 0.5); an
+// AllReduce on 2 ranks has no interior node. And an AllReduce's pipeline fills and drains: its
+// first chunk crosses the Dn network levels of the tree over nodes on the way up, its last on
+// the way down, while the links carry less than their share. TreeRun::setup makes a chunk the
+// tree's elements (half the call's) over 2(D + 1), D = Dn + P - 1 with each node's chain of P
+// ranks, so those 2 Dn chunks add Dn / (2(D + 1)) of the call's bytes: 0.3 at 8 nodes of 2
+// ranks (4 MiB took the tree 84-91 ms there, 2.5x the link's time for the bytes: 2026-11-29,
+// CHANGELOG.md). Above 4(D + 1) slots the slot caps the chunk and this overstates the fill; the
+// tree is not the tuner's choice across nodes at those sizes.
+double treeNetBytes(OpKind kind, const Shape& s) {
+  if (kind != OpKind::kAllReduce) return 2.0;
+  if (s.nranks <= 2) return 1.0;
+  const int q = std::max(s.nnodes, 1), p = (s.nranks + q - 1) / q;
+  const int dn = std::max(treeDepth(q, 0), treeDepth(q, 1));
+  return 2.0 + double(dn) / (2.0 * double(dn + p));
 }
 // On one node, an AllReduce with interior ranks moves its bytes 1.4x slower than the ring's 2(n -
 // 1)/n: at 8 and 16 ranks on 16 cores, 16 MiB took the tree 1.35-1.43x the ring's time (the GPU

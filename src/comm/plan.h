@@ -139,7 +139,7 @@ struct AlgoDesc {
   double (*byteFactor)(OpKind kind, int nranks) = nullptr;
   // The same across nodes (the generic multi-node model), where it differs from one node's.
   // Null: byteFactor.
-  double (*netByteFactor)(OpKind kind, int nranks) = nullptr;
+  double (*netByteFactor)(OpKind kind, const Shape& shape) = nullptr;
   // Largest operation (model bytes) it can run. Null: no limit.
   size_t (*slotLimit)(OpKind kind, int nranks) = nullptr;
   // On an oversubscribed node: how many times each hand-off counts. Null: 1.

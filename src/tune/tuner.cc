@@ -216,7 +216,7 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
     const double bw = std::min(netBwGBs(shape), m.bwGBs[pi]) * 1e3;
     Shape s = withDepth(shape);
     s.oversubscribed = false;
-    const double factor = d.netByteFactor ? d.netByteFactor(kind, n) : d.byteFactor(kind, n);
+    const double factor = d.netByteFactor ? d.netByteFactor(kind, shape) : d.byteFactor(kind, n);
     return m.baseUs[pi] + d.hops(kind, s, bytes) * netHopUs(shape) + S * factor / bw;
   }
   double hop = m.hopUs[pi], bw = m.bwGBs[pi];
