@@ -8,12 +8,9 @@ shm_before=$(ls /dev/shm | grep '^chorus' | sort || true)
 rc=0
 # Two tests at a time (CTEST_PARALLEL_LEVEL overrides): most of a test's time its ranks wait on
 # each other or on a timeout, and the suite's tests must stay exact with their cores shared. A
-# test that measures the whole node is RUN_SERIAL (tests/CMakeLists.txt; CMake 3.22 or newer,
-# else one at a time).
-jobs=${CTEST_PARALLEL_LEVEL:-2}
-cmake_minor=$(cmake --version | sed -n 's/^cmake version 3\.\([0-9]*\).*/\1/p')
-[ -z "$cmake_minor" ] || [ "$cmake_minor" -ge 22 ] || jobs=1
-ctest --test-dir build --output-on-failure -j"$jobs" --timeout 900 "$@" || rc=$?
+# test that measures the whole node is RUN_SERIAL (tests/CMakeLists.txt).
+ctest --test-dir build --output-on-failure -j"${CTEST_PARALLEL_LEVEL:-2}" --timeout 900 "$@" ||
+  rc=$?
 if [ "$rc" -ne 0 ]; then
   # CI keeps only the end of the output: the failures' own lines last (a soak's SOAK-FAILURE
   # lines, gtest's failure lines), so that the reason survives the cut.
