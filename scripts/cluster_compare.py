@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """Best and median over the rounds of scripts/cluster_compare.sh (its output folder).
 
-Two markdown tables: per shape, collective and size, Chorus's efficiency against seed 001's ideal
-and the model's predicted / measured time (the C tools' -J documents); and per shape and size,
+Two markdown tables: per shape, collective and size, Chorus's efficiency against seed 001's ideal,
+the model's predicted / measured time and the algorithms the tuner ran (the C tools' -J
+documents); and per shape and size,
 all_reduce under torch on "chorus" and "gloo" (chorus-torch-bench's --json), gloo / chorus.
+
+Usage: scripts/cluster_compare.py FOLDER [FROM: the smallest size shown, 16M]
 """
 import glob
 import json
@@ -15,13 +18,17 @@ import sys
 from nccl_table import size_name
 
 
-# The goals count from 16 MiB (the runs start at 4 MiB: scripts/cluster_compare.sh).
-MIN_SIZE = 16 << 20
+def parse_size(text):
+    """16M, 512K, 1G or a byte count."""
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    if text and text[-1].upper() in units:
+        return int(float(text[:-1]) * units[text[-1].upper()])
+    return int(text)
 
 
-def main(folder):
+def main(folder, min_size):
     rounds = sorted(glob.glob(os.path.join(folder, "r*")))
-    eff, model, torch = {}, {}, {}
+    eff, model, torch, algos = {}, {}, {}, {}
     for r in rounds:
         for path in glob.glob(os.path.join(r, "*_*x*_*.json")):
             m = re.match(r"(.+)_(\d+x\d+)_[^_]+\.json$", os.path.basename(path))
@@ -30,10 +37,11 @@ def main(folder):
             coll, shape = m.group(1), m.group(2)
             with open(path) as f:
                 for row in json.load(f)["results"]:
-                    if int(row["size"]) < MIN_SIZE:
+                    if int(row["size"]) < min_size:
                         continue
                     oop = row["out_of_place"]
                     key = (shape, coll, int(row["size"]))
+                    algos.setdefault(key, set()).add(row.get("algorithm", "?"))
                     if row.get("ideal", 0) > 0:
                         eff.setdefault(key, []).append(100.0 * oop["bus_bw"] / row["ideal"])
                     if row.get("predicted_time", 0) > 0 and oop["time"] > 0:
@@ -42,20 +50,21 @@ def main(folder):
             shape = os.path.basename(path)[len("torch_"):-len(".json")]
             with open(path) as f:
                 for row in json.load(f)["results"]:
-                    if int(row["bytes"]) < MIN_SIZE:
+                    if int(row["bytes"]) < min_size:
                         continue
                     key = (shape, int(row["bytes"]))
                     for backend in ("chorus", "gloo"):
                         torch.setdefault(key + (backend,), []).append(row[backend]["best_us"])
     print(f"{len(rounds)} rounds\n")
-    print("| shape | collective | size | eff% best | eff% median | predicted / measured (median) |")
-    print("| --- | --- | --- | ---: | ---: | ---: |")
+    print("| shape | collective | size | eff% best | eff% median | predicted / measured (median) "
+          "| algorithm |")
+    print("| --- | --- | --- | ---: | ---: | ---: | --- |")
     for key in sorted(eff):
         shape, coll, size = key
         e = eff[key]
         p = statistics.median(model.get(key, [float("nan")]))
         print(f"| {shape} | {coll} | {size_name(size)} | {max(e):.1f} | {statistics.median(e):.1f} "
-              f"| {p:.2f} |")
+              f"| {p:.2f} | {', '.join(sorted(algos.get(key, [])))} |")
     print()
     print("| shape | all_reduce | chorus best / median (ms) | gloo best / median (ms) | "
           "gloo / chorus (best, median) |")
@@ -72,4 +81,5 @@ def main(folder):
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "build/cluster_cmp"))
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "build/cluster_cmp",
+                  parse_size(sys.argv[2]) if len(sys.argv) > 2 else 16 << 20))
