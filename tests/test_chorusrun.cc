@@ -486,20 +486,22 @@ TEST_F(ChorusrunTest, ProgramNotInPath) {
 
 TEST_F(ChorusrunTest, BadOptionsExitTwoWithUsage) {
   const char* bad[] = {
-      "true",                                           // no -np
-      "-np",                                            // -np without value
-      "-np 0 true",                                     // N < 1
-      "-np abc true",                                   // not a number
-      "-np 2x true",                                    // trailing junk
-      "-np 2",                                          // no program
-      "--frobnicate -np 2 true",                        // unknown option
-      "--timeout -1 -np 1 true",                        // bad timeout
-      "--timeout soon -np 1 true",                      // bad timeout
-      "-x 1BAD=v -np 1 true",                           // bad variable name
-      "-x =v -np 1 true",                               // empty variable name
-      "--link-mtu 9000 -np 1 true",                     // --link-mtu without --netns
-      "--netns --nodes 1 --link-mtu 100 -np 1 true",    // MTU below 576
-      "--netns --nodes 1 --link-mtu jumbo -np 1 true",  // not a number
+      "true",                                             // no -np
+      "-np",                                              // -np without value
+      "-np 0 true",                                       // N < 1
+      "-np abc true",                                     // not a number
+      "-np 2x true",                                      // trailing junk
+      "-np 2",                                            // no program
+      "--frobnicate -np 2 true",                          // unknown option
+      "--timeout -1 -np 1 true",                          // bad timeout
+      "--timeout soon -np 1 true",                        // bad timeout
+      "-x 1BAD=v -np 1 true",                             // bad variable name
+      "-x =v -np 1 true",                                 // empty variable name
+      "--link-mtu 9000 -np 1 true",                       // --link-mtu without --netns
+      "--netns --nodes 1 --link-mtu 100 -np 1 true",      // MTU below 576
+      "--netns --nodes 1 --link-mtu jumbo -np 1 true",    // not a number
+      "--netns --nodes 1 --link-burst 65536 -np 1 true",  // --link-burst without --link-rate
+      "--netns --nodes 1 --link-rate 1gbit --link-burst 100 -np 1 true",  // burst below 2048
   };
   for (const char* args : bad) {
     Result r = RunShell(Launch(args));

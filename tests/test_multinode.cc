@@ -305,6 +305,38 @@ TEST(MultiNodeNetnsShaped, JumboFramesReachEveryNodeAndCarryExactResults) {
   EXPECT_EQ(leftoverNamespaces(), "");
 }
 
+// --link-burst: the token bucket of every node's side of its link lets that many bytes through at
+// once (what `tc qdisc show` prints inside the rank's namespace), and a collective crosses it
+// exactly.
+TEST(MultiNodeNetnsShaped, BurstReachesEveryNodeAndCarriesExactResults) {
+  if (const std::string why = netnsUnavailable(); !why.empty()) GTEST_SKIP() << why;
+  // tc prints the burst it keeps, rounded through its clock ticks: "65500b" for 65536.
+  const CommandResult links = runCommand(
+      {CHORUSRUN_PATH, "--netns", "--nodes", "2", "--link-rate", "1gbit", "--link-burst", "65536",
+       "-np", "2", "/bin/sh", "-c", "tc qdisc show | grep -o 'tbf .* burst [0-9]*[Kk]*b'"},
+      60 * timeoutScale());
+  EXPECT_EQ(links.exitCode, 0) << outputTail(links.output);
+  for (const char* rank : {"[0] ", "[1] "}) {
+    const size_t at = links.output.find(rank);
+    ASSERT_NE(at, std::string::npos) << rank << outputTail(links.output);
+    const size_t burst = links.output.find(" burst ", at);
+    ASSERT_NE(burst, std::string::npos) << outputTail(links.output);
+    char* end = nullptr;
+    double bytes = std::strtod(links.output.c_str() + burst + 7, &end);
+    if (*end == 'K' || *end == 'k') bytes *= 1024;
+    EXPECT_NEAR(bytes, 65536, 2048) << outputTail(links.output);
+  }
+  const CommandResult r =
+      launchWorkers({"--netns", "--link-rate", "1gbit", "--link-burst", "65536", "--nodes", "2"}, 4,
+                    {"--colls", "AllReduce,ReduceScatter", "--types", "float32", "--ops", "sum",
+                     "--counts", "1,70001,1000003", "--big", "none"},
+                    200);
+  EXPECT_FALSE(r.timedOut) << outputTail(r.output);
+  EXPECT_EQ(r.exitCode, 0) << outputTail(r.output);
+  EXPECT_EQ(r.output.find(" 0 cases,"), std::string::npos) << "a rank ran nothing";
+  EXPECT_EQ(leftoverNamespaces(), "");
+}
+
 // The link probe (core/net_probe.h): what every rank's "network link: ..." line (CHORUS_DEBUG=INFO)
 // says, without its " in X ms" tail (each rank's own probe time), and those times.
 struct LinkLines {

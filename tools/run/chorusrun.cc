@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   EmulatedNet net;
   if (opts.netns) {
     EmulatedNet::CleanupStale();
-    if (!net.Setup(opts.nnodes, opts.linkRate, opts.linkMtu, &err)) {
+    if (!net.Setup(opts.nnodes, opts.linkRate, opts.linkMtu, opts.linkBurst, &err)) {
       Message("--netns: " + err);
       return 1;
     }

@@ -45,7 +45,8 @@ std::string Join(const std::vector<std::string>& args) {
 
 }  // namespace
 
-bool EmulatedNet::Setup(int nodes, const std::string& linkRate, int mtu, std::string* err) {
+bool EmulatedNet::Setup(int nodes, const std::string& linkRate, int mtu, long burst,
+                        std::string* err) {
   const std::string pid = std::to_string(getpid());
   switchNs_ = "chorus-" + pid + "-sw";
   std::vector<std::vector<std::string>> cmds;
@@ -74,7 +75,8 @@ bool EmulatedNet::Setup(int nodes, const std::string& linkRate, int mtu, std::st
       // Token bucket on both ends: node -> switch and switch -> node.
       for (auto [n, dev] : {std::make_pair(ns, vn), std::make_pair(switchNs_, vs)})
         cmds.push_back({"tc", "-n", n, "qdisc", "add", "dev", dev, "root", "tbf", "rate", linkRate,
-                        "burst", "256kb", "latency", "50ms"});
+                        "burst", burst > 0 ? std::to_string(burst) + "b" : "256kb", "latency",
+                        "50ms"});
     }
   }
   for (const auto& c : cmds) {

@@ -15,7 +15,7 @@ class EmulatedNet {
  public:
   // Needs root and iproute2. On failure, *err says why and nothing is left behind. mtu 0 keeps
   // veth's default (1500).
-  bool Setup(int nodes, const std::string& linkRate, int mtu, std::string* err);
+  bool Setup(int nodes, const std::string& linkRate, int mtu, long burst, std::string* err);
   void Teardown();
   static void CleanupStale();
 

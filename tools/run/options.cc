@@ -55,6 +55,8 @@ void PrintUsage(FILE* f) {
       "                   (tc rate syntax, e.g. 1gbit)\n"
       "  --link-mtu M     with --netns: the links' MTU in bytes, 576-65535 (default 1500;\n"
       "                   9000 for jumbo frames)\n"
+      "  --link-burst B   with --link-rate: the token bucket's burst in bytes, 2048-67108864\n"
+      "                   (default 262144: bytes a link lets through at once after idling)\n"
       "  --timeout SEC    kill every rank and exit 124 after SEC seconds\n"
       "  -x NAME=VALUE    set NAME=VALUE in every rank's environment (repeatable);\n"
       "                   -x NAME passes chorusrun's own value of NAME\n"
@@ -146,6 +148,13 @@ Options ParseOptions(int argc, char** argv) {
         UsageError("invalid --link-mtu '" + std::string(v) + "' (need bytes, 576-65535)");
       }
       o.linkMtu = static_cast<int>(m);
+    } else if (name == "--link-burst") {
+      const char* v = value_of(name, inline_value);
+      long b = 0;
+      if (!ParseInt(v, 2048, 64L << 20, &b)) {
+        UsageError("invalid --link-burst '" + std::string(v) + "' (need bytes, 2048-67108864)");
+      }
+      o.linkBurst = b;
     } else if (name == "--no-prefix") {
       if (inline_value != nullptr) UsageError("option --no-prefix takes no argument");
       o.prefix = false;
@@ -179,6 +188,7 @@ Options ParseOptions(int argc, char** argv) {
   if (o.netns && o.nnodes == 0) UsageError("--netns needs --nodes Q");
   if (!o.linkRate.empty() && !o.netns) UsageError("--link-rate needs --netns");
   if (o.linkMtu != 0 && !o.netns) UsageError("--link-mtu needs --netns");
+  if (o.linkBurst != 0 && o.linkRate.empty()) UsageError("--link-burst needs --link-rate");
   if (i >= argc) UsageError("missing PROGRAM");
   for (; i < argc; ++i) o.command.emplace_back(argv[i]);
   return o;
