@@ -15,15 +15,7 @@ import re
 import statistics
 import sys
 
-from nccl_table import size_name
-
-
-def parse_size(text):
-    """16M, 512K, 1G or a byte count."""
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    if text and text[-1].upper() in units:
-        return int(float(text[:-1]) * units[text[-1].upper()])
-    return int(text)
+from nccl_table import size_arg, size_name
 
 
 def main(folder, min_size):
@@ -82,4 +74,4 @@ def main(folder, min_size):
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "build/cluster_cmp",
-                  parse_size(sys.argv[2]) if len(sys.argv) > 2 else 16 << 20))
+                  size_arg(sys.argv[2]) if len(sys.argv) > 2 else 16 << 20))

@@ -31,6 +31,13 @@ def size_label(b):
     return str(b)
 
 
+def size_arg(s):
+    """'64M' -> 67108864: a size as the tools' -b / -e take it (K, M, G; a trailing B ignored)."""
+    s = s.strip().upper().rstrip("B")
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(float(s[:-1]) * units[s[-1]]) if s and s[-1] in units else int(s)
+
+
 def size_name(b):
     """8 B, 2 KiB, 16 MiB, 1 GiB: bytes as the scale and model tables write them."""
     for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):

@@ -45,7 +45,7 @@ import textwrap
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from nccl_table import size_label  # noqa: E402  (8, 2 K, 32 M: as the tables always wrote it)
+from nccl_table import size_arg, size_label, size_name  # noqa: E402
 
 COLLS = [("allreduce", "AllReduce"), ("allgather", "AllGather"),
          ("reducescatter", "ReduceScatter"), ("broadcast", "Broadcast")]
@@ -211,20 +211,6 @@ def span(rs):
         return "-"
     lo, hi = r_fmt(min(rs)), r_fmt(max(rs))
     return (lo if lo == hi else "%s-%s" % (lo, hi)) + "x"
-
-
-def size_name(b):
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if b >= 1 << shift and b % (1 << shift) == 0:
-            return "%d %s" % (b >> shift, unit)
-    return "%d B" % b
-
-
-def size_arg(s):
-    """'64M' -> 67108864 (the tools' -b / -e)."""
-    s = s.strip().upper().rstrip("B")
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(float(s[:-1]) * units[s[-1]]) if s and s[-1] in units else int(s)
 
 
 def plural(n, word):
