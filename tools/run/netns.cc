@@ -75,7 +75,7 @@ bool EmulatedNet::Setup(int nodes, const std::string& linkRate, int mtu, long bu
       // Token bucket on both ends: node -> switch and switch -> node.
       for (auto [n, dev] : {std::make_pair(ns, vn), std::make_pair(switchNs_, vs)})
         cmds.push_back({"tc", "-n", n, "qdisc", "add", "dev", dev, "root", "tbf", "rate", linkRate,
-                        "burst", burst > 0 ? std::to_string(burst) + "b" : "256kb", "latency",
+                        "burst", std::to_string(burst > 0 ? burst : kDefaultBurst) + "b", "latency",
                         "50ms"});
     }
   }

@@ -13,8 +13,10 @@ namespace chorusrun {
 
 class EmulatedNet {
  public:
+  // A shaped link's token bucket lets this many bytes through at once after idling (tc's burst).
+  static constexpr long kDefaultBurst = 256 << 10;
   // Needs root and iproute2. On failure, *err says why and nothing is left behind. mtu 0 keeps
-  // veth's default (1500).
+  // veth's default (1500); burst 0 is kDefaultBurst.
   bool Setup(int nodes, const std::string& linkRate, int mtu, long burst, std::string* err);
   void Teardown();
   static void CleanupStale();

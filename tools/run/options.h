@@ -17,7 +17,7 @@ struct Options {
   std::string bindTo = "auto";  // --bind-to core|none|auto (auto: core when ranks <= cores)
   std::string linkRate;         // --link-rate RATE: tc shaping of every node's link
   int linkMtu = 0;              // --link-mtu BYTES: the links' MTU (0: veth's 1500)
-  long linkBurst = 0;           // --link-burst BYTES: the token bucket's burst (0: 256 KiB)
+  long linkBurst = 0;           // --link-burst BYTES: tc's burst (0: EmulatedNet::kDefaultBurst)
   bool prefix = true;
   std::optional<double> timeout_s;
   // -x NAME=VALUE; a -x NAME without '=' copies NAME from chorusrun's own environment.
