@@ -8,7 +8,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <unordered_map>
 
 #include "base/error.h"
 #include "bootstrap/socket.h"
@@ -45,6 +47,17 @@ namespace {
 constexpr size_t kPrefaultBytes = size_t(64) << 20;
 int prefault(size_t bytes) {
   return bytes <= kPrefaultBytes ? MAP_POPULATE : 0;
+}
+
+// This process's segments by name. A peer rank in the same process reaches a segment by its
+// address, which stays valid only while some rank holds it: the owner's init may fail and
+// release it just as a peer attaches (the soak, 2026-11-29: a SIGSEGV reading the header of a
+// segment its owner thread had unmapped). Lookup and reference count change under one lock, so
+// an attach either finds the segment held or reports it gone. Setup and teardown only.
+std::mutex gInProcessLock;
+std::unordered_map<std::string, char*>& inProcessSegments() {
+  static auto* m = new std::unordered_map<std::string, char*>();  // outlives static destructors
+  return *m;
 }
 }  // namespace
 
@@ -99,6 +112,7 @@ Segment Segment::create(const SegmentLayout& layout, int rank, bool shared, uint
                    MAP_SHARED | MAP_ANONYMOUS | prefault(s.bytes_), -1, 0);
     if (p == MAP_FAILED) fail(chorusSystemError, "mmap %zu bytes: %s", s.bytes_, strerror(errno));
     s.base_ = static_cast<char*>(p);
+    s.name_ = nameFor(int(getpid()), rank, commNonce);  // the in-process key; never in /dev/shm
   }
   s.inProcess_ = true;
   auto* h = new (s.base_) SegmentHeader();
@@ -129,13 +143,28 @@ Segment Segment::create(const SegmentLayout& layout, int rank, bool shared, uint
   for (uint64_t k = 0; k < kEagerCells; ++k) new (s.eagerCell(k)) EagerCell{0};
   for (int r = 0; r < layout.nranks; ++r) new (s.eagerAck(r)) std::atomic<uint64_t>(0);
   for (int parity = 0; parity < 2; ++parity) new (s.oneShotSlot(parity)) OneShotSlot{};
+  try {
+    std::lock_guard<std::mutex> g(gInProcessLock);
+    inProcessSegments()[s.name_] = s.base_;
+  } catch (...) {  // no memory for the entry
+    s.unlinkName();
+    munmap(s.base_, s.bytes_);
+    throw;
+  }
   return s;
 }
 
 Segment Segment::attach(const std::string& name, void* addrInOwner, pid_t ownerPid) {
   Segment s;
   if (ownerPid == getpid()) {
-    s.base_ = static_cast<char*>(addrInOwner);
+    std::lock_guard<std::mutex> g(gInProcessLock);
+    const auto& held = inProcessSegments();
+    const auto it = held.find(name);
+    if (it == held.end() || it->second != static_cast<char*>(addrInOwner))
+      fail(chorusRemoteError, "segment %s of this process is gone: its owner released it",
+           name.c_str());
+    s.base_ = it->second;
+    s.name_ = name;
     s.inProcess_ = true;
     s.bytes_ = s.header()->totalBytes;
     s.eager_ = s.base_ + s.bytes_ - 2 * kOneShotSlotStride - eagerBytes(s.header()->nranks);
@@ -179,7 +208,11 @@ void Segment::release() {
   if (!base_) return;
   unlinkName();
   if (inProcess_) {
-    if (header()->refs.fetch_sub(1) == 1) munmap(base_, bytes_);
+    std::lock_guard<std::mutex> g(gInProcessLock);
+    if (header()->refs.fetch_sub(1) == 1) {
+      inProcessSegments().erase(name_);
+      munmap(base_, bytes_);
+    }
   } else {
     munmap(base_, bytes_);
   }

@@ -146,7 +146,7 @@ class Segment {
   static std::string nameFor(int pid, int rank, uint64_t commNonce);
   static void unlinkPeerName(int pid, int rank, uint64_t commNonce);
   // Maps a peer's segment: same process -> its address; else shm by name.
-  // Throws chorusRemoteError when the segment is gone (its owner removed it or died).
+  // Throws chorusRemoteError when the segment is gone (its owner removed or released it, or died).
   static Segment attach(const std::string& name, void* addrInOwner, pid_t ownerPid);
   Segment() = default;
 
