@@ -4,7 +4,8 @@ address. The nodes are network namespaces made by chorusrun --netns --nodes 2 (1
 10.213.0.2 on a bridge; CHORUS_HOSTID node0/node1, so Chorus goes over TCP between them):
 chorusrun starts one process per namespace, which becomes that node's torchrun. Needs root and a
 working `ip netns`; skipped otherwise. (Under Slurm the same example runs by srun and sbatch:
-scripts/slurm_check.sh.)"""
+scripts/slurm_check.sh.) And torch_worker.py's "cluster" scenario on the same emulated nodes:
+collectives of 1-4 MiB, DDP and FSDP2 against references computed in the test."""
 
 import os
 import re
@@ -12,7 +13,7 @@ import subprocess
 
 import pytest
 
-from launch import PYTHON, HERE, build_dir, collect
+from launch import PYTHON, HERE, build_dir, collect, fsdp2_skip
 
 EXAMPLE = os.path.join(HERE, "..", "..", "examples", "python", "multinode_ddp.py")
 
@@ -69,3 +70,24 @@ NODE_C10D = ('h=0; [ "$CHORUS_RANK" = 0 ] && h=1; a=10.213.0.$((CHORUS_RANK + 1)
 
 def test_torchrun_four_emulated_nodes_c10d_rendezvous():
     run_nodes(4, NODE_C10D)
+
+
+def test_torch_collectives_ddp_and_fsdp2_across_emulated_nodes():
+    """What a data-parallel job sends across nodes, through torch: all_reduce,
+    reduce_scatter_tensor, all_gather_into_tensor and broadcast of 1, 2 and 4 MiB against
+    references, then DDP and FSDP2 trained against the same model trained locally on every
+    rank's batch (torch_worker.py cluster), on 2 emulated nodes of 2 ranks under chorusrun
+    --netns with torchrun's variables (scripts/netns_torch_rank.sh).
+    scripts/torch_cluster_check.sh runs it on larger shapes and with each algorithm forced."""
+    why = netns_unavailable() or fsdp2_skip()
+    if why:
+        pytest.skip(why)
+    run = os.path.join(build_dir(), "chorusrun")
+    rank_sh = os.path.join(HERE, "..", "..", "scripts", "netns_torch_rank.sh")
+    worker = os.path.join(HERE, "torch_worker.py")
+    p = subprocess.Popen([run, "--netns", "--nodes", "2", "-np", "4", "--timeout", "300", rank_sh,
+                          PYTHON, worker, "cluster"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    rc, text = collect([p], 330)[0]
+    assert rc == 0, text
+    assert len(re.findall(r"cluster scenario ok on 4 ranks", text)) == 4, text

@@ -559,6 +559,98 @@ def scenario_abort():
     os._exit(1 if FAILURES else 0)
 
 
+def scenario_cluster(steps="3"):
+    """What a data-parallel job sends across nodes, at the sizes where the tuner's choice across
+    nodes changes (1, 2 and 4 MiB of float32): all_reduce, reduce_scatter_tensor (avg),
+    all_gather_into_tensor and broadcast against references from every rank's inputs; then DDP
+    (2 MiB buckets) and FSDP2 (each Linear sharded: 1 MiB weights gathered, their gradients
+    reduce-scattered) trained STEPS steps, against the same model trained here on every rank's
+    batch (the mean of the ranks' losses: the gradient DDP and FSDP2 average). Prints the
+    algorithm the communicator chose per size when CHORUS_DEBUG=INFO (the library's lines)."""
+    rank, world = init()
+    n = world
+    for mib in (1, 2, 4):
+        k = (mib << 20) // 4
+        x = data(rank, k, torch.float32, 700 + mib)
+        dist.all_reduce(x)
+        same(x, reduce_ref([data(r, k, torch.float32, 700 + mib) for r in range(n)], "sum",
+                           torch.float32), f"all_reduce {mib} MiB")
+        part = k // n
+        src = data(rank, part * n, torch.float32, 710 + mib)
+        out = torch.empty(part)
+        dist.reduce_scatter_tensor(out, src, op=dist.ReduceOp.AVG)
+        want = reduce_ref([data(r, part * n, torch.float32, 710 + mib) for r in range(n)], "avg",
+                          torch.float32)
+        same(out, want[rank * part:(rank + 1) * part], f"reduce_scatter_tensor avg {mib} MiB",
+             exact=False)
+        out = torch.empty(part * n)
+        dist.all_gather_into_tensor(out, data(rank, part, torch.float32, 720 + mib))
+        same(out, torch.cat([data(r, part, torch.float32, 720 + mib) for r in range(n)]),
+             f"all_gather_into_tensor {mib} MiB")
+        root = (3 * mib) % n
+        x = data(rank, k, torch.float32, 730 + mib)
+        dist.broadcast(x, src=root)
+        same(x, data(root, k, torch.float32, 730 + mib), f"broadcast {mib} MiB from {root}")
+
+    import torch.nn as nn
+    steps = int(steps)
+
+    def net():
+        torch.manual_seed(5)
+        return nn.Sequential(nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                             nn.Linear(512, 8))
+
+    def batch(r, step):
+        g = torch.Generator().manual_seed(1000 * step + r)
+        return torch.randn(4, 512, generator=g), torch.randn(4, 8, generator=g)
+
+    ref = net()
+    opt = torch.optim.SGD(ref.parameters(), lr=0.05)
+    for s in range(steps):
+        opt.zero_grad()
+        loss = sum(nn.functional.mse_loss(ref(x), y) for x, y in (batch(r, s) for r in range(n)))
+        (loss / n).backward()
+        opt.step()
+    want = [p.detach() for p in ref.parameters()]
+
+    def train(model):
+        o = torch.optim.SGD(model.parameters(), lr=0.05)
+        for s in range(steps):
+            x, y = batch(rank, s)
+            o.zero_grad()
+            nn.functional.mse_loss(model(x), y).backward()
+            o.step()
+
+    moved = max((p.detach() - q.detach()).abs().max().item()
+                for p, q in zip(ref.parameters(), net().parameters()))
+    diffs = {}
+    ddp = nn.parallel.DistributedDataParallel(net(), bucket_cap_mb=2)
+    train(ddp)
+    for i, (p, w) in enumerate(zip(ddp.parameters(), want)):
+        diffs["DDP"] = max(diffs.get("DDP", 0.0), (p.detach() - w).abs().max().item())
+        ok = torch.allclose(p.detach(), w, rtol=1e-4, atol=1e-5)
+        expect(ok, f"DDP parameter {i} after {steps} steps: max diff "
+                   f"{(p.detach() - w).abs().max().item():.3g}")
+    from torch.distributed.fsdp import fully_shard
+    model = net()
+    for layer in model:
+        if isinstance(layer, nn.Linear):
+            fully_shard(layer)
+    fully_shard(model)
+    train(model)
+    for i, (p, w) in enumerate(zip(model.parameters(), want)):
+        full = p.full_tensor().detach()
+        diffs["FSDP2"] = max(diffs.get("FSDP2", 0.0), (full - w).abs().max().item())
+        ok = torch.allclose(full, w, rtol=1e-4, atol=1e-5)
+        expect(ok, f"FSDP2 parameter {i} after {steps} steps: max diff "
+                   f"{(full - w).abs().max().item():.3g}")
+    dist.barrier()
+    print(f"rank {rank}: cluster scenario {'FAILED' if FAILURES else 'ok'} on {n} ranks; "
+          f"training moved the parameters by up to {moved:.3g}, off the reference by up to "
+          f"{diffs['DDP']:.3g} (DDP) and {diffs['FSDP2']:.3g} (FSDP2)", flush=True)
+    dist.destroy_process_group()
+
+
 def scenario_gloo():
     """What gloo has, each checked against a reference: recv from any source (recv's return and
     the work's source rank; per sender, messages in the order sent), sparse all_reduce (COO,

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Results across emulated nodes, through torch: python/tests/torch_worker.py's "cluster"
+# scenario (all_reduce, reduce_scatter_tensor, all_gather_into_tensor and broadcast at 1, 2 and 4
+# MiB against references; DDP and FSDP2 trained against the same model trained locally) under
+# chorusrun --netns, per shape, with the tuner's own choice and with each algorithm forced
+# (CHORUS_ALGO). Prints per run the verdict of every rank, the largest distance from the
+# reference, and the algorithms rank 0 ran for its calls of 10^4 elements and more.
+#
+#   scripts/torch_cluster_check.sh [--build build] [--python PY] [--shapes "4x2 8x2"]
+#                                  [--algos "default ring tree hier"] [--rate 1gbit]
+#                                  [--out build/torch_cluster]
+# Root and iproute2 (chorusrun --netns); PY (default: .venv/bin/python, else python3) with torch
+# 2.x and the build's torch backend (PYTHONPATH=BUILD/python).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=build shapes="4x2 8x2" algos="default ring tree hier" rate=1gbit out=build/torch_cluster
+python=.venv/bin/python
+[ -x "$python" ] || python=python3
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) build=$2; shift 2 ;;
+    --python) python=$2; shift 2 ;;
+    --shapes) shapes=$2; shift 2 ;;
+    --algos) algos=$2; shift 2 ;;
+    --rate) rate=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    *) echo "torch_cluster_check: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$out"
+case "$python" in */*) python=$(cd "$(dirname "$python")" && pwd)/$(basename "$python") ;; esac
+export PYTHONPATH="$PWD/$build/python${PYTHONPATH:+:$PYTHONPATH}"
+status=0
+for shape in $shapes; do
+  q=${shape%x*} p=${shape#*x}
+  for algo in $algos; do
+    log=$out/${shape}_$algo.log
+    algo_env=()
+    [ "$algo" = default ] || algo_env=(CHORUS_ALGO="$algo")
+    start=$(date +%s)
+    rc=0
+    env "${algo_env[@]}" CHORUS_DEBUG=INFO WORKER_TIMEOUT=120 \
+      "$build/chorusrun" --timeout 400 --netns --link-rate "$rate" --nodes "$q" -np $((q * p)) \
+      scripts/netns_torch_rank.sh "$python" python/tests/torch_worker.py cluster \
+      >"$log" 2>&1 || rc=$?
+    ok=$(grep -c "cluster scenario ok" "$log" || true)
+    diff=$(grep "^\[0\]" "$log" | grep -o "off the reference by up to [^;]*" | head -n 1 || true)
+    used=$(grep -E "^\[0\].*(AllReduce|ReduceScatter|AllGather|Broadcast) .* count ([0-9]{5,})" \
+      "$log" | grep -oE "(AllReduce|ReduceScatter|AllGather|Broadcast)|algo [a-z_]+" |
+      paste -d' ' - - | sort | uniq -c |
+      awk '{printf "%s%s:%s x%d", (NR > 1 ? ", " : ""), $2, $4, $1}' || true)
+    echo "$shape $algo: exit $rc, $ok of $((q * p)) ranks ok, $(($(date +%s) - start)) s;" \
+      "${diff:-no figures}; rank 0 ran (calls of 10^4 elements and more): ${used:-none seen}"
+    grep -h "^\[[0-9]*\] FAIL\|FAIL rank" "$log" | head -n 5 || true
+    [ "$rc" -eq 0 ] && [ "$ok" -eq $((q * p)) ] || status=1
+  done
+done
+exit $status
