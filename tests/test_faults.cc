@@ -351,3 +351,42 @@ INSTANTIATE_TEST_SUITE_P(Processes, BootstrapKill,
                                   std::to_string(i.param.round) + "_" +
                                   std::to_string(i.param.nodes) + "node";
                          });
+
+// A rank whose peer in the same process fails its init and releases its shared-memory segment
+// before this rank attaches to it (CI's soak, 2026-11-29: SIGSEGV in Segment::attach, which
+// reached a same-process segment by its address alone; tools/soak/README.md, finding 3). Two
+// chorus-soak job processes of two thread ranks each on one node, started by hand: rank 0 waits
+// 2 s between the exchange of segment addresses and its attach (CHORUS_TEST_ATTACH_STALL);
+// meanwhile process 1 (ranks 2 and 3) is SIGKILLed, rank 1 fails on the root's word and frees
+// its segment. Rank 0 must then fail its init too, naming rank 2 or 3, and its process end
+// normally (the job's exit 0: every thread reported an error).
+TEST_F(Faults, SameProcessPeerReleasedItsSegmentBeforeTheAttach) {
+  auto procs = ctest::startRanksByHand(SOAK_PATH, 2, 1,
+                                       {"--role", "job", "--procs", "2", "--threads", "2", "--seed",
+                                        "7", "--seconds", "60", "--max-bytes", "65536"},
+                                       "faults-attach",
+                                       {"CHORUS_TIMEOUT=30", "CHORUS_BOOTSTRAP_TIMEOUT=30",
+                                        "CHORUS_DEBUG=WARN", "CHORUS_TEST_ATTACH_STALL=0:2000"});
+  const double until = ctest::nowSeconds() + 30 * ctest::timeoutScale();
+  while (procs[0].output().find("CHORUS_TEST_ATTACH_STALL") == std::string::npos &&
+         ctest::nowSeconds() < until)
+    usleep(10000);
+  ASSERT_NE(procs[0].output().find("CHORUS_TEST_ATTACH_STALL"), std::string::npos)
+      << "rank 0 never reached its attach\n"
+      << describe(procs);
+  ASSERT_EQ(kill(procs[1].pid, SIGKILL), 0);
+  procs[1].status = ctest::waitProcess(procs[1].pid, 10);
+  procs[0].status = ctest::waitProcess(procs[0].pid, 30 * ctest::timeoutScale());
+  const std::string all = describe(procs);
+  EXPECT_EQ(procs[0].status, 0) << "a signal shows as 128 + its number, a hang as -2\n" << all;
+  // Both thread ranks of process 0 report an init failure that names a rank of process 1.
+  int named = 0;
+  std::istringstream in(procs[0].output());
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("SOAKERR ", 0) != 0) continue;
+    EXPECT_NE(line.find("phase=init rc=6 "), std::string::npos) << line;  // chorusRemoteError
+    if (line.find("rank 2") != std::string::npos || line.find("rank 3") != std::string::npos)
+      ++named;
+  }
+  EXPECT_EQ(named, 2) << all;
+}

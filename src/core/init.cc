@@ -4,9 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <thread>
 
 #include "algo/algo.h"
 #include "base/debug.h"
@@ -157,6 +160,19 @@ bool applyTopology(chorusComm* c, const PeerInfo& mine) {
 
 // Phase 3, segments: this rank's segment (its receive FIFOs and its state), its address and
 // every transport's to every rank (a second exchange), and the node's segments attached.
+// CHORUS_TEST_ATTACH_STALL=rank:ms (tests only): that rank waits ms milliseconds after the
+// exchange of segment addresses, before it attaches to its peers' segments, so that a test can
+// make a peer in the same process fail and release its segment first (tests/test_faults.cc).
+void testAttachStall(int rank) {
+  const std::string stall = envStr("CHORUS_TEST_ATTACH_STALL");
+  int who = -1, ms = 0;
+  if (stall.empty() || sscanf(stall.c_str(), "%d:%d", &who, &ms) != 2 || who != rank || ms <= 0)
+    return;
+  fprintf(stderr, "CHORUS_TEST_ATTACH_STALL: rank %d waits %d ms before attaching\n", rank, ms);
+  fflush(stderr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+}
+
 void setupSegments(chorusComm* c, PeerInfo& mine, bool otherProcess, Deadline deadline) {
   // FIFO sets only for a transport that keeps its FIFOs there (shm); the header always.
   bool fifos = false;
@@ -186,6 +202,7 @@ void setupSegments(chorusComm* c, PeerInfo& mine, bool otherProcess, Deadline de
     for (size_t i = 0; i < c->transports.size(); ++i)
       if (c->transports[i]) c->transports[i]->address(mine.addr[i]);
     c->bootstrap->allGather(&mine, sizeof(mine), c->peers.data(), deadline);
+    testAttachStall(c->rank);
     c->peerSegments.resize(size_t(c->nranks));
     std::unique_ptr<Failure> gone;  // a peer's segment missing: reported after the barrier
     for (int p = 0; p < c->nranks && !gone; ++p) {
