@@ -71,6 +71,16 @@ std::string describe(const std::vector<HandRank>& ranks) {
 }
 
 // Bounded settings: a detection that fails shows as a slow result, never as a long hang.
+// Waits (30 s, scaled) until a rank's output holds `text`, such as a test hook's line.
+bool awaitOutput(const HandRank& rank, const std::string& text) {
+  const double until = ctest::nowSeconds() + 30 * ctest::timeoutScale();
+  while (rank.output().find(text) == std::string::npos) {
+    if (ctest::nowSeconds() >= until) return false;
+    usleep(10000);
+  }
+  return true;
+}
+
 std::vector<std::string> faultEnv(const std::vector<std::string>& extra = {}) {
   std::vector<std::string> env = {"CHORUS_TIMEOUT=15", "CHORUS_BOOTSTRAP_TIMEOUT=8",
                                   "CHORUS_DEBUG=WARN", "FAULT_WATCHDOG=60"};
@@ -307,11 +317,7 @@ TEST_P(BootstrapKill, EverySurvivorNamesTheKilledRankWithin5s) {
                                         "CHORUS_TEST_BOOTSTRAP_STALL=" + std::to_string(kc.victim) +
                                             ":" + std::to_string(kc.round)}));
   HandRank& victim = ranks[size_t(kc.victim)];
-  const double until = ctest::nowSeconds() + 30 * ctest::timeoutScale();
-  while (victim.output().find("CHORUS_TEST_BOOTSTRAP_STALL") == std::string::npos &&
-         ctest::nowSeconds() < until)
-    usleep(10000);
-  ASSERT_NE(victim.output().find("CHORUS_TEST_BOOTSTRAP_STALL"), std::string::npos)
+  ASSERT_TRUE(awaitOutput(victim, "CHORUS_TEST_BOOTSTRAP_STALL"))
       << "the victim never reached bootstrap round " << kc.round << "\n"
       << describe(ranks);
   ASSERT_EQ(kill(victim.pid, SIGKILL), 0);
@@ -367,11 +373,7 @@ TEST_F(Faults, SameProcessPeerReleasedItsSegmentBeforeTheAttach) {
                                        "faults-attach",
                                        {"CHORUS_TIMEOUT=30", "CHORUS_BOOTSTRAP_TIMEOUT=30",
                                         "CHORUS_DEBUG=WARN", "CHORUS_TEST_ATTACH_STALL=0:2000"});
-  const double until = ctest::nowSeconds() + 30 * ctest::timeoutScale();
-  while (procs[0].output().find("CHORUS_TEST_ATTACH_STALL") == std::string::npos &&
-         ctest::nowSeconds() < until)
-    usleep(10000);
-  ASSERT_NE(procs[0].output().find("CHORUS_TEST_ATTACH_STALL"), std::string::npos)
+  ASSERT_TRUE(awaitOutput(procs[0], "CHORUS_TEST_ATTACH_STALL"))
       << "rank 0 never reached its attach\n"
       << describe(procs);
   ASSERT_EQ(kill(procs[1].pid, SIGKILL), 0);

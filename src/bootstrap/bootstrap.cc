@@ -17,6 +17,7 @@
 #include "base/error.h"
 #include "base/param.h"
 #include "base/siphash.h"
+#include "base/test_hook.h"
 
 namespace chorus {
 
@@ -516,11 +517,7 @@ Bootstrap::Bootstrap(const chorusUniqueId& id, int rank, int nranks,
       d.rootRankPlus1 > 0 && d.rootRankPlus1 <= uint32_t(nranks) ? int(d.rootRankPlus1) - 1 : -1;
   // CHORUS_TEST_BOOTSTRAP_STALL=rank:round (tests only): that rank stops for good inside its
   // round-th exchange, its part sent, so that a test can kill it there.
-  const std::string stall = envStr("CHORUS_TEST_BOOTSTRAP_STALL");
-  int stallRank = -1, stallRound = 0;
-  if (!stall.empty() && sscanf(stall.c_str(), "%d:%d", &stallRank, &stallRound) == 2 &&
-      stallRank == rank)
-    stallRound_ = stallRound;
+  stallRound_ = testHookFor("CHORUS_TEST_BOOTSTRAP_STALL", rank);
   SockAddr root;
   memcpy(&root.ss, d.addr, d.addrLen);
   root.len = d.addrLen;

@@ -16,6 +16,7 @@
 #include "base/error.h"
 #include "base/param.h"
 #include "base/siphash.h"
+#include "base/test_hook.h"
 #include "bootstrap/socket.h"
 #include "comm/comm.h"
 #include "comm/register.h"
@@ -158,21 +159,19 @@ bool applyTopology(chorusComm* c, const PeerInfo& mine) {
   return otherProcess;
 }
 
-// Phase 3, segments: this rank's segment (its receive FIFOs and its state), its address and
-// every transport's to every rank (a second exchange), and the node's segments attached.
 // CHORUS_TEST_ATTACH_STALL=rank:ms (tests only): that rank waits ms milliseconds after the
 // exchange of segment addresses, before it attaches to its peers' segments, so that a test can
 // make a peer in the same process fail and release its segment first (tests/test_faults.cc).
 void testAttachStall(int rank) {
-  const std::string stall = envStr("CHORUS_TEST_ATTACH_STALL");
-  int who = -1, ms = 0;
-  if (stall.empty() || sscanf(stall.c_str(), "%d:%d", &who, &ms) != 2 || who != rank || ms <= 0)
-    return;
+  const int ms = testHookFor("CHORUS_TEST_ATTACH_STALL", rank);
+  if (ms <= 0) return;
   fprintf(stderr, "CHORUS_TEST_ATTACH_STALL: rank %d waits %d ms before attaching\n", rank, ms);
   fflush(stderr);
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
+// Phase 3, segments: this rank's segment (its receive FIFOs and its state), its address and
+// every transport's to every rank (a second exchange), and the node's segments attached.
 void setupSegments(chorusComm* c, PeerInfo& mine, bool otherProcess, Deadline deadline) {
   // FIFO sets only for a transport that keeps its FIFOs there (shm); the header always.
   bool fifos = false;
