@@ -8,6 +8,7 @@
 # (ulimit -c unlimited) in the working directory.
 #   tools/soak/repro_inprocess_attach.sh [BUILD=build] [TRIES=300] [BUSY=2]
 set -uo pipefail
+. "$(dirname "$0")/repro_lib.sh"
 bin=$(realpath "${1:-build}/chorus-soak")
 tries=${2:-300}
 busy=${3:-2}
@@ -22,21 +23,8 @@ done
 trap 'kill "${loads[@]}" 2>/dev/null' EXIT
 for i in $(seq 1 "$tries"); do
   delay=$(awk -v i="$i" 'BEGIN { printf "%.3f", 0.005 + (i % 50) * 0.004 }')
-  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  pids=()
-  for p in 0 1; do
-    env CHORUS_RANK=$p CHORUS_NRANKS=2 CHORUS_COMM_ID=127.0.0.1:$port \
-      CHORUS_SECRET=0123456789abcdef0123456789abcdef CHORUS_HOSTID=repro$$-node0 \
-      CHORUS_TIMEOUT=30 CHORUS_BOOTSTRAP_TIMEOUT=20 \
-      "$bin" --role job --procs 2 --threads 2 --seed 2205547219735847 --seconds 60 \
-      --max-bytes 65536 > "p$p.log" 2>&1 &
-    pids+=($!)
-  done
-  sleep "$delay"
-  kill -9 "${pids[1]}"
-  wait "${pids[0]}" 2>/dev/null
+  repro_pair "$bin" 2205547219735847 65536 "$delay"
   st=$?
-  wait "${pids[1]}" 2>/dev/null
   if [ "$st" -gt 128 ]; then
     echo "try $i: kill after $delay s, survivor process ended on signal $((st - 128))"
     cat p0.log
