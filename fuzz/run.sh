@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of fuzz/ with clang (a separate build, build-fuzz/) and runs each
-# for a fixed budget. Exits 0 with "skipped: ..." when clang (with its libFuzzer runtime) is not
-# available and cannot be installed; exits 1 when a target finds a crash or a broken invariant.
+# for a fixed budget, one per core at a time (FUZZ_JOBS). Exits 0 with "skipped: ..." when clang
+# (with its libFuzzer runtime) is not available and cannot be installed; exits 1 when a target
+# finds a crash or a broken invariant.
 #
 #   fuzz/run.sh                 every target, FUZZ_SECONDS (default 20) seconds each
 #   FUZZ_SECONDS=300 fuzz/run.sh fuzz_hello fuzz_root
@@ -62,13 +63,34 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] ||
   targets=(fuzz_hello fuzz_round fuzz_challenge fuzz_id fuzz_root fuzz_data_hello fuzz_frames fuzz_notice fuzz_shrink)
 mkdir -p "$build/artifacts"
-status=0
-for t in "${targets[@]}"; do
+# One target per core at a time (FUZZ_JOBS overrides): each is one single-threaded process.
+jobs=${FUZZ_JOBS:-$(nproc)}
+run_one() {
+  local t=$1 log="$build/$1.log"
   mkdir -p "$build/corpus/$t"
-  log="$build/$t.log"
-  echo "fuzz/run.sh: $t for ${budget}s"
   if "$build/$t" "$build/corpus/$t" -max_total_time="$budget" -timeout=20 -rss_limit_mb=4096 \
       -max_len=4096 -print_final_stats=1 -artifact_prefix="$build/artifacts/$t-" >"$log" 2>&1; then
+    echo 0 >"$build/$t.status"
+  else
+    echo 1 >"$build/$t.status"
+  fi
+}
+echo "fuzz/run.sh: ${#targets[@]} targets, ${budget}s each, $jobs at a time"
+running=0
+for t in "${targets[@]}"; do
+  rm -f "$build/$t.status"
+  run_one "$t" &
+  running=$((running + 1))
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+done
+wait
+status=0
+for t in "${targets[@]}"; do
+  log="$build/$t.log"
+  if [ "$(cat "$build/$t.status" 2>/dev/null)" = 0 ]; then
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 || true)
     echo "fuzz/run.sh: $t ok (${runs:-?} inputs, ${cov:-cov: ?})"
