@@ -8,12 +8,15 @@
 #
 #   scripts/torch_cluster_check.sh [--build build] [--python PY] [--shapes "4x2 8x2"]
 #                                  [--algos "default ring tree hier"] [--rate 1gbit]
-#                                  [--out build/torch_cluster]
+#                                  [--busy N] [--out build/torch_cluster]
+# --busy N: N busy loops (outside the namespaces, at the ranks' priority) run for the whole
+# check, as a training job's own computation shares the cores with its collectives.
 # Root and iproute2 (chorusrun --netns); PY (default: .venv/bin/python, else python3) with torch
 # 2.x and the build's torch backend (PYTHONPATH=BUILD/python).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build shapes="4x2 8x2" algos="default ring tree hier" rate=1gbit out=build/torch_cluster
+busy=0
 python=.venv/bin/python
 [ -x "$python" ] || python=python3
 while [ $# -gt 0 ]; do
@@ -23,6 +26,7 @@ while [ $# -gt 0 ]; do
     --shapes) shapes=$2; shift 2 ;;
     --algos) algos=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
+    --busy) busy=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     *) echo "torch_cluster_check: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -30,6 +34,13 @@ done
 mkdir -p "$out"
 case "$python" in */*) python=$(cd "$(dirname "$python")" && pwd)/$(basename "$python") ;; esac
 export PYTHONPATH="$PWD/$build/python${PYTHONPATH:+:$PYTHONPATH}"
+busy_pids=()
+trap 'kill "${busy_pids[@]}" 2>/dev/null || true' EXIT
+for ((i = 0; i < busy; i++)); do
+  (while :; do :; done) &
+  busy_pids+=($!)
+done
+[ "$busy" -eq 0 ] || echo "torch_cluster_check: $busy busy loops beside the ranks"
 status=0
 for shape in $shapes; do
   q=${shape%x*} p=${shape#*x}
