@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# How tc's token bucket on the emulated links (chorusrun --link-burst) moves AllReduce's
+# efficiency and the algorithm that wins at small sizes: per round, per burst, the tuner's choice
+# and each algorithm that crosses nodes forced (CHORUS_ALGO), one launch of all_reduce_perf each,
+# interleaved; then per burst, algorithm and size the best and median eff% over the rounds, the
+# algorithm the default ran, and the model's prediction over the measured time (median).
+#
+#   scripts/cluster_burst.sh [--build build] [--rounds 5] [--shape 8x2] [--rate 1gbit]
+#                            [--bursts "131072 262144 1048576"] [--algos "default ring tree hier"]
+#                            [--sizes "-b 1M -e 4M -f 2"] [--out build/cluster_burst]
+# Root and iproute2 (chorusrun --netns).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=build rounds=5 shape=8x2 rate=1gbit bursts="131072 262144 1048576"
+algos="default ring tree hier" sizes="-b 1M -e 4M -f 2" out=build/cluster_burst
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) build=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --shape) shape=$2; shift 2 ;;
+    --rate) rate=$2; shift 2 ;;
+    --bursts) bursts=$2; shift 2 ;;
+    --algos) algos=$2; shift 2 ;;
+    --sizes) sizes=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    *) echo "cluster_burst: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+case "$rate" in
+  *gbit) inter=$(python3 -c "print(${rate%gbit} / 8)") ;;
+  *mbit) inter=$(python3 -c "print(${rate%mbit} / 8000)") ;;
+  *) echo "cluster_burst: --rate wants Ngbit or Nmbit" >&2; exit 2 ;;
+esac
+q=${shape%x*} p=${shape#*x}
+read -r -a size_args <<<"$sizes"
+mkdir -p "$out"
+status=0
+for ((r = 1; r <= rounds; r++)); do
+  for burst in $bursts; do
+    for algo in $algos; do
+      algo_env=()
+      [ "$algo" = default ] || algo_env=(CHORUS_ALGO="$algo")
+      f=$out/${shape}_${burst}_${algo}_r$r
+      rc=0
+      env "${algo_env[@]}" timeout -k 10 300 "$build/chorusrun" --timeout 280 --netns \
+        --link-rate "$rate" --link-burst "$burst" --nodes "$q" -np $((q * p)) \
+        "$build/all_reduce_perf" "${size_args[@]}" -n 3 -w 1 --intra-bw 3.67 --inter-bw "$inter" \
+        -J "$f.json" >"$f.log" 2>&1 || rc=$?
+      echo "round $r, burst $burst, $algo: exit $rc ($(date -u +%H:%M:%S) UTC)"
+      [ "$rc" -eq 0 ] || status=1
+    done
+  done
+done
+python3 - "$out" "$shape" "$rounds" "$bursts" "$algos" <<'EOF'
+import json, os, statistics, sys
+out, shape, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+bursts, algos = sys.argv[4].split(), sys.argv[5].split()
+print(f"\n{shape}, {rounds} rounds: eff% best and median per size, the algorithms each ran, "
+      "the model's predicted over the measured time (median)\n")
+print("| burst | algorithm | " + " | ".join(["size", "eff% best", "eff% median", "ran",
+                                              "predicted / measured"]) + " |")
+print("| --- | --- | --- | ---: | ---: | --- | ---: |")
+for burst in bursts:
+    for algo in algos:
+        rows = {}
+        for r in range(1, rounds + 1):
+            f = os.path.join(out, f"{shape}_{burst}_{algo}_r{r}.json")
+            try:
+                results = json.load(open(f))["results"]
+            except (OSError, ValueError, KeyError):
+                continue
+            for x in results:
+                rows.setdefault(x["size"], []).append(
+                    (x["efficiency"], x["algorithm"], x["predicted_time"] / x["out_of_place"]["time"]))
+        for size in sorted(rows):
+            v = rows[size]
+            effs = [e for e, _, _ in v]
+            ran = ", ".join(sorted({a for _, a, _ in v}))
+            ratio = statistics.median(p for _, _, p in v)
+            label = f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
+            print(f"| {int(burst) >> 10} KiB | {algo} | {label} | {max(effs):.1f} | "
+                  f"{statistics.median(effs):.1f} | {ran} | {ratio:.2f} |")
+EOF
+exit $status
