@@ -136,6 +136,11 @@ class TcpLinks final : public PeerControl {
   std::vector<std::string> lossWhy_;  // by rank; empty: no loss pending
   std::vector<Clock::time_point> lossUntil_;
   int lossesPending_ = 0;
+  // Proxy thread only, by file descriptor (sized when the proxy starts; the connections are fixed
+  // from then on): bytes may be waiting. Set by every epoll event of the descriptor, cleared when
+  // a read finds nothing, so the proxy reads only the connections that moved, not every one of
+  // them (one per remote peer and channel, and the control connections) on every turn.
+  std::vector<uint8_t> mayRead_;
   std::atomic<bool> noticeSent_{false};  // written to every control connection (or given up)
   std::atomic<bool> stop_{false};
   std::thread proxy_;

@@ -7,6 +7,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -81,12 +82,16 @@ bool TcpLinks::progressIn(Link& l) {
     char* dest = header ? l.in.headerDest() : l.local.slot() + l.in.payloadOffset();
     const size_t want = header ? l.in.headerWant() : l.in.payloadWant();
     FrameReader::Status st = FrameReader::Status::kComplete;
-    if (want > 0) {  // (a zero-length frame is complete with its header)
+    // (A zero-length frame is complete with its header.) Nothing to read on a connection with
+    // no arrival since its last empty read.
+    if (want > 0) {
+      if (!mayRead_[size_t(fd)]) return did;
       ssize_t k = recv(fd, dest, want, 0);
       if (k == 0)
         fail(chorusRemoteError, "rank %d closed the connection%s", l.peer,
              header && l.in.headerWant() == 8 ? "" : " in the middle of a slot");
       if (k < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK) mayRead_[size_t(fd)] = 0;
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return did;
         fail(chorusRemoteError, "receive from rank %d: %s", l.peer, strerror(errno));
       }
@@ -127,32 +132,57 @@ void TcpLinks::proxyLoop() {
   ev.events = EPOLLIN;
   ev.data.fd = wakeFd_;
   epoll_ctl(ep, EPOLL_CTL_ADD, wakeFd_, &ev);
+  int maxFd = wakeFd_;
   for (auto& l : links_)
     for (int fd : l->fds) {
       epoll_event e{};
       e.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
       e.data.fd = fd;
       epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e);
+      maxFd = std::max(maxFd, fd);
     }
   for (auto& c : controls_) {
     epoll_event e{};
     e.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
     e.data.fd = c->fd;
     epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &e);
+    maxFd = std::max(maxFd, c->fd);
   }
+  // Every connection is read once at the start (bytes may have come before it was added); from
+  // then on only after an epoll event: edge-triggered, every arrival after an empty read raises
+  // one, so none is missed.
+  mayRead_.assign(size_t(maxFd) + 1, 1);
+  epoll_event events[64];
+  const auto noteEvents = [&](int k) {
+    for (int i = 0; i < k; ++i) {
+      const int fd = events[i].data.fd;
+      if (fd == wakeFd_) {
+        uint64_t v;
+        ssize_t r = read(wakeFd_, &v, sizeof(v));
+        (void)r;
+      } else if (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+        mayRead_[size_t(fd)] = 1;
+      }
+    }
+  };
   int idle = 0;
   Clock::time_point nextControl{};
-  epoll_event events[64];
   while (!stop_.load(std::memory_order_relaxed)) {
     bool did = false, fifoFull = false, lossPending = false;
-    // Control connections: the rest of our notice at once, the peers' notices every
-    // kControlEvery.
+    // What arrived since the last turn: one call for every connection.
+    noteEvents(epoll_wait(ep, events, 64, 0));
+    // Control connections: the rest of our notice at once (else every kControlEvery), the
+    // peers' notices as they arrive.
     const Clock::time_point now = Clock::now();
     if (noticeQueued_.load(std::memory_order_relaxed) || now >= nextControl) {
       if (noticeQueued_.load() && flushNotices()) noticeQueued_.store(false);
-      for (auto& c : controls_) progressControl(*c);
       nextControl = now + kControlEvery;
     }
+    for (auto& c : controls_)
+      if (mayRead_[size_t(c->fd)]) {
+        mayRead_[size_t(c->fd)] = 0;  // before the read: what comes during it raises an event
+        progressControl(*c);
+      }
     for (size_t p = 0; lossesPending_ > 0 && p < lossWhy_.size(); ++p)
       if (!lossWhy_[p].empty() && !settleLoss(int(p), now)) lossPending = true;
     for (auto& l : links_) {
@@ -180,14 +210,9 @@ void TcpLinks::proxyLoop() {
     }
     // Sleep until a socket or the rank (eventfd) wakes us; poll the receive FIFOs every 50 us
     // while one of them is full (the rank frees slots without a wake-up).
-    int k = epoll_wait(ep, events, 64, fifoFull ? 0 : lossPending ? 1 : 20);
-    for (int i = 0; i < k; ++i)
-      if (events[i].data.fd == wakeFd_) {
-        uint64_t v;
-        ssize_t r = read(wakeFd_, &v, sizeof(v));
-        (void)r;
-      }
-    if (fifoFull && k == 0) usleep(50);
+    const int k = epoll_wait(ep, events, 64, fifoFull ? 0 : lossPending ? 1 : 20);
+    noteEvents(k);
+    if (fifoFull && k <= 0) usleep(50);
   }
   ::close(ep);
 }
