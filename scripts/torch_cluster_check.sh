@@ -13,12 +13,13 @@
 #   scripts/torch_cluster_check.sh [--build build] [--python PY] [--shapes "4x2 8x2"]
 #                                  [--algos "default ring tree hier"] [--rate 1gbit]
 #                                  [--busy N] [--torchrun] [--out build/torch_cluster]
-# --busy N: N busy loops (outside the namespaces, at the ranks' priority) run for the whole
-# check, as a training job's own computation shares the cores with its collectives.
+# --busy N: N busy processes (start_busy, scripts/compare_common.sh; outside the namespaces) run
+# for the whole check, as a training job's own computation shares the cores with its collectives.
 # Root and iproute2 (chorusrun --netns); PY (default: .venv/bin/python, else python3) with torch
 # 2.x and the build's torch backend (PYTHONPATH=BUILD/python).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/compare_common.sh  # start_busy
 build=build shapes="4x2 8x2" algos="default ring tree hier" rate=1gbit out=build/torch_cluster
 busy=0 torchrun=0
 python=.venv/bin/python
@@ -39,12 +40,7 @@ done
 mkdir -p "$out"
 case "$python" in */*) python=$(cd "$(dirname "$python")" && pwd)/$(basename "$python") ;; esac
 export PYTHONPATH="$PWD/$build/python${PYTHONPATH:+:$PYTHONPATH}"
-busy_pids=()
-trap 'kill "${busy_pids[@]}" 2>/dev/null || true' EXIT
-for ((i = 0; i < busy; i++)); do
-  (while :; do :; done) &
-  busy_pids+=($!)
-done
+start_busy "$busy"
 [ "$busy" -eq 0 ] || echo "torch_cluster_check: $busy busy loops beside the ranks"
 # A node's torchrun ($0 python, $1 ranks per node, $2 nodes): chorusrun's rank variables are
 # dropped (torchrun sets the ranks'), CHORUS_HOSTID (the emulated node) is kept; Gloo (torch's
