@@ -174,23 +174,14 @@ double hdUs(OpKind, Proto proto, const Shape& shape, size_t bytes) {
 // there, as floating-point rounding alone would pick between them.
 // On one node, at every size on 2 ranks, where it is one exchange each way and was measured
 // ahead of the ring and the tree from 1 KiB to 128 MiB (1.2-2x; docs/performance.md
-// "Halving-doubling on one node"; its fitted terms are in tune/calibration.cc). On more ranks of
-// one node only when named: at 4 ranks on 2 cores it was not ahead of the ring.
+// "Halving-doubling on one node"; its measured times are in tune/reference_fits.inc). On more ranks
+// of one node only when named: at 4 ranks on 2 cores it was not ahead of the ring.
 constexpr size_t kHdUnnamedMaxBytes = size_t(64) << 10;
 size_t hdUnnamedBelow(const Shape& s) {
   if (s.nnodes == 1) return s.nranks == 2 ? SIZE_MAX : 0;
   if (s.nnodes == 2 && s.evenNodes && s.nranks <= 4) return 0;
   return kHdUnnamedMaxBytes + 1;
 }
-
-// The reference fit: the ring's (algo/ring.cc) by their measured ratio on 2 ranks as processes
-// (docs/history/performance-2026-11.md "Halving-doubling on one node", 5 interleaved rounds,
-// Simple forced): 16 B 0.60 against 0.51 us, and from 64 KiB to 16 MiB 1.43x the ring's bandwidth
-// (64 KiB-1 MiB: 1.95x). Simple, one channel.
-constexpr AllReduceCalibration kHdCalibration = {{
-    {{0.565044 * 0.60 / 0.51, 7.03408 * 1.43}, {}},  // Simple
-    {},                                              // LL
-}};
 
 }  // namespace
 
@@ -202,7 +193,6 @@ extern const AlgoDesc kHalvingDoublingAlgo = {
     .hops = hdHops,
     .byteFactor = hdBytes,
     .multiNodeUs = hdUs,
-    .calibration = &kHdCalibration,
     .run = entries({{OpKind::kAllReduce, halvingDoublingAllReduce}}),
 };
 

@@ -119,13 +119,6 @@ double ringBytes(OpKind kind, int n) {
   return kind == OpKind::kAllReduce ? 2.0 * (nn - 1) / nn : (nn - 1) / nn;
 }
 
-// The reference fit: chorus-tune on the 2-core reference VM, quiet (per protocol: Simple, LL;
-// 1 and 2 channels). A machine's own run of chorus-tune replaces it (tune/calibration.cc).
-constexpr AllReduceCalibration kRingCalibration = {{
-    {{0.565044, 7.03408}, {1.303, 6.81032}},  // Simple
-    {{0.560806, 2.82206}, {2.334, 2.79581}},  // LL
-}};
-
 }  // namespace
 
 extern const AlgoDesc kRingAlgo = {
@@ -138,7 +131,6 @@ extern const AlgoDesc kRingAlgo = {
         kindBit(OpKind::kAllReduce) | kindBit(OpKind::kAllGather) | kindBit(OpKind::kReduceScatter),
     .hops = ringHops,
     .byteFactor = ringBytes,
-    .calibration = &kRingCalibration,
     .run = entries({{OpKind::kAllReduce, ringAllReduce},
                     {OpKind::kAllGather, ringAllGather},
                     {OpKind::kReduceScatter, ringReduceScatter}}),

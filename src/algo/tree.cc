@@ -236,11 +236,6 @@ double treeBytes(OpKind kind, int n) {
   if (kind == OpKind::kAllReduce) return n > 2 ? 2.8 : 1.0;
   return 2.0;
 }
-// The reference fit (as the ring's, algo/ring.cc): one channel, both protocols.
-constexpr AllReduceCalibration kTreeCalibration = {{
-    {{0.653191, 7.5805}, {}},  // Simple
-    {{0.614784, 2.3626}, {}},  // LL
-}};
 }  // namespace
 
 extern const AlgoDesc kTreeAlgo = {
@@ -251,7 +246,6 @@ extern const AlgoDesc kTreeAlgo = {
     .hops = treeHops,
     .byteFactor = treeBytes,
     .netByteFactor = treeNetBytes,
-    .calibration = &kTreeCalibration,
     .run = entries({{OpKind::kAllReduce, [](chorusComm* c, const OpDesc& op,
                                             const Work& w) { treeAllReduce(c, op, w.proto); }},
                     {OpKind::kBroadcast, treeBroadcast},

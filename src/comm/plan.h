@@ -105,19 +105,6 @@ struct AlgoEntries {
   AlgoEntry of[kNumOpKinds] = {};  // per OpKind: what runCollective calls
 };
 
-// A calibrated AllReduce: one hand-off's microseconds and the bandwidth (GB/s of the bytes the
-// algorithm moves), per protocol and channel count (1, 2). chorus-tune measures every entry a
-// descriptor gives (tools/tune), the tuner's model uses the fit (tune/tuner.cc) and, until a
-// machine is calibrated, the entries themselves: the reference machine's values.
-constexpr int kCalibratedChannels = 2;
-struct AllReduceFit {
-  double hopUs = 0;
-  double bwGBs = 0;  // 0: not calibrated (the generic model stands)
-};
-struct AllReduceCalibration {
-  AllReduceFit fit[kNumProtos][kCalibratedChannels];
-};
-
 // One algorithm: what it serves, its cost terms for the tuner's latency + bytes / bandwidth model
 // (tune/tuner.cc predictUs puts them together) and its entry points. A null hook means the
 // default named beside it.
@@ -149,9 +136,6 @@ struct AlgoDesc {
   // Time across nodes where the generic model (every hand-off a network hop, the bytes through
   // the node's network link) does not fit it. Null: the generic model.
   double (*multiNodeUs)(OpKind kind, Proto proto, const Shape& shape, size_t bytes) = nullptr;
-  // Its AllReduce is calibrated (chorus-tune measures each entry, the model uses the fit). Null:
-  // the generic model from the protocol's terms.
-  const AllReduceCalibration* calibration = nullptr;
   AlgoEntries run;
   // Its per-communicator state (algo/table.cc createAlgoStates calls it once per communicator,
   // after the transport is up). Null: it keeps none.

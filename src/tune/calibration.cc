@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string_view>
 #include <thread>
@@ -36,6 +38,65 @@ std::string tuneCachePath() {
   return dir + "/chorus/tune.txt";
 }
 
+namespace {
+// One row of the reference VM's fits (reference_fits.inc, written by chorus-tune --reference).
+struct ReferenceFit {
+  const char* collective;
+  const char* algo;
+  const char* proto;
+  int channels;
+  int nranks;
+  int cores;
+  int nknots;
+  double bytes[kFitKnots];
+  double us[kFitKnots];
+};
+constexpr ReferenceFit kReferenceFits[] = {
+#include "tune/reference_fits.inc"
+    {nullptr, nullptr, nullptr, 0, 0, 0, 0, {}, {}},  // the end
+};
+
+// The set that holds the fits measured on `nranks` ranks: the one that already does, else the
+// first empty one; -1 when every set holds another rank count.
+int setFor(const MachineModel& m, int nranks) {
+  int empty = -1;
+  for (int set = 0; set < kFitSets; ++set) {
+    bool any = false;
+    for (const auto& perKind : m.fits[set])
+      for (const auto& perAlgo : perKind)
+        for (const auto& perProto : perAlgo)
+          for (const ChoiceFit& f : perProto)
+            if (f.measured) {
+              if (f.nranks == nranks) return set;
+              any = true;
+            }
+    if (!any && empty < 0) empty = set;
+  }
+  return empty;
+}
+
+// Stores `fit` for the named choice in the set of its rank count; false where a name is unknown,
+// the channels out of range or every set holds another rank count.
+bool setFit(MachineModel* m, const std::string& collective, const std::string& algo,
+            const std::string& proto, int channels, const ChoiceFit& fit) {
+  if (channels < 1 || channels > kCalibratedChannels || fit.nknots < 1) return false;
+  const int set = setFor(*m, fit.nranks);
+  if (set < 0) return false;
+  ChoiceFit monotone = fit;
+  makeMonotone(&monotone);
+  for (int k = 0; k < kFitKinds; ++k)
+    if (collective == collectiveKey(OpKind(k)))
+      for (int a = 0; a < numAlgos(); ++a)
+        if (algo == algoName(Algo(a)))
+          for (int p = 0; p < kNumProtos; ++p)
+            if (proto == protoName(Proto(p))) {
+              m->fits[set][k][a][p][channels - 1] = monotone;
+              return true;
+            }
+  return false;
+}
+}  // namespace
+
 MachineModel defaultModel() {
   // Measured by chorus-tune on the 2-core reference VM (docs/performance.md, quiet); a cache
   // written by chorus-tune on this machine replaces them.
@@ -61,14 +122,16 @@ MachineModel defaultModel() {
   m.cacheBwGain = 3.0;
   m.netHopUs = 25;  // loopback / LAN TCP hand-off through the proxy
   m.netBwGBs = 1.0;
-  // Each calibrated algorithm's AllReduce terms: its descriptor's (AlgoDesc::calibration).
-  for (int a = 0; a < numAlgos(); ++a) {
-    const AllReduceCalibration* cal = algoDesc(Algo(a)).calibration;
-    if (cal == nullptr) continue;
-    for (int p = 0; p < kNumProtos; ++p)
-      for (int ch = 0; ch < kCalibratedChannels; ++ch)
-        if (cal->fit[p][ch].bwGBs > 0)
-          m.allreduce[a][p][ch] = {cal->fit[p][ch].hopUs, cal->fit[p][ch].bwGBs, true};
+  // Every fitted choice's times: chorus-tune's run on the reference VM (reference_fits.inc).
+  for (const ReferenceFit& r : kReferenceFits) {
+    if (r.collective == nullptr) continue;
+    ChoiceFit fit{};
+    fit.nknots = std::min(r.nknots, kFitKnots);
+    for (int k = 0; k < fit.nknots; ++k) fit.bytes[k] = r.bytes[k], fit.us[k] = r.us[k];
+    fit.nranks = r.nranks;
+    fit.cores = r.cores;
+    fit.measured = true;
+    setFit(&m, r.collective, r.algo, r.proto, r.channels, fit);
   }
   m.calibrated = false;
   return m;
@@ -84,7 +147,10 @@ MachineModel loadOrDefaultModel() {
     return m;
   }
   std::string line, machine, version;
-  MachineModel c = m;
+  // On the heap: a model holds every fit (about 150 KiB), and this may run on any thread.
+  auto cached = std::make_unique<MachineModel>(m);
+  MachineModel& c = *cached;
+  bool fitsCleared = false;
   while (std::getline(f, line)) {
     std::istringstream in(line);
     std::string key;
@@ -103,16 +169,30 @@ MachineModel loadOrDefaultModel() {
       in >> c.netHopUs >> c.netBwGBs;
     else if (key == "cache")
       in >> c.cacheBytes >> c.cacheBwGain;
-    else if (key == "allreduce") {
-      std::string algo, proto;
+    else if (key == "fit") {
+      // fit COLLECTIVE ALGO PROTO CHANNELS NRANKS CORES NKNOTS (BYTES US) x NKNOTS
+      std::string coll, algo, proto;
       int ch = 0;
-      double hop = 0, bw = 0;
-      in >> algo >> proto >> ch >> hop >> bw;
-      for (int a = 0; a < numAlgos(); ++a)
-        for (int p = 0; p < kNumProtos; ++p)
-          if (algo == algoName(Algo(a)) && proto == protoName(Proto(p)) && ch >= 1 &&
-              ch <= kCalibratedChannels && bw > 0)
-            c.allreduce[a][p][ch - 1] = {hop, bw, true};
+      ChoiceFit fit{};
+      in >> coll >> algo >> proto >> ch >> fit.nranks >> fit.cores >> fit.nknots;
+      bool ok = bool(in) && fit.nranks >= 2 && fit.cores >= 1 && fit.nknots >= 1 &&
+                fit.nknots <= kFitKnots;
+      for (int k = 0; ok && k < fit.nknots; ++k) {
+        in >> fit.bytes[k] >> fit.us[k];
+        ok = bool(in) && fit.us[k] >= 0 && (k == 0 || fit.bytes[k] > fit.bytes[k - 1]);
+      }
+      fit.measured = true;
+      if (ok && !fitsCleared) {  // a cache's fits replace the built-in ones, all of them
+        for (auto& set : c.fits)
+          for (auto& perKind : set)
+            for (auto& perAlgo : perKind)
+              for (auto& perProto : perAlgo)
+                for (ChoiceFit& f : perProto) f.measured = false;
+        fitsCleared = true;
+      }
+      if (!ok || !setFit(&c, coll, algo, proto, ch, fit))
+        CHORUS_WARN(-1, "tuner: ignoring a malformed line of %s: %s", tuneCachePath().c_str(),
+                    line.c_str());
     }
   }
   if (machine != machineKey() || version != CHORUS_VERSION_STRING) {
@@ -136,22 +216,29 @@ bool saveModel(const MachineModel& m, std::string* error) {
     *error = "cannot write " + path;
     return false;
   }
-  f << "# chorus-tune: hop_us base_us bandwidth_GBps per protocol; channel gain and wake cost\n";
+  f << "# chorus-tune: hop_us base_us bandwidth_GBps per protocol; channel gain and wake cost;\n"
+    << "# fit collective algo proto channels nranks cores nknots, then bytes us per knot\n";
   f << "machine " << machineKey() << "\n";
   f << "version " << CHORUS_VERSION_STRING << "\n";
   f << "simple " << m.hopUs[0] << " " << m.baseUs[0] << " " << m.bwGBs[0] << "\n";
   f << "ll " << m.hopUs[1] << " " << m.baseUs[1] << " " << m.bwGBs[1] << "\n";
   f << "channels " << m.channelGain << " " << m.channelWakeUs << "\n";
   f << "net " << m.netHopUs << " " << m.netBwGBs << "\n";
-  f << "cache " << m.cacheBytes << " " << m.cacheBwGain << "\n";
-  for (int a = 0; a < numAlgos(); ++a)
-    for (int p = 0; p < kNumProtos; ++p)
-      for (int ch = 1; ch <= kCalibratedChannels; ++ch) {
-        const ChoiceFit& fit = m.allreduce[a][p][ch - 1];
-        if (fit.measured)
-          f << "allreduce " << algoName(Algo(a)) << " " << protoName(Proto(p)) << " " << ch << " "
-            << fit.hopUs << " " << fit.bwGBs << "\n";
-      }
+  f << "cache " << static_cast<unsigned long long>(m.cacheBytes) << " " << m.cacheBwGain << "\n";
+  for (int set = 0; set < kFitSets; ++set)
+    for (int k = 0; k < kFitKinds; ++k)
+      for (int a = 0; a < numAlgos(); ++a)
+        for (int p = 0; p < kNumProtos; ++p)
+          for (int ch = 1; ch <= kCalibratedChannels; ++ch) {
+            const ChoiceFit& fit = m.fits[set][k][a][p][ch - 1];
+            if (!fit.measured) continue;
+            f << "fit " << collectiveKey(OpKind(k)) << " " << algoName(Algo(a)) << " "
+              << protoName(Proto(p)) << " " << ch << " " << fit.nranks << " " << fit.cores << " "
+              << fit.nknots;
+            for (int i = 0; i < fit.nknots; ++i)
+              f << " " << static_cast<unsigned long long>(fit.bytes[i]) << " " << fit.us[i];
+            f << "\n";
+          }
   return bool(f);
 }
 

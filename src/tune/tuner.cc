@@ -161,6 +161,7 @@ bool protoSupports(Algo a, Proto p) {
 }
 
 namespace {
+constexpr double kExtraChannelMargin = 1.1;
 Shape withDepth(Shape s) {
   if (s.treeDepth < 0) s.treeDepth = std::max(treeDepth(s.nranks, 0), treeDepth(s.nranks, 1));
   return s;
@@ -195,6 +196,23 @@ double nodeHopUs(const Shape& shape, Proto p) {
                                            : m.hopUs[int(p)];
 }
 
+const ChoiceFit* fitFor(const MachineModel& m, OpKind kind, Algo a, Proto p, int nch,
+                        const Shape& shape) {
+  if (int(kind) >= kFitKinds || nch < 1 || nch > kCalibratedChannels || shape.nnodes != 1)
+    return nullptr;
+  const ChoiceFit* best = nullptr;
+  for (int set = 0; set < kFitSets; ++set) {
+    const ChoiceFit& f = m.fits[set][int(kind)][int(a)][int(p)][nch - 1];
+    if (!f.measured || f.nknots < 1) continue;
+    auto rank = [&](const ChoiceFit& g) {  // lower is nearer: oversubscription, then ranks
+      const bool over = g.cores > 0 && g.nranks > g.cores;
+      return (over != shape.oversubscribed ? 1 << 20 : 0) + std::abs(g.nranks - shape.nranks);
+    };
+    if (best == nullptr || rank(f) < rank(*best)) best = &f;
+  }
+  return best;
+}
+
 double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size_t bytes) {
   const MachineModel& m = machineModel();
   const AlgoDesc& d = algoDesc(a);
@@ -219,22 +237,58 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
     const double factor = d.netByteFactor ? d.netByteFactor(kind, shape) : d.byteFactor(kind, n);
     return m.baseUs[pi] + d.hops(kind, s, bytes) * netHopUs(shape) + S * factor / bw;
   }
-  double hop = m.hopUs[pi], bw = m.bwGBs[pi];
-  const ChoiceFit* fit = kind == OpKind::kAllReduce && nch <= kCalibratedChannels
-                             ? &m.allreduce[int(a)][pi][nch - 1]
-                             : nullptr;
-  if (fit && fit->measured) {
-    hop = fit->hopUs;
-    bw = fit->bwGBs;
-  } else if (nch > 1) {
+  if (const ChoiceFit* fit = fitFor(m, kind, a, p, nch, shape)) {
+    // The measured times, scaled from the fit's rank count to this one: the 8 B time by the
+    // hand-offs, the rest by the bytes per rank, both by the ranks that share a core (more
+    // ranks than cores take turns: each hand-off waits for the core, and the copies of the ranks
+    // on one core run one after the other).
+    Shape at = withDepth(Shape{fit->nranks, 1, true});
+    at.onlineCores = fit->cores;
+    at.oversubscribed = fit->cores > 0 && fit->nranks > fit->cores;
+    const double hops0 = d.hops(kind, at, bytes), hops = d.hops(kind, withDepth(shape), bytes);
+    const double f0 = d.byteFactor(kind, fit->nranks), f = d.byteFactor(kind, n);
+    auto perCore = [](int ranks, int cores) {
+      return cores > 0 ? std::max(1.0, double(ranks) / cores) : 1.0;
+    };
+    const double load = perCore(n, shape.onlineCores) / perCore(fit->nranks, fit->cores);
+    const double lat = fit->us[0];
+    const double rest = fitUs(*fit, S) - lat;  // >= 0: the times never fall (makeMonotone)
+    return load * (lat * (hops0 > 0 ? hops / hops0 : 1.0) + rest * (f0 > 0 ? f / f0 : 1.0));
+  }
+  const double wakeups = shape.oversubscribed && d.wakeups ? d.wakeups(shape) : 1.0;
+  const double hop = m.hopUs[pi];
+  double bw = m.bwGBs[pi];
+  if (nch > 1) {
     bw *= 1.0 + m.channelGain * (nch - 1);
     extra = m.channelWakeUs * (nch - 1);
   }
-  const double wakeups = shape.oversubscribed && d.wakeups ? d.wakeups(shape) : 1.0;
   const double cached = std::min(S, m.cacheBytes);
   const double gain = m.cacheBwGain > 0 ? m.cacheBwGain : 1.0;
   return m.baseUs[pi] + extra + wakeups * d.hops(kind, withDepth(shape), bytes) * hop +
          (cached / gain + (S - cached)) * d.byteFactor(kind, n) / (bw * 1e3);
+}
+
+void makeMonotone(ChoiceFit* f) {
+  for (int k = 1; k < f->nknots; ++k) f->us[k] = std::max(f->us[k], f->us[k - 1]);
+}
+
+double fitUs(const ChoiceFit& f, double bytes) {
+  if (f.nknots < 1) return 0;
+  if (f.nknots == 1) return f.us[0];
+  int i = 0;  // the segment [i, i + 1]: the first whose end is at or beyond bytes, else the last
+  while (i + 2 < f.nknots && bytes > f.bytes[i + 1]) ++i;
+  const double slope = (f.us[i + 1] - f.us[i]) / (f.bytes[i + 1] - f.bytes[i]);
+  return f.us[i] + slope * (bytes - f.bytes[i]);
+}
+
+bool fittable(OpKind kind, Algo a, Proto p, int nchannels, int nranks) {
+  if (int(kind) >= kFitKinds || nchannels < 1 || nchannels > kCalibratedChannels) return false;
+  const AlgoDesc& d = algoDesc(a);
+  const Shape s = withDepth(Shape{nranks, 1, true});
+  if (!algoSupports(a, kind, s) || !protoSupports(a, p)) return false;
+  if (nchannels > 1 && !d.channels) return false;
+  if (d.unnamedBelow && d.unnamedBelow(s) == 0) return false;  // only ever run when named
+  return strcmp(d.name, "zerocopy") != 0;
 }
 
 Shape shapeOf(const chorusComm* comm) {
@@ -265,6 +319,7 @@ Choice chooseForShape(const Shape& shape, int nchannels, OpKind kind, size_t byt
   const int maxCh =
       int(std::clamp<int64_t>(env.maxChannelsSet ? env.maxChannels : nchannels, minCh, nchannels));
   Choice best{Algo::kRing, Proto::kSimple, 1, 1e300};
+  double bestWeighed = 1e300;
   bool any = false;
   for (int ai = 0; ai < numAlgos(); ++ai) {
     Algo a = Algo(ai);
@@ -282,7 +337,11 @@ Choice chooseForShape(const Shape& shape, int nchannels, OpKind kind, size_t byt
       for (int ch = multi ? minCh : 1; ch <= (multi ? maxCh : 1); ++ch) {
         double t = predictUs(kind, a, p, ch, shape, bytes);
         if (std::isinf(t)) continue;  // cannot run this size
-        if (t < best.predictedUs) best = {a, p, ch, t};
+        // Each channel beyond the first takes another core (its worker), which a node whose
+        // cores also compute does not have to spare: it must be predicted kExtraChannelMargin
+        // faster to be picked, not win by the measurements' noise.
+        const double weighed = ch > 1 ? t * kExtraChannelMargin : t;
+        if (weighed < bestWeighed) best = {a, p, ch, t}, bestWeighed = weighed;
         any = true;
       }
     }
@@ -316,11 +375,26 @@ class PlanBuilder {
     const uint64_t hi = cls == 0 ? 0 : cls == 64 ? UINT64_MAX : (uint64_t(1) << cls) - 1;
     // Sizes where a candidate stops being one: its size limit (beyond it, it cannot run) and
     // the size from which the tuner no longer picks it unnamed.
-    uint64_t cuts[2 * kMaxAlgos + 2];
+    constexpr int kMaxCuts = 2 * kMaxAlgos + 2 + 4 * kFitKnots;
+    uint64_t cuts[kMaxCuts];
     int ncuts = 0;
-    // And where the model's own terms bend: the end of the cache-sized bytes, and the size up to
-    // which a tree Broadcast / Reduce on an oversubscribed node is given the chain's hops.
-    const double cacheBytes = machineModel().cacheBytes;
+    // And the sizes of the fits this shape starts from, between which their times are linear
+    // (mostly the same sizes for every choice: each is cut at once).
+    const MachineModel& m = machineModel();
+    const Shape& shape = comm_->shape.get();
+    for (int ai = 0; ai < numAlgos(); ++ai)
+      for (int pi = 0; pi < kNumProtos; ++pi)
+        for (int ch = 1; ch <= kCalibratedChannels; ++ch)
+          if (const ChoiceFit* f = fitFor(m, kind_, Algo(ai), Proto(pi), ch, shape))
+            for (int k = 0; k < f->nknots; ++k) {
+              const uint64_t cut = uint64_t(f->bytes[k]) + 1;
+              if (std::find(cuts, cuts + ncuts, cut) == cuts + ncuts &&
+                  ncuts < kMaxCuts - 2 - 2 * kMaxAlgos)
+                cuts[ncuts++] = cut;
+            }
+    // And where the generic model's terms bend: the end of the cache-sized bytes, and the size up
+    // to which a tree Broadcast / Reduce on an oversubscribed node is given the chain's hops.
+    const double cacheBytes = m.cacheBytes;
     if (cacheBytes >= 1 && cacheBytes < 1e18) cuts[ncuts++] = uint64_t(cacheBytes) + 1;
     if (comm_->shape.get().oversubscribed) cuts[ncuts++] = kOversubscribedChainBytes + 1;
     for (int ai = 0; ai < numAlgos(); ++ai) {

@@ -28,12 +28,46 @@ struct Choice {
 };
 
 // Measured machine parameters: per protocol, the cost of one hand-off between two ranks, the
-// fixed cost of an operation, and the bandwidth of one pipelined stream of slots; and, where
-// chorus-tune measured an AllReduce choice itself, that choice's own fitted hop latency and
-// bandwidth (same formula, so the model tracks what each implementation really costs).
+// fixed cost of an operation, and the bandwidth of one pipelined stream of slots; and, for every
+// choice chorus-tune timed on one node (collective, algorithm, protocol, 1 or 2 channels), that
+// choice's own measured times at a few sizes (ChoiceFit), so the model tracks what each
+// implementation really costs, caches and pipelining included.
+constexpr int kCalibratedChannels = 2;
+// The collectives fitted per choice: OpKind values below this (AllReduce, Broadcast, Reduce,
+// AllGather, ReduceScatter).
+constexpr int kFitKinds = 5;
+// The sizes (model bytes) chorus-tune times each choice at: every 4x from 8 B to 32 MiB, the sizes
+// of the benchmarks' default sweep (-f 4), and the choice's own size limit where that falls
+// between two of them (the one-shot collectives).
+constexpr int kFitKnots = 14;
+constexpr size_t kFitKnotBytes[] = {8,
+                                    32,
+                                    128,
+                                    512,
+                                    2048,
+                                    8192,
+                                    32768,
+                                    131072,
+                                    524288,
+                                    size_t(2) << 20,
+                                    size_t(8) << 20,
+                                    size_t(32) << 20};
+// Each choice is timed on up to kFitSets rank counts (chorus-tune --fit-ranks; built in: 2 and 4
+// ranks on the reference VM's 2 cores, so one count with a core per rank and one with two ranks
+// per core). A communicator's prediction starts from the set nearest to it (the same
+// oversubscription first, then the nearest rank count).
+constexpr int kFitSets = 2;
+// One choice's fit on one rank count: its time (us) measured at `bytes[i]` on `nranks` ranks of
+// one node of `cores` online cores. Between two sizes the time is linear in the bytes; below the
+// first and beyond the last it follows the nearest segment's slope. On another rank count the
+// time at 8 B scales with the algorithm's hand-offs and the rest with its bytes per rank
+// (AlgoDesc::hops, byteFactor), both with the ranks per core where there are more than cores.
 struct ChoiceFit {
-  double hopUs;
-  double bwGBs;
+  double bytes[kFitKnots];
+  double us[kFitKnots];
+  int nknots;
+  int nranks;
+  int cores;
   bool measured;
 };
 struct MachineModel {
@@ -45,10 +79,10 @@ struct MachineModel {
   // and waiting for it (algo/channel_workers.h; chorus-tune measures it as the 2-channel
   // overhead at 8 KiB).
   double channelWakeUs;
-  ChoiceFit allreduce[kMaxAlgos][kNumProtos][kCalibratedChannels];
-  // On one node the fitted bandwidths are those of data beyond the caches (their fit runs to
-  // 16 MiB); up to cacheBytes of a collective's size, its bytes move cacheBwGain times faster
-  // (the ranks' buffers and slots stay in L2 / L3).
+  ChoiceFit fits[kFitSets][kFitKinds][kMaxAlgos][kNumProtos][kCalibratedChannels];
+  // The generic model (choices without a fit): its bandwidths are those of data beyond the
+  // caches; up to cacheBytes of a collective's size, its bytes move cacheBwGain times faster (the
+  // ranks' buffers and slots stay in L2 / L3).
   double cacheBytes;
   double cacheBwGain;
   double netHopUs;  // one hand-off over the TCP transport
@@ -66,6 +100,17 @@ size_t slotLimit(Algo a, OpKind kind, int nranks);
 // (AlgoDesc::hops, byteFactor; treeDepth -1: the communicator's double binary tree's).
 double modelHops(OpKind kind, Algo a, int nranks, int treeDepth = -1);
 double modelByteFactor(OpKind kind, Algo a, int nranks);
+// Whether chorus-tune fits (kind, a, p, channels) on `nranks` ranks of one node: every choice the
+// tuner may pick unnamed there but the zero-copy one (it needs registered buffers).
+bool fittable(OpKind kind, Algo a, Proto p, int nchannels, int nranks);
+// A fit's times made never to fall with the size (a larger call is not faster; where one
+// measured so, it was noise): each time at least the one before.
+void makeMonotone(ChoiceFit* f);
+// A fit's time at `bytes` on the rank count it was measured on.
+double fitUs(const ChoiceFit& f, double bytes);
+// The fit the model starts from for (kind, a, p, nchannels) on `shape` (one node), or null.
+const ChoiceFit* fitFor(const MachineModel& m, OpKind kind, Algo a, Proto p, int nchannels,
+                        const Shape& shape);
 
 const MachineModel& machineModel();
 // The across-node terms for `shape`: its communicator's measured link (Shape::netHopUs,

@@ -4,16 +4,21 @@
 // (cluster_model.h) without measuring anything.
 //
 //   chorus-tune [--ranks N] [--no-save] [--print] [--print-only] [--collective allreduce]
+//               [--fit-ranks N,M] [--runs K] [--threads] [--reference FILE]
 //   chorus-tune --cluster NODESxRANKS [--link-gbps G] [--link-us U] [--mem-gbs B] [--hop-us H]
 //               [--channels C] [--min-bytes S] [--max-bytes S] [--collective NAME|all] [--json F]
 #include <errno.h>
 #include <getopt.h>
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -66,6 +71,239 @@ double timeAllReduce(int n, size_t bytes, const char* algo, const char* proto, i
     unsetenv(v);
   std::sort(samples.begin(), samples.end());
   return samples[samples.size() / 2];
+}
+
+// The sizes really timed for the asked model bytes (float32; a rank's count is at least 1).
+size_t countFor(OpKind kind, size_t bytes, int n) {
+  const bool perRank = kind == OpKind::kAllGather || kind == OpKind::kReduceScatter;
+  return std::max<size_t>(1, bytes / 4 / (perRank ? size_t(n) : 1));
+}
+
+// One rank's part of timeChoice: every size, 5 rounds of back-to-back calls (about 2 ms at the
+// reference machine's speed, 10 to 100 calls) after 2 warm-ups, each round started together (a
+// barrier) and timed as the benchmarks time it: every rank's time per call, averaged over the
+// ranks; into samples[size] where samples is given (rank 0). False where a call failed.
+bool timeRank(chorusComm_t comm, int n, OpKind kind, const std::vector<double>& bytes,
+              std::vector<std::vector<double>>* samples) {
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    const size_t count = countFor(kind, size_t(bytes[i]), n);
+    const int iters = int(std::clamp<double>(2e6 / (0.5e3 + double(count) * 4), 10, 100));
+    std::vector<float> a(count * size_t(n), 1.0f), b(count * size_t(n));
+    auto call = [&] {
+      switch (kind) {
+        case OpKind::kAllReduce:
+          return chorusAllReduce(a.data(), b.data(), count, chorusFloat32, chorusSum, comm,
+                                 nullptr);
+        case OpKind::kBroadcast:
+          return chorusBroadcast(a.data(), b.data(), count, chorusFloat32, 0, comm, nullptr);
+        case OpKind::kReduce:
+          return chorusReduce(a.data(), b.data(), count, chorusFloat32, chorusSum, 0, comm,
+                              nullptr);
+        case OpKind::kAllGather:
+          return chorusAllGather(a.data(), b.data(), count, chorusFloat32, comm, nullptr);
+        default:
+          return chorusReduceScatter(a.data(), b.data(), count, chorusFloat32, chorusSum, comm,
+                                     nullptr);
+      }
+    };
+    for (int rep = 0; rep < 5; ++rep) {
+      for (int w = 0; w < 2; ++w)
+        if (call() != chorusSuccess) return false;
+      int one = 1, all = 0;
+      if (chorusAllReduce(&one, &all, 1, chorusInt32, chorusSum, comm, nullptr) != chorusSuccess)
+        return false;
+      auto t0 = std::chrono::steady_clock::now();
+      for (int it = 0; it < iters; ++it)
+        if (call() != chorusSuccess) return false;
+      double t =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+          iters;
+      double sum = 0;
+      if (chorusAllReduce(&t, &sum, 1, chorusFloat64, chorusSum, comm, nullptr) != chorusSuccess)
+        return false;
+      if (samples != nullptr) (*samples)[i].push_back(sum / n);
+    }
+  }
+  return true;
+}
+
+// As chorusrun places rank `index` of n: on the index-th core it may run on where every rank has
+// a core, else unpinned (the scheduler spreads more ranks than cores).
+void pinTo(int index, int n) {
+  cpu_set_t avail, set;
+  if (sched_getaffinity(0, sizeof(avail), &avail) != 0) return;
+  const int cores = CPU_COUNT(&avail);
+  if (n > cores) return;
+  for (int c = 0, seen = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &avail) && seen++ == index % cores) {
+      CPU_ZERO(&set);
+      CPU_SET(c, &set);
+      sched_setaffinity(0, sizeof(set), &set);  // best effort
+      return;
+    }
+}
+
+// The time (us, median of the 5 rounds) of one `kind` of each size in `bytes` (model bytes,
+// float32; replaced by the sizes really timed) on n ranks of one node with the given overrides:
+// processes as the benchmarks and users run them (rank 0 here, the others forked, each pinned to
+// a core as chorusrun pins where there are enough), or threads of this process (--threads).
+void timeChoice(int n, bool threads, OpKind kind, const char* algo, const char* proto, int nch,
+                std::vector<double>* bytes, std::vector<double>* us) {
+  // Forced for this collective only: the barriers and the averaging of times keep the tuner's.
+  setenv("CHORUS_ALGO", (std::string(collectiveKey(kind)) + ":" + algo).c_str(), 1);
+  setenv("CHORUS_PROTO", (std::string(collectiveKey(kind)) + ":" + proto).c_str(), 1);
+  setenv("CHORUS_MIN_NCHANNELS", std::to_string(nch).c_str(), 1);
+  setenv("CHORUS_MAX_NCHANNELS", std::to_string(nch).c_str(), 1);
+  for (double& b : *bytes) {
+    const bool perRank = kind == OpKind::kAllGather || kind == OpKind::kReduceScatter;
+    b = double(countFor(kind, size_t(b), n) * 4 * (perRank ? size_t(n) : 1));
+  }
+  std::vector<std::vector<double>> samples(bytes->size());
+  auto fail = [&](const char* what) {
+    fprintf(stderr, "chorus-tune: %s %s/%s/%d: %s: %s\n", collectiveKey(kind), algo, proto, nch,
+            what, chorusGetLastError(nullptr));
+    exit(1);
+  };
+  if (threads) {
+    std::vector<chorusComm_t> comms(static_cast<size_t>(n));
+    if (chorusCommInitAll(comms.data(), n, nullptr) != chorusSuccess) fail("init");
+    std::vector<std::thread> ts;
+    std::vector<char> ok(size_t(n), 0);
+    for (int r = 0; r < n; ++r)
+      ts.emplace_back([&, r] {
+        ok[size_t(r)] = timeRank(comms[size_t(r)], n, kind, *bytes, r == 0 ? &samples : nullptr);
+      });
+    for (auto& t : ts) t.join();
+    for (auto c : comms) chorusCommDestroy(c);
+    if (std::count(ok.begin(), ok.end(), 0) > 0) fail("a call failed");
+  } else {
+    // The others are forked before the communicator's id exists (this process then holds no
+    // thread of the library), and read the id from a pipe.
+    cpu_set_t mine;
+    const bool haveMask = sched_getaffinity(0, sizeof(mine), &mine) == 0;
+    std::vector<pid_t> kids;
+    std::vector<int> pipes;
+    fflush(stdout);
+    for (int r = 1; r < n; ++r) {
+      int fds[2];
+      if (pipe(fds) != 0) fail("pipe");
+      const pid_t pid = fork();
+      if (pid < 0) fail("fork");
+      if (pid == 0) {
+        close(fds[1]);
+        for (int fd : pipes) close(fd);
+        chorusUniqueId id;
+        size_t got = 0;
+        while (got < sizeof(id)) {
+          const ssize_t k = read(fds[0], reinterpret_cast<char*>(&id) + got, sizeof(id) - got);
+          if (k <= 0) _exit(3);
+          got += size_t(k);
+        }
+        pinTo(r, n);
+        chorusComm_t comm = nullptr;
+        if (chorusCommInitRank(&comm, n, id, r) != chorusSuccess) _exit(4);
+        const bool ok = timeRank(comm, n, kind, *bytes, nullptr);
+        chorusCommDestroy(comm);
+        _exit(ok ? 0 : 5);
+      }
+      close(fds[0]);
+      pipes.push_back(fds[1]);
+      kids.push_back(pid);
+    }
+    chorusUniqueId id;
+    if (chorusGetUniqueId(&id) != chorusSuccess) fail("chorusGetUniqueId");
+    for (int fd : pipes) {
+      if (write(fd, &id, sizeof(id)) != ssize_t(sizeof(id))) fail("write");
+      close(fd);
+    }
+    pinTo(0, n);
+    chorusComm_t comm = nullptr;
+    const bool inited = chorusCommInitRank(&comm, n, id, 0) == chorusSuccess;
+    const bool ok = inited && timeRank(comm, n, kind, *bytes, &samples);
+    if (inited) chorusCommDestroy(comm);
+    if (haveMask) sched_setaffinity(0, sizeof(mine), &mine);
+    bool kidsOk = true;
+    for (pid_t pid : kids) {
+      int status = 0;
+      if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        kidsOk = false;
+    }
+    if (!ok || !kidsOk) fail(inited ? "a rank failed" : "init");
+  }
+  for (const char* v :
+       {"CHORUS_ALGO", "CHORUS_PROTO", "CHORUS_MIN_NCHANNELS", "CHORUS_MAX_NCHANNELS"})
+    unsetenv(v);
+  us->assign(bytes->size(), 0);
+  for (size_t i = 0; i < bytes->size(); ++i) {
+    std::sort(samples[i].begin(), samples[i].end());
+    (*us)[i] = samples[i][samples[i].size() / 2];
+  }
+}
+
+// Times every choice the tuner may pick on n ranks of one node (fittable) at the fit's sizes.
+void fitChoices(int n, int set, bool threads, MachineModel* m, bool verbose) {
+  cpu_set_t avail;
+  const int cores = sched_getaffinity(0, sizeof(avail), &avail) == 0 ? CPU_COUNT(&avail) : 0;
+  for (int k = 0; k < kFitKinds; ++k)
+    for (int a = 0; a < numAlgos(); ++a)
+      for (int p = 0; p < kNumProtos; ++p)
+        for (int ch = 1; ch <= kCalibratedChannels; ++ch) {
+          const OpKind kind = OpKind(k);
+          if (!fittable(kind, Algo(a), Proto(p), ch, n)) continue;
+          const size_t limit = slotLimit(Algo(a), kind, n);
+          std::vector<double> bytes;
+          for (size_t b : kFitKnotBytes) {
+            if (b > limit) {
+              if (bytes.empty() || bytes.back() < double(limit)) bytes.push_back(double(limit));
+              break;
+            }
+            bytes.push_back(double(b));
+          }
+          std::vector<double> us;
+          timeChoice(n, threads, kind, algoName(Algo(a)), protoName(Proto(p)), ch, &bytes, &us);
+          ChoiceFit fit{};
+          fit.nknots = int(std::min<size_t>(bytes.size(), kFitKnots));
+          if (verbose)
+            printf("%-13s %-8s %-6s %d ch:", collectiveKey(kind), algoName(Algo(a)),
+                   protoName(Proto(p)), ch);
+          for (int i = 0; i < fit.nknots; ++i) {
+            fit.bytes[i] = bytes[size_t(i)];
+            fit.us[i] = us[size_t(i)];
+            if (verbose)
+              printf(" %.0f B %.2f us%s", fit.bytes[i], fit.us[i], i + 1 < fit.nknots ? "," : "");
+          }
+          if (verbose) printf("\n");
+          fflush(stdout);
+          fit.nranks = n;
+          fit.cores = cores;
+          fit.measured = true;
+          m->fits[set][k][a][p][ch - 1] = fit;
+        }
+}
+
+// The fits as reference_fits.inc's rows (src/tune/calibration.cc: the built-in model).
+bool writeReference(const MachineModel& m, const char* path) {
+  FILE* f = fopen(path, "w");
+  if (f == nullptr) return false;
+  fprintf(f,
+          "// Generated by `chorus-tune --reference %s` on the 2-core reference VM (quiet);\n"
+          "// {collective, algorithm, protocol, channels, ranks, cores, sizes, {bytes}, {us}}.\n",
+          path);
+  for (int set = 0; set < kFitSets; ++set)
+    for (int k = 0; k < kFitKinds; ++k)
+      for (int a = 0; a < numAlgos(); ++a)
+        for (int p = 0; p < kNumProtos; ++p)
+          for (int ch = 1; ch <= kCalibratedChannels; ++ch) {
+            const ChoiceFit& fit = m.fits[set][k][a][p][ch - 1];
+            if (!fit.measured) continue;
+            fprintf(f, "{\"%s\", \"%s\", \"%s\", %d, %d, %d, %d,\n {", collectiveKey(OpKind(k)),
+                    algoName(Algo(a)), protoName(Proto(p)), ch, fit.nranks, fit.cores, fit.nknots);
+            for (int i = 0; i < fit.nknots; ++i) fprintf(f, "%s%.0f", i ? ", " : "", fit.bytes[i]);
+            fprintf(f, "},\n {");
+            for (int i = 0; i < fit.nknots; ++i) fprintf(f, "%s%.4g", i ? ", " : "", fit.us[i]);
+            fprintf(f, "}},\n");
+          }
+  return fclose(f) == 0;
 }
 
 void printTable(const char* collective, int n) {
@@ -132,7 +370,10 @@ int main(int argc, char** argv) {
   std::string collective = "allreduce";
   bool cluster = false, collectiveSet = false;
   ClusterSpec spec;
-  std::string json;
+  std::string json, reference;
+  int runs = 1;
+  bool threads = false;
+  std::vector<int> fitRanks;
   auto positive = [](const char* flag, const char* v) {
     char* end = nullptr;
     const double d = strtod(v, &end);
@@ -152,6 +393,10 @@ int main(int argc, char** argv) {
                           {"min-bytes", required_argument, nullptr, 'b'},
                           {"max-bytes", required_argument, nullptr, 'e'},
                           {"json", required_argument, nullptr, 'j'},
+                          {"reference", required_argument, nullptr, 'R'},
+                          {"runs", required_argument, nullptr, 'r'},
+                          {"threads", no_argument, nullptr, 't'},
+                          {"fit-ranks", required_argument, nullptr, 'F'},
                           {"no-save", no_argument, nullptr, 's'},
                           {"print", no_argument, nullptr, 'p'},
                           {"print-only", no_argument, nullptr, 'P'},
@@ -159,7 +404,7 @@ int main(int argc, char** argv) {
                           {"help", no_argument, nullptr, 'h'},
                           {nullptr, 0, nullptr, 0}};
   int c;
-  while ((c = getopt_long(argc, argv, "n:spPc:hC:G:L:M:H:K:b:e:j:", opts, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, "n:spPc:hC:G:L:M:H:K:b:e:j:R:r:tF:", opts, nullptr)) != -1) {
     switch (c) {
       case 'n':
         n = atoi(optarg);
@@ -209,15 +454,47 @@ int main(int argc, char** argv) {
       case 'j':
         json = optarg;
         break;
+      case 'R':
+        reference = optarg;
+        break;
+      case 'r':
+        runs = int(positive("--runs", optarg));
+        break;
+      case 't':
+        threads = true;
+        break;
+      case 'F': {
+        fitRanks.clear();
+        std::string list = optarg;
+        for (size_t at = 0; at <= list.size();) {
+          const size_t comma = std::min(list.find(',', at), list.size());
+          const int v = int(positive("--fit-ranks", list.substr(at, comma - at).c_str()));
+          if (v < 2 || fitRanks.size() == size_t(kFitSets)) {
+            fprintf(stderr, "chorus-tune: --fit-ranks wants 1 to %d rank counts of 2 or more\n",
+                    kFitSets);
+            return 2;
+          }
+          fitRanks.push_back(v);
+          at = comma + 1;
+        }
+        break;
+      }
       default:
         printf(
             "usage: chorus-tune [--ranks N] [--no-save] [--print] [--print-only] "
             "[--collective allreduce|broadcast|reduce|allgather|reducescatter]\n"
+            "                   [--fit-ranks N,M] [--runs K] [--threads] [--reference FILE]\n"
             "       chorus-tune --cluster NODESxRANKS [--link-gbps G] [--link-us U] [--mem-gbs B]\n"
             "                   [--hop-us H] [--channels C] [--min-bytes S] [--max-bytes S]\n"
             "                   [--collective NAME|all] [--json FILE]\n"
             "Measures hand-off latency and bandwidth per protocol on N thread ranks (default 2),\n"
-            "writes the tuner cache (%s), and with --print shows the model's predictions.\n"
+            "times every choice the tuner may pick there (collective, algorithm, protocol,\n"
+            "channels) at 8 B-32 MiB on processes (--threads: threads of one process), on 2\n"
+            "ranks and on twice the cores up to 8 (--fit-ranks: up to 2 counts of your own),\n"
+            "writes the tuner cache (%s), and with --print\n"
+            "shows the model's predictions; --runs K times them K times and keeps each median;\n"
+            "--reference also writes the fits as the built-in\n"
+            "model's source (src/tune/reference_fits.inc).\n"
             "--cluster measures nothing: it prints, for the described cluster (default link\n"
             "25 Gbit/s; the rest from this machine's model unless given), the tuner's choice,\n"
             "predicted time and bus bandwidth of each collective per size, and the ideal.\n",
@@ -250,6 +527,12 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (n < 2) n = 2;
+  if (fitRanks.empty()) {  // a rank per core, and two per core (at most 8)
+    cpu_set_t avail;
+    const int cores = sched_getaffinity(0, sizeof(avail), &avail) == 0 ? CPU_COUNT(&avail) : 1;
+    fitRanks.push_back(2);
+    if (std::min(8, 2 * cores) > 2) fitRanks.push_back(std::min(8, 2 * cores));
+  }
   if (measure) {
     MachineModel m = defaultModel();
     const double hops = 2.0 * (n - 1), share = 2.0 * (n - 1) / n;
@@ -273,41 +556,38 @@ int main(int argc, char** argv) {
     m.channelWakeUs = std::max(0.0, s2 - s1);
     printf("channels: 16 MiB 1 ch %.1f us, 2 ch %.1f us -> gain %.2f; 8 KiB overhead %.1f us\n", t1,
            t2, m.channelGain, m.channelWakeUs);
-    // Each AllReduce choice fitted on its own: t = base + hops * hop + bytes * factor / bw.
-    struct Probe {
-      Algo a;
-      Proto p;
-      int ch;
-    };
-    // What to probe: every entry of every calibrated algorithm's descriptor
-    // (AlgoDesc::calibration), in table order.
-    std::vector<Probe> probes;
-    for (int a = 0; a < numAlgos(); ++a)
-      if (const AllReduceCalibration* cal = algoDesc(Algo(a)).calibration)
-        for (int p = 0; p < kNumProtos; ++p)
-          for (int ch = 1; ch <= kCalibratedChannels; ++ch)
-            if (cal->fit[p][ch - 1].bwGBs > 0) probes.push_back({Algo(a), Proto(p), ch});
-    for (const Probe& pr : probes) {
-      const size_t mid = size_t(64) << 10,
-                   big = pr.p == Proto::kSimple ? size_t(16) << 20 : size_t(4) << 20;
-      const char* an = algoName(pr.a);
-      const char* pn = protoName(pr.p);
-      double tSmall = timeAllReduce(n, 8, an, pn, pr.ch, 3000);
-      double tMid = timeAllReduce(n, mid, an, pn, pr.ch, 200);
-      double tBig = timeAllReduce(n, big, an, pn, pr.ch, pr.p == Proto::kSimple ? 10 : 20);
-      const double hopsN = modelHops(OpKind::kAllReduce, pr.a, n);
-      const double factor = modelByteFactor(OpKind::kAllReduce, pr.a, n);
-      ChoiceFit fit;
-      fit.hopUs = std::max(0.01, (tSmall - base) / hopsN);
-      // Bandwidth from the two larger sizes, so cache-sized messages weigh in too.
-      fit.bwGBs = double(big - mid) * factor / std::max(1.0, tBig - tMid) / 1e3;
-      fit.measured = true;
-      m.allreduce[int(pr.a)][int(pr.p)][pr.ch - 1] = fit;
-      printf(
-          "allreduce %-4s %-6s %d ch: 8 B %.2f us, 64 KiB %.1f us, %zu B %.1f us -> hop %.3f us, "
-          "bw %.2f GB/s\n",
-          an, pn, pr.ch, tSmall, tMid, big, tBig, fit.hopUs, fit.bwGBs);
-    }
+    // Every choice the tuner may pick here, timed on its own at the fit's sizes; with --runs K,
+    // K sweeps one after the other and each time the median of the K (a burst of other work on
+    // the machine lasts seconds: it hits one sweep's sizes, not the same size in every sweep).
+    // On the heap: a model holds every fit (about 150 KiB).
+    std::vector<std::unique_ptr<MachineModel>> sweeps;
+    for (int r = 0; r < std::max(1, runs); ++r) sweeps.push_back(std::make_unique<MachineModel>(m));
+    for (size_t r = 0; r < sweeps.size(); ++r)
+      for (size_t set = 0; set < fitRanks.size(); ++set) {
+        printf("# sweep %zu of %zu, %d ranks\n", r + 1, sweeps.size(), fitRanks[set]);
+        fitChoices(fitRanks[set], int(set), threads, sweeps[r].get(), true);
+      }
+    for (auto& set : m.fits)  // only what was timed now
+      for (auto& perKind : set)
+        for (auto& perAlgo : perKind)
+          for (auto& perProto : perAlgo)
+            for (ChoiceFit& f : perProto) f.measured = false;
+    for (int set = 0; set < kFitSets; ++set)
+      for (int k = 0; k < kFitKinds; ++k)
+        for (int a = 0; a < numAlgos(); ++a)
+          for (int p = 0; p < kNumProtos; ++p)
+            for (int ch = 0; ch < kCalibratedChannels; ++ch) {
+              ChoiceFit fit = sweeps[0]->fits[set][k][a][p][ch];
+              if (!fit.measured) continue;
+              for (int i = 0; i < fit.nknots; ++i) {
+                std::vector<double> v;
+                for (const auto& s : sweeps) v.push_back(s->fits[set][k][a][p][ch].us[i]);
+                std::sort(v.begin(), v.end());
+                fit.us[i] = v[v.size() / 2];
+              }
+              makeMonotone(&fit);
+              m.fits[set][k][a][p][ch] = fit;
+            }
     printf("base (1 rank, 8 B): %.3f us\n", base);
     m.calibrated = true;
     setMachineModel(m);
@@ -318,6 +598,13 @@ int main(int argc, char** argv) {
         return 1;
       }
       printf("saved %s\n", tuneCachePath().c_str());
+    }
+    if (!reference.empty()) {
+      if (!writeReference(m, reference.c_str())) {
+        fprintf(stderr, "chorus-tune: cannot write %s: %s\n", reference.c_str(), strerror(errno));
+        return 1;
+      }
+      printf("wrote %s\n", reference.c_str());
     }
   }
   if (print) printTable(collective.c_str(), n);

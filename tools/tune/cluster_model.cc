@@ -48,17 +48,31 @@ MachineModel clusterModel(const MachineModel& base, const ClusterSpec& spec) {
   MachineModel m = base;
   const int simple = int(Proto::kSimple);
   // A described value replaces the Simple protocol's term; the other protocols and every fitted
-  // choice keep their measured ratio to it.
-  auto rescale = [&](double want, double* terms, double ChoiceFit::*fitted) {
-    if (!(want > 0) || !(terms[simple] > 0)) return;
-    const double scale = want / terms[simple];
-    for (int p = 0; p < kNumProtos; ++p) terms[p] *= scale;
-    for (auto& perAlgo : m.allreduce)
-      for (auto& perProtoFits : perAlgo)
-        for (ChoiceFit& fit : perProtoFits) fit.*fitted *= scale;
+  // choice keep their measured ratio to it: a fit's time at 8 B is its latency, the rest its bytes.
+  auto eachFit = [&](auto&& f) {
+    for (auto& set : m.fits)
+      for (auto& perKind : set)
+        for (auto& perAlgo : perKind)
+          for (auto& perProto : perAlgo)
+            for (ChoiceFit& fit : perProto)
+              if (fit.measured) f(fit);
   };
-  rescale(spec.memGBs, m.bwGBs, &ChoiceFit::bwGBs);  // terms per protocol
-  rescale(spec.hopUs, m.hopUs, &ChoiceFit::hopUs);
+  auto scaleOf = [&](double want, const double* terms) {
+    return want > 0 && terms[simple] > 0 ? want / terms[simple] : 0.0;
+  };
+  if (const double s = scaleOf(spec.memGBs, m.bwGBs); s > 0) {
+    for (int p = 0; p < kNumProtos; ++p) m.bwGBs[p] *= s;
+    eachFit([&](ChoiceFit& fit) {
+      for (int k = 1; k < fit.nknots; ++k) fit.us[k] = fit.us[0] + (fit.us[k] - fit.us[0]) / s;
+    });
+  }
+  if (const double s = scaleOf(spec.hopUs, m.hopUs); s > 0) {
+    for (int p = 0; p < kNumProtos; ++p) m.hopUs[p] *= s;
+    eachFit([&](ChoiceFit& fit) {
+      const double more = fit.us[0] * (s - 1);
+      for (int k = 0; k < fit.nknots; ++k) fit.us[k] += more;
+    });
+  }
   m.netBwGBs = spec.linkGbps / 8.0;
   if (spec.linkUs > 0) m.netHopUs = spec.linkUs;
   return m;

@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""The tuner's predicted time against the measured one over several rounds (scripts/model_check.sh
+writes the JSON: np<N>_<collective>_r<R>.json, each from build/<collective>_perf -J).
+
+Usage: scripts/model_check.py FILE.json [FILE.json ...]
+The model predicts an out-of-place call (chorus-tune times those). Prints per rank count a markdown
+table: collective, size, the tuner's choice (every one seen over the rounds), the predicted time,
+the out-of-place time median and best over the rounds, predicted / measured (median), whether that
+is within 25%, and predicted / the in-place time (median), which the model does not tell apart;
+then a summary per rank count and collective.
+"""
+import collections
+import json
+import os
+import re
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nccl_table import size_label  # noqa: E402
+
+NAME = re.compile(r"np(\d+)_(\w+?)_r(\d+)\.json$")
+
+
+def main(paths):
+    runs = collections.defaultdict(lambda: {"meas": [], "inpl": [], "pred": [], "algo": set()})
+    for path in paths:
+        m = NAME.search(os.path.basename(path))
+        if not m:
+            sys.exit(f"model_check: {path} is not named np<N>_<collective>_r<R>.json")
+        np_, coll = int(m.group(1)), m.group(2)
+        for r in json.load(open(path))["results"]:
+            if r["size"] == 0:  # a rank's count of 0 (-b 8 on 3 or more ranks): no call to model
+                continue
+            row = runs[(np_, coll, r["size"])]
+            row["meas"].append(r["out_of_place"]["time"])
+            row["inpl"].append(r["in_place"]["time"])
+            if r.get("predicted_time"):
+                row["pred"].append(r["predicted_time"])
+            row["algo"].add(f'{r["algorithm"]}/{r["protocol"]}/{r["nchannels"]}')
+    summary = collections.defaultdict(lambda: [0, 0, [], 0, []])
+    for np_ in sorted({k[0] for k in runs}):
+        print(f"{np_} ranks\n")
+        print("| collective | size | choice | predicted us | out of place us, median (best) "
+              "| predicted / measured | within 25% | predicted / in place |")
+        print("| --- | ---: | --- | ---: | ---: | ---: | --- | ---: |")
+        for (n, coll, size) in sorted(runs, key=lambda k: (k[1], k[2])):
+            if n != np_:
+                continue
+            row = runs[(n, coll, size)]
+            med, best = statistics.median(row["meas"]), min(row["meas"])
+            algo = ", ".join(sorted(row["algo"]))
+            if not row["pred"] or med <= 0:
+                print(f"| {coll} | {size_label(size)} | {algo} | - | {med:.2f} ({best:.2f}) | - | - | - |")
+                continue
+            pred = statistics.median(row["pred"])
+            ratio = pred / med
+            ok = 0.75 <= ratio <= 1.25
+            s = summary[(n, coll)]
+            s[0] += ok
+            s[1] += 1
+            s[2].append(ratio)
+            inpl = pred / statistics.median(row["inpl"])
+            s[3] += 0.75 <= inpl <= 1.25
+            s[4].append(inpl)
+            print(f"| {coll} | {size_label(size)} | {algo} | {pred:.2f} | {med:.2f} ({best:.2f}) "
+                  f"| {ratio:.2f} | {'yes' if ok else 'no'} | {inpl:.2f} |")
+        print()
+    print("| ranks | collective | out of place: sizes within 25% | predicted / measured "
+          "| in place: within 25% | predicted / measured |")
+    print("| ---: | --- | ---: | --- | ---: | --- |")
+    for (n, coll), (ok, total, ratios, iok, iratios) in sorted(summary.items()):
+        print(f"| {n} | {coll} | {ok} of {total} | {min(ratios):.2f}-{max(ratios):.2f} "
+              f"| {iok} of {total} | {min(iratios):.2f}-{max(iratios):.2f} |")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    main(sys.argv[1:])

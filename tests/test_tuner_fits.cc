@@ -1,0 +1,195 @@
+// The tuner's fitted choices on one node (tune/tuner.h ChoiceFit): the built-in model holds a
+// fit for every choice the tuner may pick on 2 ranks, predicts each fit's measured times at its
+// sizes and linearly between them, scales them to other rank counts by hand-offs and bytes, and
+// the tuner cache keeps them exactly (chorus-tune writes it, communicators read it).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "comm/comm.h"
+#include "tune/calibration.h"
+#include "tune/tuner.h"
+
+namespace {
+
+using namespace chorus;
+
+constexpr OpKind kKinds[] = {OpKind::kAllReduce, OpKind::kBroadcast, OpKind::kReduce,
+                             OpKind::kAllGather, OpKind::kReduceScatter};
+
+// The set of `m` measured on `nranks` ranks, or -1.
+int setOf(const MachineModel& m, int nranks) {
+  for (int set = 0; set < kFitSets; ++set)
+    for (const auto& perKind : m.fits[set])
+      for (const auto& perAlgo : perKind)
+        for (const auto& perProto : perAlgo)
+          for (const ChoiceFit& f : perProto)
+            if (f.measured && f.nranks == nranks) return set;
+  return -1;
+}
+
+// Every choice chorus-tune fits on 2 and on 4 ranks has a built-in fit measured on that many
+// ranks (of the reference VM's 2 cores), at sizes that grow, with times that are positive.
+TEST(TunerFits, BuiltInModelFitsEveryChoiceOnTwoAndFourRanks) {
+  const MachineModel m = defaultModel();
+  for (int n : {2, 4}) {
+    const int set = setOf(m, n);
+    ASSERT_GE(set, 0) << "no built-in fits on " << n << " ranks";
+    int fitted = 0;
+    for (OpKind k : kKinds)
+      for (int a = 0; a < numAlgos(); ++a)
+        for (int p = 0; p < kNumProtos; ++p)
+          for (int ch = 1; ch <= kCalibratedChannels; ++ch) {
+            const ChoiceFit& f = m.fits[set][int(k)][a][p][ch - 1];
+            const std::string what = std::string(collectiveKey(k)) + " " + algoName(Algo(a)) +
+                                     "/" + protoName(Proto(p)) + "/" + std::to_string(ch) +
+                                     " on " + std::to_string(n);
+            if (!fittable(k, Algo(a), Proto(p), ch, n)) {
+              EXPECT_FALSE(f.measured) << what << " is fitted but chorus-tune does not time it";
+              continue;
+            }
+            ++fitted;
+            ASSERT_TRUE(f.measured) << what << " has no built-in fit";
+            EXPECT_EQ(f.nranks, n) << what;
+            EXPECT_EQ(f.cores, 2) << what;
+            ASSERT_GE(f.nknots, 2) << what;
+            for (int i = 0; i < f.nknots; ++i) {
+              EXPECT_GT(f.us[i], 0) << what << " at " << f.bytes[i];
+              if (i > 0) {
+                EXPECT_GT(f.bytes[i], f.bytes[i - 1]) << what;
+              }
+            }
+          }
+    EXPECT_GE(fitted, 15) << n << " ranks";  // ring, tree, chain, one-shot...; protocols; channels
+  }
+}
+
+// On the fit's own rank count the model returns the measured times at the measured sizes, the
+// straight line between two of them, and the last segment's slope beyond the last; the times
+// never fall with the size (a larger call is not faster).
+TEST(TunerFits, PredictsTheMeasuredTimesAndLinesBetween) {
+  const MachineModel& m = machineModel();
+  int checked = 0;
+  for (int set = 0; set < kFitSets; ++set)
+  for (OpKind k : kKinds)
+    for (int a = 0; a < numAlgos(); ++a)
+      for (int p = 0; p < kNumProtos; ++p)
+        for (int ch = 1; ch <= kCalibratedChannels; ++ch) {
+          const ChoiceFit& f = m.fits[set][int(k)][a][p][ch - 1];
+          if (!f.measured || f.nknots < 2) continue;
+          Shape own{f.nranks, 1, true};  // the node it was measured on
+          own.onlineCores = f.cores;
+          own.oversubscribed = f.nranks > f.cores;
+          const std::string what = std::string(collectiveKey(k)) + " " + algoName(Algo(a)) +
+                                   "/" + protoName(Proto(p)) + "/" + std::to_string(ch) + " on " +
+                                   std::to_string(f.nranks);
+          auto predict = [&](double bytes) {
+            return predictUs(k, Algo(a), Proto(p), ch, own, size_t(bytes));
+          };
+          for (int i = 0; i < f.nknots; ++i)
+            EXPECT_NEAR(predict(f.bytes[i]), f.us[i], 1e-9 * f.us[i] + 1e-9)
+                << what << " at " << f.bytes[i];
+          for (int i = 0; i + 1 < f.nknots; ++i) {
+            const double lo = f.bytes[i], hi = f.bytes[i + 1];
+            const double mid = std::floor((lo + hi) / 2);
+            const double want = f.us[i] + (f.us[i + 1] - f.us[i]) * (mid - lo) / (hi - lo);
+            EXPECT_NEAR(predict(mid), want, 1e-9 * want + 1e-9) << what << " at " << mid;
+            EXPECT_GE(f.us[i + 1], f.us[i]) << what << " falls at " << hi;
+          }
+          const size_t limit = slotLimit(Algo(a), k, f.nranks);
+          const double last = f.bytes[f.nknots - 1], prev = f.bytes[f.nknots - 2];
+          if (double(limit) >= 2 * last) {
+            const double slope = (f.us[f.nknots - 1] - f.us[f.nknots - 2]) / (last - prev);
+            EXPECT_NEAR(predict(2 * last), f.us[f.nknots - 1] + slope * last,
+                        1e-9 * f.us[f.nknots - 1])
+                << what << " beyond its last size";
+          }
+          ++checked;
+        }
+  EXPECT_GE(checked, 20);
+}
+
+// On another rank count the time at 8 B scales with the algorithm's hand-offs and the rest with
+// its bytes per rank: 4 ranks with a core each start from the 2 ranks with a core each (the
+// 4 ranks measured on 2 cores shared theirs).
+TEST(TunerFits, ScalesToOtherRankCounts) {
+  const MachineModel& m = machineModel();
+  Shape four{4, 1, true};
+  four.onlineCores = 4;
+  const int set = setOf(m, 2);
+  ASSERT_GE(set, 0);
+  const ChoiceFit& f = m.fits[set][int(OpKind::kAllGather)][int(Algo::kRing)][0][0];
+  ASSERT_TRUE(f.measured);
+  ASSERT_EQ(f.nranks, 2);
+  // The ring AllGather: n - 1 hand-offs, (n - 1) / n of the bytes per rank.
+  const double hops = modelHops(OpKind::kAllGather, Algo::kRing, 4) /
+                      modelHops(OpKind::kAllGather, Algo::kRing, 2);
+  const double bytes = modelByteFactor(OpKind::kAllGather, Algo::kRing, 4) /
+                       modelByteFactor(OpKind::kAllGather, Algo::kRing, 2);
+  EXPECT_DOUBLE_EQ(hops, 3.0);
+  EXPECT_DOUBLE_EQ(bytes, 1.5);
+  const double big = f.bytes[f.nknots - 1];
+  EXPECT_NEAR(predictUs(OpKind::kAllGather, Algo::kRing, Proto::kSimple, 1, four, size_t(big)),
+              f.us[0] * hops + (f.us[f.nknots - 1] - f.us[0]) * bytes, 1e-9 * big);
+}
+
+// The tuner cache keeps every fit exactly (sizes as integers, times to 6 digits), and a line it
+// cannot read is skipped with the rest of the cache kept.
+TEST(TunerFits, CacheKeepsTheFits) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("chorus_fits_" + std::to_string(getpid())))
+          .string();
+  const char* old = getenv("XDG_CACHE_HOME");
+  const std::string saved = old ? old : "";
+  setenv("XDG_CACHE_HOME", dir.c_str(), 1);
+  unsetenv("CHORUS_TUNE_CACHE_DISABLE");
+  auto wanted = std::make_unique<MachineModel>(defaultModel());
+  MachineModel& want = *wanted;
+  ChoiceFit& f = want.fits[0][int(OpKind::kBroadcast)][int(Algo::kChain)][0][0];
+  ASSERT_TRUE(f.measured);
+  f.us[1] = (f.us[0] + f.us[2]) / 2;  // a time the built-in table does not hold
+  f.bytes[f.nknots - 1] = double(size_t(48) << 20);
+  std::string err;
+  ASSERT_TRUE(saveModel(want, &err)) << err;
+  {
+    std::ofstream add(tuneCachePath(), std::ios::app);
+    add << "fit broadcast chain simple 1 2 2 3 8 1.0 4 2.0\n";  // sizes that do not grow
+    add << "fit nosuch ring simple 1 2 2 1 8 1.0\n";
+    add << "fit broadcast chain simple 1 6 2 1 8 1.0\n";  // a third rank count: no set left
+  }
+  auto loaded = std::make_unique<MachineModel>(loadOrDefaultModel());
+  const MachineModel& got = *loaded;
+  EXPECT_TRUE(got.calibrated);
+  for (int set = 0; set < kFitSets; ++set)
+  for (OpKind k : kKinds)
+    for (int a = 0; a < numAlgos(); ++a)
+      for (int p = 0; p < kNumProtos; ++p)
+        for (int ch = 0; ch < kCalibratedChannels; ++ch) {
+          const ChoiceFit& w = want.fits[set][int(k)][a][p][ch];
+          const ChoiceFit& g = got.fits[set][int(k)][a][p][ch];
+          ASSERT_EQ(w.measured, g.measured);
+          if (!w.measured) continue;
+          ASSERT_EQ(w.nknots, g.nknots);
+          EXPECT_EQ(w.nranks, g.nranks);
+          EXPECT_EQ(w.cores, g.cores);
+          for (int i = 0; i < w.nknots; ++i) {
+            EXPECT_EQ(w.bytes[i], g.bytes[i]);
+            EXPECT_NEAR(w.us[i], g.us[i], 1e-5 * w.us[i]);
+          }
+        }
+  EXPECT_EQ(got.cacheBytes, want.cacheBytes);
+  std::filesystem::remove_all(dir);
+  if (old)
+    setenv("XDG_CACHE_HOME", saved.c_str(), 1);
+  else
+    unsetenv("XDG_CACHE_HOME");
+}
+
+}  // namespace
