@@ -48,9 +48,9 @@ TEST(TunerFits, BuiltInModelFitsEveryChoiceOnTwoAndFourRanks) {
         for (int p = 0; p < kNumProtos; ++p)
           for (int ch = 1; ch <= kCalibratedChannels; ++ch) {
             const ChoiceFit& f = m.fits[set][int(k)][a][p][ch - 1];
-            const std::string what = std::string(collectiveKey(k)) + " " + algoName(Algo(a)) +
-                                     "/" + protoName(Proto(p)) + "/" + std::to_string(ch) +
-                                     " on " + std::to_string(n);
+            const std::string what = std::string(collectiveKey(k)) + " " + algoName(Algo(a)) + "/" +
+                                     protoName(Proto(p)) + "/" + std::to_string(ch) + " on " +
+                                     std::to_string(n);
             if (!fittable(k, Algo(a), Proto(p), ch, n)) {
               EXPECT_FALSE(f.measured) << what << " is fitted but chorus-tune does not time it";
               continue;
@@ -78,41 +78,41 @@ TEST(TunerFits, PredictsTheMeasuredTimesAndLinesBetween) {
   const MachineModel& m = machineModel();
   int checked = 0;
   for (int set = 0; set < kFitSets; ++set)
-  for (OpKind k : kKinds)
-    for (int a = 0; a < numAlgos(); ++a)
-      for (int p = 0; p < kNumProtos; ++p)
-        for (int ch = 1; ch <= kCalibratedChannels; ++ch) {
-          const ChoiceFit& f = m.fits[set][int(k)][a][p][ch - 1];
-          if (!f.measured || f.nknots < 2) continue;
-          Shape own{f.nranks, 1, true};  // the node it was measured on
-          own.onlineCores = f.cores;
-          own.oversubscribed = f.nranks > f.cores;
-          const std::string what = std::string(collectiveKey(k)) + " " + algoName(Algo(a)) +
-                                   "/" + protoName(Proto(p)) + "/" + std::to_string(ch) + " on " +
-                                   std::to_string(f.nranks);
-          auto predict = [&](double bytes) {
-            return predictUs(k, Algo(a), Proto(p), ch, own, size_t(bytes));
-          };
-          for (int i = 0; i < f.nknots; ++i)
-            EXPECT_NEAR(predict(f.bytes[i]), f.us[i], 1e-9 * f.us[i] + 1e-9)
-                << what << " at " << f.bytes[i];
-          for (int i = 0; i + 1 < f.nknots; ++i) {
-            const double lo = f.bytes[i], hi = f.bytes[i + 1];
-            const double mid = std::floor((lo + hi) / 2);
-            const double want = f.us[i] + (f.us[i + 1] - f.us[i]) * (mid - lo) / (hi - lo);
-            EXPECT_NEAR(predict(mid), want, 1e-9 * want + 1e-9) << what << " at " << mid;
-            EXPECT_GE(f.us[i + 1], f.us[i]) << what << " falls at " << hi;
+    for (OpKind k : kKinds)
+      for (int a = 0; a < numAlgos(); ++a)
+        for (int p = 0; p < kNumProtos; ++p)
+          for (int ch = 1; ch <= kCalibratedChannels; ++ch) {
+            const ChoiceFit& f = m.fits[set][int(k)][a][p][ch - 1];
+            if (!f.measured || f.nknots < 2) continue;
+            Shape own{f.nranks, 1, true};  // the node it was measured on
+            own.onlineCores = f.cores;
+            own.oversubscribed = f.nranks > f.cores;
+            const std::string what = std::string(collectiveKey(k)) + " " + algoName(Algo(a)) + "/" +
+                                     protoName(Proto(p)) + "/" + std::to_string(ch) + " on " +
+                                     std::to_string(f.nranks);
+            auto predict = [&](double bytes) {
+              return predictUs(k, Algo(a), Proto(p), ch, own, size_t(bytes));
+            };
+            for (int i = 0; i < f.nknots; ++i)
+              EXPECT_NEAR(predict(f.bytes[i]), f.us[i], 1e-9 * f.us[i] + 1e-9)
+                  << what << " at " << f.bytes[i];
+            for (int i = 0; i + 1 < f.nknots; ++i) {
+              const double lo = f.bytes[i], hi = f.bytes[i + 1];
+              const double mid = std::floor((lo + hi) / 2);
+              const double want = f.us[i] + (f.us[i + 1] - f.us[i]) * (mid - lo) / (hi - lo);
+              EXPECT_NEAR(predict(mid), want, 1e-9 * want + 1e-9) << what << " at " << mid;
+              EXPECT_GE(f.us[i + 1], f.us[i]) << what << " falls at " << hi;
+            }
+            const size_t limit = slotLimit(Algo(a), k, f.nranks);
+            const double last = f.bytes[f.nknots - 1], prev = f.bytes[f.nknots - 2];
+            if (double(limit) >= 2 * last) {
+              const double slope = (f.us[f.nknots - 1] - f.us[f.nknots - 2]) / (last - prev);
+              EXPECT_NEAR(predict(2 * last), f.us[f.nknots - 1] + slope * last,
+                          1e-9 * f.us[f.nknots - 1])
+                  << what << " beyond its last size";
+            }
+            ++checked;
           }
-          const size_t limit = slotLimit(Algo(a), k, f.nranks);
-          const double last = f.bytes[f.nknots - 1], prev = f.bytes[f.nknots - 2];
-          if (double(limit) >= 2 * last) {
-            const double slope = (f.us[f.nknots - 1] - f.us[f.nknots - 2]) / (last - prev);
-            EXPECT_NEAR(predict(2 * last), f.us[f.nknots - 1] + slope * last,
-                        1e-9 * f.us[f.nknots - 1])
-                << what << " beyond its last size";
-          }
-          ++checked;
-        }
   EXPECT_GE(checked, 20);
 }
 
@@ -129,8 +129,8 @@ TEST(TunerFits, ScalesToOtherRankCounts) {
   ASSERT_TRUE(f.measured);
   ASSERT_EQ(f.nranks, 2);
   // The ring AllGather: n - 1 hand-offs, (n - 1) / n of the bytes per rank.
-  const double hops = modelHops(OpKind::kAllGather, Algo::kRing, 4) /
-                      modelHops(OpKind::kAllGather, Algo::kRing, 2);
+  const double hops =
+      modelHops(OpKind::kAllGather, Algo::kRing, 4) / modelHops(OpKind::kAllGather, Algo::kRing, 2);
   const double bytes = modelByteFactor(OpKind::kAllGather, Algo::kRing, 4) /
                        modelByteFactor(OpKind::kAllGather, Algo::kRing, 2);
   EXPECT_DOUBLE_EQ(hops, 3.0);
@@ -168,22 +168,22 @@ TEST(TunerFits, CacheKeepsTheFits) {
   const MachineModel& got = *loaded;
   EXPECT_TRUE(got.calibrated);
   for (int set = 0; set < kFitSets; ++set)
-  for (OpKind k : kKinds)
-    for (int a = 0; a < numAlgos(); ++a)
-      for (int p = 0; p < kNumProtos; ++p)
-        for (int ch = 0; ch < kCalibratedChannels; ++ch) {
-          const ChoiceFit& w = want.fits[set][int(k)][a][p][ch];
-          const ChoiceFit& g = got.fits[set][int(k)][a][p][ch];
-          ASSERT_EQ(w.measured, g.measured);
-          if (!w.measured) continue;
-          ASSERT_EQ(w.nknots, g.nknots);
-          EXPECT_EQ(w.nranks, g.nranks);
-          EXPECT_EQ(w.cores, g.cores);
-          for (int i = 0; i < w.nknots; ++i) {
-            EXPECT_EQ(w.bytes[i], g.bytes[i]);
-            EXPECT_NEAR(w.us[i], g.us[i], 1e-5 * w.us[i]);
+    for (OpKind k : kKinds)
+      for (int a = 0; a < numAlgos(); ++a)
+        for (int p = 0; p < kNumProtos; ++p)
+          for (int ch = 0; ch < kCalibratedChannels; ++ch) {
+            const ChoiceFit& w = want.fits[set][int(k)][a][p][ch];
+            const ChoiceFit& g = got.fits[set][int(k)][a][p][ch];
+            ASSERT_EQ(w.measured, g.measured);
+            if (!w.measured) continue;
+            ASSERT_EQ(w.nknots, g.nknots);
+            EXPECT_EQ(w.nranks, g.nranks);
+            EXPECT_EQ(w.cores, g.cores);
+            for (int i = 0; i < w.nknots; ++i) {
+              EXPECT_EQ(w.bytes[i], g.bytes[i]);
+              EXPECT_NEAR(w.us[i], g.us[i], 1e-5 * w.us[i]);
+            }
           }
-        }
   EXPECT_EQ(got.cacheBytes, want.cacheBytes);
   std::filesystem::remove_all(dir);
   if (old)
