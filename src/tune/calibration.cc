@@ -183,11 +183,7 @@ MachineModel loadOrDefaultModel() {
       }
       fit.measured = true;
       if (ok && !fitsCleared) {  // a cache's fits replace the built-in ones, all of them
-        for (auto& set : c.fits)
-          for (auto& perKind : set)
-            for (auto& perAlgo : perKind)
-              for (auto& perProto : perAlgo)
-                for (ChoiceFit& f : perProto) f.measured = false;
+        forEachFit(c, [](FitIndex, ChoiceFit& f) { f.measured = false; });
         fitsCleared = true;
       }
       if (!ok || !setFit(&c, coll, algo, proto, ch, fit))
@@ -225,20 +221,13 @@ bool saveModel(const MachineModel& m, std::string* error) {
   f << "channels " << m.channelGain << " " << m.channelWakeUs << "\n";
   f << "net " << m.netHopUs << " " << m.netBwGBs << "\n";
   f << "cache " << static_cast<unsigned long long>(m.cacheBytes) << " " << m.cacheBwGain << "\n";
-  for (int set = 0; set < kFitSets; ++set)
-    for (int k = 0; k < kFitKinds; ++k)
-      for (int a = 0; a < numAlgos(); ++a)
-        for (int p = 0; p < kNumProtos; ++p)
-          for (int ch = 1; ch <= kCalibratedChannels; ++ch) {
-            const ChoiceFit& fit = m.fits[set][k][a][p][ch - 1];
-            if (!fit.measured) continue;
-            f << "fit " << collectiveKey(OpKind(k)) << " " << algoName(Algo(a)) << " "
-              << protoName(Proto(p)) << " " << ch << " " << fit.nranks << " " << fit.cores << " "
-              << fit.nknots;
-            for (int i = 0; i < fit.nknots; ++i)
-              f << " " << static_cast<unsigned long long>(fit.bytes[i]) << " " << fit.us[i];
-            f << "\n";
-          }
+  forEachFit(m, [&](FitIndex at, const ChoiceFit& fit) {
+    f << "fit " << collectiveKey(at.kind) << " " << algoName(at.algo) << " " << protoName(at.proto)
+      << " " << at.channels << " " << fit.nranks << " " << fit.cores << " " << fit.nknots;
+    for (int i = 0; i < fit.nknots; ++i)
+      f << " " << static_cast<unsigned long long>(fit.bytes[i]) << " " << fit.us[i];
+    f << "\n";
+  });
   return bool(f);
 }
 

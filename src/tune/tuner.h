@@ -100,6 +100,25 @@ size_t slotLimit(Algo a, OpKind kind, int nranks);
 // (AlgoDesc::hops, byteFactor; treeDepth -1: the communicator's double binary tree's).
 double modelHops(OpKind kind, Algo a, int nranks, int treeDepth = -1);
 double modelByteFactor(OpKind kind, Algo a, int nranks);
+// Where a fit sits in MachineModel::fits, and a call of f(where, fit) for every measured fit of
+// `m` (const or not), in table order: the cache, chorus-tune and the cluster model walk them so.
+struct FitIndex {
+  int set;
+  OpKind kind;
+  Algo algo;
+  Proto proto;
+  int channels;
+};
+template <class Model, class F>
+void forEachFit(Model& m, F&& f) {
+  for (int set = 0; set < kFitSets; ++set)
+    for (int k = 0; k < kFitKinds; ++k)
+      for (int a = 0; a < kMaxAlgos; ++a)
+        for (int p = 0; p < kNumProtos; ++p)
+          for (int ch = 1; ch <= kCalibratedChannels; ++ch)
+            if (m.fits[set][k][a][p][ch - 1].measured)
+              f(FitIndex{set, OpKind(k), Algo(a), Proto(p), ch}, m.fits[set][k][a][p][ch - 1]);
+}
 // Whether chorus-tune fits (kind, a, p, channels) on `nranks` ranks of one node: every choice the
 // tuner may pick unnamed there but the zero-copy one (it needs registered buffers).
 bool fittable(OpKind kind, Algo a, Proto p, int nchannels, int nranks);

@@ -49,14 +49,7 @@ MachineModel clusterModel(const MachineModel& base, const ClusterSpec& spec) {
   const int simple = int(Proto::kSimple);
   // A described value replaces the Simple protocol's term; the other protocols and every fitted
   // choice keep their measured ratio to it: a fit's time at 8 B is its latency, the rest its bytes.
-  auto eachFit = [&](auto&& f) {
-    for (auto& set : m.fits)
-      for (auto& perKind : set)
-        for (auto& perAlgo : perKind)
-          for (auto& perProto : perAlgo)
-            for (ChoiceFit& fit : perProto)
-              if (fit.measured) f(fit);
-  };
+  auto eachFit = [&](auto&& f) { forEachFit(m, [&](FitIndex, ChoiceFit& fit) { f(fit); }); };
   auto scaleOf = [&](double want, const double* terms) {
     return want > 0 && terms[simple] > 0 ? want / terms[simple] : 0.0;
   };
