@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 
@@ -81,7 +82,8 @@ TEST(ClusterModel, TreeAcrossNodesCountsItsPipelineFill) {
 // The described link and memory replace the model's; the rows carry seed 001's ideal and
 // nccl-tests' bus bandwidth.
 TEST(ClusterModel, RowsFollowTheDescription) {
-  const MachineModel saved = machineModel();
+  const auto kept = std::make_unique<MachineModel>(machineModel());  // about 150 KiB
+  const MachineModel& saved = *kept;
   ClusterSpec spec;
   spec.nodes = 16;
   spec.perNode = 8;
@@ -90,7 +92,7 @@ TEST(ClusterModel, RowsFollowTheDescription) {
   spec.memGBs = 20;
   spec.minBytes = 1024;
   spec.maxBytes = size_t(256) << 20;
-  setMachineModel(clusterModel(saved, spec));
+  setMachineModel(*clusterModel(saved, spec));
   const auto rows = predictCluster(spec, "all");
   setMachineModel(saved);
   ASSERT_FALSE(rows.empty());
@@ -117,7 +119,7 @@ TEST(ClusterModel, RowsFollowTheDescription) {
   // prediction beats seed 001's ideal, which is then the intra-node term.
   ClusterSpec memBound = spec;
   memBound.memGBs = 5;
-  setMachineModel(clusterModel(saved, memBound));
+  setMachineModel(*clusterModel(saved, memBound));
   const auto memRows = predictCluster(memBound, "all");
   setMachineModel(saved);
   const double memIdeal = 5.0 * 127 / (128 - 16);
@@ -128,7 +130,7 @@ TEST(ClusterModel, RowsFollowTheDescription) {
   // A faster link never predicts a slower collective.
   ClusterSpec slow = spec;
   slow.linkGbps = 25;
-  setMachineModel(clusterModel(saved, slow));
+  setMachineModel(*clusterModel(saved, slow));
   const auto slowRows = predictCluster(slow, "all");
   setMachineModel(saved);
   ASSERT_EQ(slowRows.size(), rows.size());

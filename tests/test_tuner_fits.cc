@@ -38,7 +38,8 @@ int setOf(const MachineModel& m, int nranks) {
 // Every choice chorus-tune fits on 2 and on 4 ranks has a built-in fit measured on that many
 // ranks (of the reference VM's 2 cores), at sizes that grow, with times that are positive.
 TEST(TunerFits, BuiltInModelFitsEveryChoiceOnTwoAndFourRanks) {
-  const MachineModel m = defaultModel();
+  const std::unique_ptr<MachineModel> model = defaultModel();
+  const MachineModel& m = *model;
   for (int n : {2, 4}) {
     const int set = setOf(m, n);
     ASSERT_GE(set, 0) << "no built-in fits on " << n << " ranks";
@@ -150,7 +151,7 @@ TEST(TunerFits, CacheKeepsTheFits) {
   const std::string saved = old ? old : "";
   setenv("XDG_CACHE_HOME", dir.c_str(), 1);
   unsetenv("CHORUS_TUNE_CACHE_DISABLE");
-  auto wanted = std::make_unique<MachineModel>(defaultModel());
+  std::unique_ptr<MachineModel> wanted = defaultModel();
   MachineModel& want = *wanted;
   ChoiceFit& f = want.fits[0][int(OpKind::kBroadcast)][int(Algo::kChain)][0][0];
   ASSERT_TRUE(f.measured);
@@ -164,7 +165,7 @@ TEST(TunerFits, CacheKeepsTheFits) {
     add << "fit nosuch ring simple 1 2 2 1 8 1.0\n";
     add << "fit broadcast chain simple 1 6 2 1 8 1.0\n";  // a third rank count: no set left
   }
-  auto loaded = std::make_unique<MachineModel>(loadOrDefaultModel());
+  const std::unique_ptr<MachineModel> loaded = loadOrDefaultModel();
   const MachineModel& got = *loaded;
   EXPECT_TRUE(got.calibrated);
   for (int set = 0; set < kFitSets; ++set)

@@ -97,10 +97,12 @@ bool setFit(MachineModel* m, const std::string& collective, const std::string& a
 }
 }  // namespace
 
-MachineModel defaultModel() {
+std::unique_ptr<MachineModel> defaultModel() {
   // Measured by chorus-tune on the 2-core reference VM (docs/performance.md, quiet); a cache
-  // written by chorus-tune on this machine replaces them.
-  MachineModel m{};
+  // written by chorus-tune on this machine replaces them. On the heap: a model holds every fit
+  // (about 150 KiB), and this may run on any thread, with any stack.
+  auto model = std::make_unique<MachineModel>();
+  MachineModel& m = *model;
   m.hopUs[int(Proto::kSimple)] = 0.569821;
   m.baseUs[int(Proto::kSimple)] = 0.1607;
   m.bwGBs[int(Proto::kSimple)] = 6.94421;
@@ -134,11 +136,11 @@ MachineModel defaultModel() {
     setFit(&m, r.collective, r.algo, r.proto, r.channels, fit);
   }
   m.calibrated = false;
-  return m;
+  return model;
 }
 
-MachineModel loadOrDefaultModel() {
-  MachineModel m = defaultModel();
+std::unique_ptr<MachineModel> loadOrDefaultModel() {
+  std::unique_ptr<MachineModel> m = defaultModel();
   if (envInt("CHORUS_TUNE_CACHE_DISABLE", 0)) return m;
   std::ifstream f(tuneCachePath());
   if (!f) {
@@ -147,8 +149,7 @@ MachineModel loadOrDefaultModel() {
     return m;
   }
   std::string line, machine, version;
-  // On the heap: a model holds every fit (about 150 KiB), and this may run on any thread.
-  auto cached = std::make_unique<MachineModel>(m);
+  auto cached = std::make_unique<MachineModel>(*m);
   MachineModel& c = *cached;
   bool fitsCleared = false;
   while (std::getline(f, line)) {
@@ -200,7 +201,7 @@ MachineModel loadOrDefaultModel() {
     return m;
   }
   c.calibrated = true;
-  return c;
+  return cached;
 }
 
 bool saveModel(const MachineModel& m, std::string* error) {

@@ -3,6 +3,7 @@
 // machine or by another library version is ignored (with a warning), never used stale.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "tune/tuner.h"
@@ -12,9 +13,10 @@ namespace chorus {
 // This machine's identity as the cache records it: hostname, CPU model, cores.
 std::string machineKey();
 std::string tuneCachePath();
-// The cached model if valid for this machine and version, else built-in defaults.
-MachineModel loadOrDefaultModel();
-MachineModel defaultModel();
+// The cached model if valid for this machine and version, else built-in defaults. Both on the
+// heap: a model holds every measured fit (about 150 KiB).
+std::unique_ptr<MachineModel> loadOrDefaultModel();
+std::unique_ptr<MachineModel> defaultModel();
 bool saveModel(const MachineModel& m, std::string* error);
 
 }  // namespace chorus

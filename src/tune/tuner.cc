@@ -110,7 +110,7 @@ const MachineModel& machineModel() {
   std::lock_guard<std::mutex> l(gModelMu);
   m = gModel.load(std::memory_order_acquire);
   if (m == nullptr) {
-    modelStore().push_back(std::make_unique<MachineModel>(loadOrDefaultModel()));
+    modelStore().push_back(loadOrDefaultModel());
     m = modelStore().back().get();
     gModel.store(m, std::memory_order_release);
   }

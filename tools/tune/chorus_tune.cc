@@ -502,7 +502,7 @@ int main(int argc, char** argv) {
               spec.maxBytes);
       return 2;
     }
-    setMachineModel(clusterModel(machineModel(), spec));
+    setMachineModel(*clusterModel(machineModel(), spec));
     const auto rows = predictCluster(spec, collectiveSet ? collective.c_str() : "all");
     if (rows.empty()) {
       fprintf(stderr, "chorus-tune: unknown collective '%s'\n", collective.c_str());
@@ -528,7 +528,8 @@ int main(int argc, char** argv) {
     if (std::min(8, 2 * cores) > 2) fitRanks.push_back(std::min(8, 2 * cores));
   }
   if (measure) {
-    MachineModel m = defaultModel();
+    std::unique_ptr<MachineModel> model = defaultModel();
+    MachineModel& m = *model;
     const double hops = 2.0 * (n - 1), share = 2.0 * (n - 1) / n;
     double base = timeAllReduce(1, 8, "ring", "simple", 1, 20000);
     for (int pi = 0; pi < kNumProtos; ++pi) {

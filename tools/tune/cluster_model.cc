@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,8 +45,9 @@ bool parseClusterShape(const char* s, int* nodes, int* perNode) {
          (x == 'x' || x == 'X') && *nodes >= 1 && *perNode >= 1 && *nodes * *perNode <= 65536;
 }
 
-MachineModel clusterModel(const MachineModel& base, const ClusterSpec& spec) {
-  MachineModel m = base;
+std::unique_ptr<MachineModel> clusterModel(const MachineModel& base, const ClusterSpec& spec) {
+  auto model = std::make_unique<MachineModel>(base);  // about 150 KiB: on the heap
+  MachineModel& m = *model;
   const int simple = int(Proto::kSimple);
   // A described value replaces the Simple protocol's term; the other protocols and every fitted
   // choice keep their measured ratio to it: a fit's time at 8 B is its latency, the rest its bytes.
@@ -68,7 +70,7 @@ MachineModel clusterModel(const MachineModel& base, const ClusterSpec& spec) {
   }
   m.netBwGBs = spec.linkGbps / 8.0;
   if (spec.linkUs > 0) m.netHopUs = spec.linkUs;
-  return m;
+  return model;
 }
 
 Shape clusterShape(const ClusterSpec& spec) {

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdio>
+#include <memory>
 #include <vector>
 
 #include "tune/tuner.h"
@@ -34,10 +35,10 @@ struct ClusterRow {
 // "16x8" -> 16 nodes of 8 ranks.
 bool parseClusterShape(const char* s, int* nodes, int* perNode);
 // `base` with the described link, memory bandwidth and hand-off in place of its own.
-MachineModel clusterModel(const MachineModel& base, const ClusterSpec& spec);
+std::unique_ptr<MachineModel> clusterModel(const MachineModel& base, const ClusterSpec& spec);
 Shape clusterShape(const ClusterSpec& spec);
 // Rows per collective ("all" or one name) and size (x4 steps), under the machine model in force
-// (setMachineModel(clusterModel(...)) first).
+// (setMachineModel(*clusterModel(...)) first).
 std::vector<ClusterRow> predictCluster(const ClusterSpec& spec, const char* only);
 void printCluster(const ClusterSpec& spec, const std::vector<ClusterRow>& rows);
 void writeClusterJson(FILE* f, const ClusterSpec& spec, const std::vector<ClusterRow>& rows);
