@@ -35,12 +35,12 @@ int setOf(const MachineModel& m, int nranks) {
   return -1;
 }
 
-// Every choice chorus-tune fits on 2 and on 4 ranks has a built-in fit measured on that many
+// Every choice chorus-tune fits on 2, 4 and 8 ranks has a built-in fit measured on that many
 // ranks (of the reference VM's 2 cores), at sizes that grow, with times that are positive.
-TEST(TunerFits, BuiltInModelFitsEveryChoiceOnTwoAndFourRanks) {
+TEST(TunerFits, BuiltInModelFitsEveryChoiceOnTwoFourAndEightRanks) {
   const std::unique_ptr<MachineModel> model = defaultModel();
   const MachineModel& m = *model;
-  for (int n : {2, 4}) {
+  for (int n : {2, 4, 8}) {
     const int set = setOf(m, n);
     ASSERT_GE(set, 0) << "no built-in fits on " << n << " ranks";
     int fitted = 0;
@@ -163,7 +163,7 @@ TEST(TunerFits, CacheKeepsTheFits) {
     std::ofstream add(tuneCachePath(), std::ios::app);
     add << "fit broadcast chain simple 1 2 2 3 8 1.0 4 2.0\n";  // sizes that do not grow
     add << "fit nosuch ring simple 1 2 2 1 8 1.0\n";
-    add << "fit broadcast chain simple 1 6 2 1 8 1.0\n";  // a third rank count: no set left
+    add << "fit broadcast chain simple 1 6 2 1 8 1.0\n";  // a fourth rank count: no set left
   }
   const std::unique_ptr<MachineModel> loaded = loadOrDefaultModel();
   const MachineModel& got = *loaded;

@@ -52,11 +52,11 @@ constexpr size_t kFitKnotBytes[] = {8,
                                     size_t(2) << 20,
                                     size_t(8) << 20,
                                     size_t(32) << 20};
-// Each choice is timed on up to kFitSets rank counts (chorus-tune --fit-ranks; built in: 2 and 4
-// ranks on the reference VM's 2 cores, so one count with a core per rank and one with two ranks
-// per core). A communicator's prediction starts from the set nearest to it (the same
-// oversubscription first, then the nearest rank count).
-constexpr int kFitSets = 2;
+// Each choice is timed on up to kFitSets rank counts (chorus-tune --fit-ranks; built in: 2, 4 and
+// 8 ranks on the reference VM's 2 cores, so a core per rank, two and four ranks per core). A
+// communicator's prediction starts from the set nearest to it (the same oversubscription first,
+// then the nearest rank count).
+constexpr int kFitSets = 3;
 // One choice's fit on one rank count: its time (us) measured at `bytes[i]` on `nranks` ranks of
 // one node of `cores` online cores. Between two sizes the time is linear in the bytes; below the
 // first and beyond the last it follows the nearest segment's slope. On another rank count the

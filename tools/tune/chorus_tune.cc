@@ -4,7 +4,7 @@
 // (cluster_model.h) without measuring anything.
 //
 //   chorus-tune [--ranks N] [--no-save] [--print] [--print-only] [--collective allreduce]
-//               [--fit-ranks N,M] [--runs K] [--threads] [--reference FILE]
+//               [--fit-ranks N,M,..] [--runs K] [--threads] [--reference FILE]
 //   chorus-tune --cluster NODESxRANKS [--link-gbps G] [--link-us U] [--mem-gbs B] [--hop-us H]
 //               [--channels C] [--min-bytes S] [--max-bytes S] [--collective NAME|all] [--json F]
 #include <errno.h>
@@ -79,31 +79,47 @@ size_t countFor(OpKind kind, size_t bytes, int n) {
   return std::max<size_t>(1, bytes / 4 / (perRank ? size_t(n) : 1));
 }
 
+// The model bytes of the call that countFor makes of `bytes`: whole floats per rank.
+double runBytes(OpKind kind, size_t bytes, int n) {
+  const bool perRank = kind == OpKind::kAllGather || kind == OpKind::kReduceScatter;
+  return double(countFor(kind, bytes, n) * 4 * (perRank ? size_t(n) : 1));
+}
+
 // One rank's part of timeChoice: every size, 5 rounds of back-to-back calls (about 2 ms at the
 // reference machine's speed, 10 to 100 calls) after 2 warm-ups, each round started together (a
 // barrier) and timed as the benchmarks time it: every rank's time per call, averaged over the
 // ranks; into samples[size] where samples is given (rank 0). False where a call failed.
 bool timeRank(chorusComm_t comm, int n, OpKind kind, const std::vector<double>& bytes,
               std::vector<std::vector<double>>* samples) {
+  // As the benchmarks hold them (tools/bench/common/host_buffer.cc): one pair of buffers for every
+  // size, on page boundaries (a new std::vector per size starts 16 bytes past one).
+  size_t most = 1;
+  for (double b : bytes) most = std::max(most, countFor(kind, size_t(b), n) * size_t(n));
+  const size_t pageBytes = (most * sizeof(float) + 4095) / 4096 * 4096;
+  std::unique_ptr<float, decltype(&std::free)> sendBuf(
+      static_cast<float*>(std::aligned_alloc(4096, pageBytes)), &std::free);
+  std::unique_ptr<float, decltype(&std::free)> recvBuf(
+      static_cast<float*>(std::aligned_alloc(4096, pageBytes)), &std::free);
+  if (sendBuf == nullptr || recvBuf == nullptr) return false;
+  std::fill_n(sendBuf.get(), most, 1.0f);
+  std::fill_n(recvBuf.get(), most, 0.0f);
+  float* const a = sendBuf.get();
+  float* const b = recvBuf.get();
   for (size_t i = 0; i < bytes.size(); ++i) {
     const size_t count = countFor(kind, size_t(bytes[i]), n);
     const int iters = int(std::clamp<double>(2e6 / (0.5e3 + double(count) * 4), 10, 100));
-    std::vector<float> a(count * size_t(n), 1.0f), b(count * size_t(n));
     auto call = [&] {
       switch (kind) {
         case OpKind::kAllReduce:
-          return chorusAllReduce(a.data(), b.data(), count, chorusFloat32, chorusSum, comm,
-                                 nullptr);
+          return chorusAllReduce(a, b, count, chorusFloat32, chorusSum, comm, nullptr);
         case OpKind::kBroadcast:
-          return chorusBroadcast(a.data(), b.data(), count, chorusFloat32, 0, comm, nullptr);
+          return chorusBroadcast(a, b, count, chorusFloat32, 0, comm, nullptr);
         case OpKind::kReduce:
-          return chorusReduce(a.data(), b.data(), count, chorusFloat32, chorusSum, 0, comm,
-                              nullptr);
+          return chorusReduce(a, b, count, chorusFloat32, chorusSum, 0, comm, nullptr);
         case OpKind::kAllGather:
-          return chorusAllGather(a.data(), b.data(), count, chorusFloat32, comm, nullptr);
+          return chorusAllGather(a, b, count, chorusFloat32, comm, nullptr);
         default:
-          return chorusReduceScatter(a.data(), b.data(), count, chorusFloat32, chorusSum, comm,
-                                     nullptr);
+          return chorusReduceScatter(a, b, count, chorusFloat32, chorusSum, comm, nullptr);
       }
     };
     for (int rep = 0; rep < 5; ++rep) {
@@ -154,10 +170,7 @@ void timeChoice(int n, bool threads, OpKind kind, const char* algo, const char* 
   setenv("CHORUS_PROTO", (std::string(collectiveKey(kind)) + ":" + proto).c_str(), 1);
   setenv("CHORUS_MIN_NCHANNELS", std::to_string(nch).c_str(), 1);
   setenv("CHORUS_MAX_NCHANNELS", std::to_string(nch).c_str(), 1);
-  for (double& b : *bytes) {
-    const bool perRank = kind == OpKind::kAllGather || kind == OpKind::kReduceScatter;
-    b = double(countFor(kind, size_t(b), n) * 4 * (perRank ? size_t(n) : 1));
-  }
+  for (double& b : *bytes) b = runBytes(kind, size_t(b), n);
   std::vector<std::vector<double>> samples(bytes->size());
   auto fail = [&](const char* what) {
     fprintf(stderr, "chorus-tune: %s %s/%s/%d: %s: %s\n", collectiveKey(kind), algo, proto, nch,
@@ -251,13 +264,19 @@ void fitChoices(int n, int set, bool threads, MachineModel* m, bool verbose) {
           const OpKind kind = OpKind(k);
           if (!fittable(kind, Algo(a), Proto(p), ch, n)) continue;
           const size_t limit = slotLimit(Algo(a), kind, n);
+          // The sizes as they run (whole elements per rank), each once: 8 B and 32 B of an
+          // AllGather on 8 ranks are both one float per rank.
           std::vector<double> bytes;
+          auto add = [&](size_t b) {
+            if (bytes.empty() || runBytes(kind, b, n) > bytes.back())
+              bytes.push_back(runBytes(kind, b, n));
+          };
           for (size_t b : kFitKnotBytes) {
             if (b > limit) {
-              if (bytes.empty() || bytes.back() < double(limit)) bytes.push_back(double(limit));
+              if (bytes.empty() || bytes.back() < double(limit)) add(limit);
               break;
             }
-            bytes.push_back(double(b));
+            add(b);
           }
           std::vector<double> us;
           timeChoice(n, threads, kind, algoName(Algo(a)), protoName(Proto(p)), ch, &bytes, &us);
@@ -477,14 +496,15 @@ int main(int argc, char** argv) {
         printf(
             "usage: chorus-tune [--ranks N] [--no-save] [--print] [--print-only] "
             "[--collective allreduce|broadcast|reduce|allgather|reducescatter]\n"
-            "                   [--fit-ranks N,M] [--runs K] [--threads] [--reference FILE]\n"
+            "                   [--fit-ranks N,M,..] [--runs K] [--threads] [--reference FILE]\n"
             "       chorus-tune --cluster NODESxRANKS [--link-gbps G] [--link-us U] [--mem-gbs B]\n"
             "                   [--hop-us H] [--channels C] [--min-bytes S] [--max-bytes S]\n"
             "                   [--collective NAME|all] [--json FILE]\n"
             "Measures hand-off latency and bandwidth per protocol on N thread ranks (default 2),\n"
             "times every choice the tuner may pick there (collective, algorithm, protocol,\n"
             "channels) at 8 B-32 MiB on processes (--threads: threads of one process), on 2\n"
-            "ranks and on twice the cores up to 8 (--fit-ranks: up to 2 counts of your own),\n"
+            "ranks, twice the cores up to 8 and four times up to 16 (--fit-ranks: up to 3\n"
+            "counts of your own),\n"
             "writes the tuner cache (%s), and with --print\n"
             "shows the model's predictions; --runs K times them K times and keeps each median;\n"
             "--reference also writes the fits as the built-in\n"
@@ -521,11 +541,12 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (n < 2) n = 2;
-  if (fitRanks.empty()) {  // a rank per core, and two per core (at most 8)
+  if (fitRanks.empty()) {  // 2 ranks, twice the cores (at most 8), four times (at most 16)
     cpu_set_t avail;
     const int cores = sched_getaffinity(0, sizeof(avail), &avail) == 0 ? CPU_COUNT(&avail) : 1;
     fitRanks.push_back(2);
-    if (std::min(8, 2 * cores) > 2) fitRanks.push_back(std::min(8, 2 * cores));
+    for (const int v : {std::min(8, 2 * cores), std::min(16, 4 * cores)})
+      if (v > fitRanks.back() && fitRanks.size() < size_t(kFitSets)) fitRanks.push_back(v);
   }
   if (measure) {
     std::unique_ptr<MachineModel> model = defaultModel();
