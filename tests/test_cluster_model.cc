@@ -82,7 +82,7 @@ TEST(ClusterModel, TreeAcrossNodesCountsItsPipelineFill) {
 // The described link and memory replace the model's; the rows carry seed 001's ideal and
 // nccl-tests' bus bandwidth.
 TEST(ClusterModel, RowsFollowTheDescription) {
-  const auto kept = std::make_unique<MachineModel>(machineModel());  // about 150 KiB
+  const auto kept = std::make_unique<MachineModel>(machineModel());  // about 225 KiB
   const MachineModel& saved = *kept;
   ClusterSpec spec;
   spec.nodes = 16;

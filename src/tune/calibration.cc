@@ -100,7 +100,7 @@ bool setFit(MachineModel* m, const std::string& collective, const std::string& a
 std::unique_ptr<MachineModel> defaultModel() {
   // Measured by chorus-tune on the 2-core reference VM (docs/performance.md, quiet); a cache
   // written by chorus-tune on this machine replaces them. On the heap: a model holds every fit
-  // (about 150 KiB), and this may run on any thread, with any stack.
+  // (about 225 KiB), and this may run on any thread, with any stack.
   auto model = std::make_unique<MachineModel>();
   MachineModel& m = *model;
   m.hopUs[int(Proto::kSimple)] = 0.569821;

@@ -14,7 +14,7 @@ namespace chorus {
 std::string machineKey();
 std::string tuneCachePath();
 // The cached model if valid for this machine and version, else built-in defaults. Both on the
-// heap: a model holds every measured fit (about 150 KiB).
+// heap: a model holds every measured fit (about 225 KiB).
 std::unique_ptr<MachineModel> loadOrDefaultModel();
 std::unique_ptr<MachineModel> defaultModel();
 bool saveModel(const MachineModel& m, std::string* error);

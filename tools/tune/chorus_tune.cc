@@ -576,7 +576,7 @@ int main(int argc, char** argv) {
     // K sweeps one after the other and each time the median of the K (a burst of other work on
     // the machine lasts seconds: it hits one sweep's sizes, not the same size in every sweep).
     forEachFit(m, [](FitIndex, ChoiceFit& f) { f.measured = false; });  // only what runs now
-    // On the heap: a model holds every fit (about 150 KiB).
+    // On the heap: a model holds every fit (about 225 KiB).
     std::vector<std::unique_ptr<MachineModel>> sweeps;
     for (int r = 0; r < std::max(1, runs); ++r) sweeps.push_back(std::make_unique<MachineModel>(m));
     for (size_t r = 0; r < sweeps.size(); ++r)

@@ -46,7 +46,7 @@ bool parseClusterShape(const char* s, int* nodes, int* perNode) {
 }
 
 std::unique_ptr<MachineModel> clusterModel(const MachineModel& base, const ClusterSpec& spec) {
-  auto model = std::make_unique<MachineModel>(base);  // about 150 KiB: on the heap
+  auto model = std::make_unique<MachineModel>(base);  // about 225 KiB: on the heap
   MachineModel& m = *model;
   const int simple = int(Proto::kSimple);
   // A described value replaces the Simple protocol's term; the other protocols and every fitted
