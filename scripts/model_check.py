@@ -7,7 +7,8 @@ The model predicts an out-of-place call (chorus-tune times those). Prints per ra
 table: collective, size, the tuner's choice (every one seen over the rounds), the predicted time,
 the out-of-place time median and best over the rounds, predicted / measured (median), whether that
 is within 25%, and predicted / the in-place time (median), which the model does not tell apart;
-then a summary per rank count and collective.
+then a summary per rank count and collective (with how many sizes are within 25% of the best
+time instead of the median), and the totals.
 """
 import collections
 import json
@@ -38,7 +39,7 @@ def main(paths):
             if r.get("predicted_time"):
                 row["pred"].append(r["predicted_time"])
             row["algo"].add(f'{r["algorithm"]}/{r["protocol"]}/{r["nchannels"]}')
-    summary = collections.defaultdict(lambda: [0, 0, [], 0, []])
+    summary = collections.defaultdict(lambda: [0, 0, [], 0, [], 0])
     for np_ in sorted({k[0] for k in runs}):
         print(f"{np_} ranks\n")
         print("| collective | size | choice | predicted us | out of place us, median (best) "
@@ -60,18 +61,22 @@ def main(paths):
             s[0] += ok
             s[1] += 1
             s[2].append(ratio)
+            s[5] += 0.75 <= pred / best <= 1.25
             inpl = pred / statistics.median(row["inpl"])
             s[3] += 0.75 <= inpl <= 1.25
             s[4].append(inpl)
             print(f"| {coll} | {size_label(size)} | {algo} | {pred:.2f} | {med:.2f} ({best:.2f}) "
                   f"| {ratio:.2f} | {'yes' if ok else 'no'} | {inpl:.2f} |")
         print()
-    print("| ranks | collective | out of place: sizes within 25% | predicted / measured "
-          "| in place: within 25% | predicted / measured |")
+    print("| ranks | collective | out of place: sizes within 25% (of the best) "
+          "| predicted / measured | in place: within 25% | predicted / measured |")
     print("| ---: | --- | ---: | --- | ---: | --- |")
-    for (n, coll), (ok, total, ratios, iok, iratios) in sorted(summary.items()):
-        print(f"| {n} | {coll} | {ok} of {total} | {min(ratios):.2f}-{max(ratios):.2f} "
+    for (n, coll), (ok, total, ratios, iok, iratios, bok) in sorted(summary.items()):
+        print(f"| {n} | {coll} | {ok} of {total} ({bok}) | {min(ratios):.2f}-{max(ratios):.2f} "
               f"| {iok} of {total} | {min(iratios):.2f}-{max(iratios):.2f} |")
+    total = [sum(v[i] for v in summary.values()) for i in (0, 5, 1)]
+    print(f"\nOut of place within 25% of the median at {total[0]} of {total[2]} sizes, "
+          f"of the best at {total[1]}.")
 
 
 if __name__ == "__main__":

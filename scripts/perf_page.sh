@@ -72,6 +72,10 @@ fi
 if [ -z "$cclVenv" ] && [ -e "$deps/ccl/include/oneapi/ccl.hpp" ]; then
   cclVenv=$(realpath "$deps/ccl")
 fi
+# Else the virtualenv compare_peers.sh would pick, where it exists (the page names its version).
+if [ -z "$cclVenv" ] && [ -e "${CHORUS_CCL_VENV:-$build/venv-ccl}/include/oneapi/ccl.hpp" ]; then
+  cclVenv=$(realpath "${CHORUS_CCL_VENV:-$build/venv-ccl}")
+fi
 [ -x "$build/chorusrun" ] && [ -x "$build/all_reduce_perf" ] || scripts/setup.sh "$build" || exit 1
 [ -n "$out" ] && mkdir -p "$out" || out=$(mktemp -d /tmp/perf_page.XXXXXX)
 # q ARGS: the command line as one would type it (arguments with spaces in double quotes).
