@@ -26,6 +26,7 @@
 #include "chorus/chorus.h"
 #include "cluster_model.h"
 #include "comm/comm.h"
+#include "host_buffer.h"
 #include "tune/calibration.h"
 #include "tune/tuner.h"
 
@@ -91,20 +92,15 @@ double runBytes(OpKind kind, size_t bytes, int n) {
 // ranks; into samples[size] where samples is given (rank 0). False where a call failed.
 bool timeRank(chorusComm_t comm, int n, OpKind kind, const std::vector<double>& bytes,
               std::vector<std::vector<double>>* samples) {
-  // As the benchmarks hold them (tools/bench/common/host_buffer.cc): one pair of buffers for every
-  // size, on page boundaries (a new std::vector per size starts 16 bytes past one).
+  // The benchmarks' own buffers (host_buffer.h: page-aligned), one pair for every size.
   size_t most = 1;
   for (double b : bytes) most = std::max(most, countFor(kind, size_t(b), n) * size_t(n));
-  const size_t pageBytes = (most * sizeof(float) + 4095) / 4096 * 4096;
-  std::unique_ptr<float, decltype(&std::free)> sendBuf(
-      static_cast<float*>(std::aligned_alloc(4096, pageBytes)), &std::free);
-  std::unique_ptr<float, decltype(&std::free)> recvBuf(
-      static_cast<float*>(std::aligned_alloc(4096, pageBytes)), &std::free);
-  if (sendBuf == nullptr || recvBuf == nullptr) return false;
-  std::fill_n(sendBuf.get(), most, 1.0f);
-  std::fill_n(recvBuf.get(), most, 0.0f);
-  float* const a = sendBuf.get();
-  float* const b = recvBuf.get();
+  const chorus_bench::Buffer sendBuf = chorus_bench::allocate(most * sizeof(float));
+  const chorus_bench::Buffer recvBuf = chorus_bench::allocate(most * sizeof(float));
+  float* const a = reinterpret_cast<float*>(sendBuf.get());
+  float* const b = reinterpret_cast<float*>(recvBuf.get());
+  std::fill_n(a, most, 1.0f);
+  std::fill_n(b, most, 0.0f);
   for (size_t i = 0; i < bytes.size(); ++i) {
     const size_t count = countFor(kind, size_t(bytes[i]), n);
     const int iters = int(std::clamp<double>(2e6 / (0.5e3 + double(count) * 4), 10, 100));
