@@ -284,11 +284,11 @@ double fitUs(const ChoiceFit& f, double bytes) {
 bool fittable(OpKind kind, Algo a, Proto p, int nchannels, int nranks) {
   if (int(kind) >= kFitKinds || nchannels < 1 || nchannels > kCalibratedChannels) return false;
   const AlgoDesc& d = algoDesc(a);
+  // Unregistered buffers (Shape::registered false): what needs registered ones does not run.
   const Shape s = withDepth(Shape{nranks, 1, true});
   if (!algoSupports(a, kind, s) || !protoSupports(a, p)) return false;
   if (nchannels > 1 && !d.channels) return false;
-  if (d.unnamedBelow && d.unnamedBelow(s) == 0) return false;  // only ever run when named
-  return strcmp(d.name, "zerocopy") != 0;
+  return !(d.unnamedBelow && d.unnamedBelow(s) == 0);  // only ever run when named
 }
 
 Shape shapeOf(const chorusComm* comm) {

@@ -120,7 +120,7 @@ void forEachFit(Model& m, F&& f) {
               f(FitIndex{set, OpKind(k), Algo(a), Proto(p), ch}, m.fits[set][k][a][p][ch - 1]);
 }
 // Whether chorus-tune fits (kind, a, p, channels) on `nranks` ranks of one node: every choice the
-// tuner may pick unnamed there but the zero-copy one (it needs registered buffers).
+// tuner may pick unnamed there on unregistered buffers (not the zero-copy one).
 bool fittable(OpKind kind, Algo a, Proto p, int nchannels, int nranks);
 // A fit's times made never to fall with the size (a larger call is not faster; where one
 // measured so, it was noise): each time at least the one before.
