@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <fstream>
+#include <mutex>
 #include <sstream>
+#include <utility>
 
 #include "process.h"
 #include "timing.h"
@@ -26,6 +28,16 @@ int freeLoopbackPort() {
     port = ntohs(a.sin_port);
   if (fd >= 0) close(fd);
   return port;
+}
+
+namespace {
+std::mutex logsMutex;
+std::vector<std::string> logs;  // made by startRanksByHand, not yet taken
+}  // namespace
+
+std::vector<std::string> takeHandLogs() {
+  std::lock_guard<std::mutex> lock(logsMutex);
+  return std::exchange(logs, {});
 }
 
 std::string HandRank::output() const {
@@ -51,6 +63,10 @@ std::vector<HandRank> startRanksByHand(const std::string& program, int n, int no
     // gone before the child starts, or its lines would be read as this run's until the child
     // truncates it.
     unlink(k.outPath.c_str());
+    {
+      std::lock_guard<std::mutex> lock(logsMutex);
+      logs.push_back(k.outPath);
+    }
     // spawnProcess builds everything before fork(): the child only opens, dups and execs.
     SpawnSpec spec;
     spec.argv = {program};

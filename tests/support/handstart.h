@@ -28,6 +28,10 @@ std::vector<HandRank> startRanksByHand(const std::string& program, int n, int no
                                        const std::vector<std::string>& args, const std::string& tag,
                                        const std::vector<std::string>& extraEnv = {});
 
+// The logs startRanksByHand made since the last call (and forgets them): the suite removes a
+// passed test's logs (tests/test_hand_logs.cc) and keeps a failed one's for its report.
+std::vector<std::string> takeHandLogs();
+
 // Waits for all of them, seconds x timeoutScale() in all (then SIGKILL: status -2).
 void waitRanksByHand(std::vector<HandRank>& ranks, double seconds);
 
