@@ -46,7 +46,8 @@ TEST(HandLogs, APassedTestsLogsAreRemoved) {
   const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   ASSERT_GT(n, 0);
   self[n] = 0;
-  FILE* p = popen(("'" + std::string(self) + "' --gtest_filter=HandLogs.MakesALog 2>&1").c_str(), "r");
+  FILE* p =
+      popen(("'" + std::string(self) + "' --gtest_filter=HandLogs.MakesALog 2>&1").c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out, path;
   char line[512];

@@ -1,6 +1,7 @@
 #include "bootstrap/bootstrap.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -497,6 +498,7 @@ chorusUniqueId startRoot(SockAddr addr, const uint8_t secret[16], int rootRank) 
   try {
     root = new Root(fd, secret);
     std::thread([root] {
+      pthread_setname_np(pthread_self(), "chorus-root");
       root->run();  // catches everything
       delete root;
     }).detach();

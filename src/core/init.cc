@@ -1,6 +1,7 @@
 // Communicator lifecycle: unique id, init (blocking and not), InitAll, Split, Finalize, Destroy,
 // Abort, and the queries.
 #include <fcntl.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -456,6 +457,7 @@ chorusResult_t chorusCommInitRankConfig(chorusComm_t* comm, int nranks, chorusUn
     c->asyncError.store(chorusInProgress);
     try {
       c->initThread = std::thread([c, commId, cfg] {
+        pthread_setname_np(pthread_self(), "chorus-init");
         markInitThread();
         try {
           initComm(c, commId, &cfg);

@@ -2,6 +2,8 @@
 // a condition variable when idle (after polling for at most 1 ms, so back-to-back operations
 // need no wake-up; no core is burnt for longer). The first error since the last
 // chorusStreamSynchronize is kept and reported by Query/Synchronize.
+#include <pthread.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -125,7 +127,10 @@ chorusResult_t chorusStreamCreate(chorusStream_t* stream) {
           gStreams.insert(s.get());
         }
         try {
-          s->worker = std::thread([p = s.get()] { p->run(); });
+          s->worker = std::thread([p = s.get()] {
+            pthread_setname_np(pthread_self(), "chorus-stream");
+            p->run();
+          });
         } catch (...) {
           std::lock_guard<std::mutex> l(gStreamsMu);
           gStreams.erase(s.get());

@@ -4,6 +4,7 @@
 #include "net/data_listener.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -38,6 +39,7 @@ DataListener::DataListener(SockAddr* addr, const uint8_t secret[16], int rank,
   }
   try {
     thread_ = std::thread([this] {
+      pthread_setname_np(pthread_self(), "chorus-listen");
       try {  // the thread's top: a failure reaches take(), never std::terminate
         serve();
       } catch (...) {
