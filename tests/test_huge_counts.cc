@@ -25,7 +25,9 @@ constexpr size_t kHuge = kBlock * kRanks;         // 2^31 + 4: past INT32_MAX
 constexpr size_t kOdd = kHuge - 1;                // AllReduce and Broadcast: an odd count
 
 // Rank r's input at index i: 0..64, so that the sum of two fits int8.
-int8_t pattern(size_t i, int r) { return int8_t((i & 63) + size_t(r)); }
+int8_t pattern(size_t i, int r) {
+  return int8_t((i & 63) + size_t(r));
+}
 
 struct Unmap {
   void operator()(int8_t* p) const { munmap(p, kHuge); }
@@ -54,8 +56,8 @@ TEST(HugeCounts, EveryCollectiveInPlacePastTwoToThe31) {
   size_t wrong[kRanks] = {};
   auto check = [&](const char* what, size_t n) {
     for (int r = 0; r < kRanks; ++r) {
-      EXPECT_EQ(res[r], chorusSuccess) << what << ", rank " << r << ": "
-                                       << chorusGetLastError(comms[size_t(r)]);
+      EXPECT_EQ(res[r], chorusSuccess)
+          << what << ", rank " << r << ": " << chorusGetLastError(comms[size_t(r)]);
       EXPECT_EQ(wrong[r], n) << what << ", rank " << r << ": the first wrong element";
     }
   };
@@ -80,8 +82,8 @@ TEST(HugeCounts, EveryCollectiveInPlacePastTwoToThe31) {
   ctest::runThreads(kRanks, [&](int r) {
     int8_t* p = bufs[size_t(r)].get();
     for (size_t i = 0; i < kHuge; ++i) p[i] = i / kBlock == size_t(r) ? pattern(i, r) : -1;
-    res[r] = chorusAllGather(p + size_t(r) * kBlock, p, kBlock, chorusInt8, comms[size_t(r)],
-                             nullptr);
+    res[r] =
+        chorusAllGather(p + size_t(r) * kBlock, p, kBlock, chorusInt8, comms[size_t(r)], nullptr);
     wrong[r] = firstWrong(p, kHuge, [](size_t i) { return pattern(i, int(i / kBlock)); });
   });
   check("AllGather", kHuge);
