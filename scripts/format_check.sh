@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 # clang-format 14.0.6 from PyPI, pinned in python/requirements-dev.txt (Debian 13's own is 19,
 # which formats differently).
 clang_format=$(scripts/venv.sh)/bin/clang-format
-mapfile -t files < <(git ls-files '*.cc' '*.h' '*.cu' '*.c' '*.hpp')
+# Tracked files and new ones not yet added (not the ignored): a new file is checked and fixed too.
+mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.cc' '*.h' '*.cu' '*.c' '*.hpp')
 if [ "${1:-}" = "--fix" ]; then
   "$clang_format" -i "${files[@]}"
   exit 0
