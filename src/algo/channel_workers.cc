@@ -1,7 +1,6 @@
 #include "algo/channel_workers.h"
 
 #include <linux/futex.h>
-#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -11,6 +10,7 @@
 
 #include "base/cpu_relax.h"
 #include "base/error.h"
+#include "base/thread_name.h"
 #include "comm/comm.h"
 
 namespace chorus {
@@ -39,9 +39,6 @@ ChannelWorkers::ChannelWorkers(int n, int rank) : workers_(new Worker[size_t(n)]
       throw caughtFailure(rank, doing.c_str());
     }
     ++n_;
-    char name[16];  // the kernel's limit, with the 0; i + 1 <= kMaxCommChannels
-    snprintf(name, sizeof(name), "chorus-ch%d", (i + 1) & 0xff);
-    pthread_setname_np(workers_[size_t(i)].thread.native_handle(), name);
   }
 }
 
@@ -67,6 +64,9 @@ void ChannelWorkers::stopAll() {
 // counts itself out; the last one out wakes the caller if it sleeps (the same handshake on
 // remaining_ / callerSleeping_).
 void ChannelWorkers::loop(Worker& w, int channel) {
+  char name[8];  // channel <= kMaxCommChannels
+  std::snprintf(name, sizeof(name), "ch%d", channel & 0xff);
+  nameThisThread(name);
   uint32_t seen = 0;
   for (;;) {
     uint32_t g;

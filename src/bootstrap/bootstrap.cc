@@ -1,7 +1,6 @@
 #include "bootstrap/bootstrap.h"
 
 #include <poll.h>
-#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -19,6 +18,7 @@
 #include "base/param.h"
 #include "base/siphash.h"
 #include "base/test_hook.h"
+#include "base/thread_name.h"
 
 namespace chorus {
 
@@ -498,7 +498,7 @@ chorusUniqueId startRoot(SockAddr addr, const uint8_t secret[16], int rootRank) 
   try {
     root = new Root(fd, secret);
     std::thread([root] {
-      pthread_setname_np(pthread_self(), "chorus-root");
+      nameThisThread("root");
       root->run();  // catches everything
       delete root;
     }).detach();

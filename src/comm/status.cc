@@ -17,6 +17,7 @@
 #include "base/debug.h"
 #include "base/error.h"
 #include "base/param.h"
+#include "base/thread_name.h"
 #include "comm/comm.h"
 #include "proto/proto.h"
 
@@ -228,7 +229,7 @@ void printAllStatus() {
 void watch() {
   // Named, so that tools (and the leak checks of the tests) can tell this one thread of the
   // process apart from a communicator's threads.
-  pthread_setname_np(pthread_self(), "chorus-status");
+  nameThisThread("status");
   for (;;) {
     char buf[64];
     const ssize_t n = read(gStatusPipe[0], buf, sizeof(buf));

@@ -1,7 +1,6 @@
 // Communicator lifecycle: unique id, init (blocking and not), InitAll, Split, Finalize, Destroy,
 // Abort, and the queries.
 #include <fcntl.h>
-#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +17,7 @@
 #include "base/param.h"
 #include "base/siphash.h"
 #include "base/test_hook.h"
+#include "base/thread_name.h"
 #include "bootstrap/socket.h"
 #include "comm/comm.h"
 #include "comm/register.h"
@@ -457,7 +457,7 @@ chorusResult_t chorusCommInitRankConfig(chorusComm_t* comm, int nranks, chorusUn
     c->asyncError.store(chorusInProgress);
     try {
       c->initThread = std::thread([c, commId, cfg] {
-        pthread_setname_np(pthread_self(), "chorus-init");
+        nameThisThread("init");
         markInitThread();
         try {
           initComm(c, commId, &cfg);

@@ -2,8 +2,6 @@
 // a condition variable when idle (after polling for at most 1 ms, so back-to-back operations
 // need no wake-up; no core is burnt for longer). The first error since the last
 // chorusStreamSynchronize is kept and reported by Query/Synchronize.
-#include <pthread.h>
-
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -15,6 +13,7 @@
 #include <unordered_set>
 
 #include "base/error.h"
+#include "base/thread_name.h"
 #include "comm/comm.h"
 #include "core/exec.h"
 #include "cuda/backend.h"
@@ -128,7 +127,7 @@ chorusResult_t chorusStreamCreate(chorusStream_t* stream) {
         }
         try {
           s->worker = std::thread([p = s.get()] {
-            pthread_setname_np(pthread_self(), "chorus-stream");
+            nameThisThread("stream");
             p->run();
           });
         } catch (...) {

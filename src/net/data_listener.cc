@@ -4,7 +4,6 @@
 #include "net/data_listener.h"
 
 #include <poll.h>
-#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -15,6 +14,7 @@
 
 #include "base/debug.h"
 #include "base/error.h"
+#include "base/thread_name.h"
 #include "net/tcp_internal.h"
 #include "net/tcp_wire.h"
 
@@ -39,7 +39,7 @@ DataListener::DataListener(SockAddr* addr, const uint8_t secret[16], int rank,
   }
   try {
     thread_ = std::thread([this] {
-      pthread_setname_np(pthread_self(), "chorus-listen");
+      nameThisThread("listen");
       try {  // the thread's top: a failure reaches take(), never std::terminate
         serve();
       } catch (...) {

@@ -4,7 +4,6 @@
 // delivers what the rank posted and tells the peers it left.
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -18,6 +17,7 @@
 #include "base/debug.h"
 #include "base/error.h"
 #include "base/param.h"
+#include "base/thread_name.h"
 #include "bootstrap/bootstrap.h"
 #include "comm/comm.h"
 #include "net/data_listener.h"
@@ -214,7 +214,7 @@ TcpLinks::TcpLinks(chorusComm* comm, DataListener& listener, const std::vector<S
                 "connection(s)",
                 links_.size(), nsocks_, controls_.size());
     proxy_ = std::thread([this] {
-      pthread_setname_np(pthread_self(), "chorus-proxy");  // top -H, perf, gdb
+      nameThisThread("proxy");
       try {  // the proxy's top: nothing reaches std::terminate
         proxyLoop();
       } catch (...) {
