@@ -94,6 +94,7 @@ struct Options {
 // Resources of this process.
 struct Res {
   long fds = -1, threads = -1, rssKb = -1, shmOwn = -1, shmAll = -1;
+  std::string seen;  // a checkpoint's: its descriptors and thread names (describeRes)
 };
 
 long countEntries(const char* path) {
@@ -347,7 +348,6 @@ struct Proc {
   chorusUniqueId id{};
   int idProcs = 1, idRank = 0;
   Res base, warm, end, after;
-  std::string warmSeen;  // the descriptors and thread names at the warm checkpoint
   bool warmTaken = false;
   std::unique_ptr<std::atomic<double>[]> hb;
   std::unique_ptr<std::atomic<chorusComm_t>[]> worlds;
@@ -380,17 +380,15 @@ Res settledSample(const Res* want) {
   return a;
 }
 
-// Each checkpoint keeps what it saw (descriptors and thread names); one that does not match the
-// sample it is compared with prints both, naming what grew.
-void checkpoint(Proc& pr, int t, Res* into, const Res* want = nullptr,
-                const std::string* wantSeen = nullptr, std::string* seen = nullptr) {
+// A checkpoint keeps what it saw (descriptors and thread names); one that does not match the
+// sample it is compared with prints both, naming what differs.
+void checkpoint(Proc& pr, int t, Res* into, const Res* want = nullptr) {
   pr.bar->arrive_and_wait();
   if (t == 0) {
     *into = settledSample(want);
-    const std::string now = describeRes();
+    into->seen = describeRes();
     if (want != nullptr && (into->fds != want->fds || into->threads != want->threads))
-      say("SOAKRES-GREW now " + now + (wantSeen ? " | before " + *wantSeen : std::string()));
-    if (seen != nullptr) *seen = now;
+      say("SOAKRES-GREW now " + into->seen + " | before " + want->seen);
   }
   pr.bar->arrive_and_wait();
 }
@@ -621,7 +619,7 @@ void worldThread(Proc& pr, int t) {
     c.hb->store(now());
     if (stop) break;
     if (epoch == warmEpochs) {
-      checkpoint(pr, t, &pr.warm, nullptr, nullptr, &pr.warmSeen);
+      checkpoint(pr, t, &pr.warm);
       if (t == 0) pr.warmTaken = true;
     }
     gc.epochs++;
@@ -667,8 +665,8 @@ void worldThread(Proc& pr, int t) {
               c.tag.c_str(), epoch, gc.ops.load(), gc.wrong.load(), deadline - now()));
     }
   }
-  if (!pr.warmTaken) checkpoint(pr, t, &pr.warm, nullptr, nullptr, &pr.warmSeen);  // too short
-  checkpoint(pr, t, &pr.end, &pr.warm, &pr.warmSeen);
+  if (!pr.warmTaken) checkpoint(pr, t, &pr.warm);  // a run too short for warm-up
+  checkpoint(pr, t, &pr.end, &pr.warm);
   pr.worlds[t] = nullptr;
   if (chorusStreamDestroy(stream) != chorusSuccess) bad("chorusStreamDestroy failed");
   if (chorusCommDestroy(world) != chorusSuccess) bad("world chorusCommDestroy failed");
