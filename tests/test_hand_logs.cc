@@ -5,10 +5,10 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstring>
 #include <string>
 
 #include "handstart.h"
+#include "run_command.h"
 
 namespace {
 
@@ -40,24 +40,16 @@ TEST(HandLogs, MakesALog) {
   std::printf("HANDLOG %s\n", ranks[0].outPath.c_str());
 }
 
-// That test run alone in a process of its own (this binary): its log is gone when it ends.
+// That test run alone in a process of its own (this binary, /proc/self/exe in the child): its
+// log is gone when it ends.
 TEST(HandLogs, APassedTestsLogsAreRemoved) {
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  ASSERT_GT(n, 0);
-  self[n] = 0;
-  FILE* p =
-      popen(("'" + std::string(self) + "' --gtest_filter=HandLogs.MakesALog 2>&1").c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out, path;
-  char line[512];
-  while (std::fgets(line, sizeof(line), p) != nullptr) {
-    out += line;
-    if (std::strncmp(line, "HANDLOG ", 8) == 0) path.assign(line + 8, std::strcspn(line + 8, "\n"));
-  }
-  ASSERT_EQ(pclose(p), 0) << out;
-  ASSERT_FALSE(path.empty()) << out;
-  EXPECT_NE(access(path.c_str(), F_OK), 0) << path << " is still there\n" << out;
+  const ctest::CommandResult r =
+      ctest::runCommand({"/proc/self/exe", "--gtest_filter=HandLogs.MakesALog"}, 60);
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  const size_t at = r.output.find("HANDLOG ");
+  ASSERT_NE(at, std::string::npos) << r.output;
+  const std::string path = r.output.substr(at + 8, r.output.find('\n', at) - at - 8);
+  EXPECT_NE(access(path.c_str(), F_OK), 0) << path << " is still there\n" << r.output;
 }
 
 }  // namespace

@@ -59,12 +59,13 @@ def launch(world, args, timeout=240, env=None):
     return collect(procs, timeout)
 
 
-def chorusrun(world, args, timeout=240, env=None):
-    """Runs `python args...` under chorusrun -np world; returns (exit status, output)."""
+def chorusrun(world, args, timeout=240, env=None, options=()):
+    """Runs `python args...` under chorusrun -np world (and its `options`, e.g. ("--nodes",
+    "2")); returns (exit status, output)."""
     run = os.path.join(build_dir(), "chorusrun")
     e = dict(os.environ)
     e.update(env or {})
-    p = subprocess.Popen([run, "-np", str(world), "--timeout", str(timeout), PYTHON] + args,
+    p = subprocess.Popen([run, "-np", str(world), "--timeout", str(timeout), *options, PYTHON] + args,
                          env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     return collect([p], timeout + 30)[0]
 

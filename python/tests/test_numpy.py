@@ -356,19 +356,14 @@ def test_idle_ranks_across_emulated_nodes_leave_the_cpu_to_the_program():
     10% of a core over a 3 s gap, where a proxy that spun would take most of one. Every thread
     Chorus starts is named chorus-*."""
     import re
-    import subprocess
-    from launch import PYTHON, build_dir
-    env = dict(os.environ, GAP="3")
-    r = subprocess.run([os.path.join(build_dir(), "chorusrun"), "-np", "4", "--nodes", "2",
-                        "--timeout", "120", PYTHON, os.path.join(HERE, "idle_worker.py")],
-                       env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       timeout=180)
-    assert r.returncode == 0, r.stdout
-    lines = re.findall(r"IDLE rank=(\d+) gap=\S+ cpu=(\S+) threads=(\S+) ok=(\d)", r.stdout)
-    assert sorted(int(x[0]) for x in lines) == [0, 1, 2, 3], r.stdout
+    rc, text = chorusrun(4, [os.path.join(HERE, "idle_worker.py")], timeout=120,
+                         env={"GAP": "3"}, options=("--nodes", "2"))
+    assert rc == 0, text
+    lines = re.findall(r"IDLE rank=(\d+) gap=\S+ cpu=(\S+) threads=(\S+) ok=(\d)", text)
+    assert sorted(int(x[0]) for x in lines) == [0, 1, 2, 3], text
     for rank, cpu, threads, ok in lines:
-        assert ok == "1", r.stdout
-        assert float(cpu) < 0.3, f"rank {rank} used {cpu} s of CPU in a 3 s idle gap\n{r.stdout}"
+        assert ok == "1", text
+        assert float(cpu) < 0.3, f"rank {rank} used {cpu} s of CPU in a 3 s idle gap\n{text}"
         names = {t.split(":")[0] for t in threads.split(",")}
-        assert "chorus-proxy" in names, r.stdout
+        assert "chorus-proxy" in names, text
         assert all(n.startswith(("chorus-", "python")) for n in names), names
