@@ -43,9 +43,10 @@ def build_dir():
     return os.path.join(HERE, "..", "..", "build")
 
 
-def launch(world, args, timeout=240, env=None):
+def launch(world, args, timeout=240, env=None, rank_env=None):
     """Runs `python args...` as `world` ranks with torchrun-style variables; returns
-    [(exit status, output)] by rank. Ranks still running after `timeout` are killed (and the
+    [(exit status, output)] by rank. `rank_env(r)`: variables of rank r only (e.g.
+    CHORUS_HOSTID to emulate nodes). Ranks still running after `timeout` are killed (and the
     test fails on their status)."""
     port = free_port()
     procs = []
@@ -54,6 +55,7 @@ def launch(world, args, timeout=240, env=None):
         e.update(RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r),
                  LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         e.update(env or {})
+        e.update(rank_env(r) if rank_env else {})
         procs.append(subprocess.Popen([PYTHON] + args, env=e, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))
     return collect(procs, timeout)

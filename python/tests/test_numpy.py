@@ -350,14 +350,28 @@ def test_other_calls_argument_checks():
     b.close()
 
 
-def test_idle_ranks_across_emulated_nodes_leave_the_cpu_to_the_program():
+@pytest.mark.parametrize("how", ["chorusrun", "by hand beside a busy process"])
+def test_idle_ranks_across_emulated_nodes_leave_the_cpu_to_the_program(how):
     """Two emulated nodes (TCP between them): while the program computes between collectives,
     the ranks' threads (the TCP proxy named chorus-proxy among them) use almost no CPU: at most
     10% of a core over a 3 s gap, where a proxy that spun would take most of one. Every thread
-    Chorus starts is named chorus-*."""
+    Chorus starts is named chorus-*. Under chorusrun, and started by hand with torchrun's
+    variables (CHORUS_HOSTID per node) while a busy process shares the cores."""
     import re
-    rc, text = chorusrun(4, [os.path.join(HERE, "idle_worker.py")], timeout=120,
-                         env={"GAP": "3"}, options=("--nodes", "2"))
+    import subprocess
+    import sys
+    worker, env = [os.path.join(HERE, "idle_worker.py")], {"GAP": "3"}
+    if how == "chorusrun":
+        rc, text = chorusrun(4, worker, timeout=120, env=env, options=("--nodes", "2"))
+    else:
+        busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        try:
+            results = launch(4, worker, timeout=120, env=env,
+                             rank_env=lambda r: {"CHORUS_HOSTID": f"idle-node{r // 2}"})
+        finally:
+            busy.kill()
+            busy.wait()
+        rc, text = next((rc for rc, _ in results if rc != 0), 0), report(results)
     assert rc == 0, text
     lines = re.findall(r"IDLE rank=(\d+) gap=\S+ cpu=(\S+) threads=(\S+) ok=(\d)", text)
     assert sorted(int(x[0]) for x in lines) == [0, 1, 2, 3], text
