@@ -62,8 +62,8 @@ TEST_P(NetFaults, SurvivorsNameTheNetworkOrResultsStayExact) {
   // shows those rows at 5 s too, and at 15 s: 120 of 120 exact); 30 s for the flap, whose 1.5 s
   // outage stalled a wait about 3 s on a quiet machine, over 10 s once in a CI run beside the
   // sanitizer build (its load stretches the retransmission timeout, which doubles with every
-  // retry) and over 15 s once in another (2026-12-02: the job's first timeout, named rank 0,
-  // which waited on the link).
+  // retry) and over 15 s once in another with two busy processes beside it too (2026-12-02: the
+  // job's first timeout, named rank 0, which waited on the link).
   const bool fails = fault == "down" || fault == "gone" || fault == "drop";
   const int chorusTimeout = fails ? int(kChorusTimeout) : fault == "flap" ? 30 : 15;
   const CommandResult r = runCommand(
