@@ -14,24 +14,13 @@
 #     CHORUS_WHEEL_OTHER_TORCH=VER also checks that chorus.torch refuses torch VER (slow);
 #  5. a clang build of the library and tools (warnings as errors; unoptimised, since it checks
 #     clang's warnings, not its code; the tests are left out, half its time: the suite is built
-#     with g++ and warnings as errors, and runs on that RelWithDebInfo build); built second,
-#     after the Release build, with the wheel of 4 (what --build-only makes).
+#     with g++ and warnings as errors, and runs on that RelWithDebInfo build).
 # Usage: scripts/package_check.sh [work-dir (default: a temporary one)]
-#        scripts/package_check.sh --build-only work-dir   (the builds only, into work-dir: CI
-#          runs it beside the suite; a later run on the same work-dir finds them built and uses
-#          the wheel it built once)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=$PWD
-build_only=0
-if [ "${1:-}" = --build-only ]; then
-  build_only=1
-  shift
-  [ -n "${1:-}" ] || { echo "package_check: --build-only needs a work-dir" >&2; exit 2; }
-fi
 work=${1:-$(mktemp -d /tmp/chorus-package.XXXXXX)}
 mkdir -p "$work"
-work=$(cd "$work" && pwd)  # the install prefix below must be absolute
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo=sudo
 need=()
@@ -47,23 +36,6 @@ step "g++ Release build"
 cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DCHORUS_WERROR=ON \
   -DCHORUS_BUILD_TESTS=OFF -DCHORUS_CUDA=OFF -DCMAKE_INSTALL_PREFIX="$work/prefix" >/dev/null
 cmake --build "$work/build" -j"$(nproc)" >/dev/null
-step "clang build, unoptimised (library and tools)"
-CC=clang CXX=clang++ cmake -S "$src" -B "$work/build-clang" -DCMAKE_BUILD_TYPE=Debug \
-  -DCMAKE_C_FLAGS_DEBUG=-O0 -DCMAKE_CXX_FLAGS_DEBUG=-O0 \
-  -DCHORUS_WERROR=ON -DCHORUS_BUILD_TESTS=OFF -DCHORUS_CUDA=OFF -DCHORUS_PYTHON=OFF >/dev/null
-cmake --build "$work/build-clang" -j"$(nproc)" >/dev/null
-build_wheel() {
-  scripts/build_wheel.sh --python "${CHORUS_VENV_PYTHON:-python3}" --torch 2.13.0 \
-    --work "$work/wheel" --out "$work/dist" | tee "$work/build_wheel.log"
-}
-if [ "$build_only" -eq 1 ]; then
-  step "binary wheel for torch 2.13 (scripts/build_wheel.sh)"
-  build_wheel
-  touch "$work/wheel.prebuilt"
-  step "built"
-  exit 0
-fi
-
 step "install into $work/prefix"
 cmake --install "$work/build" >/dev/null
 prefix=$work/prefix
@@ -110,11 +82,8 @@ step "Debian's torch ($(/usr/bin/python3 -c 'import torch; print(torch.__version
     /usr/bin/python3 -m pytest -q -p no:cacheprovider test_torch_registered.py)
 
 step "binary wheel for torch 2.13 (scripts/build_wheel.sh), checked in fresh venvs (wheel_check.sh)"
-if [ -f "$work/wheel.prebuilt" ]; then  # built by --build-only into this work-dir: used once
-  rm "$work/wheel.prebuilt"
-else
-  build_wheel
-fi
+scripts/build_wheel.sh --python "${CHORUS_VENV_PYTHON:-python3}" --torch 2.13.0 \
+  --work "$work/wheel" --out "$work/dist" | tee "$work/build_wheel.log"
 wheel=$(tail -n 1 "$work/build_wheel.log")
 scripts/wheel_check.sh "$wheel" --work "$work/wheel-check" ${CHORUS_WHEEL_OTHER_TORCH:+--other-torch \
   "$CHORUS_WHEEL_OTHER_TORCH"}
@@ -137,5 +106,10 @@ DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$deb" >/dev/null
 (cd / && /usr/bin/python3 -c "import chorus.torch, chorus; print('installed:', chorus.__file__)")
 DEBIAN_FRONTEND=noninteractive $sudo apt-get remove -y -qq chorus >/dev/null
 
+step "clang build, unoptimised (library and tools)"
+CC=clang CXX=clang++ cmake -S "$src" -B "$work/build-clang" -DCMAKE_BUILD_TYPE=Debug \
+  -DCMAKE_C_FLAGS_DEBUG=-O0 -DCMAKE_CXX_FLAGS_DEBUG=-O0 \
+  -DCHORUS_WERROR=ON -DCHORUS_BUILD_TESTS=OFF -DCHORUS_CUDA=OFF -DCHORUS_PYTHON=OFF >/dev/null
+cmake --build "$work/build-clang" -j"$(nproc)" >/dev/null
 step "done"
 [ -n "${1:-}" ] || rm -rf "$work"
