@@ -634,6 +634,29 @@ void worldThread(Proc& pr, int t) {
                 fmt("%s rank %d: warm-up %s: %s: %s", c.tag.c_str(), me, d.describe().c_str(),
                     chorusGetErrorString(f.rc), f.msg.c_str()));
       }
+      // A communicator starts its channel workers (chorus-ch<k>, one thread per extra channel)
+      // on its first call that runs on more than one channel (src/algo/channel_workers.h):
+      // one such call too, at the first size the tuner runs on several channels, so that they
+      // exist before the checkpoint (a run that drew such a call only later ended with one
+      // more thread per rank than the checkpoint). The choice is the same on every rank.
+      static const char* const kTunerKey[kSendRecv] = {"allreduce", "broadcast",     "reduce",
+                                                       "allgather", "reducescatter", "alltoall",
+                                                       "gather",    "scatter"};
+      bool multi = false;
+      for (size_t bytes = 4096; bytes <= pr.o.maxBytes && !multi; bytes *= 2)
+        for (int k = 0; k < kSendRecv && !multi; ++k) {
+          const OpDesc d = makeOp(er, Coll(k), n, bytes);
+          chorusChoice_t ch{};
+          if (chorusTunerChoice(world, kTunerKey[k], d.count, d.type, &ch) != chorusSuccess ||
+              ch.nchannels < 2)
+            continue;
+          multi = true;
+          if (!run.run({d}, nullptr, false, 1, &f) || !run.flush(&f))
+            fatal(
+                pr, world,
+                fmt("%s rank %d: warm-up on %d channels %s: %s: %s", c.tag.c_str(), me,
+                    ch.nchannels, d.describe().c_str(), chorusGetErrorString(f.rc), f.msg.c_str()));
+        }
     } else {
       const size_t u = er.below(100);
       if (u < 55) {
