@@ -13,37 +13,13 @@ cd "$(dirname "$0")/.."
 budget=${FUZZ_SECONDS:-20}
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 
-have_clang() { command -v clang++ >/dev/null 2>&1 && command -v clang >/dev/null 2>&1; }
-
-# A runtime for -fsanitize=fuzzer: Debian 12 ships it in libclang-rt-<major>-dev.
-clang_rt_package() {
+clang_rt_package() {  # the runtime -fsanitize=fuzzer needs (Debian 12: libclang-rt-<major>-dev)
   local major
   major=$(clang++ --version 2>/dev/null | sed -n 's/.*clang version \([0-9]*\).*/\1/p' | head -1)
   [ -n "$major" ] && echo "libclang-rt-$major-dev"
 }
 
-try_install() {
-  [ "$(id -u)" = 0 ] || return 0
-  command -v apt-get >/dev/null 2>&1 || return 0
-  export DEBIAN_FRONTEND=noninteractive
-  if ! have_clang; then
-    echo "fuzz/run.sh: installing clang"
-    apt-get update -qq >/dev/null 2>&1 || true
-    apt-get install -y -qq clang >/dev/null 2>&1 || true
-  fi
-  if have_clang; then
-    local rt
-    rt=$(clang_rt_package || true)
-    if [ -n "$rt" ] && ! dpkg -s "$rt" >/dev/null 2>&1; then
-      echo "fuzz/run.sh: installing $rt"
-      apt-get install -y -qq "$rt" >/dev/null 2>&1 ||
-        { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq "$rt" >/dev/null 2>&1; } || true
-    fi
-  fi
-}
-
-try_install
-if ! have_clang; then
+if ! scripts/clang_setup.sh; then
   echo "fuzz/run.sh: skipped: clang not available (install clang and libclang-rt-<version>-dev)"
   exit 0
 fi

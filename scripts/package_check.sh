@@ -12,9 +12,7 @@
 #     installed into fresh venvs without compiler or CMake (scripts/wheel_check.sh): torchrun of
 #     the DDP and FSDP2 examples at 2 ranks, the numpy API without torch;
 #     CHORUS_WHEEL_OTHER_TORCH=VER also checks that chorus.torch refuses torch VER (slow);
-#  5. a clang build of the library and tools (warnings as errors; unoptimised, since it checks
-#     clang's warnings, not its code; the tests are left out, half its time: the suite is built
-#     with g++ and warnings as errors, and runs on that RelWithDebInfo build).
+# (The clang build with warnings as errors is the sanitizer build: scripts/sanitize.sh.)
 # Usage: scripts/package_check.sh [work-dir (default: a temporary one)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +22,7 @@ mkdir -p "$work"
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo=sudo
 need=()
-for pkg in clang pkgconf dpkg-dev; do dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg"); done
+for pkg in pkgconf dpkg-dev; do dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg"); done
 if [ ${#need[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
@@ -106,10 +104,5 @@ DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$deb" >/dev/null
 (cd / && /usr/bin/python3 -c "import chorus.torch, chorus; print('installed:', chorus.__file__)")
 DEBIAN_FRONTEND=noninteractive $sudo apt-get remove -y -qq chorus >/dev/null
 
-step "clang build, unoptimised (library and tools)"
-CC=clang CXX=clang++ cmake -S "$src" -B "$work/build-clang" -DCMAKE_BUILD_TYPE=Debug \
-  -DCMAKE_C_FLAGS_DEBUG=-O0 -DCMAKE_CXX_FLAGS_DEBUG=-O0 \
-  -DCHORUS_WERROR=ON -DCHORUS_BUILD_TESTS=OFF -DCHORUS_CUDA=OFF -DCHORUS_PYTHON=OFF >/dev/null
-cmake --build "$work/build-clang" -j"$(nproc)" >/dev/null
 step "done"
 [ -n "${1:-}" ] || rm -rf "$work"

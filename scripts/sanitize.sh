@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds Chorus with AddressSanitizer + UndefinedBehaviorSanitizer (CMake preset "asan",
-# build-asan/) and runs the tests that exercise every layer (errors, communicators, groups,
-# streams, splits, timeouts, strangers on the bootstrap and data listeners, leftovers, dead peers
-# across nodes, failure notices, emulated nodes and namespaces, the hierarchical collectives,
-# sockets, launchers, the CUDA host tests) under it.
+# build-asan/: clang, warnings as errors, so also CI's clang build) and runs the tests that
+# exercise every layer (errors, communicators, groups, streams, splits, timeouts, strangers on
+# the bootstrap and data listeners, leftovers, dead peers across nodes, failure notices,
+# emulated nodes and namespaces, the hierarchical collectives, sockets, launchers, the CUDA host
+# tests) under it.
 # The full correctness matrices run in the normal build (scripts/test.sh).
 #   scripts/sanitize.sh [ctest regex]
 #   scripts/sanitize.sh --build-only   (configure and build only, the dependencies installed by
@@ -18,6 +19,9 @@ fi
 # Installs the build dependencies if missing (and builds build/): not beside the suite, which
 # runs from build/.
 [ "$build_only" -eq 1 ] || scripts/setup.sh build >/dev/null
+# The preset builds with clang (and warnings as errors: CI's clang build): installed if missing.
+scripts/clang_setup.sh ||
+  { echo "sanitize.sh: needs clang and libclang-rt-<version>-dev (apt-get install clang)" >&2; exit 1; }
 cmake --preset asan >/dev/null
 cmake --build build-asan -j"$(nproc)"
 [ "$build_only" -eq 0 ] || exit 0
