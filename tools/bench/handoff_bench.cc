@@ -10,6 +10,12 @@
 //                ahead by the FIFO depth).
 // Each figure is the best and the median of --reps repetitions of --iters iterations, in
 // microseconds. Usage: handoff_bench [--iters N (100000)] [--reps N (7)]
+//
+// handoff_bench --watch N: the machine's state, N times in a row (docs/performance.md, "Why
+// the medians spread"): per round the floor (50 round trips), a 256 KiB line-by-line read by
+// rank 1 of lines rank 0 has just written (dirty in the other core's cache), a 256 KiB read of
+// lines written once at the start (clean), and one 512 KiB chorusReduceScatter (float32); the
+// medians of 10 blocks of rounds, in the order they ran.
 #include <getopt.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -21,6 +27,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "chorus/chorus.h"
@@ -32,11 +39,18 @@ using Clock = std::chrono::steady_clock;
 struct alignas(64) Line {
   std::atomic<uint64_t> v;
 };
+constexpr size_t kWatchBytes = 256 << 10;  // --watch: the bytes read across per round
+constexpr int kWatchMax = 100000;
+
 struct Shared {
   Line ping, pong;  // the floor's two flags, one cache line each
   Line go;          // start barrier of the floor test
+  Line written;     // --watch: rank 0's round number once it has written `dirty`
   double results[4][64];
   chorusUniqueId id;
+  double watch[kWatchMax][4];  // --watch: floor, dirty read, clean read, ReduceScatter (us)
+  alignas(64) char dirty[kWatchBytes];
+  alignas(64) char clean[kWatchBytes];
 };
 
 void pin(int cpu) {
@@ -132,21 +146,113 @@ int runRank(Shared* sh, int rank, int iters, int reps) {
   return ok(chorusCommDestroy(comm), "chorusCommDestroy") ? 0 : 1;
 }
 
+// Reads every 8-byte word of `p` (volatile: each load is done); returns their sum.
+uint64_t readAll(const char* p, size_t bytes) {
+  uint64_t sum = 0;
+  for (size_t i = 0; i < bytes; i += 8) sum += *reinterpret_cast<const volatile uint64_t*>(p + i);
+  return sum;
+}
+
+void meet(Shared* sh, uint64_t* n) {  // both processes: a barrier on `go`
+  *n += 2;
+  sh->go.v.fetch_add(1);
+  while (sh->go.v.load() < *n) relax();
+}
+
+int watchRank(Shared* sh, int rank, int rounds) {
+  pin(rank);
+  chorusComm_t comm;
+  if (!ok(chorusCommInitRank(&comm, 2, sh->id, rank), "chorusCommInitRank")) return 1;
+  std::vector<float> send(2 * 65536, float(rank + 1)), recv(65536);
+  uint64_t n = 0, flag = 0, sink = 0;
+  const int warm = 20;
+  for (int it = 0; it < rounds + warm; ++it) {
+    double t[4];
+    meet(sh, &n);
+    t[0] = floorRun(sh, rank, 50, flag);
+    flag += 50;
+    meet(sh, &n);
+    auto t0 = Clock::now();
+    if (rank == 0) {
+      memset(sh->dirty, it & 0xff, kWatchBytes);
+      sh->written.v.store(uint64_t(it) + 1, std::memory_order_release);
+    } else {
+      while (sh->written.v.load(std::memory_order_acquire) != uint64_t(it) + 1) relax();
+      sink += readAll(sh->dirty, kWatchBytes);
+    }
+    t[1] = usSince(t0);
+    meet(sh, &n);
+    t0 = Clock::now();
+    if (rank == 1) sink += readAll(sh->clean, kWatchBytes);
+    t[2] = usSince(t0);
+    meet(sh, &n);
+    t0 = Clock::now();
+    if (!ok(chorusReduceScatter(send.data(), recv.data(), 65536, chorusFloat32, chorusSum, comm,
+                                nullptr),
+            "chorusReduceScatter"))
+      return 1;
+    t[3] = usSince(t0);
+    if (recv[0] != 3.0f) {
+      fprintf(stderr, "handoff_bench: ReduceScatter gave %g, not 3\n", double(recv[0]));
+      return 1;
+    }
+    if (it < warm) continue;
+    // The reads are rank 1's, the ReduceScatter rank 0's (its call ends when rank 1's data
+    // has arrived), the floor rank 0's (the round trip).
+    double* w = sh->watch[it - warm];
+    if (rank == 0) {
+      w[0] = t[0];
+      w[3] = t[3];
+    } else {
+      w[1] = t[1];
+      w[2] = t[2];
+    }
+  }
+  if (sink == 1) puts("");  // keeps the reads
+  return ok(chorusCommDestroy(comm), "chorusCommDestroy") ? 0 : 1;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// The rounds in 10 blocks in the order they ran, each block's medians: a state of the
+// machine that lasts longer than a block shows as rows where the columns move together.
+void printWatch(const Shared* sh, int rounds) {
+  const int blocks = std::min(rounds, 10);
+  printf("# handoff_bench --watch: %d rounds in %d blocks in order, each block's medians in us\n",
+         rounds, blocks);
+  printf("%-7s %8s %14s %14s %22s\n", "rounds", "floor", "dirty 256 KiB", "clean 256 KiB",
+         "ReduceScatter 512 KiB");
+  for (int b = 0; b < blocks; ++b) {
+    const int lo = rounds * b / blocks, hi = rounds * (b + 1) / blocks;
+    std::vector<double> c[4];
+    for (int i = lo; i < hi; ++i)
+      for (int k = 0; k < 4; ++k) c[k].push_back(sh->watch[i][k]);
+    printf("%-7d %8.3f %14.1f %14.1f %22.1f\n", hi - lo, median(c[0]), median(c[1]), median(c[2]),
+           median(c[3]));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int iters = 100000, reps = 7;
+  int iters = 100000, reps = 7, watch = 0;
   static const option opts[] = {{"iters", required_argument, nullptr, 'n'},
                                 {"reps", required_argument, nullptr, 'r'},
+                                {"watch", required_argument, nullptr, 'w'},
                                 {"help", no_argument, nullptr, 'h'},
                                 {nullptr, 0, nullptr, 0}};
-  for (int c; (c = getopt_long(argc, argv, "n:r:h", opts, nullptr)) != -1;) {
-    if (c == 'n') {
+  for (int c; (c = getopt_long(argc, argv, "n:r:w:h", opts, nullptr)) != -1;) {
+    if (c == 'w') {
+      watch = std::clamp(atoi(optarg), 1, kWatchMax);
+    } else if (c == 'n') {
       iters = std::max(1, atoi(optarg));
     } else if (c == 'r') {
       reps = std::clamp(atoi(optarg), 1, 64);
     } else {
-      fprintf(stderr, "usage: %s [--iters N (100000)] [--reps N (7)]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--iters N (100000)] [--reps N (7)] | --watch ROUNDS\n", argv[0]);
       return c == 'h' ? 0 : 2;
     }
   }
@@ -157,6 +263,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   Shared* sh = new (mem) Shared{};
+  memset(sh->clean, 1, kWatchBytes);
   if (!ok(chorusGetUniqueId(&sh->id), "chorusGetUniqueId")) return 1;
   fflush(stdout);
   const pid_t child = fork();
@@ -164,11 +271,15 @@ int main(int argc, char** argv) {
     perror("handoff_bench: fork");
     return 1;
   }
-  if (child == 0) _exit(runRank(sh, 1, iters, reps));
-  const int mine = runRank(sh, 0, iters, reps);
+  if (child == 0) _exit(watch > 0 ? watchRank(sh, 1, watch) : runRank(sh, 1, iters, reps));
+  const int mine = watch > 0 ? watchRank(sh, 0, watch) : runRank(sh, 0, iters, reps);
   int status = 0;
   waitpid(child, &status, 0);
   if (mine != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;
+  if (watch > 0) {
+    printWatch(sh, watch);
+    return 0;
+  }
   const char* names[4] = {"floor (spin flag, one way)", "send/recv 8 B (one way)",
                           "allreduce 8 B (per call)", "broadcast 8 B (per call)"};
   printf("# handoff_bench: 2 processes, %d iterations x %d repetitions, times in us\n", iters,
