@@ -13,12 +13,6 @@ cd "$(dirname "$0")/.."
 budget=${FUZZ_SECONDS:-20}
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 
-clang_rt_package() {  # the runtime -fsanitize=fuzzer needs (Debian 12: libclang-rt-<major>-dev)
-  local major
-  major=$(clang++ --version 2>/dev/null | sed -n 's/.*clang version \([0-9]*\).*/\1/p' | head -1)
-  [ -n "$major" ] && echo "libclang-rt-$major-dev"
-}
-
 if ! scripts/clang_setup.sh; then
   echo "fuzz/run.sh: skipped: clang not available (install clang and libclang-rt-<version>-dev)"
   exit 0
@@ -29,7 +23,7 @@ log0="$build/fuzz-build.log"
 CC=clang CXX=clang++ cmake -S fuzz -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$log0" 2>&1 ||
   { cat "$log0"; echo "fuzz/run.sh: configure failed"; exit 1; }
 if ! grep -q 'CHORUS_HAVE_LIBFUZZER:INTERNAL=1' "$build/CMakeCache.txt"; then
-  echo "fuzz/run.sh: skipped: clang cannot link -fsanitize=fuzzer (install $(clang_rt_package || echo libclang-rt-dev))"
+  echo "fuzz/run.sh: skipped: clang cannot link -fsanitize=fuzzer (install $(scripts/clang_setup.sh --rt-package || echo libclang-rt-dev))"
   exit 0
 fi
 cmake --build "$build" -j"$(nproc)" >>"$log0" 2>&1 ||

@@ -3,17 +3,20 @@
 # 12's clang 14 ships it apart) when missing, as root or with sudo. Used by scripts/sanitize.sh
 # (the ASan+UBSan build is a clang build) and fuzz/run.sh. Exits 0 when clang and clang++ are
 # there afterwards, 1 when not.
-#   scripts/clang_setup.sh [--quiet]
+#   scripts/clang_setup.sh
+#   scripts/clang_setup.sh --rt-package   (only prints the runtime's package name)
 set -uo pipefail
-quiet=0
-[ "${1:-}" = --quiet ] && quiet=1
-say() { [ "$quiet" -eq 1 ] || echo "clang_setup: $*"; }
+say() { echo "clang_setup: $*"; }
 have_clang() { command -v clang++ >/dev/null 2>&1 && command -v clang >/dev/null 2>&1; }
 rt_package() {
   local major
   major=$(clang++ --version 2>/dev/null | sed -n 's/.*clang version \([0-9]*\).*/\1/p' | head -1)
   [ -n "$major" ] && echo "libclang-rt-$major-dev"
 }
+if [ "${1:-}" = --rt-package ]; then
+  rt_package
+  exit
+fi
 sudo=
 [ "$(id -u)" -eq 0 ] || sudo=sudo
 can_install() {

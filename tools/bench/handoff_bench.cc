@@ -88,6 +88,12 @@ double floorRun(Shared* sh, int rank, int iters, uint64_t base) {
   return usSince(t0) / iters / 2;
 }
 
+void meet(Shared* sh, uint64_t* n) {  // both processes: a barrier on `go`
+  *n += 2;
+  sh->go.v.fetch_add(1);
+  while (sh->go.v.load() < *n) relax();
+}
+
 bool ok(chorusResult_t r, const char* what) {
   if (r == chorusSuccess) return true;
   fprintf(stderr, "handoff_bench: %s: %s\n", what, chorusGetErrorString(r));
@@ -97,9 +103,9 @@ bool ok(chorusResult_t r, const char* what) {
 int runRank(Shared* sh, int rank, int iters, int reps) {
   pin(rank);
   // The floor first (both processes meet at `go` before each repetition).
+  uint64_t met = 0;
   for (int r = 0; r < reps; ++r) {
-    sh->go.v.fetch_add(1);
-    while (sh->go.v.load() < uint64_t(2 * (r + 1))) relax();
+    meet(sh, &met);
     const double t = floorRun(sh, rank, iters, uint64_t(r) * uint64_t(iters));
     if (rank == 0) sh->results[0][r] = t;
   }
@@ -151,12 +157,6 @@ uint64_t readAll(const char* p, size_t bytes) {
   uint64_t sum = 0;
   for (size_t i = 0; i < bytes; i += 8) sum += *reinterpret_cast<const volatile uint64_t*>(p + i);
   return sum;
-}
-
-void meet(Shared* sh, uint64_t* n) {  // both processes: a barrier on `go`
-  *n += 2;
-  sh->go.v.fetch_add(1);
-  while (sh->go.v.load() < *n) relax();
 }
 
 int watchRank(Shared* sh, int rank, int rounds) {
