@@ -61,6 +61,96 @@ def launch(world, args, timeout=240, env=None, rank_env=None):
     return collect(procs, timeout)
 
 
+# The fork server of forked(): one per test process, started on first use with torch imported.
+_fork_server = None
+
+
+def forked(world, args, timeout=240, env=None, rank_env=None):
+    """launch() with each rank forked from a server process that has already imported torch,
+    as torch.multiprocessing.start_processes(..., start_method="forkserver") starts them: the
+    same torchrun-style variables, script, arguments, exit statuses and output, without each
+    rank's two seconds of CPU importing torch (most of a small torch test's time on 2 cores).
+    A job whose `env` sets a TORCH_* variable (torch reads some at import), and every job when
+    CHORUS_TEST_FRESH=1, starts fresh interpreters instead (launch())."""
+    if os.environ.get("CHORUS_TEST_FRESH") == "1" or any(k.startswith("TORCH_") for k in env or {}):
+        return launch(world, args, timeout, env, rank_env)
+    import multiprocessing
+    import tempfile
+    global _fork_server
+    if _fork_server is None:
+        _fork_server = multiprocessing.get_context("forkserver")
+        _fork_server.set_forkserver_preload(["torch"])
+    port = free_port()
+    procs, outs = [], []
+    for r in range(world):
+        e = dict(os.environ)
+        e.update(RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r),
+                 LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        e.update(env or {})
+        e.update(rank_env(r) if rank_env else {})
+        fd, out = tempfile.mkstemp(prefix="chorus-rank-", suffix=".out")
+        os.close(fd)
+        outs.append(out)
+        p = _fork_server.Process(target=_forked_rank, args=([PYTHON] + args, e, out))
+        p.start()
+        procs.append(p)
+    import time
+    deadline = time.monotonic() + timeout
+    killed = False
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+        if p.exitcode is None:
+            killed = True
+            for q in procs:
+                q.kill()
+            p.join()
+    results = []
+    for p, out in zip(procs, outs):
+        p.join()
+        with open(out, errors="replace") as f:
+            text = f.read()
+        os.unlink(out)
+        if killed:
+            text += "\n[launch.py: killed after the timeout]"
+        results.append((p.exitcode, text))
+    return results
+
+
+def _forked_rank(argv, env, out):
+    """A rank of forked(), in the child of the fork server: `python argv[1:]` as the interpreter
+    would run it, its output (stdout and stderr) into the file `out`, its exit status the
+    script's (exit handlers run, as at a normal interpreter exit)."""
+    import atexit
+    import runpy
+    import threading
+    import traceback
+    fd = os.open(out, os.O_WRONLY | os.O_TRUNC)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    os.environ.clear()
+    os.environ.update(env)
+    sys.argv = list(argv[1:])
+    sys.path.insert(0, os.path.dirname(os.path.abspath(argv[1])))
+    code = 0
+    try:
+        runpy.run_path(argv[1], run_name="__main__")
+    except SystemExit as e:
+        if e.code is None or isinstance(e.code, int):
+            code = e.code or 0
+        else:
+            print(e.code, file=sys.stderr)
+            code = 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    threading._shutdown()  # the interpreter's own exit: non-daemon threads first, then atexit
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def chorusrun(world, args, timeout=240, env=None, options=()):
     """Runs `python args...` under chorusrun -np world (and its `options`, e.g. ("--nodes",
     "2")); returns (exit status, output)."""

@@ -1,6 +1,10 @@
 """torch.distributed backend "chorus": every op x dtype x world size 1..4, init methods,
 subgroups, async work and futures, error paths, a killed peer, a hung peer, and DDP training
-against gloo. Each job's ranks are real processes started with torchrun-style variables."""
+against gloo. Each job's ranks are real processes with torchrun-style variables: fresh
+interpreters started by hand (launch: init methods, killed ranks, shrink, debug wrappers), by
+torchrun, by chorusrun and by the examples; the others forked from a server that has imported
+torch (forked, as torch.multiprocessing's forkserver starts them; CHORUS_TEST_FRESH=1 makes
+those fresh interpreters too)."""
 
 import os
 import sys
@@ -10,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("chorus._chorus_torch")
 
-from launch import HERE, fsdp2_skip, launch, report  # noqa: E402
+from launch import HERE, forked, fsdp2_skip, launch, report  # noqa: E402
 
 WORKER = os.path.join(HERE, "torch_worker.py")
 
@@ -21,16 +25,16 @@ def ok(results):
 
 @pytest.mark.parametrize("world", [1, 2, 3, 4])
 def test_matrix(world):
-    ok(launch(world, [WORKER, "matrix"]))
+    ok(forked(world, [WORKER, "matrix"]))
 
 
 @pytest.mark.parametrize("mode", ["0", "1"])
 def test_collective_inside_a_future_callback(mode):
-    ok(launch(2, [WORKER, "callback"], env={"CHORUS_TORCH_ASYNC": mode}, timeout=120))
+    ok(forked(2, [WORKER, "callback"], env={"CHORUS_TORCH_ASYNC": mode}, timeout=120))
 
 
 def test_matrix_async_worker_thread():
-    ok(launch(3, [WORKER, "matrix"], env={"CHORUS_TORCH_ASYNC": "1"}))
+    ok(forked(3, [WORKER, "matrix"], env={"CHORUS_TORCH_ASYNC": "1"}))
 
 
 @pytest.mark.parametrize("method", ["tcp", "file"])
@@ -39,7 +43,7 @@ def test_init_methods(method, tmp_path):
 
 
 def test_errors():
-    ok(launch(2, [WORKER, "errors"]))
+    ok(forked(2, [WORKER, "errors"]))
 
 
 @pytest.mark.parametrize("victim", [0, 2])
@@ -54,18 +58,18 @@ def test_killed_peer(victim):
 
 
 def test_abort_from_another_thread():
-    ok(launch(2, [WORKER, "abort"], timeout=120))
+    ok(forked(2, [WORKER, "abort"], timeout=120))
 
 
 def test_hung_peer_hits_group_timeout():
-    results = launch(2, [WORKER, "hang"], env={"WORKER_TIMEOUT": "3"}, timeout=60)
+    results = forked(2, [WORKER, "hang"], env={"WORKER_TIMEOUT": "3"}, timeout=60)
     assert results[0][0] == 0, report(results)
 
 
 @pytest.mark.parametrize("mode", ["inline", "async"])
 def test_ddp_matches_gloo(mode):
     env = {"CHORUS_TORCH_ASYNC": "1" if mode == "async" else "0"}
-    ok(launch(2, [os.path.join(HERE, "ddp_worker.py")], env=env))
+    ok(forked(2, [os.path.join(HERE, "ddp_worker.py")], env=env))
 
 
 @pytest.mark.parametrize("example", ["ddp_train.py", "sharded_train.py"])
@@ -119,7 +123,7 @@ TORCH2 = int(torch.__version__.split(".")[0]) >= 2
 @pytest.mark.skipif(not TORCH2, reason="torch 2.x backend API")
 @pytest.mark.parametrize("world", [1, 2, 3])
 def test_torch2_features(world):
-    ok(launch(world, [WORKER, "torch2"]))
+    ok(forked(world, [WORKER, "torch2"]))
 
 
 @pytest.mark.skipif(not TORCH2, reason="torch 2.x backend API")
@@ -127,7 +131,7 @@ def test_torch2_features(world):
 def test_what_gloo_has(world, mode):
     """Recv from any source, sparse all_reduce, get_future, all_reduce_coalesced, object
     collectives, batch_isend_irecv with tags, a per-call timeout (torch_worker.py gloo)."""
-    ok(launch(world, [WORKER, "gloo"], env={"CHORUS_TORCH_ASYNC": mode}, timeout=240))
+    ok(forked(world, [WORKER, "gloo"], env={"CHORUS_TORCH_ASYNC": mode}, timeout=240))
 
 
 @pytest.mark.skipif(not hasattr(torch.distributed, "shrink_group"), reason="torch has no shrink_group")

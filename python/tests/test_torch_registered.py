@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("chorus._chorus_torch")
 
-from launch import HERE, fsdp2_skip, launch, report  # noqa: E402
+from launch import HERE, fsdp2_skip, forked, report  # noqa: E402
 
 WORKER = os.path.join(HERE, "registered_worker.py")
 
@@ -28,7 +28,7 @@ def ok(results):
 
 
 def test_registered_empty_runs_zero_copy_and_is_released():
-    results = launch(2, [WORKER, "basic"], env={"CHORUS_DEBUG": "INFO"})
+    results = forked(2, [WORKER, "basic"], env={"CHORUS_DEBUG": "INFO"})
     ok(results)
     for _, text in results:
         # The 256 KiB all_reduce and reduce_scatter on registered tensors choose zerocopy and run
@@ -39,7 +39,7 @@ def test_registered_empty_runs_zero_copy_and_is_released():
 
 
 def test_not_a_chorus_group_is_a_clear_error():
-    ok(launch(2, [WORKER, "bad"]))
+    ok(forked(2, [WORKER, "bad"]))
 
 
 def zero_copy_calls(text):
@@ -60,7 +60,7 @@ def test_fsdp2_registered_buffers_match_default_and_run_zero_copy(tmp_path):
                             ("registered_async", "registered", {"CHORUS_TORCH_ASYNC": "1"})):
         out = str(tmp_path / f"{name}.pt")
         env = dict(env, CHORUS_DEBUG="INFO", OUT_FILE=out)
-        results = launch(2, [WORKER, "fsdp", mode], env=env)
+        results = forked(2, [WORKER, "fsdp", mode], env=env)
         ok(results)
         with open(out + ".json") as f:
             info = json.load(f)
