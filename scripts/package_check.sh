@@ -22,7 +22,7 @@ mkdir -p "$work"
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo=sudo
 need=()
-for pkg in pkgconf dpkg-dev; do dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg"); done
+for pkg in pkgconf dpkg-dev ccache; do dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg"); done
 if [ ${#need[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
@@ -30,12 +30,21 @@ fi
 t0=$(date +%s)
 step() { echo "### package_check: $* ($(($(date +%s) - t0)) s)"; }
 
+# The Release build and the wheel's (step 4) compile the library and chorusrun with the same
+# compiler and flags: ccache (Debian's) compiles them once. Its base directory "/" makes every
+# path relative to the compiling directory, the two build trees lie at the same depth ($work/rel/
+# build, $work/wheel/pip-build), and both name the compiler alike (ccache hashes its name: CMake
+# finds c++, scikit-build-core g++), so their command lines match; its cache is this run's own.
+export CCACHE_DIR=$work/ccache CCACHE_BASEDIR=/ CCACHE_NOHASHDIR=true
+launcher=(-DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ -DCMAKE_C_COMPILER_LAUNCHER=ccache
+          -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 step "g++ Release build"
-cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DCHORUS_WERROR=ON \
-  -DCHORUS_BUILD_TESTS=OFF -DCHORUS_CUDA=OFF -DCMAKE_INSTALL_PREFIX="$work/prefix" >/dev/null
-cmake --build "$work/build" -j"$(nproc)" >/dev/null
+cmake -S "$src" -B "$work/rel/build" -DCMAKE_BUILD_TYPE=Release -DCHORUS_WERROR=ON \
+  -DCHORUS_BUILD_TESTS=OFF -DCHORUS_CUDA=OFF -DCMAKE_INSTALL_PREFIX="$work/prefix" \
+  "${launcher[@]}" >/dev/null
+cmake --build "$work/rel/build" -j"$(nproc)" >/dev/null
 step "install into $work/prefix"
-cmake --install "$work/build" >/dev/null
+cmake --install "$work/rel/build" >/dev/null
 prefix=$work/prefix
 libdir=$(ls -d "$prefix"/lib* | head -n 1)
 ls "$libdir"/libchorus.so.* >/dev/null
@@ -73,22 +82,25 @@ PYTHONPATH=$(ls -d "$prefix"/lib/python3*/dist-packages) /usr/bin/python3 -m cho
 grep -q '^chorus.torch: *loads$' "$work/collect_env.txt"
 
 step "Debian's torch ($(/usr/bin/python3 -c 'import torch; print(torch.__version__)' 2>/dev/null)): torch tests on this build"
-(cd python/tests && PYTHONPATH=$work/build/python CHORUS_BUILD_DIR=$work/build PYTHONDONTWRITEBYTECODE=1 \
+(cd python/tests && PYTHONPATH=$work/rel/build/python CHORUS_BUILD_DIR=$work/rel/build PYTHONDONTWRITEBYTECODE=1 \
   /usr/bin/python3 -m pytest -q -p no:cacheprovider test_torch.py -k "matrix or errors or ddp or torch2 or share_of_the_cpus"
   # registered_empty and its errors run on torch 1.13 too; the FSDP2 tests skip there.
-  PYTHONPATH=$work/build/python CHORUS_BUILD_DIR=$work/build PYTHONDONTWRITEBYTECODE=1 \
+  PYTHONPATH=$work/rel/build/python CHORUS_BUILD_DIR=$work/rel/build PYTHONDONTWRITEBYTECODE=1 \
     /usr/bin/python3 -m pytest -q -p no:cacheprovider test_torch_registered.py)
 
 step "binary wheel for torch 2.13 (scripts/build_wheel.sh), checked in fresh venvs (wheel_check.sh)"
-scripts/build_wheel.sh --python "${CHORUS_VENV_PYTHON:-python3}" --torch 2.13.0 \
-  --work "$work/wheel" --out "$work/dist" | tee "$work/build_wheel.log"
+# scikit-build-core adds CMAKE_ARGS to its CMake command line: the Release build's flags.
+# It builds in the project's venv (scripts/setup.sh's, torch 2.13.0 and the build tools inside).
+CMAKE_ARGS="-DCHORUS_WERROR=ON ${launcher[*]}" scripts/build_wheel.sh --venv "$(scripts/venv.sh)" \
+  --torch 2.13.0 --work "$work/wheel" --out "$work/dist" | tee "$work/build_wheel.log"
 wheel=$(tail -n 1 "$work/build_wheel.log")
 scripts/wheel_check.sh "$wheel" --work "$work/wheel-check" ${CHORUS_WHEEL_OTHER_TORCH:+--other-torch \
   "$CHORUS_WHEEL_OTHER_TORCH"}
 
 step ".deb (cpack) installed with apt"
-(cd "$work/build" && cpack -G DEB >/dev/null)
-deb=$(ls "$work"/build/chorus_*.deb)
+echo "package_check: ccache: $(ccache --print-stats | awk -F'\t' '$1 == "direct_cache_hit" || $1 == "preprocessed_cache_hit" {h += $2} $1 == "cache_miss" {m = $2} END {print h + 0 " compiles reused, " m + 0 " made"}')"
+(cd "$work/rel/build" && cpack -G DEB >/dev/null)
+deb=$(ls "$work"/rel/build/chorus_*.deb)
 dpkg-deb -f "$deb" Package Version Depends Recommends
 # The licence: BSD-3-Clause in the description and Debian's machine-readable copyright file.
 # (Captured first: `producer | grep -q` fails under pipefail when grep exits before the producer.)
