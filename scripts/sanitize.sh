@@ -26,8 +26,13 @@ cmake --preset asan >/dev/null
 cmake --build build-asan -j"$(nproc)"
 [ "$build_only" -eq 0 ] || exit 0
 regex=${1:-'Errors|Comm|Shrink|Semantics|DataStrangers|FailureNotice|DeadPeerAcrossNodes|MultiNodeAlgorithms|Socket|CudaIpc|CudaFunctors|CudaHost|MultiNodeNetns|SingleThread|Threads/Split|Threads/Stream|Threads/CallCheck|Threads/Timeout|Strangers|Leftovers|Emulated/MultiNode|Env/Launchers|DoubleBinaryTree|NodeTree|Support|ReduceKernel|Half|Bf16'}
+# The default set leaves out the 4- and 8-rank runs of two matrices that the 2-, 3- and 5-rank
+# runs repeat under the sanitizers (the same code: a power of two, a non-power of two, the
+# smallest cases; the normal build runs them all): 70 s of their 400 s of test time here.
+exclude=(-E '^(SingleThread/Grouped\.NullStreams|Threads/Stream\.Matrix)/(4|8)ranks')
+[ -z "${1:-}" ] || exclude=()
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 # Two at a time, as scripts/test.sh runs the suite (CTEST_PARALLEL_LEVEL overrides).
 ctest --test-dir build-asan --output-on-failure -j"${CTEST_PARALLEL_LEVEL:-2}" --timeout 900 \
-  -R "$regex"
+  -R "$regex" "${exclude[@]}"
