@@ -43,6 +43,16 @@ def build_dir():
     return os.path.join(HERE, "..", "..", "build")
 
 
+def _rank_environ(r, world, port, env, rank_env):
+    """Rank r's environment: this one, torchrun's variables, the job's `env`, rank_env(r)."""
+    e = dict(os.environ)
+    e.update(RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r), LOCAL_WORLD_SIZE=str(world),
+             MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    e.update(env or {})
+    e.update(rank_env(r) if rank_env else {})
+    return e
+
+
 def launch(world, args, timeout=240, env=None, rank_env=None):
     """Runs `python args...` as `world` ranks with torchrun-style variables; returns
     [(exit status, output)] by rank. `rank_env(r)`: variables of rank r only (e.g.
@@ -51,11 +61,7 @@ def launch(world, args, timeout=240, env=None, rank_env=None):
     port = free_port()
     procs = []
     for r in range(world):
-        e = dict(os.environ)
-        e.update(RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r),
-                 LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        e.update(env or {})
-        e.update(rank_env(r) if rank_env else {})
+        e = _rank_environ(r, world, port, env, rank_env)
         procs.append(subprocess.Popen([PYTHON] + args, env=e, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))
     return collect(procs, timeout)
@@ -83,11 +89,7 @@ def forked(world, args, timeout=240, env=None, rank_env=None):
     port = free_port()
     procs, outs = [], []
     for r in range(world):
-        e = dict(os.environ)
-        e.update(RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r),
-                 LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        e.update(env or {})
-        e.update(rank_env(r) if rank_env else {})
+        e = _rank_environ(r, world, port, env, rank_env)
         fd, out = tempfile.mkstemp(prefix="chorus-rank-", suffix=".out")
         os.close(fd)
         outs.append(out)
