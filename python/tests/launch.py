@@ -1,10 +1,18 @@
 """Starts the ranks of a test job the way users do: by hand with torchrun-style variables
-(RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), or under chorusrun."""
+(RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), forked from a server that has
+imported torch (as torch.multiprocessing's forkserver starts them), or under chorusrun."""
 
+import atexit
+import multiprocessing
 import os
+import runpy
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
+import time
+import traceback
 
 PYTHON = sys.executable  # the interpreter running the tests (the venv's, or Debian's)
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -80,8 +88,6 @@ def forked(world, args, timeout=240, env=None, rank_env=None):
     CHORUS_TEST_FRESH=1, starts fresh interpreters instead (launch())."""
     if os.environ.get("CHORUS_TEST_FRESH") == "1" or any(k.startswith("TORCH_") for k in env or {}):
         return launch(world, args, timeout, env, rank_env)
-    import multiprocessing
-    import tempfile
     global _fork_server
     if _fork_server is None:
         _fork_server = multiprocessing.get_context("forkserver")
@@ -96,7 +102,6 @@ def forked(world, args, timeout=240, env=None, rank_env=None):
         p = _fork_server.Process(target=_forked_rank, args=([PYTHON] + args, e, out))
         p.start()
         procs.append(p)
-    import time
     deadline = time.monotonic() + timeout
     killed = False
     for p in procs:
@@ -122,10 +127,6 @@ def _forked_rank(argv, env, out):
     """A rank of forked(), in the child of the fork server: `python argv[1:]` as the interpreter
     would run it, its output (stdout and stderr) into the file `out`, its exit status the
     script's (exit handlers run, as at a normal interpreter exit)."""
-    import atexit
-    import runpy
-    import threading
-    import traceback
     fd = os.open(out, os.O_WRONLY | os.O_TRUNC)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
