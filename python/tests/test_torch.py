@@ -46,9 +46,13 @@ def test_errors():
     ok(forked(2, [WORKER, "errors"]))
 
 
-@pytest.mark.parametrize("victim", [0, 2])
-def test_killed_peer(victim):
-    results = launch(4, [WORKER, "kill", str(victim)], timeout=120)
+# Fresh interpreters, and ranks forked from a server that has imported torch (as
+# torch.multiprocessing's forkserver starts them: the victim's parent is that server, not the
+# test).
+@pytest.mark.parametrize("victim,start", [(0, "fresh"), (2, "fresh"), (2, "forked")])
+def test_killed_peer(victim, start):
+    run = forked if start == "forked" else launch
+    results = run(4, [WORKER, "kill", str(victim)], timeout=120)
     for r, (rc, text) in enumerate(results):
         if r == victim:
             assert rc == 9, report(results)
