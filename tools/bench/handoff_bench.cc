@@ -1,7 +1,8 @@
 // handoff_bench: the cost of one hand-off between two ranks through Chorus against the physical
 // floor, a spin-flag ping-pong on a shared cache line (docs/performance.md, "Small messages").
 //
-// Two processes (fork), pinned to cores 0 and 1 when the machine has two or more:
+// Two processes (fork), pinned to cores 0 and 1 when the machine has two or more (--no-pin:
+// left where the scheduler puts them, as ranks started by hand or by torchrun run):
 //   floor        a flag in a MAP_SHARED page, bounced back and forth: one-way = round trip / 2;
 //   send/recv    chorusSend / chorusRecv of 8 bytes, bounced the same way: one-way = round trip /
 //   2; allreduce    chorusAllReduce of 8 bytes in a loop: time per call (one hand-off each way, at
@@ -9,7 +10,7 @@
 //   broadcast    chorusBroadcast of 8 bytes from rank 0 in a loop: time per call (the root can run
 //                ahead by the FIFO depth).
 // Each figure is the best and the median of --reps repetitions of --iters iterations, in
-// microseconds. Usage: handoff_bench [--iters N (100000)] [--reps N (7)]
+// microseconds. Usage: handoff_bench [--iters N (100000)] [--reps N (7)] [--no-pin]
 //
 // handoff_bench --watch N: the machine's state, N times in a row (docs/performance.md, "Why
 // the medians spread"): per round the floor (50 round trips), a 256 KiB line-by-line read by
@@ -53,8 +54,10 @@ struct Shared {
   alignas(64) char clean[kWatchBytes];
 };
 
+bool gPin = true;  // --no-pin clears it
+
 void pin(int cpu) {
-  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) return;
+  if (!gPin || sysconf(_SC_NPROCESSORS_ONLN) < 2) return;
   cpu_set_t s;
   CPU_ZERO(&s);
   CPU_SET(cpu, &s);
@@ -239,11 +242,10 @@ void printWatch(const Shared* sh, int rounds) {
 
 int main(int argc, char** argv) {
   int iters = 100000, reps = 7, watch = 0;
-  static const option opts[] = {{"iters", required_argument, nullptr, 'n'},
-                                {"reps", required_argument, nullptr, 'r'},
-                                {"watch", required_argument, nullptr, 'w'},
-                                {"help", no_argument, nullptr, 'h'},
-                                {nullptr, 0, nullptr, 0}};
+  static const option opts[] = {
+      {"iters", required_argument, nullptr, 'n'}, {"reps", required_argument, nullptr, 'r'},
+      {"watch", required_argument, nullptr, 'w'}, {"no-pin", no_argument, nullptr, 'p'},
+      {"help", no_argument, nullptr, 'h'},        {nullptr, 0, nullptr, 0}};
   for (int c; (c = getopt_long(argc, argv, "n:r:w:h", opts, nullptr)) != -1;) {
     if (c == 'w') {
       watch = std::clamp(atoi(optarg), 1, kWatchMax);
@@ -251,8 +253,11 @@ int main(int argc, char** argv) {
       iters = std::max(1, atoi(optarg));
     } else if (c == 'r') {
       reps = std::clamp(atoi(optarg), 1, 64);
+    } else if (c == 'p') {
+      gPin = false;
     } else {
-      fprintf(stderr, "usage: %s [--iters N (100000)] [--reps N (7)] | --watch ROUNDS\n", argv[0]);
+      fprintf(stderr, "usage: %s [--iters N (100000)] [--reps N (7)] [--no-pin] | --watch ROUNDS\n",
+              argv[0]);
       return c == 'h' ? 0 : 2;
     }
   }
@@ -282,8 +287,8 @@ int main(int argc, char** argv) {
   }
   const char* names[4] = {"floor (spin flag, one way)", "send/recv 8 B (one way)",
                           "allreduce 8 B (per call)", "broadcast 8 B (per call)"};
-  printf("# handoff_bench: 2 processes, %d iterations x %d repetitions, times in us\n", iters,
-         reps);
+  printf("# handoff_bench: 2 processes (%s), %d iterations x %d repetitions, times in us\n",
+         gPin ? "pinned to cores 0 and 1" : "not pinned", iters, reps);
   printf("%-28s %8s %8s %10s\n", "what", "best", "median", "best/floor");
   double floorBest = 0;
   for (int k = 0; k < 4; ++k) {
