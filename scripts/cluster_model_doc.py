@@ -50,20 +50,27 @@ def main():
     for row in first["rows"]:
         if row["collective"] not in colls:
             colls.append(row["collective"])
+    # A collective whose table is the same as an earlier one's (Reduce as Broadcast, ReduceScatter
+    # as AllGather) is named with it instead of printed again.
+    tables = {}
     for coll in colls:
-        print(f"\n{coll}:\n")
-        head = "| size |" + "".join(f" {g:g} Gbit/s: choice | time (us) | busbw (GB/s) |"
-                                    for g in speeds)
-        print(head)
-        print("|" + "---|" * (1 + 3 * len(speeds)))
         rows = [[r for r in run_["rows"] if r["collective"] == coll] for run_ in runs]
+        lines = []
         for i, base in enumerate(rows[0]):
             cells = [size_name(base["bytes"])]
             for per in rows:
                 r = per[i]
                 cells += [f"{r['algorithm']}/{r['protocol']}", f"{r['predicted_us']:.1f}",
                           f"{r['busbw']:.3f}"]
-            print("| " + " | ".join(cells) + " |")
+            lines.append("| " + " | ".join(cells) + " |")
+        tables.setdefault("\n".join(lines), []).append(coll)
+    head = "| size |" + "".join(f" {g:g} Gbit/s: choice | time (us) | busbw (GB/s) |"
+                                for g in speeds)
+    for body, same in tables.items():
+        print(f"\n{', '.join(same)}" + (" (the same predictions):" if len(same) > 1 else ":") + "\n")
+        print(head)
+        print("|" + "---|" * (1 + 3 * len(speeds)))
+        print(body)
     return 0
 
 
