@@ -54,10 +54,11 @@ struct Shared {
   alignas(64) char clean[kWatchBytes];
 };
 
-bool gPin = true;  // --no-pin clears it
+// Whether the two processes pin themselves: not with --no-pin, nor on fewer than two CPUs.
+bool gPin = true;
 
 void pin(int cpu) {
-  if (!gPin || sysconf(_SC_NPROCESSORS_ONLN) < 2) return;
+  if (!gPin) return;
   cpu_set_t s;
   CPU_ZERO(&s);
   CPU_SET(cpu, &s);
@@ -261,6 +262,7 @@ int main(int argc, char** argv) {
       return c == 'h' ? 0 : 2;
     }
   }
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) gPin = false;
   void* mem =
       mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) {
