@@ -22,6 +22,8 @@
 //                     this process's threads, and the Chorus shared memory it maps and has touched
 //                     (/proc/self/smaps, /dev/shm/chorus*), and how much /dev/shm's use grew
 //                     since this rank started (the whole node's segments, once all exist)
+//   --huge            instead of the matrix, the check of counts past 2^31 on 2 ranks, 2 GiB
+//                     each (tests/huge_check.h)
 #include <chorus/chorus.h>
 #include <sched.h>
 #include <sys/statvfs.h>
@@ -35,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include "huge_check.h"
 #include "matrix.h"
 #include "result_name.h"
 #include "test_types.h"
@@ -74,6 +77,7 @@ struct Options {
   double timeout = 500;
   bool printCpus = false;  // print the CPUs this rank's thread may use once the communicator exists
   bool resources = false;
+  bool huge = false;  // the past-2^31 check (tests/huge_check.h) instead of the matrix, 2 ranks
 };
 
 // Bytes in use on /dev/shm (every process's, unlinked but still mapped segments included).
@@ -185,6 +189,8 @@ Options parse(int argc, char** argv) {
       o.printCpus = true;
     } else if (a == "--resources") {
       o.resources = true;
+    } else if (a == "--huge") {
+      o.huge = true;
     } else {
       usage("unknown option " + a);
     }
@@ -289,7 +295,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "chorusStreamCreate returned %s\n", resultName(r));
     return 2;
   }
-  res.merge(runMatrix(comm, rank, nranks, opt.matrix, stream), opt.matrix.maxMessages);
+  if (opt.huge) {
+    int8_t* p = nranks == huge::kRanks ? huge::map() : nullptr;
+    const std::string problem =
+        p == nullptr ? "--huge: needs 2 ranks and 2 GiB each" : huge::run(comm, rank, p);
+    if (!problem.empty()) res.fail(problem, opt.matrix.maxMessages);
+    if (p != nullptr) huge::unmap(p);
+  } else {
+    res.merge(runMatrix(comm, rank, nranks, opt.matrix, stream), opt.matrix.maxMessages);
+  }
   if (stream != nullptr) chorusStreamDestroy(stream);
   if (opt.split) checkSplits(comm, rank, nranks, res, opt.matrix.maxMessages);
   if (opt.resources) {
