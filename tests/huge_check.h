@@ -50,20 +50,21 @@ size_t firstWrong(const int8_t* p, size_t n, Want want) {
 // and every element was right, else the first problem, naming the collective and the rank.
 inline std::string run(chorusComm_t comm, int rank, int8_t* p) {
   char msg[512];
-  auto problem = [&](const char* what, chorusResult_t r, const int8_t* q, size_t wrong,
-                     size_t n) -> bool {
+  // True (msg set) when the call failed or an element of q[0, n) is not want(i).
+  auto problem = [&](const char* what, chorusResult_t r, const int8_t* q, size_t n,
+                     auto want) -> bool {
     if (r != chorusSuccess) {
       std::snprintf(msg, sizeof msg, "%s, rank %d: %s: %s", what, rank, chorusGetErrorString(r),
                     chorusGetLastError(comm));
       return true;
     }
-    if (wrong != n) {
-      std::snprintf(msg, sizeof msg, "%s, rank %d: element %zu of %zu wrong: %d", what, rank, wrong,
-                    n, int(q[wrong]));
-      return true;
-    }
-    return false;
+    const size_t wrong = firstWrong(q, n, want);
+    if (wrong == n) return false;
+    std::snprintf(msg, sizeof msg, "%s, rank %d: element %zu of %zu wrong: %d", what, rank, wrong,
+                  n, int(q[wrong]));
+    return true;
   };
+  auto sumOfTwo = [](size_t i) { return int8_t(2 * (i & 63) + 1); };
 
   // A small AllReduce first: where the single copy is named (CHORUS_ALGO=...:cma), its first
   // call runs the FIFO fallback while cross-memory attach is enabled; the huge calls then read
@@ -71,40 +72,31 @@ inline std::string run(chorusComm_t comm, int rank, int8_t* p) {
   constexpr size_t kSmall = 4099;
   for (size_t i = 0; i < kSmall; ++i) p[i] = pattern(i, rank);
   chorusResult_t r = chorusAllReduce(p, p, kSmall, chorusInt8, chorusSum, comm, nullptr);
-  size_t wrong = r != chorusSuccess
-                     ? kSmall
-                     : firstWrong(p, kSmall, [](size_t i) { return int8_t(2 * (i & 63) + 1); });
-  if (problem("AllReduce of 4099", r, p, wrong, kSmall)) return msg;
+  if (problem("AllReduce of 4099", r, p, kSmall, sumOfTwo)) return msg;
 
   for (size_t i = 0; i < kOdd; ++i) p[i] = pattern(i, rank);
   r = chorusAllReduce(p, p, kOdd, chorusInt8, chorusSum, comm, nullptr);
-  wrong = r != chorusSuccess
-              ? kOdd
-              : firstWrong(p, kOdd, [](size_t i) { return int8_t(2 * (i & 63) + 1); });
-  if (problem("AllReduce", r, p, wrong, kOdd)) return msg;
+  if (problem("AllReduce", r, p, kOdd, sumOfTwo)) return msg;
 
   for (size_t i = 0; i < kOdd; ++i) p[i] = rank == 1 ? pattern(i, 0) : int8_t(-1);
   r = chorusBroadcast(p, p, kOdd, chorusInt8, /*root=*/1, comm, nullptr);
-  wrong = r != chorusSuccess ? kOdd : firstWrong(p, kOdd, [](size_t i) { return pattern(i, 0); });
-  if (problem("Broadcast from rank 1", r, p, wrong, kOdd)) return msg;
+  if (problem("Broadcast from rank 1", r, p, kOdd, [](size_t i) { return pattern(i, 0); }))
+    return msg;
 
   // In place (NCCL): rank r's input is block r of its output.
   for (size_t i = 0; i < kBytes; ++i) p[i] = i / kBlock == size_t(rank) ? pattern(i, rank) : -1;
   r = chorusAllGather(p + size_t(rank) * kBlock, p, kBlock, chorusInt8, comm, nullptr);
-  wrong = r != chorusSuccess
-              ? kBytes
-              : firstWrong(p, kBytes, [](size_t i) { return pattern(i, int(i / kBlock)); });
-  if (problem("AllGather", r, p, wrong, kBytes)) return msg;
+  if (problem("AllGather", r, p, kBytes, [](size_t i) { return pattern(i, int(i / kBlock)); }))
+    return msg;
 
   // In place (NCCL): rank r's output is block r of its input.
   for (size_t i = 0; i < kBytes; ++i) p[i] = pattern(i, rank);
   int8_t* out = p + size_t(rank) * kBlock;
   r = chorusReduceScatter(p, out, kBlock, chorusInt8, chorusSum, comm, nullptr);
   const size_t at = size_t(rank) * kBlock;  // the output's index in the inputs
-  wrong = r != chorusSuccess
-              ? kBlock
-              : firstWrong(out, kBlock, [at](size_t i) { return int8_t(2 * ((at + i) & 63) + 1); });
-  if (problem("ReduceScatter", r, out, wrong, kBlock)) return msg;
+  if (problem("ReduceScatter", r, out, kBlock,
+              [at, sumOfTwo](size_t i) { return sumOfTwo(at + i); }))
+    return msg;
   return "";
 }
 
