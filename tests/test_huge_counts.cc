@@ -2,8 +2,8 @@
 // process_vm_readv(2) per call): AllReduce, Broadcast, AllGather and ReduceScatter of int8 on
 // 2 ranks, in place, on one buffer of 2^31 + 4 bytes per rank (4 GiB in all), every element
 // checked against its formula (tests/huge_check.h), with the tuner's choice at these sizes: as
-// threads of one process, and as processes started by chorusrun (where the peers' buffers are
-// read by cross-memory attach, whose calls move at most 2^31 - 4096 bytes each).
+// threads of one process, and as processes started by hand beside a busy process (where the peers'
+// buffers are read by cross-memory attach, whose calls move at most 2^31 - 4096 bytes each).
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -12,7 +12,9 @@
 
 #include "chorus/chorus.h"
 #include "huge_check.h"
+#include "handstart.h"
 #include "launch.h"
+#include "process.h"
 #include "scoped_env.h"
 #include "threads.h"
 #include "watchdog.h"
@@ -43,12 +45,20 @@ TEST(HugeCounts, EveryCollectiveInPlacePastTwoToThe31) {
 
 // The same as two processes (chorus_mp_worker --huge, 2 GiB each), AllReduce, Broadcast and
 // AllGather by the single copy (cross-memory attach: the tuner picks the FIFO algorithms at these
-// sizes, which the threads above run), ReduceScatter by the tuner's choice.
-TEST(HugeCounts, EveryCollectiveInPlacePastTwoToThe31AsProcesses) {
-  ctest::ScopedEnv algo("CHORUS_ALGO", "allreduce:cma;broadcast:cma;allgather:cma");
-  const ctest::CommandResult r = ctest::launchWorkers({}, huge::kRanks, {"--huge"}, 300);
-  EXPECT_FALSE(r.timedOut) << ctest::outputTail(r.output);
-  EXPECT_EQ(r.exitCode, 0) << ctest::outputTail(r.output);
+// sizes, which the threads above run), ReduceScatter by the tuner's choice. The ranks start as a
+// user's job script starts them (the launcher variables, no chorusrun, no pinning) beside a busy
+// process on the same cores, so that a rank loses its core in the middle of a copy.
+TEST(HugeCounts, EveryCollectiveInPlacePastTwoToThe31AsProcessesByHandBesideABusyProcess) {
+  const ctest::BusyProcesses busy(1);
+  ASSERT_EQ(busy.error(), "");
+  std::vector<ctest::HandRank> ranks = ctest::startRanksByHand(
+      MP_WORKER_PATH, huge::kRanks, 1, {"--huge", "--timeout", "400"}, "huge",
+      {"CHORUS_ALGO=allreduce:cma;broadcast:cma;allgather:cma"});
+  ctest::waitRanksByHand(ranks, 450);
+  for (int r = 0; r < huge::kRanks; ++r) {
+    const std::string out = ranks[size_t(r)].output();
+    EXPECT_EQ(ranks[size_t(r)].status, 0) << "rank " << r << ":\n" << ctest::outputTail(out);
+  }
 }
 
 }  // namespace
