@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "chorus/chorus.h"
-#include "huge_check.h"
 #include "handstart.h"
+#include "huge_check.h"
 #include "launch.h"
 #include "process.h"
 #include "scoped_env.h"
@@ -51,9 +51,9 @@ TEST(HugeCounts, EveryCollectiveInPlacePastTwoToThe31) {
 TEST(HugeCounts, EveryCollectiveInPlacePastTwoToThe31AsProcessesByHandBesideABusyProcess) {
   const ctest::BusyProcesses busy(1);
   ASSERT_EQ(busy.error(), "");
-  std::vector<ctest::HandRank> ranks = ctest::startRanksByHand(
-      MP_WORKER_PATH, huge::kRanks, 1, {"--huge", "--timeout", "400"}, "huge",
-      {"CHORUS_ALGO=allreduce:cma;broadcast:cma;allgather:cma"});
+  std::vector<ctest::HandRank> ranks =
+      ctest::startRanksByHand(MP_WORKER_PATH, huge::kRanks, 1, {"--huge", "--timeout", "400"},
+                              "huge", {"CHORUS_ALGO=allreduce:cma;broadcast:cma;allgather:cma"});
   ctest::waitRanksByHand(ranks, 450);
   for (int r = 0; r < huge::kRanks; ++r) {
     const std::string out = ranks[size_t(r)].output();
