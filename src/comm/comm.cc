@@ -130,7 +130,9 @@ ApiGuard::ApiGuard(chorusComm_t comm, const char* fn) : comm_(nullptr) {
 }
 
 ApiGuard::~ApiGuard() {
-  if (comm_ && owned_) comm_->apiOwner.store(0);
+  // A release store (a plain move on x86), not a sequentially consistent one (a locked exchange):
+  // the next owner's compare-exchange acquires it.
+  if (comm_ && owned_) comm_->apiOwner.store(0, std::memory_order_release);
 }
 
 }  // namespace chorus

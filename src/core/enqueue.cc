@@ -40,9 +40,15 @@ chorusResult_t issue(const char* fn, OpDesc op, size_t sendElems, size_t recvEle
                                           isP2P(op.kind) ? "peer" : "root", op.root, comm->nranks)
                                        .c_str());
     const size_t esz = chorusTypeSize(op.type);
-    const size_t limit = SIZE_MAX / 2;  // keeps pointer arithmetic in range too
-    if (sendElems > limit / esz || recvElems > limit / esz ||
-        op.count > limit / esz / size_t(comm->nranks))
+    // Bytes past this overflow (kept to SIZE_MAX / 2 so that pointer arithmetic stays in range
+    // too); multiplied with an overflow check, not divided: a division costs a call tens of
+    // cycles.
+    const auto tooMany = [](size_t elems, size_t bytesEach) {
+      size_t bytes;
+      return __builtin_mul_overflow(elems, bytesEach, &bytes) || bytes > SIZE_MAX / 2;
+    };
+    if (tooMany(sendElems, esz) || tooMany(recvElems, esz) ||
+        tooMany(op.count, esz * size_t(comm->nranks)))
       c.bad(chorusInvalidArgument,
             format("count %zu x %zu bytes overflows the address space", op.count, esz).c_str());
     if (sendElems > 0 && op.sendbuff == nullptr)

@@ -23,19 +23,20 @@ chorusResult_t refused(chorusComm* comm, const char* doing) {
 }
 
 // Claims the communicator for execution; two concurrent executions would interleave their
-// slots, so the second is refused.
+// slots, so the second is refused. One locked instruction per call (the claim); the release is
+// a plain store, which the next claim acquires.
 struct ExecGuard {
   chorusComm* comm;
   explicit ExecGuard(chorusComm* c) : comm(c) {
-    if (comm->executing.fetch_add(1) != 0) {
-      comm->executing.fetch_sub(1);
+    int idle = 0;
+    if (!comm->executing.compare_exchange_strong(idle, 1, std::memory_order_acq_rel)) {
       fail(chorusInvalidUsage,
            "rank %d: the communicator is already executing an operation from another thread or "
            "stream (a communicator must be used by one thread or stream at a time)",
            comm->rank);
     }
   }
-  ~ExecGuard() { comm->executing.fetch_sub(1); }
+  ~ExecGuard() { comm->executing.store(0, std::memory_order_release); }
 };
 
 void checkUsable(chorusComm* comm) {
