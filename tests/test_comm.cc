@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <set>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "comm/comm.h"
+#include "comm/wait.h"
 #include "comm_set.h"
 #include "gtest_helpers.h"
 #include "result_name.h"
@@ -535,5 +537,76 @@ TEST(Timeout, DefaultBoundIsThirtyMinutes) {
   {
     ctest::ScopedEnv off("CHORUS_TIMEOUT", "0");
     EXPECT_EQ(timeoutOf(nullptr), 0.0);
+  }
+}
+
+// The FIFO waits' poll phase (comm/wait.cc): a wait that slept on the doorbell and ended soon
+// after (under 1 ms) lengthens it to twice that wait, up to 500 us (a sleeping peer's wake-up
+// would otherwise be paid on every hand-off); one that slept long (over 20 ms) halves it, never
+// below the base; the waits between leave it.
+TEST(PollPhase, FollowsTheWaitsThatSlept) {
+  using chorus::nextPollNs;
+  EXPECT_EQ(nextPollNs(50'000, 50'000, 130'000), 260'000);      // the VM's wake-up: poll through it
+  EXPECT_EQ(nextPollNs(260'000, 50'000, 100'000), 260'000);     // never shortened by a short wait
+  EXPECT_EQ(nextPollNs(50'000, 50'000, 900'000), 500'000);      // at most 500 us
+  EXPECT_EQ(nextPollNs(50'000, 50'000, 10'000), 50'000);        // never below the base
+  EXPECT_EQ(nextPollNs(400'000, 50'000, 5'000'000), 400'000);   // 1-20 ms: left as it is
+  EXPECT_EQ(nextPollNs(400'000, 50'000, 30'000'000), 200'000);  // a long sleep halves it
+  EXPECT_EQ(nextPollNs(80'000, 50'000, 30'000'000), 50'000);    // down to the base
+  EXPECT_EQ(nextPollNs(0, 0, 30'000'000), 0);
+}
+
+// And on communicators: two thread ranks on the ring (FIFO waits), rank 1 late to every call
+// by 200 us (rank 0 polls 50 us, then sleeps until rank 1 rings), then by 30 ms. The results
+// stay right and the phase within its bounds whatever the cores do meanwhile (how long a wake-up
+// takes decides whether it grows: beside busy processes a woken rank waits for a core longer
+// than 1 ms and the phase stays short, which is meant); CHORUS_POLL_US fixes it.
+TEST_F(Comm, PollPhaseStaysInItsBoundsAndCanBeFixed) {
+  Watchdog watchdog(120, "PollPhaseStaysInItsBoundsAndCanBeFixed");
+  ScopedEnv algo("CHORUS_ALGO", "ring");
+  const auto calls = [](std::vector<chorusComm_t>& comms, int n, std::chrono::microseconds late) {
+    std::vector<std::string> errors(2);
+    runThreads(2, [&](int r) {
+      for (int i = 0; i < n && errors[r].empty(); ++i) {
+        if (r == 1 && late < std::chrono::milliseconds(1)) {
+          const auto until = std::chrono::steady_clock::now() + late;
+          while (std::chrono::steady_clock::now() < until) {
+          }
+        } else if (r == 1) {
+          std::this_thread::sleep_for(late);
+        }
+        int32_t x = r + 1, y = 0;
+        const chorusResult_t e =
+            chorusAllReduce(&x, &y, 1, chorusInt32, chorusSum, comms[r], nullptr);
+        if (e != chorusSuccess || y != 3)
+          errors[r] = "call " + std::to_string(i) + ": " + resultName(e) + ", " + std::to_string(y);
+      }
+    });
+    for (int r = 0; r < 2; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  };
+  {
+    ScopedEnv poll("CHORUS_POLL_US", nullptr);
+    std::vector<chorusComm_t> comms(2, nullptr);
+    ASSERT_EQ(chorusCommInitAll(comms.data(), 2, nullptr), chorusSuccess);
+    EXPECT_EQ(comms[0]->pollNs.load(), 50'000);
+    calls(comms, 30, std::chrono::microseconds(200));
+    std::printf("[ poll     ] after 30 calls 200 us late: %lld ns\n",
+                (long long)comms[0]->pollNs.load());
+    EXPECT_GE(comms[0]->pollNs.load(), 50'000);
+    EXPECT_LE(comms[0]->pollNs.load(), 500'000);
+    calls(comms, 8, std::chrono::milliseconds(30));
+    std::printf("[ poll     ] after 8 calls 30 ms late: %lld ns\n",
+                (long long)comms[0]->pollNs.load());
+    EXPECT_GE(comms[0]->pollNs.load(), 50'000);
+    EXPECT_LE(comms[0]->pollNs.load(), 500'000);
+    for (auto c : comms) EXPECT_EQ(chorusCommDestroy(c), chorusSuccess);
+  }
+  {
+    ScopedEnv poll("CHORUS_POLL_US", "50");
+    std::vector<chorusComm_t> comms(2, nullptr);
+    ASSERT_EQ(chorusCommInitAll(comms.data(), 2, nullptr), chorusSuccess);
+    calls(comms, 30, std::chrono::microseconds(200));
+    EXPECT_EQ(comms[0]->pollNs.load(), 50'000) << "CHORUS_POLL_US=50 did not fix it";
+    for (auto c : comms) EXPECT_EQ(chorusCommDestroy(c), chorusSuccess);
   }
 }

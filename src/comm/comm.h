@@ -115,10 +115,15 @@ struct chorusComm {
   // Busy-poll iterations before yielding: none when this node has more ranks than cores (the
   // peer we wait for needs our core), a few hundred otherwise (CHORUS_SPIN overrides).
   uint32_t spinIters = 256;
-  // FIFO waits (comm/wait.h) poll this long after the spin (spinning when pinned to one core
-  // and not oversubscribed, yielding otherwise), then sleep on the rank's doorbell.
-  // CHORUS_POLL_US overrides.
+  // FIFO waits (comm/wait.h) poll at least this long after the spin (spinning when pinned to
+  // one core and not oversubscribed, yielding otherwise), then sleep on the rank's doorbell.
+  // CHORUS_POLL_US sets it and fixes it; unset, the phase adapts (pollNs, comm/wait.cc).
   std::chrono::nanoseconds pollPhase{std::chrono::microseconds(50)};
+  bool pollAdaptive = true;
+  // The poll phase now (ns): pollPhase, or longer while short sleeps show that a sleeping
+  // peer's wake-up costs more than polling through it would (comm/wait.cc). Relaxed: the
+  // channels' waits share it; read and written only after a wait's spin phase.
+  std::atomic<int64_t> pollNs{50'000};
   // This node has more ranks than the CPUs its ranks may run on (the launcher's set, core/
   // placement.cc): waits yield instead of spinning. Not the tuner's Shape::oversubscribed (one
   // node, more ranks than online cores: the same on every rank, for the model).

@@ -35,7 +35,32 @@ constexpr uint32_t kPollClockEvery = 64;  // spin-polls between two clock reads 
 constexpr auto kCheckEvery = std::chrono::milliseconds(50);
 // A wait this long also reads the failure flags of the same-node ranks it does not wait for.
 constexpr auto kOthersAfter = std::chrono::milliseconds(200);
+// The adaptive poll phase (chorusComm::pollNs). A wait that slept on its doorbell and still
+// ended within kShortWait slept through a peer that was about to deliver: its wake-up (tens to
+// hundreds of microseconds on a VM, where a halted vCPU must be woken) cost more than polling
+// would have, and it makes the peer's next wait long too, so two ranks can settle into sleeping
+// on every hand-off (130 us a call instead of 0.3). The phase then grows to twice that wait, at
+// most kPollMax. A wait that slept longer than kLongWait (the peer computes, or its core is
+// taken) halves it again, down to chorusComm::pollPhase.
+constexpr int64_t kShortWaitNs = 1'000'000;
+constexpr int64_t kLongWaitNs = 20'000'000;
+constexpr int64_t kPollMaxNs = 500'000;
 }  // namespace
+
+int64_t nextPollNs(int64_t cur, int64_t base, int64_t waitedNs) {
+  if (waitedNs < kShortWaitNs)
+    return std::max(cur, std::min(kPollMaxNs, std::max(base, 2 * waitedNs)));
+  if (waitedNs > kLongWaitNs) return std::max(base, cur / 2);
+  return cur;
+}
+
+// After a wait that slept: the poll phase follows how long sleeping waits last.
+void Waiter::adaptPoll(Clock::time_point now) {
+  const int64_t waited = std::chrono::duration_cast<std::chrono::nanoseconds>(now - start_).count();
+  const int64_t cur = comm_->pollNs.load(std::memory_order_relaxed);
+  const int64_t next = nextPollNs(cur, comm_->pollPhase.count(), waited);
+  if (next != cur) comm_->pollNs.store(next, std::memory_order_relaxed);
+}
 
 // A process that is gone, or dead but not yet reaped by its parent (a zombie: kill() still
 // succeeds on it), is not alive.
@@ -83,7 +108,8 @@ void Waiter::pause() {
     check(now);
     nextCheck_ = now + kCheckEvery;
   }
-  if (bell_ != nullptr && now - start_ < comm_->pollPhase) {
+  if (bell_ != nullptr &&
+      now - start_ < std::chrono::nanoseconds(comm_->pollNs.load(std::memory_order_relaxed))) {
     // Keep polling a while before sleeping: waking a sleeper costs the waker a system call and
     // the sleeper tens of microseconds on a VM (an idle vCPU must be woken), and a wait that
     // sleeps makes the peer's next wait longer, so a too-early sleep feeds on itself. Yield
@@ -107,6 +133,7 @@ void Waiter::pause() {
     }
     sleepOnDoorbell(bell_, bellValue_, kBellSleepNs);
     armed_ = false;
+    slept_ = true;
     return;
   }
   if (now - start_ < kYieldPhase) {
@@ -175,6 +202,7 @@ Waiter::~Waiter() {
       comm_->mySegment.header()->waitingFor.store(0, std::memory_order_relaxed);
   }
   if (everArmed_) disarmDoorbell(bell_);
+  if (slept_ && comm_->pollAdaptive && std::uncaught_exceptions() == 0) adaptPoll(Clock::now());
 }
 
 // peer_ destroyed its communicator while this rank waits on it. Its departure is no failure by

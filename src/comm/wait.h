@@ -19,6 +19,10 @@ namespace chorus {
 // False for a process that is gone or dead but not yet reaped (a zombie).
 bool processAlive(pid_t pid);
 
+// The adaptive poll phase (chorusComm::pollNs): its next length after a wait of waitedNs that
+// slept on the doorbell, from cur, never below base (comm/wait.cc has the rule and its reasons).
+int64_t nextPollNs(int64_t cur, int64_t base, int64_t waitedNs);
+
 struct Doorbell;  // transport/fifo.h
 
 // Usage: `Waiter w(...); while (!condition()) w.pause();`. A wait for FIFO events (fifoWait:
@@ -47,6 +51,7 @@ class Waiter {
   [[noreturn]] void throwReported(chorusComm* c, int cause, int reporter, const char* role) const;
   void departed(Clock::time_point now, bool drained);
   void publish(Clock::time_point now);
+  void adaptPoll(Clock::time_point now);
   chorusComm* comm_;
   int peer_;
   const char* what_;
@@ -54,6 +59,7 @@ class Waiter {
   bool spinPolling_ = false;  // in a spin-poll phase: the clock is read every 64 polls
   bool armed_ = false;        // the bell was read since the last sleep: the next pause sleeps
   bool everArmed_ = false;
+  bool slept_ = false;      // slept on the doorbell at least once (the poll phase adapts after)
   bool published_ = false;  // this wait is the communicator's published one (comm/status.h)
   std::atomic<int64_t>* alive_ = nullptr;  // the rank's sign of life, refreshed by slow pauses
   uint32_t bellValue_ = 0;

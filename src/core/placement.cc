@@ -98,7 +98,10 @@ void placeRank(chorusComm* c) {
     s.onlineCores = online;
   });
   c->pinned = mine == 1 || bound || tBoundByChorus;
-  c->pollPhase = std::chrono::microseconds(std::max<int64_t>(0, envInt("CHORUS_POLL_US", 50)));
+  const int64_t pollUs = envInt("CHORUS_POLL_US", -1);
+  c->pollAdaptive = pollUs < 0;
+  c->pollPhase = std::chrono::microseconds(pollUs < 0 ? 50 : pollUs);
+  c->pollNs.store(c->pollPhase.count(), std::memory_order_relaxed);
 }
 
 }  // namespace chorus
