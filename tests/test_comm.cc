@@ -3,6 +3,8 @@
 // Abort, GetAsyncError, GetVersion, GetErrorString, several communicators at once.
 #include <chorus/chorus.h>
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -556,17 +558,25 @@ TEST(PollPhase, FollowsTheWaitsThatSlept) {
   EXPECT_EQ(nextPollNs(0, 0, 30'000'000), 0);
 }
 
-// And on communicators: two thread ranks on the ring (FIFO waits), rank 1 late to every call
-// by 200 us (rank 0 polls 50 us, then sleeps until rank 1 rings), then by 30 ms. The results
-// stay right and the phase within its bounds whatever the cores do meanwhile (how long a wake-up
-// takes decides whether it grows: beside busy processes a woken rank waits for a core longer
-// than 1 ms and the phase stays short, which is meant); CHORUS_POLL_US fixes it.
+// And on communicators: two thread ranks on the ring (FIFO waits), each bound to a core of its
+// own and marked so (as chorusrun places processes; thread ranks are not bound by Chorus, so
+// their phase is fixed), rank 1 late to every call by 200 us (rank 0 polls 50 us, then sleeps
+// until rank 1 rings), then by 30 ms. The results stay right and the phase within its bounds
+// whatever the cores do meanwhile (how long a wake-up takes decides whether it grows: beside
+// busy processes a woken rank waits for a core longer than 1 ms and the phase stays short,
+// which is meant); CHORUS_POLL_US fixes it.
 TEST_F(Comm, PollPhaseStaysInItsBoundsAndCanBeFixed) {
   Watchdog watchdog(120, "PollPhaseStaysInItsBoundsAndCanBeFixed");
   ScopedEnv algo("CHORUS_ALGO", "ring");
-  const auto calls = [](std::vector<chorusComm_t>& comms, int n, std::chrono::microseconds late) {
+  const int ncpu = std::max(1, int(sysconf(_SC_NPROCESSORS_ONLN)));
+  const auto calls = [ncpu](std::vector<chorusComm_t>& comms, int n,
+                            std::chrono::microseconds late) {
     std::vector<std::string> errors(2);
     runThreads(2, [&](int r) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(r % ncpu, &one);
+      sched_setaffinity(0, sizeof(one), &one);
       for (int i = 0; i < n && errors[r].empty(); ++i) {
         if (r == 1 && late < std::chrono::milliseconds(1)) {
           const auto until = std::chrono::steady_clock::now() + late;
@@ -588,6 +598,8 @@ TEST_F(Comm, PollPhaseStaysInItsBoundsAndCanBeFixed) {
     ScopedEnv poll("CHORUS_POLL_US", nullptr);
     std::vector<chorusComm_t> comms(2, nullptr);
     ASSERT_EQ(chorusCommInitAll(comms.data(), 2, nullptr), chorusSuccess);
+    EXPECT_FALSE(comms[0]->pollAdaptive) << "unbound thread ranks: a fixed phase";
+    for (auto c : comms) c->pinned = c->pollAdaptive = true;
     EXPECT_EQ(comms[0]->pollNs.load(), 50'000);
     calls(comms, 30, std::chrono::microseconds(200));
     std::printf("[ poll     ] after 30 calls 200 us late: %lld ns\n",
@@ -605,6 +617,8 @@ TEST_F(Comm, PollPhaseStaysInItsBoundsAndCanBeFixed) {
     ScopedEnv poll("CHORUS_POLL_US", "50");
     std::vector<chorusComm_t> comms(2, nullptr);
     ASSERT_EQ(chorusCommInitAll(comms.data(), 2, nullptr), chorusSuccess);
+    EXPECT_FALSE(comms[0]->pollAdaptive) << "CHORUS_POLL_US=50 did not fix it";
+    for (auto c : comms) c->pinned = true;
     calls(comms, 30, std::chrono::microseconds(200));
     EXPECT_EQ(comms[0]->pollNs.load(), 50'000) << "CHORUS_POLL_US=50 did not fix it";
     for (auto c : comms) EXPECT_EQ(chorusCommDestroy(c), chorusSuccess);

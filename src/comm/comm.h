@@ -117,7 +117,8 @@ struct chorusComm {
   uint32_t spinIters = 256;
   // FIFO waits (comm/wait.h) poll at least this long after the spin (spinning when pinned to
   // one core and not oversubscribed, yielding otherwise), then sleep on the rank's doorbell.
-  // CHORUS_POLL_US sets it and fixes it; unset, the phase adapts (pollNs, comm/wait.cc).
+  // CHORUS_POLL_US sets it and fixes it; unset, a pinned rank's phase adapts (pollNs,
+  // comm/wait.cc; core/placement.cc).
   std::chrono::nanoseconds pollPhase{std::chrono::microseconds(50)};
   bool pollAdaptive = true;
   // The poll phase now (ns): pollPhase, or longer while short sleeps show that a sleeping
