@@ -5,6 +5,7 @@ to hyphens, punctuation dropped). Links inside code blocks and to other sites ar
 
     scripts/doc_links.py [ROOT]     (exit 1 and one line per broken link)
 """
+import functools
 import glob
 import os
 import re
@@ -16,17 +17,16 @@ def anchor(heading):
     return h.replace(" ", "-")
 
 
-def headings(path, cache={}):
-    if path not in cache:
-        found, in_code = set(), False
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("```"):
-                    in_code = not in_code
-                elif not in_code and line.startswith("#"):
-                    found.add(anchor(line.lstrip("#")))
-        cache[path] = found
-    return cache[path]
+@functools.lru_cache(maxsize=None)
+def headings(path):
+    found, in_code = set(), False
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("```"):
+                in_code = not in_code
+            elif not in_code and line.startswith("#"):
+                found.add(anchor(line.lstrip("#")))
+    return found
 
 
 def pages(root):
@@ -36,9 +36,9 @@ def pages(root):
     return [os.path.join(root, n) for n in names if os.path.exists(os.path.join(root, n))]
 
 
-def broken(root):
+def broken(root, names):
     out = []
-    for page in pages(root):
+    for page in names:
         with open(page, encoding="utf-8") as f:
             text = re.sub(r"```.*?```", "", f.read(), flags=re.S)
         for m in re.finditer(r"\]\(([^)\s]+)\)", text):
@@ -56,11 +56,13 @@ def broken(root):
 
 
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
-    bad = broken(os.path.abspath(root))
+    root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
+                           os.path.join(os.path.dirname(__file__), ".."))
+    names = pages(root)
+    bad = broken(root, names)
     for line in bad:
         print(line)
-    print(f"doc_links: {len(pages(os.path.abspath(root)))} pages, {len(bad)} broken links")
+    print(f"doc_links: {len(names)} pages, {len(bad)} broken links")
     return 1 if bad else 0
 
 
