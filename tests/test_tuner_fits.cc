@@ -10,16 +10,20 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 
 #include "comm/comm.h"
+#include "run_command.h"
 #include "tune/calibration.h"
 #include "tune/tuner.h"
 
 namespace {
 
 using namespace chorus;
+using namespace ctest;
 
 constexpr OpKind kKinds[] = {OpKind::kAllReduce, OpKind::kBroadcast, OpKind::kReduce,
                              OpKind::kAllGather, OpKind::kReduceScatter};
@@ -191,6 +195,58 @@ TEST(TunerFits, CacheKeepsTheFits) {
     setenv("XDG_CACHE_HOME", saved.c_str(), 1);
   else
     unsetenv("XDG_CACHE_HOME");
+}
+
+// reference_fits.inc's rows (three lines each, after the comment lines), by their first line
+// (collective, algorithm, protocol, channels, ranks, cores, sizes).
+std::map<std::string, std::string> referenceRows(const std::string& path, std::string* comments) {
+  std::ifstream in(path);
+  std::map<std::string, std::string> rows;
+  std::string line, key, body;
+  int inRow = 0;
+  while (std::getline(in, line)) {
+    if (inRow == 0 && line.rfind("//", 0) == 0) {
+      *comments += line + "\n";
+      continue;
+    }
+    if (inRow == 0) key = line, body.clear();
+    body += line + "\n";
+    if (++inRow == 3) rows[key] = body, inRow = 0;
+  }
+  return rows;
+}
+
+// chorus-tune --collective NAME --reference FILE times that collective's choices alone (here on
+// 2 ranks, one sweep) and writes every other row of the built-in model as it was, with a line
+// that says what was timed again; an unknown collective is refused.
+TEST(TunerFits, ToolRetimesOneCollectiveAndKeepsTheRest) {
+  const std::string out = testing::TempDir() + "/reference_fits_" + std::to_string(getpid());
+  const CommandResult r = runCommand({CHORUS_TUNE_PATH, "--collective", "broadcast", "--fit-ranks",
+                                      "2", "--runs", "1", "--no-save", "--reference", out},
+                                     300);
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  std::string wasNotes, notes;
+  const auto was = referenceRows(REFERENCE_FITS_PATH, &wasNotes);
+  const auto now = referenceRows(out, &notes);
+  std::remove(out.c_str());
+  EXPECT_NE(notes.find("broadcast on 2 ranks re-timed alone"), std::string::npos) << notes;
+  ASSERT_EQ(now.size(), was.size()) << notes;
+  int retimed = 0;
+  for (const auto& [key, body] : was) {
+    ASSERT_EQ(now.count(key), 1u) << key;
+    if (key.rfind("{\"broadcast\", ", 0) == 0 && key.find(", 2, 2, ") != std::string::npos) {
+      ++retimed;  // the times are this run's: the sizes line is the same
+      EXPECT_EQ(now.at(key).substr(0, now.at(key).rfind(" {")), body.substr(0, body.rfind(" {")));
+      EXPECT_NE(now.at(key), body) << key;
+      continue;
+    }
+    EXPECT_EQ(now.at(key), body) << key;
+  }
+  EXPECT_GE(retimed, 4);  // chain (Simple and LL, 1 and 2 channels), one-shot, single copy
+  const CommandResult bad =
+      runCommand({CHORUS_TUNE_PATH, "--collective", "alltoall", "--no-save"}, 60);
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_NE(bad.output.find("unknown collective 'alltoall'"), std::string::npos) << bad.output;
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <string>
 #include <thread>
@@ -86,8 +87,9 @@ double runBytes(OpKind kind, size_t bytes, int n) {
   return double(countFor(kind, bytes, n) * 4 * (perRank ? size_t(n) : 1));
 }
 
-// One rank's part of timeChoice: every size, 5 rounds of back-to-back calls (about 2 ms at the
-// reference machine's speed, 10 to 100 calls) after 2 warm-ups, each round started together (a
+// One rank's part of timeChoice: every size, 5 rounds of back-to-back calls (10 to 2000 calls;
+// at the smallest sizes a round of 100 calls lasted about 12 us, where the skew of the ranks'
+// start after the barrier was a part of the time) after 2 warm-ups, each round started together (a
 // barrier) and timed as the benchmarks time it: every rank's time per call, averaged over the
 // ranks; into samples[size] where samples is given (rank 0). False where a call failed.
 bool timeRank(chorusComm_t comm, int n, OpKind kind, const std::vector<double>& bytes,
@@ -103,7 +105,7 @@ bool timeRank(chorusComm_t comm, int n, OpKind kind, const std::vector<double>& 
   std::fill_n(b, most, 0.0f);
   for (size_t i = 0; i < bytes.size(); ++i) {
     const size_t count = countFor(kind, size_t(bytes[i]), n);
-    const int iters = int(std::clamp<double>(2e6 / (0.5e3 + double(count) * 4), 10, 100));
+    const int iters = int(std::clamp<double>(2e6 / (0.5e3 + double(count) * 4), 10, 2000));
     auto call = [&] {
       switch (kind) {
         case OpKind::kAllReduce:
@@ -249,61 +251,72 @@ void timeChoice(int n, bool threads, OpKind kind, const char* algo, const char* 
   }
 }
 
-// Times every choice the tuner may pick on n ranks of one node (fittable) at the fit's sizes.
-void fitChoices(int n, int set, bool threads, MachineModel* m, bool verbose) {
+// The collective a name (collectiveKey's) stands for, or -1.
+int kindByName(const std::string& name) {
+  for (int k = 0; k < kFitKinds; ++k)
+    if (name == collectiveKey(OpKind(k))) return k;
+  return -1;
+}
+
+// Times every choice the tuner may pick on n ranks of one node (fittable) at the fit's sizes;
+// of the collective `onlyKind` alone where it is not -1.
+void fitChoices(int n, int set, bool threads, MachineModel* m, bool verbose, int onlyKind) {
   cpu_set_t avail;
   const int cores = sched_getaffinity(0, sizeof(avail), &avail) == 0 ? CPU_COUNT(&avail) : 0;
   for (int k = 0; k < kFitKinds; ++k)
-    for (int a = 0; a < numAlgos(); ++a)
-      for (int p = 0; p < kNumProtos; ++p)
-        for (int ch = 1; ch <= kCalibratedChannels; ++ch) {
-          const OpKind kind = OpKind(k);
-          if (!fittable(kind, Algo(a), Proto(p), ch, n)) continue;
-          const size_t limit = slotLimit(Algo(a), kind, n);
-          // The sizes as they run (whole elements per rank), each once: 8 B and 32 B of an
-          // AllGather on 8 ranks are both one float per rank.
-          std::vector<double> bytes;
-          auto add = [&](size_t b) {
-            if (bytes.empty() || runBytes(kind, b, n) > bytes.back())
-              bytes.push_back(runBytes(kind, b, n));
-          };
-          for (size_t b : kFitKnotBytes) {
-            if (b > limit) {
-              if (bytes.empty() || bytes.back() < double(limit)) add(limit);
-              break;
+    if (onlyKind < 0 || k == onlyKind)
+      for (int a = 0; a < numAlgos(); ++a)
+        for (int p = 0; p < kNumProtos; ++p)
+          for (int ch = 1; ch <= kCalibratedChannels; ++ch) {
+            const OpKind kind = OpKind(k);
+            if (!fittable(kind, Algo(a), Proto(p), ch, n)) continue;
+            const size_t limit = slotLimit(Algo(a), kind, n);
+            // The sizes as they run (whole elements per rank), each once: 8 B and 32 B of an
+            // AllGather on 8 ranks are both one float per rank.
+            std::vector<double> bytes;
+            auto add = [&](size_t b) {
+              if (bytes.empty() || runBytes(kind, b, n) > bytes.back())
+                bytes.push_back(runBytes(kind, b, n));
+            };
+            for (size_t b : kFitKnotBytes) {
+              if (b > limit) {
+                if (bytes.empty() || bytes.back() < double(limit)) add(limit);
+                break;
+              }
+              add(b);
             }
-            add(b);
-          }
-          std::vector<double> us;
-          timeChoice(n, threads, kind, algoName(Algo(a)), protoName(Proto(p)), ch, &bytes, &us);
-          ChoiceFit fit{};
-          fit.nknots = int(std::min<size_t>(bytes.size(), kFitKnots));
-          if (verbose)
-            printf("%-13s %-8s %-6s %d ch:", collectiveKey(kind), algoName(Algo(a)),
-                   protoName(Proto(p)), ch);
-          for (int i = 0; i < fit.nknots; ++i) {
-            fit.bytes[i] = bytes[size_t(i)];
-            fit.us[i] = us[size_t(i)];
+            std::vector<double> us;
+            timeChoice(n, threads, kind, algoName(Algo(a)), protoName(Proto(p)), ch, &bytes, &us);
+            ChoiceFit fit{};
+            fit.nknots = int(std::min<size_t>(bytes.size(), kFitKnots));
             if (verbose)
-              printf(" %.0f B %.2f us%s", fit.bytes[i], fit.us[i], i + 1 < fit.nknots ? "," : "");
+              printf("%-13s %-8s %-6s %d ch:", collectiveKey(kind), algoName(Algo(a)),
+                     protoName(Proto(p)), ch);
+            for (int i = 0; i < fit.nknots; ++i) {
+              fit.bytes[i] = bytes[size_t(i)];
+              fit.us[i] = us[size_t(i)];
+              if (verbose)
+                printf(" %.0f B %.2f us%s", fit.bytes[i], fit.us[i], i + 1 < fit.nknots ? "," : "");
+            }
+            if (verbose) printf("\n");
+            fflush(stdout);
+            fit.nranks = n;
+            fit.cores = cores;
+            fit.measured = true;
+            m->fits[set][k][a][p][ch - 1] = fit;
           }
-          if (verbose) printf("\n");
-          fflush(stdout);
-          fit.nranks = n;
-          fit.cores = cores;
-          fit.measured = true;
-          m->fits[set][k][a][p][ch - 1] = fit;
-        }
 }
 
 // The fits as reference_fits.inc's rows (src/tune/calibration.cc: the built-in model).
-bool writeReference(const MachineModel& m, const char* path) {
+// `note`: a comment line on what this run re-timed (--collective), or empty.
+bool writeReference(const MachineModel& m, const char* path, const std::string& note) {
   FILE* f = fopen(path, "w");
   if (f == nullptr) return false;
   fprintf(f,
           "// Generated by `chorus-tune --reference %s` on the 2-core reference VM (quiet);\n"
           "// {collective, algorithm, protocol, channels, ranks, cores, sizes, {bytes}, {us}}.\n",
           path);
+  if (!note.empty()) fprintf(f, "// %s\n", note.c_str());
   forEachFit(m, [&](FitIndex at, const ChoiceFit& fit) {
     fprintf(f, "{\"%s\", \"%s\", \"%s\", %d, %d, %d, %d,\n {", collectiveKey(at.kind),
             algoName(at.algo), protoName(at.proto), at.channels, fit.nranks, fit.cores, fit.nknots);
@@ -504,7 +517,9 @@ int main(int argc, char** argv) {
             "writes the tuner cache (%s), and with --print\n"
             "shows the model's predictions; --runs K times them K times and keeps each median;\n"
             "--reference also writes the fits as the built-in\n"
-            "model's source (src/tune/reference_fits.inc).\n"
+            "model's source (src/tune/reference_fits.inc). --collective NAME times that\n"
+            "collective's choices alone and keeps the other fits (the cache's; with\n"
+            "--reference the built-in model's).\n"
             "--cluster measures nothing: it prints, for the described cluster (default link\n"
             "25 Gbit/s; the rest from this machine's model unless given), the tuner's choice,\n"
             "predicted time and bus bandwidth of each collective per size, and the ideal.\n",
@@ -545,7 +560,15 @@ int main(int argc, char** argv) {
       if (v > fitRanks.back() && fitRanks.size() < size_t(kFitSets)) fitRanks.push_back(v);
   }
   if (measure) {
-    std::unique_ptr<MachineModel> model = defaultModel();
+    // --collective: re-time that collective's choices alone, keep the rest of the model.
+    const int onlyKind = collectiveSet ? kindByName(collective) : -1;
+    if (collectiveSet && onlyKind < 0) {
+      fprintf(stderr, "chorus-tune: unknown collective '%s'\n", collective.c_str());
+      return 2;
+    }
+    // The fits kept with --collective: the cache's, or with --reference the built-in model's.
+    std::unique_ptr<MachineModel> model =
+        collectiveSet && reference.empty() ? loadOrDefaultModel() : defaultModel();
     MachineModel& m = *model;
     const double hops = 2.0 * (n - 1), share = 2.0 * (n - 1) / n;
     double base = timeAllReduce(1, 8, "ring", "simple", 1, 20000);
@@ -571,14 +594,19 @@ int main(int argc, char** argv) {
     // Every choice the tuner may pick here, timed on its own at the fit's sizes; with --runs K,
     // K sweeps one after the other and each time the median of the K (a burst of other work on
     // the machine lasts seconds: it hits one sweep's sizes, not the same size in every sweep).
-    forEachFit(m, [](FitIndex, ChoiceFit& f) { f.measured = false; });  // only what runs now
+    // Only what runs now; with --collective, that collective's fits on the rank counts timed
+    // now (set by set), and every other fit as it was.
+    forEachFit(m, [&](FitIndex at, ChoiceFit& f) {
+      if (onlyKind < 0 || (int(at.kind) == onlyKind && size_t(at.set) < fitRanks.size()))
+        f.measured = false;
+    });
     // On the heap: a model holds every fit (about 225 KiB).
     std::vector<std::unique_ptr<MachineModel>> sweeps;
     for (int r = 0; r < std::max(1, runs); ++r) sweeps.push_back(std::make_unique<MachineModel>(m));
     for (size_t r = 0; r < sweeps.size(); ++r)
       for (size_t set = 0; set < fitRanks.size(); ++set) {
         printf("# sweep %zu of %zu, %d ranks\n", r + 1, sweeps.size(), fitRanks[set]);
-        fitChoices(fitRanks[set], int(set), threads, sweeps[r].get(), true);
+        fitChoices(fitRanks[set], int(set), threads, sweeps[r].get(), true, onlyKind);
       }
     forEachFit(*sweeps[0], [&](FitIndex at, const ChoiceFit& first) {
       auto slot = [&](MachineModel& s) -> ChoiceFit& {
@@ -606,7 +634,19 @@ int main(int argc, char** argv) {
       printf("saved %s\n", tuneCachePath().c_str());
     }
     if (!reference.empty()) {
-      if (!writeReference(m, reference.c_str())) {
+      std::string note;
+      if (onlyKind >= 0) {
+        note = "Of these, " + collective + " on";
+        for (size_t i = 0; i < fitRanks.size(); ++i)
+          note += (i ? ", " : " ") + std::to_string(fitRanks[i]);
+        char day[16] = "";
+        const time_t now = time(nullptr);
+        struct tm utc {};
+        if (gmtime_r(&now, &utc) != nullptr) strftime(day, sizeof(day), "%Y-%m-%d", &utc);
+        note += " ranks re-timed alone on " + std::string(day) + " (--collective " + collective +
+                "), the rest kept.";
+      }
+      if (!writeReference(m, reference.c_str(), note)) {
         fprintf(stderr, "chorus-tune: cannot write %s: %s\n", reference.c_str(), strerror(errno));
         return 1;
       }
