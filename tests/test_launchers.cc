@@ -179,11 +179,10 @@ std::vector<int> parentCpus() {
   return cpus;
 }
 
-// Starts np ranks by hand (prefix[r] before rank r's command, e.g. "taskset -c 1"), returns each
-// rank's CPU list.
-std::map<int, std::vector<int>> cpusOfRanks(int np, const std::string& env,
-                                            const std::string& counts,
-                                            const std::vector<std::string>& prefix = {}) {
+// Starts np ranks by hand (prefix[r] before rank r's command, e.g. "taskset -c 1"), each checking
+// the collective matrix at `counts`; their output.
+CommandResult runRanksByHand(int np, const std::string& env, const std::string& counts,
+                             const std::vector<std::string>& prefix = {}) {
   const int port = freeLoopbackPort();
   std::string script;
   for (int r = 0; r < np; ++r)
@@ -194,7 +193,14 @@ std::map<int, std::vector<int>> cpusOfRanks(int np, const std::string& env,
               (size_t(r) < prefix.size() ? prefix[size_t(r)] + " " : std::string()) +
               MP_WORKER_PATH + " --print-cpus --counts " + counts + " --big none --timeout 100 & ";
   script += "fail=0; for j in $(jobs -p); do wait $j || fail=1; done; exit $fail";
-  const CommandResult res = runCommand({"/bin/sh", "-c", script}, 150);
+  return runCommand({"/bin/sh", "-c", script}, 150);
+}
+
+// Starts np ranks by hand as runRanksByHand, returns each rank's CPU list.
+std::map<int, std::vector<int>> cpusOfRanks(int np, const std::string& env,
+                                            const std::string& counts,
+                                            const std::vector<std::string>& prefix = {}) {
+  const CommandResult res = runRanksByHand(np, env, counts, prefix);
   EXPECT_FALSE(res.timedOut) << res.output;
   EXPECT_EQ(res.exitCode, 0) << res.output;
   std::map<int, std::vector<int>> out;
@@ -272,6 +278,62 @@ TEST(Placement, BoundRanksBesideABusyProcessGetRightResults) {
   ASSERT_EQ(got.size(), 2u);
   for (int c : got.at(0))
     EXPECT_EQ(std::find(got.at(1).begin(), got.at(1).end(), c), got.at(1).end()) << "CPU " << c;
+}
+
+// Each rank's "destroy: poll phase N us (how)" line (CHORUS_DEBUG=INFO), by rank.
+std::map<int, std::pair<double, std::string>> pollPhases(const std::string& output) {
+  std::map<int, std::pair<double, std::string>> got;
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t at = line.find("destroy: poll phase ");
+    const size_t open = line.find("] CHORUS INFO");
+    if (at == std::string::npos || open == std::string::npos) continue;
+    const size_t lb = line.rfind('[', open);
+    double us = 0;
+    if (lb == std::string::npos ||
+        sscanf(line.c_str() + at, "destroy: poll phase %lf us", &us) != 1)
+      continue;
+    const size_t how = line.find('(', at);
+    got[std::stoi(line.substr(lb + 1))] = {us, line.substr(how + 1, line.rfind(')') - how - 1)};
+  }
+  return got;
+}
+
+// The poll phase as users' ranks run: started by hand (Open MPI's variables), two ranks bind
+// themselves a core each and their poll phase adapts, staying within 50-500 us (each reports it
+// at CHORUS_DEBUG=INFO when its communicator goes); unbound (CHORUS_BIND=none), on one CPU
+// together (taskset: more ranks than CPUs), or set by CHORUS_POLL_US, it stays as it was set.
+TEST(Placement, PollPhaseAdaptsOnlyForRanksOnCoresOfTheirOwn) {
+  const std::vector<int> all = parentCpus();
+  if (all.size() < 2) GTEST_SKIP() << "one CPU: no core of its own for each rank";
+  const std::string one = "taskset -c " + std::to_string(all.back());
+  struct Case {
+    std::string env;
+    std::vector<std::string> prefix;
+    bool adaptive;
+    double us;  // the fixed phase
+  };
+  const Case cases[] = {{"CHORUS_DEBUG=INFO", {}, true, 0},
+                        {"CHORUS_DEBUG=INFO CHORUS_BIND=none", {}, false, 50},
+                        {"CHORUS_DEBUG=INFO", {one, one}, false, 50},
+                        {"CHORUS_DEBUG=INFO CHORUS_POLL_US=80", {}, false, 80}};
+  for (const Case& c : cases) {
+    const CommandResult res = runRanksByHand(2, c.env, "1,1000,65537", c.prefix);
+    ASSERT_EQ(res.exitCode, 0) << c.env << "\n" << res.output;
+    const auto got = pollPhases(res.output);
+    ASSERT_EQ(got.size(), 2u) << c.env << "\n" << res.output;
+    for (const auto& [rank, phase] : got) {
+      const std::string what = c.env + (c.prefix.empty() ? "" : " " + one) + ", rank " +
+                               std::to_string(rank) + ": " + phase.second;
+      EXPECT_EQ(phase.second.rfind("adaptive", 0) == 0, c.adaptive) << what;
+      if (c.adaptive) {
+        EXPECT_GE(phase.first, 50) << what;
+        EXPECT_LE(phase.first, 500) << what;
+      } else {
+        EXPECT_EQ(phase.first, c.us) << what;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -629,6 +629,11 @@ chorusResult_t chorusCommDestroy(chorusComm_t comm) {
   } catch (...) {
     return report(nullptr, caughtFailure(-1, "chorusCommDestroy"));
   }
+  const CommState st = comm->state.load();
+  if (st == CommState::kReady || st == CommState::kFinalized)
+    CHORUS_INFO(comm->rank, "destroy: poll phase %.0f us (%s)",
+                double(comm->pollNs.load(std::memory_order_relaxed)) / 1e3,
+                comm->pollAdaptive ? "adaptive: a core of its own" : "fixed");
   unregisterComm(comm);  // later calls with this handle get a clear error
   comm->apiOwner.store(0);
   freeComm(comm);
