@@ -263,48 +263,49 @@ int kindByName(const std::string& name) {
 void fitChoices(int n, int set, bool threads, MachineModel* m, bool verbose, int onlyKind) {
   cpu_set_t avail;
   const int cores = sched_getaffinity(0, sizeof(avail), &avail) == 0 ? CPU_COUNT(&avail) : 0;
-  for (int k = 0; k < kFitKinds; ++k)
-    if (onlyKind < 0 || k == onlyKind)
-      for (int a = 0; a < numAlgos(); ++a)
-        for (int p = 0; p < kNumProtos; ++p)
-          for (int ch = 1; ch <= kCalibratedChannels; ++ch) {
-            const OpKind kind = OpKind(k);
-            if (!fittable(kind, Algo(a), Proto(p), ch, n)) continue;
-            const size_t limit = slotLimit(Algo(a), kind, n);
-            // The sizes as they run (whole elements per rank), each once: 8 B and 32 B of an
-            // AllGather on 8 ranks are both one float per rank.
-            std::vector<double> bytes;
-            auto add = [&](size_t b) {
-              if (bytes.empty() || runBytes(kind, b, n) > bytes.back())
-                bytes.push_back(runBytes(kind, b, n));
-            };
-            for (size_t b : kFitKnotBytes) {
-              if (b > limit) {
-                if (bytes.empty() || bytes.back() < double(limit)) add(limit);
-                break;
-              }
-              add(b);
+  for (int k = 0; k < kFitKinds; ++k) {
+    if (onlyKind >= 0 && k != onlyKind) continue;
+    for (int a = 0; a < numAlgos(); ++a)
+      for (int p = 0; p < kNumProtos; ++p)
+        for (int ch = 1; ch <= kCalibratedChannels; ++ch) {
+          const OpKind kind = OpKind(k);
+          if (!fittable(kind, Algo(a), Proto(p), ch, n)) continue;
+          const size_t limit = slotLimit(Algo(a), kind, n);
+          // The sizes as they run (whole elements per rank), each once: 8 B and 32 B of an
+          // AllGather on 8 ranks are both one float per rank.
+          std::vector<double> bytes;
+          auto add = [&](size_t b) {
+            if (bytes.empty() || runBytes(kind, b, n) > bytes.back())
+              bytes.push_back(runBytes(kind, b, n));
+          };
+          for (size_t b : kFitKnotBytes) {
+            if (b > limit) {
+              if (bytes.empty() || bytes.back() < double(limit)) add(limit);
+              break;
             }
-            std::vector<double> us;
-            timeChoice(n, threads, kind, algoName(Algo(a)), protoName(Proto(p)), ch, &bytes, &us);
-            ChoiceFit fit{};
-            fit.nknots = int(std::min<size_t>(bytes.size(), kFitKnots));
-            if (verbose)
-              printf("%-13s %-8s %-6s %d ch:", collectiveKey(kind), algoName(Algo(a)),
-                     protoName(Proto(p)), ch);
-            for (int i = 0; i < fit.nknots; ++i) {
-              fit.bytes[i] = bytes[size_t(i)];
-              fit.us[i] = us[size_t(i)];
-              if (verbose)
-                printf(" %.0f B %.2f us%s", fit.bytes[i], fit.us[i], i + 1 < fit.nknots ? "," : "");
-            }
-            if (verbose) printf("\n");
-            fflush(stdout);
-            fit.nranks = n;
-            fit.cores = cores;
-            fit.measured = true;
-            m->fits[set][k][a][p][ch - 1] = fit;
+            add(b);
           }
+          std::vector<double> us;
+          timeChoice(n, threads, kind, algoName(Algo(a)), protoName(Proto(p)), ch, &bytes, &us);
+          ChoiceFit fit{};
+          fit.nknots = int(std::min<size_t>(bytes.size(), kFitKnots));
+          if (verbose)
+            printf("%-13s %-8s %-6s %d ch:", collectiveKey(kind), algoName(Algo(a)),
+                   protoName(Proto(p)), ch);
+          for (int i = 0; i < fit.nknots; ++i) {
+            fit.bytes[i] = bytes[size_t(i)];
+            fit.us[i] = us[size_t(i)];
+            if (verbose)
+              printf(" %.0f B %.2f us%s", fit.bytes[i], fit.us[i], i + 1 < fit.nknots ? "," : "");
+          }
+          if (verbose) printf("\n");
+          fflush(stdout);
+          fit.nranks = n;
+          fit.cores = cores;
+          fit.measured = true;
+          m->fits[set][k][a][p][ch - 1] = fit;
+        }
+  }
 }
 
 // The fits as reference_fits.inc's rows (src/tune/calibration.cc: the built-in model).
