@@ -56,16 +56,16 @@ void placeRank(chorusComm* c) {
   const std::vector<int> myCpus = threadCpus();
   const PeerInfo& me = c->peers[size_t(c->rank)];
   int local = 0, localIndex = 0, sharers = 0;  // sharers: the node's ranks with this CPU set
-  bool sameSet = true, aloneInProcess = true;
+  bool aloneInProcess = true;
   for (int p = 0; p < c->nranks; ++p) {
     if (c->isRemote(p)) continue;
     const PeerInfo& pi = c->peers[size_t(p)];
     localIndex += p < c->rank ? 1 : 0;
     ++local;
     sharers += pi.cpuSetDigest == me.cpuSetDigest ? 1 : 0;
-    sameSet = sameSet && pi.cpuSetDigest == me.cpuSetDigest;
     aloneInProcess = aloneInProcess && (p == c->rank || pi.pid != me.pid);
   }
+  const bool sameSet = sharers == local;
   const int online = int(sysconf(_SC_NPROCESSORS_ONLN));
   const int mine = myCpus.empty() ? online : int(myCpus.size());
   // A rank pinned to one core (chorusrun --bind-to core) is taken to have its own, so the
@@ -93,8 +93,8 @@ void placeRank(chorusComm* c) {
   }
   // More ranks than CPUs: more than the node's cores, or more ranks placed on one set of CPUs
   // than it has (a launcher that put two ranks on one core: each must yield it, not spin on it).
-  // A rank this one bound has a share of its own.
-  c->moreRanksThanCpus = local > cores || (!bound && sharers > mine);
+  // Ranks that bound themselves had one set with at least a CPU each.
+  c->moreRanksThanCpus = local > cores || sharers > mine;
   c->spinIters =
       uint32_t(std::max<int64_t>(1, envInt("CHORUS_SPIN", c->moreRanksThanCpus ? 1 : 256)));
   // The tuner's view must be the same on every rank: one node, compared with its online cores.

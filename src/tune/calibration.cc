@@ -56,31 +56,12 @@ constexpr ReferenceFit kReferenceFits[] = {
     {nullptr, nullptr, nullptr, 0, 0, 0, 0, {}, {}},  // the end
 };
 
-// The set that holds the fits measured on `nranks` ranks: the one that already does, else the
-// first empty one; -1 when every set holds another rank count.
-int setFor(const MachineModel& m, int nranks) {
-  int empty = -1;
-  for (int set = 0; set < kFitSets; ++set) {
-    bool any = false;
-    for (const auto& perKind : m.fits[set])
-      for (const auto& perAlgo : perKind)
-        for (const auto& perProto : perAlgo)
-          for (const ChoiceFit& f : perProto)
-            if (f.measured) {
-              if (f.nranks == nranks) return set;
-              any = true;
-            }
-    if (!any && empty < 0) empty = set;
-  }
-  return empty;
-}
-
 // Stores `fit` for the named choice in the set of its rank count; false where a name is unknown,
 // the channels out of range or every set holds another rank count.
 bool setFit(MachineModel* m, const std::string& collective, const std::string& algo,
             const std::string& proto, int channels, const ChoiceFit& fit) {
   if (channels < 1 || channels > kCalibratedChannels || fit.nknots < 1) return false;
-  const int set = setFor(*m, fit.nranks);
+  const int set = fitSetFor(*m, fit.nranks);
   if (set < 0) return false;
   ChoiceFit monotone = fit;
   makeMonotone(&monotone);
@@ -96,6 +77,23 @@ bool setFit(MachineModel* m, const std::string& collective, const std::string& a
   return false;
 }
 }  // namespace
+
+int fitSetFor(const MachineModel& m, int nranks) {
+  int empty = -1;
+  for (int set = 0; set < kFitSets; ++set) {
+    bool any = false;
+    for (const auto& perKind : m.fits[set])
+      for (const auto& perAlgo : perKind)
+        for (const auto& perProto : perAlgo)
+          for (const ChoiceFit& f : perProto)
+            if (f.measured) {
+              if (f.nranks == nranks) return set;
+              any = true;
+            }
+    if (!any && empty < 0) empty = set;
+  }
+  return empty;
+}
 
 std::unique_ptr<MachineModel> defaultModel() {
   // Measured by chorus-tune on the 2-core reference VM (docs/performance.md, quiet); a cache

@@ -18,5 +18,8 @@ std::string tuneCachePath();
 std::unique_ptr<MachineModel> loadOrDefaultModel();
 std::unique_ptr<MachineModel> defaultModel();
 bool saveModel(const MachineModel& m, std::string* error);
+// The set of MachineModel::fits that holds the fits measured on `nranks` ranks: the one that
+// already does, else the first empty one; -1 when every set holds another rank count.
+int fitSetFor(const MachineModel& m, int nranks);
 
 }  // namespace chorus

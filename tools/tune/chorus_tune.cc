@@ -330,14 +330,8 @@ bool writeReference(const MachineModel& m, const char* path, const std::string& 
 }
 
 void printTable(const char* collective, int n) {
-  static const std::pair<const char*, OpKind> kinds[] = {{"allreduce", OpKind::kAllReduce},
-                                                         {"broadcast", OpKind::kBroadcast},
-                                                         {"reduce", OpKind::kReduce},
-                                                         {"allgather", OpKind::kAllGather},
-                                                         {"reducescatter", OpKind::kReduceScatter}};
-  OpKind kind = OpKind::kAllReduce;
-  for (auto& k : kinds)
-    if (strcmp(k.first, collective) == 0) kind = k.second;
+  const int named = kindByName(collective);
+  const OpKind kind = named < 0 ? OpKind::kAllReduce : OpKind(named);
   const MachineModel& m = machineModel();
   printf(
       "# model (%s): simple hop %.2f us base %.2f us bw %.2f GB/s; ll hop %.2f us base %.2f us "
@@ -595,10 +589,23 @@ int main(int argc, char** argv) {
     // Every choice the tuner may pick here, timed on its own at the fit's sizes; with --runs K,
     // K sweeps one after the other and each time the median of the K (a burst of other work on
     // the machine lasts seconds: it hits one sweep's sizes, not the same size in every sweep).
-    // Only what runs now; with --collective, that collective's fits on the rank counts timed
-    // now (set by set), and every other fit as it was.
+    // Only what runs now: each rank count in a set of its own. With --collective, each in the
+    // set that holds that rank count's fits already (or a free one), only that collective's fits
+    // there dropped, and every other fit as it was.
+    std::vector<int> sets(fitRanks.size());
+    for (size_t i = 0; i < fitRanks.size(); ++i) {
+      sets[i] = onlyKind < 0 ? int(i) : fitSetFor(m, fitRanks[i]);
+      if (sets[i] < 0) {
+        fprintf(stderr,
+                "chorus-tune: every fit set holds another rank count than %d (a run without "
+                "--collective replaces them)\n",
+                fitRanks[i]);
+        return 2;
+      }
+    }
     forEachFit(m, [&](FitIndex at, ChoiceFit& f) {
-      if (onlyKind < 0 || (int(at.kind) == onlyKind && size_t(at.set) < fitRanks.size()))
+      if (onlyKind < 0 ||
+          (int(at.kind) == onlyKind && std::find(sets.begin(), sets.end(), at.set) != sets.end()))
         f.measured = false;
     });
     // On the heap: a model holds every fit (about 225 KiB).
@@ -607,7 +614,7 @@ int main(int argc, char** argv) {
     for (size_t r = 0; r < sweeps.size(); ++r)
       for (size_t set = 0; set < fitRanks.size(); ++set) {
         printf("# sweep %zu of %zu, %d ranks\n", r + 1, sweeps.size(), fitRanks[set]);
-        fitChoices(fitRanks[set], int(set), threads, sweeps[r].get(), true, onlyKind);
+        fitChoices(fitRanks[set], sets[set], threads, sweeps[r].get(), true, onlyKind);
       }
     forEachFit(*sweeps[0], [&](FitIndex at, const ChoiceFit& first) {
       auto slot = [&](MachineModel& s) -> ChoiceFit& {
