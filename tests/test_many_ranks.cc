@@ -244,8 +244,9 @@ TEST(ManyRanksMisc, ResourcesAt64Processes) {
   EXPECT_LE(threadsMax, 8) << "threads per rank grow with the rank count?";
   EXPECT_EQ(filesMax, size_t(np)) << "every rank maps each same-node rank's segment";
   // What the node's memory holds: per rank, bounded by its ring / tree / halving-doubling
-  // neighbours' FIFOs it touches, not by N FIFOs per rank.
-  EXPECT_LE(grownMax, (long long)(16 << 20) * np) << "/dev/shm per rank";
+  // neighbours' FIFOs it touches, not by N FIFOs per rank (1.1 MiB a rank on 2026-12-03; 10.1
+  // while a segment's creation still wrote every FIFO's zero words).
+  EXPECT_LE(grownMax, (long long)(4 << 20) * np) << "/dev/shm per rank";
   EXPECT_LT(initMax, 120.0) << "init at 64 processes";
 }
 

@@ -41,9 +41,13 @@ namespace {
 // A segment's pages are faulted in when it is mapped (MAP_POPULATE), not by the first calls that
 // touch them: one fault per 4 KiB page costs a microsecond or more on a VM, and the first
 // collectives of a program (the first size of a benchmark, the first steps of training) would
-// pay them: 8 B AllGather averaged 0.40 us over its first 200 calls against 0.13 after. Up to
-// this size only, so that a node with many ranks (a segment grows with them) commits no memory
-// for FIFOs that its algorithms never use.
+// pay them: 8 B AllGather averaged 0.40 us over its first 200 calls against 0.13 after. Such a
+// segment's pages are also reserved in /dev/shm at creation, so that a full /dev/shm fails init
+// clearly instead of a later write failing as a SIGBUS. Up to this size only (a segment is about
+// 2.6 MiB a rank of the node: up to 25 ranks), so that a node with many ranks commits no memory
+// for FIFOs that its algorithms never use. Above it, a FIFO's pages are faulted in by the first
+// calls that use it (the benchmarks' warm-up calls), and the node needs room for what its ranks
+// touch (docs/scaling.md).
 constexpr size_t kPrefaultBytes = size_t(64) << 20;
 int prefault(size_t bytes) {
   return bytes <= kPrefaultBytes ? MAP_POPULATE : 0;
@@ -77,17 +81,24 @@ Segment Segment::create(const SegmentLayout& layout, int rank, bool shared, uint
            s.bytes_, strerror(e));
     }
     // A full /dev/shm must fail here, clearly, not later as a SIGBUS on the first write into a
-    // page tmpfs cannot supply: the pages are reserved now (as many as MAP_POPULATE commits
-    // anyway); a larger segment is checked against the free space.
+    // page tmpfs cannot supply. A small segment is reserved whole (as many pages as MAP_POPULATE
+    // commits anyway). A larger one reserves the parts every rank touches (the header, the eager
+    // cells and the one-shot slots) and needs as much free space as its size: about 2.6 MiB a
+    // rank of the node, more than its ranks touched together in the 64- and 128-rank runs of
+    // docs/scaling.md (1.1-1.5 MiB a rank).
     struct statvfs vfs {};
     const bool haveVfs = fstatvfs(fd, &vfs) == 0;
     const unsigned long long freeBytes =
         haveVfs ? (unsigned long long)vfs.f_bavail * vfs.f_frsize : 0;
+    const size_t tail = eagerBytes(layout.nranks) + 2 * kOneShotSlotStride;
     int rc = 0;
-    if (prefault(s.bytes_) != 0)
+    if (prefault(s.bytes_) != 0) {
       rc = posix_fallocate(fd, 0, off_t(s.bytes_));
-    else if (haveVfs && freeBytes < s.bytes_)
-      rc = ENOSPC;
+    } else {
+      rc = posix_fallocate(fd, 0, off_t(layout.headerBytes()));
+      if (rc == 0) rc = posix_fallocate(fd, off_t(s.bytes_ - tail), off_t(tail));
+      if (rc == 0 && haveVfs && freeBytes < s.bytes_) rc = ENOSPC;
+    }
     if (rc != 0) {
       close(fd);
       shm_unlink(name);
@@ -126,19 +137,11 @@ Segment Segment::create(const SegmentLayout& layout, int rank, bool shared, uint
   h->slotBytes[0] = layout.slotBytes[0];
   h->slotBytes[1] = layout.slotBytes[1];
   h->totalBytes = s.bytes_;
-  for (int pr = 0; pr < 2; ++pr)
-    for (int c = 0; c < layout.nchannels; ++c)
-      for (int p = 0; p < layout.nranks; ++p) {
-        char* f = s.base_ + layout.fifoOffset(pr, c, p);
-        auto* ctrl = new (f) FifoCtrl();
-        ctrl->head.store(0);
-        for (int k = 0; k < kNSteps; ++k) {
-          auto* h =
-              new (f + kCtrlBytes + size_t(k) * slotStride(layout.slotBytes[pr])) SlotHeader();
-          h->seq.store(0);
-          h->bytes.store(0);
-        }
-      }
+  // The FIFOs are not written here: their words start at 0, and the pages of a new segment (a
+  // fresh tmpfs file, or anonymous memory) already read as zero. Writing those zeros faulted in
+  // a page for the control word and each slot header of every (protocol, channel, peer): about
+  // 144 KiB a peer, so a node's /dev/shm grew as N^2 (19.3 MiB a rank at 128 ranks) for FIFOs
+  // that most pairs of ranks never use. Only the pages of FIFOs in use are now touched.
   s.eager_ = s.base_ + s.bytes_ - 2 * kOneShotSlotStride - eagerBytes(layout.nranks);
   for (uint64_t k = 0; k < kEagerCells; ++k) new (s.eagerCell(k)) EagerCell{0};
   for (int r = 0; r < layout.nranks; ++r) new (s.eagerAck(r)) std::atomic<uint64_t>(0);
