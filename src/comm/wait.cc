@@ -96,6 +96,10 @@ void Waiter::pause() {
   spinPolling_ = false;
   auto now = Clock::now();
   if (alive_ != nullptr) alive_->store(steadyNs(now), std::memory_order_relaxed);
+  if (!comm_->pinned && comm_->mySegment.base() != nullptr) {
+    cpu_ = sched_getcpu();  // the vDSO's, no system call
+    comm_->mySegment.header()->cpu.store(cpu_, std::memory_order_relaxed);
+  }
   if (iter_ == spinIters) {
     // Peer liveness (a /proc read) and timeouts are looked at every kCheckEvery only: most
     // waits end long before, and an abort is noticed through the cheap flag test below.
@@ -113,9 +117,8 @@ void Waiter::pause() {
     // Keep polling a while before sleeping: waking a sleeper costs the waker a system call and
     // the sleeper tens of microseconds on a VM (an idle vCPU must be woken), and a wait that
     // sleeps makes the peer's next wait longer, so a too-early sleep feeds on itself. Yield
-    // instead of spinning when the peer may need this core (more ranks than cores, or a rank
-    // the scheduler may move next to its peer); only a pinned rank spins.
-    if (comm_->moreRanksThanCpus || !comm_->pinned) {
+    // instead of spinning only when the peer may need this core (yieldCore).
+    if (yieldCore()) {
       sched_yield();
     } else {
       spinPolling_ = true;
@@ -137,7 +140,10 @@ void Waiter::pause() {
     return;
   }
   if (now - start_ < kYieldPhase) {
-    sched_yield();
+    if (comm_->pinned || yieldCore())  // a pinned rank: the core is its own, a yield costs little
+      sched_yield();
+    else
+      cpuRelax();
   } else {
     // Sleep a little longer the longer we wait, up to 200 us.
     auto waited = std::chrono::duration_cast<std::chrono::microseconds>(now - start_).count();
@@ -145,6 +151,24 @@ void Waiter::pause() {
     timespec ts{0, us * 1000};
     nanosleep(&ts, nullptr);
   }
+}
+
+// Whether a pause in a wait should give this rank's CPU away (a yield) rather than spin. Yes with
+// more ranks than CPUs (the peer may need this core); no for a pinned rank (the core is its own:
+// its FIFO waits spin-poll). A rank the scheduler may move (not pinned) yields only when the
+// peer it waits for was last seen waiting on its CPU: sleeps and wake-ups (the kernel wakes a
+// task near its waker) can put two unpinned ranks on one CPU, where a spin would keep the peer
+// off it. Elsewhere a yield hands the core to whatever else is runnable, and beside a busy
+// process that runs a whole time slice: 2 ranks with CHORUS_BIND=none beside 2 busy processes
+// took 1.1-1.5 ms for a 256 KiB AllReduce that yielded, 0.09-0.14 ms spinning (CHANGELOG,
+// 2026-12-03). A spin lasts at most the poll phase, then the wait sleeps.
+bool Waiter::yieldCore() const {
+  if (comm_->moreRanksThanCpus) return true;
+  if (comm_->pinned) return false;
+  if (cpu_ < 0 || peer_ < 0 || peer_ >= comm_->nranks || peer_ == comm_->rank ||
+      comm_->isRemote(peer_))
+    return true;
+  return comm_->peerHeader(peer_)->cpu.load(std::memory_order_relaxed) == cpu_;
 }
 
 Waiter::Waiter(chorusComm* comm, int peer, const char* what, bool fifoWait)

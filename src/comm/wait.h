@@ -52,6 +52,7 @@ class Waiter {
   void departed(Clock::time_point now, bool drained);
   void publish(Clock::time_point now);
   void adaptPoll(Clock::time_point now);
+  bool yieldCore() const;
   chorusComm* comm_;
   int peer_;
   const char* what_;
@@ -62,6 +63,7 @@ class Waiter {
   bool slept_ = false;      // slept on the doorbell at least once (the poll phase adapts after)
   bool published_ = false;  // this wait is the communicator's published one (comm/status.h)
   std::atomic<int64_t>* alive_ = nullptr;  // the rank's sign of life, refreshed by slow pauses
+  int cpu_ = -1;  // the CPU of this rank's last slow pause (unpinned ranks only)
   uint32_t bellValue_ = 0;
   uint32_t iter_ = 0;
   uint32_t checks_ = 0;

@@ -131,6 +131,7 @@ Segment Segment::create(const SegmentLayout& layout, int rank, bool shared, uint
   h->failed.store(0);
   h->refs.store(1);
   h->pid = int32_t(getpid());
+  h->cpu.store(-1);
   h->rank = rank;
   h->nranks = layout.nranks;
   h->nchannels = layout.nchannels;

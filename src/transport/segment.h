@@ -67,6 +67,9 @@ struct SegmentHeader {
   alignas(64) std::atomic<int64_t> aliveNs;
   std::atomic<uint64_t> waitSeq;
   std::atomic<uint32_t> waitOp;
+  // The CPU the owner last waited on (comm/wait.cc), -1 before: a rank that may move (not pinned)
+  // yields its core in a wait only when the peer it waits for was last seen on the same CPU.
+  std::atomic<int32_t> cpu;
 };
 
 // chorusCommShrink's mailbox (core/shrink.cc), in the header page after SegmentHeader: the owner
