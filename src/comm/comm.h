@@ -125,6 +125,11 @@ struct chorusComm {
   // peer's wake-up costs more than polling through it would (comm/wait.cc). Relaxed: the
   // channels' waits share it; read and written only after a wait's spin phase.
   std::atomic<int64_t> pollNs{50'000};
+  // Waits that would yield and sleep on the doorbell at once instead, while a yield that took
+  // long shows another task taking the core for time slices (comm/wait.cc): how many waits
+  // remain so, and how many the next slow yield gives (doubling while yields stay slow).
+  std::atomic<int32_t> sleepFirstWaits{0};
+  std::atomic<int32_t> sleepFirstSpan{0};
   // This node has more ranks than the CPUs its ranks may run on (the launcher's set, core/
   // placement.cc): waits yield instead of spinning. Not the tuner's Shape::oversubscribed (one
   // node, more ranks than online cores: the same on every rank, for the model).

@@ -53,6 +53,7 @@ class Waiter {
   void publish(Clock::time_point now);
   void adaptPoll(Clock::time_point now);
   bool yieldCore() const;
+  void yieldAndNote(Clock::time_point before);
   chorusComm* comm_;
   int peer_;
   const char* what_;
@@ -60,8 +61,9 @@ class Waiter {
   bool spinPolling_ = false;  // in a spin-poll phase: the clock is read every 64 polls
   bool armed_ = false;        // the bell was read since the last sleep: the next pause sleeps
   bool everArmed_ = false;
-  bool slept_ = false;      // slept on the doorbell at least once (the poll phase adapts after)
-  bool published_ = false;  // this wait is the communicator's published one (comm/status.h)
+  bool sleepFirst_ = false;  // this wait sleeps at once instead of yielding (comm/wait.cc)
+  bool slept_ = false;       // slept on the doorbell at least once (the poll phase adapts after)
+  bool published_ = false;   // this wait is the communicator's published one (comm/status.h)
   std::atomic<int64_t>* alive_ = nullptr;  // the rank's sign of life, refreshed by slow pauses
   int cpu_ = -1;  // the CPU of this rank's last slow pause (unpinned ranks only)
   uint32_t bellValue_ = 0;
