@@ -24,6 +24,7 @@
 #include "core/slurm_env.h"
 #include "gtest_helpers.h"
 #include "handstart.h"
+#include "process.h"
 #include "run_command.h"
 
 namespace {
@@ -333,6 +334,26 @@ TEST(Placement, PollPhaseAdaptsOnlyForRanksOnCoresOfTheirOwn) {
         EXPECT_EQ(phase.first, c.us) << what;
       }
     }
+  }
+}
+
+// Two ranks put on one CPU while busy processes keep every CPU taken, started by hand: the
+// collectives' results stay exact (the worker checks each against its own reference) and the
+// ranks finish, though each yield of theirs may hand a busy process its time slice (their waits
+// then sleep at once for a while, comm/wait.cc). Their poll phase stays fixed.
+TEST(Placement, RanksOnOneCpuBesideBusyProcessesStayExact) {
+  const std::vector<int> all = parentCpus();
+  const std::string one = "taskset -c " + std::to_string(all.back());
+  const ctest::BusyProcesses busy(int(all.size()));
+  ASSERT_EQ(busy.error(), "");
+  const CommandResult res = runRanksByHand(2, "CHORUS_DEBUG=INFO", "1,1000,65537", {one, one});
+  ASSERT_FALSE(res.timedOut) << res.output;
+  ASSERT_EQ(res.exitCode, 0) << res.output;
+  const auto got = pollPhases(res.output);
+  ASSERT_EQ(got.size(), 2u) << res.output;
+  for (const auto& [rank, phase] : got) {
+    EXPECT_EQ(phase.second.rfind("fixed", 0), 0u) << "rank " << rank << ": " << phase.second;
+    EXPECT_EQ(phase.first, 50) << "rank " << rank;
   }
 }
 
