@@ -171,15 +171,7 @@ void Waiter::pause() {
   }
 }
 
-// Whether a pause in a wait should give this rank's CPU away (a yield) rather than spin. Yes with
-// more ranks than CPUs (the peer may need this core); no for a pinned rank (the core is its own:
-// its FIFO waits spin-poll). A rank the scheduler may move (not pinned) yields only when the
-// peer it waits for was last seen waiting on its CPU: sleeps and wake-ups (the kernel wakes a
-// task near its waker) can put two unpinned ranks on one CPU, where a spin would keep the peer
-// off it. Elsewhere a yield hands the core to whatever else is runnable, and beside a busy
-// process that runs a whole time slice: 2 ranks with CHORUS_BIND=none beside 2 busy processes
-// took 1.1-1.5 ms for a 256 KiB AllReduce that yielded, 0.09-0.14 ms spinning (CHANGELOG,
-// 2026-12-03). A spin lasts at most the poll phase, then the wait sleeps.
+// A yield that notes how long it kept this rank off its CPU (kSlowYieldNs above).
 void Waiter::yieldAndNote(Clock::time_point before) {
   sched_yield();
   if (steadyNs(Clock::now()) - steadyNs(before) > kSlowYieldNs) {
@@ -192,6 +184,15 @@ void Waiter::yieldAndNote(Clock::time_point before) {
   }
 }
 
+// Whether a pause in a wait should give this rank's CPU away (a yield) rather than spin. Yes with
+// more ranks than CPUs (the peer may need this core); no for a pinned rank (the core is its own:
+// its FIFO waits spin-poll). A rank the scheduler may move (not pinned) yields only when the
+// peer it waits for was last seen waiting on its CPU: sleeps and wake-ups (the kernel wakes a
+// task near its waker) can put two unpinned ranks on one CPU, where a spin would keep the peer
+// off it. Elsewhere a yield hands the core to whatever else is runnable, and beside a busy
+// process that runs a whole time slice: 2 ranks with CHORUS_BIND=none beside 2 busy processes
+// took 1.1-1.5 ms for a 256 KiB AllReduce that yielded, 0.09-0.14 ms spinning (CHANGELOG,
+// 2026-12-03). A spin lasts at most the poll phase, then the wait sleeps.
 bool Waiter::yieldCore() const {
   if (comm_->moreRanksThanCpus) return true;
   if (comm_->pinned) return false;
