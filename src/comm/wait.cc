@@ -49,11 +49,12 @@ constexpr int64_t kPollMaxNs = 500'000;
 // process on the core (or a peer rank that computed that long). Waits that would yield then
 // sleep on the doorbell at once: the next kSleepFirstMin waits, twice as many after each slow
 // yield in a row (the first yield after them tries again), up to kSleepFirstMax; a quick yield
-// starts over. 2 ranks put on one CPU beside a busy process there took 700 us for an 8 B
-// AllReduce whose waits yielded (each yield gave the busy process its slice), 39 us with this;
-// 4 ranks on 2 cores beside one, 1580 against 123 us. With nothing else on the cores a yield
+// starts over. 2 ranks put on one CPU beside a busy process there took 680 us for an 8 B
+// AllReduce whose waits yielded (each yield gave the busy process its slice), 41 us with this;
+// 4 ranks on 2 cores beside two, 1580 against 123 us. With nothing else on the cores a yield
 // hands the core straight to the peer and the rule stays out of the way (at 200 us instead of
-// 1 ms, 4 ranks on the 2 cores took 17.5 us for an 8 B AllReduce against 11.2 without it).
+// 1 ms, 4 ranks on the 2 cores beside one busy process took 17.5 us for an 8 B AllReduce
+// against 11.2 without the rule).
 constexpr int64_t kSlowYieldNs = 1'000'000;
 constexpr int32_t kSleepFirstMin = 32;
 constexpr int32_t kSleepFirstMax = 512;
