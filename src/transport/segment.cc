@@ -90,7 +90,7 @@ Segment Segment::create(const SegmentLayout& layout, int rank, bool shared, uint
     const bool haveVfs = fstatvfs(fd, &vfs) == 0;
     const unsigned long long freeBytes =
         haveVfs ? (unsigned long long)vfs.f_bavail * vfs.f_frsize : 0;
-    const size_t tail = eagerBytes(layout.nranks) + 2 * kOneShotSlotStride;
+    const size_t tail = tailBytes(layout.nranks);
     int rc = 0;
     if (prefault(s.bytes_) != 0) {
       rc = posix_fallocate(fd, 0, off_t(s.bytes_));
@@ -143,7 +143,7 @@ Segment Segment::create(const SegmentLayout& layout, int rank, bool shared, uint
   // a page for the control word and each slot header of every (protocol, channel, peer): about
   // 144 KiB a peer, so a node's /dev/shm grew as N^2 (19.3 MiB a rank at 128 ranks) for FIFOs
   // that most pairs of ranks never use. Only the pages of FIFOs in use are now touched.
-  s.eager_ = s.base_ + s.bytes_ - 2 * kOneShotSlotStride - eagerBytes(layout.nranks);
+  s.eager_ = s.base_ + s.bytes_ - tailBytes(layout.nranks);
   for (uint64_t k = 0; k < kEagerCells; ++k) new (s.eagerCell(k)) EagerCell{0};
   for (int r = 0; r < layout.nranks; ++r) new (s.eagerAck(r)) std::atomic<uint64_t>(0);
   for (int parity = 0; parity < 2; ++parity) new (s.oneShotSlot(parity)) OneShotSlot{};
@@ -171,7 +171,7 @@ Segment Segment::attach(const std::string& name, void* addrInOwner, pid_t ownerP
     s.name_ = name;
     s.inProcess_ = true;
     s.bytes_ = s.header()->totalBytes;
-    s.eager_ = s.base_ + s.bytes_ - 2 * kOneShotSlotStride - eagerBytes(s.header()->nranks);
+    s.eager_ = s.base_ + s.bytes_ - tailBytes(s.header()->nranks);
     s.header()->refs.fetch_add(1);
     return s;
   }
@@ -195,11 +195,11 @@ Segment Segment::attach(const std::string& name, void* addrInOwner, pid_t ownerP
     munmap(p, s.bytes_);
     fail(chorusSystemError, "shm segment %s is not a Chorus segment", name.c_str());
   }
-  if (s.bytes_ < 2 * kOneShotSlotStride + eagerBytes(s.header()->nranks)) {
+  if (s.bytes_ < tailBytes(s.header()->nranks)) {
     munmap(p, s.bytes_);
     fail(chorusSystemError, "shm segment %s is truncated", name.c_str());
   }
-  s.eager_ = s.base_ + s.bytes_ - 2 * kOneShotSlotStride - eagerBytes(s.header()->nranks);
+  s.eager_ = s.base_ + s.bytes_ - tailBytes(s.header()->nranks);
   return s;
 }
 

@@ -119,6 +119,10 @@ struct EagerCell {
 inline size_t eagerBytes(int nranks) {
   return kEagerCells * kEagerCellBytes + size_t(nranks) * 64;
 }
+// The end of every segment: the eager cells, then the two one-shot slots.
+inline size_t tailBytes(int nranks) {
+  return eagerBytes(nranks) + 2 * kOneShotSlotStride;
+}
 
 // Two sets of FIFOs, one per protocol (index 0: Simple, 1: LL), each nchannels x nranks, so
 // that a slot only ever holds one protocol's framing.
@@ -132,7 +136,7 @@ struct SegmentLayout {
     return fifoStride(proto) * size_t(nranks) * size_t(nchannels);
   }
   size_t totalBytes() const {
-    return headerBytes() + setBytes(0) + setBytes(1) + eagerBytes(nranks) + 2 * kOneShotSlotStride;
+    return headerBytes() + setBytes(0) + setBytes(1) + tailBytes(nranks);
   }
   size_t fifoOffset(int proto, int channel, int peer) const {
     return headerBytes() + (proto == 1 ? setBytes(0) : 0) +
