@@ -87,56 +87,115 @@ double runBytes(OpKind kind, size_t bytes, int n) {
   return double(countFor(kind, bytes, n) * 4 * (perRank ? size_t(n) : 1));
 }
 
-// One rank's part of timeChoice: every size, 5 rounds of back-to-back calls (10 to 2000 calls;
-// at the smallest sizes a round of 100 calls lasted about 12 us, where the skew of the ranks'
-// start after the barrier was a part of the time) after 2 warm-ups, each round started together (a
-// barrier) and timed as the benchmarks time it: every rank's time per call, averaged over the
-// ranks; into samples[size] where samples is given (rank 0). False where a call failed.
-bool timeRank(chorusComm_t comm, int n, OpKind kind, const std::vector<double>& bytes,
-              std::vector<std::vector<double>>* samples) {
+// One choice of a collective being timed: its overrides, the sizes it runs (model bytes, float32:
+// whole elements per rank) and, on rank 0, each size's times over the rounds.
+struct ChoiceRun {
+  Algo algo;
+  Proto proto;
+  int channels;
+  std::vector<double> bytes;
+  std::vector<std::vector<double>> samples;
+};
+
+// Forces a choice for this collective only (the barriers and the averaging of times keep the
+// tuner's); read by the communicator's init.
+void setChoiceEnv(OpKind kind, const ChoiceRun& c) {
+  setenv("CHORUS_ALGO", (std::string(collectiveKey(kind)) + ":" + algoName(c.algo)).c_str(), 1);
+  setenv("CHORUS_PROTO", (std::string(collectiveKey(kind)) + ":" + protoName(c.proto)).c_str(), 1);
+  setenv("CHORUS_MIN_NCHANNELS", std::to_string(c.channels).c_str(), 1);
+  setenv("CHORUS_MAX_NCHANNELS", std::to_string(c.channels).c_str(), 1);
+}
+
+void clearChoiceEnv() {
+  for (const char* v :
+       {"CHORUS_ALGO", "CHORUS_PROTO", "CHORUS_MIN_NCHANNELS", "CHORUS_MAX_NCHANNELS"})
+    unsetenv(v);
+}
+
+// One rank's part of timeChoices, on comms[c] for choice c (each initialised with its
+// overrides): per size, 5 rounds, and in each round every choice that runs the size in turn: 2
+// warm-ups, a barrier (the choice's ranks start together), back-to-back calls (10 to 2000; at
+// the smallest sizes a round of 100 calls lasted about 12 us, where the skew of the ranks' start
+// after the barrier was a part of the time), timed as the benchmarks time them: every rank's
+// time per call, averaged over the ranks; into the choices' samples on rank 0 (`record`). The
+// choices interleaved round by round: a burst of other work, or of this VM's changing speed,
+// lasts seconds, and slows every choice's round of a size alike instead of one choice's whole
+// sweep (timed one after the other, a choice measured in a fast second beat a faster one
+// measured in a slow one: 2-rank AllGather's ring at 512 KiB 25 us against 50-86 us since).
+// False where a call failed.
+bool timeRank(const std::vector<chorusComm_t>& comms, int n, OpKind kind,
+              std::vector<ChoiceRun>* runs, bool record) {
   // The benchmarks' own buffers (host_buffer.h: page-aligned), one pair for every size.
-  size_t most = 1;
-  for (double b : bytes) most = std::max(most, countFor(kind, size_t(b), n) * size_t(n));
+  size_t most = 1, sizes = 0;
+  for (const ChoiceRun& c : *runs) {
+    for (double b : c.bytes) most = std::max(most, countFor(kind, size_t(b), n) * size_t(n));
+    sizes = std::max(sizes, c.bytes.size());
+  }
   const chorus_bench::Buffer sendBuf = chorus_bench::allocate(most * sizeof(float));
   const chorus_bench::Buffer recvBuf = chorus_bench::allocate(most * sizeof(float));
   float* const a = reinterpret_cast<float*>(sendBuf.get());
   float* const b = reinterpret_cast<float*>(recvBuf.get());
   std::fill_n(a, most, 1.0f);
   std::fill_n(b, most, 0.0f);
-  for (size_t i = 0; i < bytes.size(); ++i) {
-    const size_t count = countFor(kind, size_t(bytes[i]), n);
-    const int iters = int(std::clamp<double>(2e6 / (0.5e3 + double(count) * 4), 10, 2000));
-    auto call = [&] {
-      switch (kind) {
-        case OpKind::kAllReduce:
-          return chorusAllReduce(a, b, count, chorusFloat32, chorusSum, comm, nullptr);
-        case OpKind::kBroadcast:
-          return chorusBroadcast(a, b, count, chorusFloat32, 0, comm, nullptr);
-        case OpKind::kReduce:
-          return chorusReduce(a, b, count, chorusFloat32, chorusSum, 0, comm, nullptr);
-        case OpKind::kAllGather:
-          return chorusAllGather(a, b, count, chorusFloat32, comm, nullptr);
-        default:
-          return chorusReduceScatter(a, b, count, chorusFloat32, chorusSum, comm, nullptr);
+  for (size_t i = 0; i < sizes; ++i)
+    for (int rep = 0; rep < 5; ++rep)
+      for (size_t c = 0; c < runs->size(); ++c) {
+        ChoiceRun& run = (*runs)[c];
+        if (i >= run.bytes.size()) continue;
+        const chorusComm_t comm = comms[c];
+        const size_t count = countFor(kind, size_t(run.bytes[i]), n);
+        const int iters = int(std::clamp<double>(2e6 / (0.5e3 + double(count) * 4), 10, 2000));
+        auto call = [&] {
+          switch (kind) {
+            case OpKind::kAllReduce:
+              return chorusAllReduce(a, b, count, chorusFloat32, chorusSum, comm, nullptr);
+            case OpKind::kBroadcast:
+              return chorusBroadcast(a, b, count, chorusFloat32, 0, comm, nullptr);
+            case OpKind::kReduce:
+              return chorusReduce(a, b, count, chorusFloat32, chorusSum, 0, comm, nullptr);
+            case OpKind::kAllGather:
+              return chorusAllGather(a, b, count, chorusFloat32, comm, nullptr);
+            default:
+              return chorusReduceScatter(a, b, count, chorusFloat32, chorusSum, comm, nullptr);
+          }
+        };
+        for (int w = 0; w < 2; ++w)
+          if (call() != chorusSuccess) return false;
+        int one = 1, all = 0;
+        if (chorusAllReduce(&one, &all, 1, chorusInt32, chorusSum, comm, nullptr) != chorusSuccess)
+          return false;
+        auto t0 = std::chrono::steady_clock::now();
+        for (int it = 0; it < iters; ++it)
+          if (call() != chorusSuccess) return false;
+        double t = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                       .count() /
+                   iters;
+        double sum = 0;
+        if (chorusAllReduce(&t, &sum, 1, chorusFloat64, chorusSum, comm, nullptr) != chorusSuccess)
+          return false;
+        if (record) {
+          run.samples.resize(run.bytes.size());
+          run.samples[i].push_back(sum / n);
+        }
       }
-    };
-    for (int rep = 0; rep < 5; ++rep) {
-      for (int w = 0; w < 2; ++w)
-        if (call() != chorusSuccess) return false;
-      int one = 1, all = 0;
-      if (chorusAllReduce(&one, &all, 1, chorusInt32, chorusSum, comm, nullptr) != chorusSuccess)
-        return false;
-      auto t0 = std::chrono::steady_clock::now();
-      for (int it = 0; it < iters; ++it)
-        if (call() != chorusSuccess) return false;
-      double t =
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
-          iters;
-      double sum = 0;
-      if (chorusAllReduce(&t, &sum, 1, chorusFloat64, chorusSum, comm, nullptr) != chorusSuccess)
-        return false;
-      if (samples != nullptr) (*samples)[i].push_back(sum / n);
+  return true;
+}
+
+// One rank's communicators, one per choice, each initialised with the choice's overrides (every
+// rank in the same order); false (and none kept) where an init failed.
+bool initChoiceComms(OpKind kind, const std::vector<ChoiceRun>& runs, int n, int rank,
+                     const std::vector<chorusUniqueId>& ids, std::vector<chorusComm_t>* comms) {
+  for (size_t c = 0; c < runs.size(); ++c) {
+    setChoiceEnv(kind, runs[c]);
+    chorusComm_t comm = nullptr;
+    const bool ok = chorusCommInitRank(&comm, n, ids[c], rank) == chorusSuccess;
+    clearChoiceEnv();
+    if (!ok) {
+      for (chorusComm_t k : *comms) chorusCommDestroy(k);
+      comms->clear();
+      return false;
     }
+    comms->push_back(comm);
   }
   return true;
 }
@@ -157,39 +216,47 @@ void pinTo(int index, int n) {
     }
 }
 
-// The time (us, median of the 5 rounds) of one `kind` of each size in `bytes` (model bytes,
-// float32; replaced by the sizes really timed) on n ranks of one node with the given overrides:
-// processes as the benchmarks and users run them (rank 0 here, the others forked, each pinned to
-// a core as chorusrun pins where there are enough), or threads of this process (--threads).
-void timeChoice(int n, bool threads, OpKind kind, const char* algo, const char* proto, int nch,
-                std::vector<double>* bytes, std::vector<double>* us) {
-  // Forced for this collective only: the barriers and the averaging of times keep the tuner's.
-  setenv("CHORUS_ALGO", (std::string(collectiveKey(kind)) + ":" + algo).c_str(), 1);
-  setenv("CHORUS_PROTO", (std::string(collectiveKey(kind)) + ":" + proto).c_str(), 1);
-  setenv("CHORUS_MIN_NCHANNELS", std::to_string(nch).c_str(), 1);
-  setenv("CHORUS_MAX_NCHANNELS", std::to_string(nch).c_str(), 1);
-  for (double& b : *bytes) b = runBytes(kind, size_t(b), n);
-  std::vector<std::vector<double>> samples(bytes->size());
+// The times (us, median of the 5 rounds) of every choice in `runs` of one `kind` at each of its
+// sizes (model bytes, float32; replaced by the sizes really timed) on n ranks of one node,
+// interleaved (timeRank): processes as the benchmarks and users run them (rank 0 here, the others
+// forked, each pinned to a core as chorusrun pins where there are enough), or threads of this
+// process (--threads). Into each run's `us`.
+void timeChoices(int n, bool threads, OpKind kind, std::vector<ChoiceRun>* runs,
+                 std::vector<std::vector<double>>* us) {
+  for (ChoiceRun& c : *runs) {
+    for (double& b : c.bytes) b = runBytes(kind, size_t(b), n);
+    c.samples.assign(c.bytes.size(), {});
+  }
   auto fail = [&](const char* what) {
-    fprintf(stderr, "chorus-tune: %s %s/%s/%d: %s: %s\n", collectiveKey(kind), algo, proto, nch,
-            what, chorusGetLastError(nullptr));
+    fprintf(stderr, "chorus-tune: %s on %d ranks: %s: %s\n", collectiveKey(kind), n, what,
+            chorusGetLastError(nullptr));
     exit(1);
   };
+  const size_t nc = runs->size();
   if (threads) {
-    std::vector<chorusComm_t> comms(static_cast<size_t>(n));
-    if (chorusCommInitAll(comms.data(), n, nullptr) != chorusSuccess) fail("init");
+    // comms[c][r]: choice c's communicator of rank r.
+    std::vector<std::vector<chorusComm_t>> comms(nc, std::vector<chorusComm_t>(size_t(n)));
+    for (size_t c = 0; c < nc; ++c) {
+      setChoiceEnv(kind, (*runs)[c]);
+      const bool ok = chorusCommInitAll(comms[c].data(), n, nullptr) == chorusSuccess;
+      clearChoiceEnv();
+      if (!ok) fail("init");
+    }
     std::vector<std::thread> ts;
     std::vector<char> ok(size_t(n), 0);
     for (int r = 0; r < n; ++r)
       ts.emplace_back([&, r] {
-        ok[size_t(r)] = timeRank(comms[size_t(r)], n, kind, *bytes, r == 0 ? &samples : nullptr);
+        std::vector<chorusComm_t> mine;
+        for (size_t c = 0; c < nc; ++c) mine.push_back(comms[c][size_t(r)]);
+        ok[size_t(r)] = timeRank(mine, n, kind, runs, r == 0);
       });
     for (auto& t : ts) t.join();
-    for (auto c : comms) chorusCommDestroy(c);
+    for (auto& per : comms)
+      for (auto c : per) chorusCommDestroy(c);
     if (std::count(ok.begin(), ok.end(), 0) > 0) fail("a call failed");
   } else {
-    // The others are forked before the communicator's id exists (this process then holds no
-    // thread of the library), and read the id from a pipe.
+    // The others are forked before the communicators' ids exist (this process then holds no
+    // thread of the library), and read the ids from a pipe.
     cpu_set_t mine;
     const bool haveMask = sched_getaffinity(0, sizeof(mine), &mine) == 0;
     std::vector<pid_t> kids;
@@ -203,35 +270,38 @@ void timeChoice(int n, bool threads, OpKind kind, const char* algo, const char* 
       if (pid == 0) {
         close(fds[1]);
         for (int fd : pipes) close(fd);
-        chorusUniqueId id;
+        std::vector<chorusUniqueId> ids(nc);
+        const size_t want = nc * sizeof(chorusUniqueId);
         size_t got = 0;
-        while (got < sizeof(id)) {
-          const ssize_t k = read(fds[0], reinterpret_cast<char*>(&id) + got, sizeof(id) - got);
+        while (got < want) {
+          const ssize_t k = read(fds[0], reinterpret_cast<char*>(ids.data()) + got, want - got);
           if (k <= 0) _exit(3);
           got += size_t(k);
         }
         pinTo(r, n);
-        chorusComm_t comm = nullptr;
-        if (chorusCommInitRank(&comm, n, id, r) != chorusSuccess) _exit(4);
-        const bool ok = timeRank(comm, n, kind, *bytes, nullptr);
-        chorusCommDestroy(comm);
+        std::vector<chorusComm_t> comms;
+        if (!initChoiceComms(kind, *runs, n, r, ids, &comms)) _exit(4);
+        const bool ok = timeRank(comms, n, kind, runs, false);
+        for (chorusComm_t c : comms) chorusCommDestroy(c);
         _exit(ok ? 0 : 5);
       }
       close(fds[0]);
       pipes.push_back(fds[1]);
       kids.push_back(pid);
     }
-    chorusUniqueId id;
-    if (chorusGetUniqueId(&id) != chorusSuccess) fail("chorusGetUniqueId");
+    std::vector<chorusUniqueId> ids(nc);
+    for (chorusUniqueId& id : ids)
+      if (chorusGetUniqueId(&id) != chorusSuccess) fail("chorusGetUniqueId");
+    const ssize_t idBytes = ssize_t(nc * sizeof(chorusUniqueId));
     for (int fd : pipes) {
-      if (write(fd, &id, sizeof(id)) != ssize_t(sizeof(id))) fail("write");
+      if (write(fd, ids.data(), size_t(idBytes)) != idBytes) fail("write");
       close(fd);
     }
     pinTo(0, n);
-    chorusComm_t comm = nullptr;
-    const bool inited = chorusCommInitRank(&comm, n, id, 0) == chorusSuccess;
-    const bool ok = inited && timeRank(comm, n, kind, *bytes, &samples);
-    if (inited) chorusCommDestroy(comm);
+    std::vector<chorusComm_t> comms;
+    const bool inited = initChoiceComms(kind, *runs, n, 0, ids, &comms);
+    const bool ok = inited && timeRank(comms, n, kind, runs, true);
+    for (chorusComm_t c : comms) chorusCommDestroy(c);
     if (haveMask) sched_setaffinity(0, sizeof(mine), &mine);
     bool kidsOk = true;
     for (pid_t pid : kids) {
@@ -241,13 +311,13 @@ void timeChoice(int n, bool threads, OpKind kind, const char* algo, const char* 
     }
     if (!ok || !kidsOk) fail(inited ? "a rank failed" : "init");
   }
-  for (const char* v :
-       {"CHORUS_ALGO", "CHORUS_PROTO", "CHORUS_MIN_NCHANNELS", "CHORUS_MAX_NCHANNELS"})
-    unsetenv(v);
-  us->assign(bytes->size(), 0);
-  for (size_t i = 0; i < bytes->size(); ++i) {
-    std::sort(samples[i].begin(), samples[i].end());
-    (*us)[i] = samples[i][samples[i].size() / 2];
+  us->assign(nc, {});
+  for (size_t c = 0; c < nc; ++c) {
+    ChoiceRun& run = (*runs)[c];
+    for (auto& v : run.samples) {
+      std::sort(v.begin(), v.end());
+      (*us)[c].push_back(v.empty() ? 0.0 : v[v.size() / 2]);
+    }
   }
 }
 
@@ -258,53 +328,60 @@ int kindByName(const std::string& name) {
   return -1;
 }
 
-// Times every choice the tuner may pick on n ranks of one node (fittable) at the fit's sizes;
-// of the collective `onlyKind` alone where it is not -1.
+// Times every choice the tuner may pick on n ranks of one node (fittable) at the fit's sizes,
+// a collective's choices interleaved (timeChoices); of the collective `onlyKind` alone where it
+// is not -1.
 void fitChoices(int n, int set, bool threads, MachineModel* m, bool verbose, int onlyKind) {
   cpu_set_t avail;
   const int cores = sched_getaffinity(0, sizeof(avail), &avail) == 0 ? CPU_COUNT(&avail) : 0;
   for (int k = 0; k < kFitKinds; ++k) {
     if (onlyKind >= 0 && k != onlyKind) continue;
+    const OpKind kind = OpKind(k);
+    std::vector<ChoiceRun> runs;
     for (int a = 0; a < numAlgos(); ++a)
       for (int p = 0; p < kNumProtos; ++p)
         for (int ch = 1; ch <= kCalibratedChannels; ++ch) {
-          const OpKind kind = OpKind(k);
           if (!fittable(kind, Algo(a), Proto(p), ch, n)) continue;
           const size_t limit = slotLimit(Algo(a), kind, n);
           // The sizes as they run (whole elements per rank), each once: 8 B and 32 B of an
           // AllGather on 8 ranks are both one float per rank.
-          std::vector<double> bytes;
+          ChoiceRun run{Algo(a), Proto(p), ch, {}, {}};
           auto add = [&](size_t b) {
-            if (bytes.empty() || runBytes(kind, b, n) > bytes.back())
-              bytes.push_back(runBytes(kind, b, n));
+            if (run.bytes.empty() || runBytes(kind, b, n) > run.bytes.back())
+              run.bytes.push_back(runBytes(kind, b, n));
           };
           for (size_t b : kFitKnotBytes) {
             if (b > limit) {
-              if (bytes.empty() || bytes.back() < double(limit)) add(limit);
+              if (run.bytes.empty() || run.bytes.back() < double(limit)) add(limit);
               break;
             }
             add(b);
           }
-          std::vector<double> us;
-          timeChoice(n, threads, kind, algoName(Algo(a)), protoName(Proto(p)), ch, &bytes, &us);
-          ChoiceFit fit{};
-          fit.nknots = int(std::min<size_t>(bytes.size(), kFitKnots));
-          if (verbose)
-            printf("%-13s %-8s %-6s %d ch:", collectiveKey(kind), algoName(Algo(a)),
-                   protoName(Proto(p)), ch);
-          for (int i = 0; i < fit.nknots; ++i) {
-            fit.bytes[i] = bytes[size_t(i)];
-            fit.us[i] = us[size_t(i)];
-            if (verbose)
-              printf(" %.0f B %.2f us%s", fit.bytes[i], fit.us[i], i + 1 < fit.nknots ? "," : "");
-          }
-          if (verbose) printf("\n");
-          fflush(stdout);
-          fit.nranks = n;
-          fit.cores = cores;
-          fit.measured = true;
-          m->fits[set][k][a][p][ch - 1] = fit;
+          runs.push_back(std::move(run));
         }
+    if (runs.empty()) continue;
+    std::vector<std::vector<double>> us;
+    timeChoices(n, threads, kind, &runs, &us);
+    for (size_t c = 0; c < runs.size(); ++c) {
+      const ChoiceRun& run = runs[c];
+      ChoiceFit fit{};
+      fit.nknots = int(std::min<size_t>(run.bytes.size(), kFitKnots));
+      if (verbose)
+        printf("%-13s %-8s %-6s %d ch:", collectiveKey(kind), algoName(run.algo),
+               protoName(run.proto), run.channels);
+      for (int i = 0; i < fit.nknots; ++i) {
+        fit.bytes[i] = run.bytes[size_t(i)];
+        fit.us[i] = us[c][size_t(i)];
+        if (verbose)
+          printf(" %.0f B %.2f us%s", fit.bytes[i], fit.us[i], i + 1 < fit.nknots ? "," : "");
+      }
+      if (verbose) printf("\n");
+      fflush(stdout);
+      fit.nranks = n;
+      fit.cores = cores;
+      fit.measured = true;
+      m->fits[set][k][int(run.algo)][int(run.proto)][run.channels - 1] = fit;
+    }
   }
 }
 
