@@ -40,8 +40,8 @@ struct PeerInfo {
   int32_t nchannels;  // proposal; rank 0's wins
   // The tuner's least channels (config, else CHORUS_MIN_NCHANNELS); rank 0's wins.
   int32_t minChannels;
-  uint64_t slotBytes;    // proposal; rank 0's wins
-  uint64_t llSlotBytes;  // proposal; rank 0's wins
+  uint64_t slotBytes;    // proposal (0: the default); rank 0's wins
+  uint64_t llSlotBytes;  // proposal (0: the default); rank 0's wins
   uint64_t segAddr;      // address of the segment in its owner's process
   char hostname[64];
   char segName[96];
@@ -50,6 +50,7 @@ struct PeerInfo {
   // (core/transports.cc); opaque to all but that transport.
   uint8_t addr[kMaxTransports][kTransportAddrBytes];
   uint64_t cpuSetDigest;  // the CPU set of the thread that created the rank (topo/cpu_share.h)
+  uint64_t shmFreeBytes;  // free in /dev/shm before this communicator's segments (~0: unknown)
 };
 
 }  // namespace chorus

@@ -1,9 +1,11 @@
 // Communicator lifecycle: unique id, init (blocking and not), InitAll, Split, Finalize, Destroy,
 // Abort, and the queries.
 #include <fcntl.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -67,6 +69,83 @@ size_t defaultSlotBytes(int nnodes) {
   return size_t(nnodes > 1 ? 4 << 20 : 1 << 20) / kNSteps;
 }
 
+// Default LL FIFO: 256 KiB.
+constexpr size_t kDefaultLlSlotBytes = size_t(256 << 10) / kNSteps;
+
+// The least slot a FIFO shrinks to for a small /dev/shm (and CHORUS_BUFFSIZE's floor).
+constexpr size_t kMinSlotBytes = 4096;
+
+// Phase 3: a /dev/shm too small for the node's segments at the default FIFO sizes. Docker gives
+// a container 64 MiB, and 8 ranks of one node take 8 x 20.5 MiB at the defaults (2 channels x
+// 8 peers x (1 MiB Simple + 256 KiB LL)): init would fail there, where gloo (TCP) runs. Instead,
+// the FIFO sizes that were not set (rank 0's CHORUS_BUFFSIZE, CHORUS_LL_BUFFSIZE) are halved,
+// the larger first, down to 4 KiB slots, until the node's segments take at most half the space
+// its ranks found free (the other half for the process groups created after this one: each has
+// segments of its own), on every node whose ranks are in more than one process. Every rank
+// computes it from the same exchanged records, so all agree. The sizes stay as they were where
+// the defaults fit; told once per process on the node's first rank. Large messages then take
+// more, smaller hand-offs (a 64 KiB FIFO: 8 KiB steps).
+void fitFifosToShm(chorusComm* c) {
+  const bool simpleSet = c->peers[0].slotBytes != 0, llSet = c->peers[0].llSlotBytes != 0;
+  if (simpleSet && llSet) return;
+  struct NodeUse {
+    int ranks = 0, first = -1;
+    int32_t pid = 0;
+    bool shared = false;
+    uint64_t free = ~uint64_t(0);
+  };
+  std::vector<NodeUse> nodes(size_t(c->nnodes));
+  for (const PeerInfo& p : c->peers) {
+    NodeUse& u = nodes[size_t(c->nodeOf[size_t(p.rank)])];
+    if (u.ranks++ == 0) u.pid = p.pid, u.first = p.rank;
+    u.shared = u.shared || p.pid != u.pid;
+    u.free = std::min(u.free, p.shmFreeBytes);
+  }
+  auto need = [&](const NodeUse& u) {
+    const SegmentLayout layout{c->nranks, c->nchannels, {c->slotBytes[0], c->slotBytes[1]}};
+    return Segment::shmBytesNeeded(layout, u.ranks);
+  };
+  // The largest share of its free space that a node's segments take (> 1: they do not fit).
+  auto load = [&] {
+    double most = 0;
+    for (const NodeUse& u : nodes)
+      if (u.shared) most = std::max(most, double(need(u)) / std::max(1.0, double(u.free)));
+    return most;
+  };
+  if (load() <= 1.0) return;
+  const NodeUse* worst = nullptr;
+  for (const NodeUse& u : nodes)
+    if (u.shared && need(u) > u.free && (worst == nullptr || u.free < worst->free)) worst = &u;
+  const size_t wanted = worst ? need(*worst) : 0;
+  // Halved until the load is at most 1/2; the sizes of the least load seen are kept (a segment
+  // that shrinks under 64 MiB is reserved whole, which may take more than a larger one).
+  const size_t initial[2] = {c->slotBytes[0], c->slotBytes[1]};
+  size_t best[2] = {initial[0], initial[1]};
+  double bestLoad = load();
+  while (bestLoad > 0.5) {
+    int p = -1;  // the larger FIFO of those not set (LL of two alike), while above the floor
+    for (int q = 0; q < 2; ++q)
+      if (!(q == 0 ? simpleSet : llSet) && c->slotBytes[q] > kMinSlotBytes &&
+          (p < 0 || c->slotBytes[q] >= c->slotBytes[p]))
+        p = q;
+    if (p < 0) break;  // at the floor: segment creation says what is missing
+    c->slotBytes[p] = std::max(kMinSlotBytes, c->slotBytes[p] / 2);
+    if (const double l = load(); l < bestLoad)
+      bestLoad = l, best[0] = c->slotBytes[0], best[1] = c->slotBytes[1];
+  }
+  const bool shrunk = best[0] != initial[0] || best[1] != initial[1];
+  c->slotBytes[0] = best[0], c->slotBytes[1] = best[1];
+  static std::atomic<bool> told{false};
+  if (shrunk && worst != nullptr && worst->first == c->rank && !told.exchange(true))
+    fprintf(stderr,
+            "chorus: rank %d: /dev/shm has %.1f MiB free, and the %d ranks of this node need "
+            "%.1f MiB of it at the default FIFO sizes; using %zu KiB Simple and %zu KiB LL FIFOs "
+            "per peer and channel instead (large messages run slower; give /dev/shm more room, "
+            "e.g. docker --shm-size: docs/pytorch.md)\n",
+            c->rank, double(worst->free) / 1048576.0, worst->ranks, double(wanted) / 1048576.0,
+            c->slotBytes[0] * kNSteps >> 10, c->slotBytes[1] * kNSteps >> 10);
+}
+
 constexpr int64_t kDefaultTimeoutSec = 1800;
 
 // Phase 0: the settings read from the configuration and the environment, once.
@@ -120,8 +199,15 @@ PeerInfo exchangePeers(chorusComm* c, const chorusConfig_t* cfg, Deadline deadli
       cfg && cfg->minChannels > 0 ? cfg->minChannels : envInt("CHORUS_MIN_NCHANNELS", 1);
   mine.minChannels = int32_t(std::clamp<int64_t>(minCh, 1, 64));
   mine.slotBytes = slotBytesFromEnv();
-  mine.llSlotBytes = size_t(
-      std::max<int64_t>(4096, envSize("CHORUS_LL_BUFFSIZE", 256 << 10) / kNSteps) & ~int64_t(63));
+  mine.llSlotBytes =
+      envStr("CHORUS_LL_BUFFSIZE").empty()
+          ? 0
+          : size_t(std::max<int64_t>(4096, envSize("CHORUS_LL_BUFFSIZE", 256 << 10) / kNSteps) &
+                   ~int64_t(63));
+  struct statvfs vfs {};
+  mine.shmFreeBytes = statvfs("/dev/shm", &vfs) == 0
+                          ? uint64_t(vfs.f_bavail) * uint64_t(vfs.f_frsize)
+                          : ~uint64_t(0);
   fillRandom(&mine.commNonce, sizeof(mine.commNonce));
   const std::vector<int> myCpus = threadCpus();
   mine.cpuSetDigest = cpuSetDigest(myCpus);
@@ -143,7 +229,7 @@ bool applyTopology(chorusComm* c, const PeerInfo& mine) {
   c->ring = std::move(topo.ring);
   c->ringPos = std::move(topo.ringPos);
   c->slotBytes[0] = c->peers[0].slotBytes ? c->peers[0].slotBytes : defaultSlotBytes(c->nnodes);
-  c->slotBytes[1] = c->peers[0].llSlotBytes;
+  c->slotBytes[1] = c->peers[0].llSlotBytes ? c->peers[0].llSlotBytes : kDefaultLlSlotBytes;
   c->shape.change([&](Shape& s) { s = shapeOf(c); });  // a new version: no older plan serves
   c->tunerEnv = readTunerEnv();
   // Rank 0's least channel count (its config's, else its CHORUS_MIN_NCHANNELS), so that every
@@ -179,6 +265,7 @@ void setupSegments(chorusComm* c, PeerInfo& mine, bool otherProcess, Deadline de
   const auto table = transportTable();
   for (size_t i = 0; i < c->transports.size(); ++i)
     fifos = fifos || (c->transports[i] && table[i].fifosInSegments);
+  if (fifos) fitFifosToShm(c);  // on every rank alike: the sizes are the communicator's
   SegmentLayout layout{c->nranks, fifos ? c->nchannels : 0, {c->slotBytes[0], c->slotBytes[1]}};
   const uint64_t nonce = c->peers[0].commNonce;
   c->mySegment = Segment::create(layout, c->rank, otherProcess, nonce);

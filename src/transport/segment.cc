@@ -65,6 +65,14 @@ std::unordered_map<std::string, char*>& inProcessSegments() {
 }
 }  // namespace
 
+size_t Segment::shmBytesNeeded(const SegmentLayout& layout, int ranks) {
+  const size_t total = layout.totalBytes();
+  if (ranks <= 0) return 0;
+  if (prefault(total) != 0) return total * size_t(ranks);
+  const size_t reserved = layout.headerBytes() + tailBytes(layout.nranks);
+  return reserved * size_t(ranks - 1) + total;
+}
+
 Segment Segment::create(const SegmentLayout& layout, int rank, bool shared, uint64_t commNonce) {
   Segment s;
   s.bytes_ = layout.totalBytes();

@@ -151,6 +151,9 @@ class Segment {
   // survivors of a rank that died during init remove its segment (unlinkPeerName).
   static Segment create(const SegmentLayout& layout, int rank, bool shared, uint64_t commNonce);
   static std::string nameFor(int pid, int rank, uint64_t commNonce);
+  // The /dev/shm space that `ranks` segments of this layout take when they are created one after
+  // another (create: what each reserves, and the whole size free for one not reserved whole).
+  static size_t shmBytesNeeded(const SegmentLayout& layout, int ranks);
   static void unlinkPeerName(int pid, int rank, uint64_t commNonce);
   // Maps a peer's segment: same process -> its address; else shm by name.
   // Throws chorusRemoteError when the segment is gone (its owner removed or released it, or died).
