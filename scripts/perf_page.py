@@ -497,10 +497,11 @@ class Page:
                     "number of cores, is the benchmarks' own ranks), but this VM's speed still "
                     "changes for seconds at a time: read the ratios of libraries measured in the "
                     "same rounds, and the medians beside the bests." % cores)
-        return ("**The machine is shared with other work** (builds and tests of other checkouts "
-                "ran through this run: a load average above %d, the number of cores, means the "
-                "benchmarks waited for them), so absolute times are noisy and some sizes catch a "
-                "bad moment: read the ratios of libraries measured in the same rounds, and the "
+        return ("**Other work ran before or during this run** (a 1-minute load average above "
+                "%d, the number of cores, which the benchmarks' own ranks reach: work that ran "
+                "just before still counts in it at the start, work beside the run made the "
+                "benchmarks wait), so absolute times may be noisy and some sizes catch a bad "
+                "moment: read the ratios of libraries measured in the same rounds, and the "
                 "medians beside the bests." % cores)
 
     def method(self):
