@@ -52,14 +52,28 @@ uint64_t hostHash(std::string* hostnameOut) {
   return sipHash24(key, id.data(), id.size());
 }
 
+// The least slot: CHORUS_BUFFSIZE's and CHORUS_LL_BUFFSIZE's floor, and what a FIFO shrinks to
+// for a small /dev/shm (fitFifosToShm).
+constexpr size_t kMinSlotBytes = 4096;
+
+// Default LL FIFO: 256 KiB.
+constexpr size_t kDefaultLlSlotBytes = size_t(256 << 10) / kNSteps;
+
 // CHORUS_BUFFSIZE as a slot size, or 0 when it is not set (the default then depends on the
 // topology, known only after the exchange).
 size_t slotBytesFromEnv() {
   if (envStr("CHORUS_BUFFSIZE").empty()) return 0;
   int64_t buff = envSize("CHORUS_BUFFSIZE", 1 << 20);
   int64_t slot = buff / kNSteps;
-  slot = std::max<int64_t>(4096, slot & ~int64_t(4095));
+  slot = std::max<int64_t>(kMinSlotBytes, slot & ~int64_t(4095));
   return size_t(slot);
+}
+
+// CHORUS_LL_BUFFSIZE as a slot size (whole lines), or 0 when it is not set (the default).
+size_t llSlotBytesFromEnv() {
+  if (envStr("CHORUS_LL_BUFFSIZE").empty()) return 0;
+  const int64_t slot = envSize("CHORUS_LL_BUFFSIZE", 0) / kNSteps;
+  return size_t(std::max<int64_t>(kMinSlotBytes, slot) & ~int64_t(63));
 }
 
 // Default FIFO size: 1 MiB inside a node (8 slots of 128 KiB stay in the caches), 4 MiB when the
@@ -68,12 +82,6 @@ size_t slotBytesFromEnv() {
 size_t defaultSlotBytes(int nnodes) {
   return size_t(nnodes > 1 ? 4 << 20 : 1 << 20) / kNSteps;
 }
-
-// Default LL FIFO: 256 KiB.
-constexpr size_t kDefaultLlSlotBytes = size_t(256 << 10) / kNSteps;
-
-// The least slot a FIFO shrinks to for a small /dev/shm (and CHORUS_BUFFSIZE's floor).
-constexpr size_t kMinSlotBytes = 4096;
 
 // Phase 3: a /dev/shm too small for the node's segments at the default FIFO sizes. Docker gives
 // a container 64 MiB, and 8 ranks of one node take 8 x 20.5 MiB at the defaults (2 channels x
@@ -199,11 +207,7 @@ PeerInfo exchangePeers(chorusComm* c, const chorusConfig_t* cfg, Deadline deadli
       cfg && cfg->minChannels > 0 ? cfg->minChannels : envInt("CHORUS_MIN_NCHANNELS", 1);
   mine.minChannels = int32_t(std::clamp<int64_t>(minCh, 1, 64));
   mine.slotBytes = slotBytesFromEnv();
-  mine.llSlotBytes =
-      envStr("CHORUS_LL_BUFFSIZE").empty()
-          ? 0
-          : size_t(std::max<int64_t>(4096, envSize("CHORUS_LL_BUFFSIZE", 256 << 10) / kNSteps) &
-                   ~int64_t(63));
+  mine.llSlotBytes = llSlotBytesFromEnv();
   struct statvfs vfs {};
   mine.shmFreeBytes = statvfs("/dev/shm", &vfs) == 0
                           ? uint64_t(vfs.f_bavail) * uint64_t(vfs.f_frsize)

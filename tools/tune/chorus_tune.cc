@@ -35,12 +35,23 @@ using namespace chorus;
 
 namespace {
 
-// Median time (us) of `iters` AllReduces of `bytes` on n thread ranks with the given overrides.
-double timeAllReduce(int n, size_t bytes, const char* algo, const char* proto, int nch, int iters) {
-  setenv("CHORUS_ALGO", algo, 1);
-  setenv("CHORUS_PROTO", proto, 1);
+// The overrides a communicator's init reads (CHORUS_ALGO, CHORUS_PROTO, the channel count).
+void setOverrides(const std::string& algo, const std::string& proto, int nch) {
+  setenv("CHORUS_ALGO", algo.c_str(), 1);
+  setenv("CHORUS_PROTO", proto.c_str(), 1);
   setenv("CHORUS_MIN_NCHANNELS", std::to_string(nch).c_str(), 1);
   setenv("CHORUS_MAX_NCHANNELS", std::to_string(nch).c_str(), 1);
+}
+
+void clearOverrides() {
+  for (const char* v :
+       {"CHORUS_ALGO", "CHORUS_PROTO", "CHORUS_MIN_NCHANNELS", "CHORUS_MAX_NCHANNELS"})
+    unsetenv(v);
+}
+
+// Median time (us) of `iters` AllReduces of `bytes` on n thread ranks with the given overrides.
+double timeAllReduce(int n, size_t bytes, const char* algo, const char* proto, int nch, int iters) {
+  setOverrides(algo, proto, nch);
   std::vector<chorusComm_t> comms(static_cast<size_t>(n));
   if (chorusCommInitAll(comms.data(), n, nullptr) != chorusSuccess) {
     fprintf(stderr, "chorus-tune: init failed: %s\n", chorusGetLastError(nullptr));
@@ -68,9 +79,7 @@ double timeAllReduce(int n, size_t bytes, const char* algo, const char* proto, i
     });
   for (auto& t : ts) t.join();
   for (auto c : comms) chorusCommDestroy(c);
-  for (const char* v :
-       {"CHORUS_ALGO", "CHORUS_PROTO", "CHORUS_MIN_NCHANNELS", "CHORUS_MAX_NCHANNELS"})
-    unsetenv(v);
+  clearOverrides();
   std::sort(samples.begin(), samples.end());
   return samples[samples.size() / 2];
 }
@@ -100,16 +109,8 @@ struct ChoiceRun {
 // Forces a choice for this collective only (the barriers and the averaging of times keep the
 // tuner's); read by the communicator's init.
 void setChoiceEnv(OpKind kind, const ChoiceRun& c) {
-  setenv("CHORUS_ALGO", (std::string(collectiveKey(kind)) + ":" + algoName(c.algo)).c_str(), 1);
-  setenv("CHORUS_PROTO", (std::string(collectiveKey(kind)) + ":" + protoName(c.proto)).c_str(), 1);
-  setenv("CHORUS_MIN_NCHANNELS", std::to_string(c.channels).c_str(), 1);
-  setenv("CHORUS_MAX_NCHANNELS", std::to_string(c.channels).c_str(), 1);
-}
-
-void clearChoiceEnv() {
-  for (const char* v :
-       {"CHORUS_ALGO", "CHORUS_PROTO", "CHORUS_MIN_NCHANNELS", "CHORUS_MAX_NCHANNELS"})
-    unsetenv(v);
+  const std::string key = std::string(collectiveKey(kind)) + ":";
+  setOverrides(key + algoName(c.algo), key + protoName(c.proto), c.channels);
 }
 
 // One rank's part of timeChoices, on comms[c] for choice c (each initialised with its
@@ -173,10 +174,7 @@ bool timeRank(const std::vector<chorusComm_t>& comms, int n, OpKind kind,
         double sum = 0;
         if (chorusAllReduce(&t, &sum, 1, chorusFloat64, chorusSum, comm, nullptr) != chorusSuccess)
           return false;
-        if (record) {
-          run.samples.resize(run.bytes.size());
-          run.samples[i].push_back(sum / n);
-        }
+        if (record) run.samples[i].push_back(sum / n);  // sized by timeChoices
       }
   return true;
 }
@@ -189,7 +187,7 @@ bool initChoiceComms(OpKind kind, const std::vector<ChoiceRun>& runs, int n, int
     setChoiceEnv(kind, runs[c]);
     chorusComm_t comm = nullptr;
     const bool ok = chorusCommInitRank(&comm, n, ids[c], rank) == chorusSuccess;
-    clearChoiceEnv();
+    clearOverrides();
     if (!ok) {
       for (chorusComm_t k : *comms) chorusCommDestroy(k);
       comms->clear();
@@ -239,7 +237,7 @@ void timeChoices(int n, bool threads, OpKind kind, std::vector<ChoiceRun>* runs,
     for (size_t c = 0; c < nc; ++c) {
       setChoiceEnv(kind, (*runs)[c]);
       const bool ok = chorusCommInitAll(comms[c].data(), n, nullptr) == chorusSuccess;
-      clearChoiceEnv();
+      clearOverrides();
       if (!ok) fail("init");
     }
     std::vector<std::thread> ts;
