@@ -32,13 +32,15 @@ class LoopbackTransport final : public Transport {
   }
 
   void address(uint8_t* addr) override {
-    size_t bytes = 64;
+    // A page for the block's count, then per FIFO a page for its control line and the slots,
+    // which start on a page as fifo.h places them.
+    size_t bytes = kSlotPage;
     for (int pr = 0; pr < 2; ++pr) {
-      stride_[pr] = 64 + kNSteps * slotStride(c_->slotBytes[pr]);
+      stride_[pr] = kSlotPage + kNSteps * slotStride(c_->slotBytes[pr]);
       setBytes_[pr] = size_t(c_->nchannels) * size_t(c_->nranks) * stride_[pr];
       bytes += setBytes_[pr];
     }
-    char* b = static_cast<char*>(std::aligned_alloc(64, (bytes + 63) & ~size_t(63)));
+    char* b = static_cast<char*>(std::aligned_alloc(kSlotPage, bytes));
     if (b == nullptr) throw std::bad_alloc();
     memset(b, 0, bytes);
     const uint64_t host = c_->peers[size_t(c_->rank)].hostHash;
@@ -64,9 +66,9 @@ class LoopbackTransport final : public Transport {
 
   void bind(int proto, int channel, int peer, SendConn* s, RecvConn* r) override {
     r->ctrl = ctrl(addressOf(c_->rank).block, proto, channel, peer);
-    r->slots = reinterpret_cast<char*>(r->ctrl) + 64;
+    r->slots = reinterpret_cast<char*>(r->ctrl) + kSlotPage;
     s->ctrl = ctrl(addressOf(peer).block, proto, channel, c_->rank);
-    s->slots = reinterpret_cast<char*>(s->ctrl) + 64;
+    s->slots = reinterpret_cast<char*>(s->ctrl) + kSlotPage;
     s->slotBytes = r->slotBytes = c_->slotBytes[proto];
     // The ranks sleep on their doorbell (comm/wait.cc).
     s->wakee = r->wakee = c_->doorbellOf(peer);
@@ -79,7 +81,7 @@ class LoopbackTransport final : public Transport {
     return a;
   }
   FifoCtrl* ctrl(char* block, int proto, int channel, int sender) const {
-    const size_t off = 64 + (proto == 1 ? setBytes_[0] : 0) +
+    const size_t off = kSlotPage + (proto == 1 ? setBytes_[0] : 0) +
                        stride_[proto] * (size_t(channel) * size_t(c_->nranks) + size_t(sender));
     return reinterpret_cast<FifoCtrl*>(block + off);
   }

@@ -21,7 +21,20 @@ namespace chorus {
 
 constexpr int kNSteps = 8;
 constexpr size_t kSlotHeaderBytes = 16;  // data starts here within a slot
-constexpr size_t kSlotPad = 64;  // slot stride = slotBytes + kSlotPad (keeps 64 B alignment)
+// Where a slot sits in memory: its header 2064 bytes into a 4 KiB page, its data at 2080 (the
+// slots start on a page: FIFOs are page multiples in page-aligned memory). A copy or a reduction
+// between a user buffer and a slot stalls when a load's address matches, in its low 12 bits and
+// within the 32 bytes a vector covers, a store still in flight to the other (4K aliasing: the
+// CPU holds the load back as if it read the store's bytes). Measured on 2 ranks, ring AllReduce
+// of 8 MiB: with the user's buffer 1-31 bytes on either side of the slot data (mod 4 KiB), 3x
+// slower; 0 or at least 32 apart, full speed. With the data 32 bytes past a line, half a page
+// in, every user buffer aligned to 32 bytes (pages, tensors) is 0 or at least 32 bytes from it,
+// and one 16 bytes past a page (a large malloc) half a page. With slots 64 bytes
+// apart instead (until 2026-12-04), one slot of each FIFO sat 16 bytes past a page: a
+// page-aligned 8 MiB ran at 500 or 850 us in place (680 or 1050 out of place), by the parity of
+// the small calls made before it, which set the slot each chunk used.
+constexpr size_t kSlotPage = 4096;
+constexpr size_t kSlotHeaderOffset = 2064;
 constexpr uint64_t kSlotMessageStart = uint64_t(1) << 63;  // in SlotHeader::bytes (see above)
 // The payload size a slot's size word holds (without the message-start marker).
 constexpr uint64_t slotBytesOf(uint64_t word) {
@@ -58,8 +71,13 @@ struct FifoCtrl {
   alignas(64) std::atomic<uint64_t> head;
 };
 
+// A slot's stride: whole pages holding its header (kSlotHeaderOffset in) and slotBytes of data.
 inline size_t slotStride(size_t slotBytes) {
-  return slotBytes + kSlotPad;
+  return (kSlotHeaderOffset + kSlotHeaderBytes + slotBytes + kSlotPage - 1) / kSlotPage * kSlotPage;
+}
+// Slot s's header in a FIFO whose slots start at `slots` (page-aligned).
+inline char* slotAt(char* slots, uint64_t s, size_t slotBytes) {
+  return slots + (s % kNSteps) * slotStride(slotBytes) + kSlotHeaderOffset;
 }
 
 // The sender's view of a peer's FIFO.
@@ -79,7 +97,7 @@ struct SendConn {
     return tail - cachedHead < uint64_t(kNSteps);
   }
   SlotHeader* header() const {
-    return reinterpret_cast<SlotHeader*>(slots + (tail % kNSteps) * slotStride(slotBytes));
+    return reinterpret_cast<SlotHeader*>(slotAt(slots, tail, slotBytes));
   }
   char* slot() const { return reinterpret_cast<char*>(header()) + kSlotHeaderBytes; }
   // `bytes` may carry kSlotMessageStart.
@@ -107,7 +125,7 @@ struct RecvConn {
   Doorbell* wakee = nullptr;  // the sending rank's doorbell (same node), else nullptr
 
   SlotHeader* header() const {
-    return reinterpret_cast<SlotHeader*>(slots + (head % kNSteps) * slotStride(slotBytes));
+    return reinterpret_cast<SlotHeader*>(slotAt(slots, head, slotBytes));
   }
   bool dataReady() const { return header()->seq.load(std::memory_order_acquire) == head + 1; }
   const char* slot() const { return reinterpret_cast<const char*>(header()) + kSlotHeaderBytes; }
