@@ -16,6 +16,7 @@
 #include <string>
 
 #include "comm/comm.h"
+#include "core/placement.h"
 #include "run_command.h"
 #include "tune/calibration.h"
 #include "tune/tuner.h"
@@ -247,6 +248,55 @@ TEST(TunerFits, ToolRetimesOneCollectiveAndKeepsTheRest) {
       runCommand({CHORUS_TUNE_PATH, "--collective", "alltoall", "--no-save"}, 60);
   EXPECT_EQ(bad.exitCode, 2);
   EXPECT_NE(bad.output.find("unknown collective 'alltoall'"), std::string::npos) << bad.output;
+}
+
+// Shape::channelCpus: the CPUs a rank's set has, shared by the ranks of its node placed on that
+// set, least over the ranks; the tuner runs no more channels than that, unless
+// CHORUS_MIN_NCHANNELS asks for them.
+TEST(TunerFits, NoMoreChannelsThanTheRanksHaveCpus) {
+  auto peer = [](uint64_t host, uint64_t digest, int cpus) {
+    PeerInfo p{};
+    p.hostHash = host;
+    p.cpuSetDigest = digest;
+    p.cpuCount = cpus;
+    return p;
+  };
+  EXPECT_EQ(channelCpusOf({peer(1, 10, 1), peer(1, 11, 1)}), 1);    // pinned: a core each
+  EXPECT_EQ(channelCpusOf({peer(1, 10, 2), peer(1, 10, 2)}), 1);    // unplaced on 2 cores
+  EXPECT_EQ(channelCpusOf({peer(1, 10, 16), peer(1, 10, 16)}), 8);  // unplaced on 16
+  EXPECT_EQ(channelCpusOf({peer(1, 10, 16), peer(1, 10, 16), peer(2, 10, 4)}), 4);
+  EXPECT_EQ(channelCpusOf({peer(1, 10, 3), peer(1, 10, 3), peer(1, 10, 3), peer(1, 10, 3)}), 1);
+
+  // A model where two channels of the ring run twice as fast as one on 2 ranks.
+  const MachineModel saved = machineModel();
+  MachineModel m = saved;
+  const int set = setOf(m, 2);
+  ASSERT_GE(set, 0);
+  const int k = int(OpKind::kAllReduce), ring = int(Algo::kRing), simple = int(Proto::kSimple);
+  ChoiceFit& one = m.fits[set][k][ring][simple][0];
+  ChoiceFit& two = m.fits[set][k][ring][simple][1];
+  ASSERT_TRUE(one.measured && two.measured);
+  two = one;
+  for (int i = 0; i < two.nknots; ++i) two.us[i] = one.us[i] / 2;
+  setMachineModel(m);
+  TunerEnv env = readTunerEnv();
+  env.algoAllowed[k] = 1u << ring;
+  env.protoAllowed[k] = 1u << simple;
+  Shape shape{2, 1, true};
+  shape.treeDepth = 1;
+  shape.onlineCores = 2;
+  auto channelsAt = [&](int cpus, size_t bytes) {
+    shape.channelCpus = cpus;
+    return chooseForShape(shape, 2, OpKind::kAllReduce, bytes, env).nchannels;
+  };
+  for (size_t bytes = 4096; bytes <= (size_t(32) << 20); bytes *= 4) {
+    EXPECT_EQ(channelsAt(0, bytes), 2) << bytes;  // no limit known: the faster two
+    EXPECT_EQ(channelsAt(2, bytes), 2) << bytes;
+    EXPECT_EQ(channelsAt(1, bytes), 1) << bytes;  // a core each: one
+  }
+  env.minChannels = 2;  // CHORUS_MIN_NCHANNELS=2 asks for two anyway
+  EXPECT_EQ(channelsAt(1, size_t(8) << 20), 2);
+  setMachineModel(saved);
 }
 
 }  // namespace

@@ -50,6 +50,7 @@ struct PeerInfo {
   // (core/transports.cc); opaque to all but that transport.
   uint8_t addr[kMaxTransports][kTransportAddrBytes];
   uint64_t cpuSetDigest;  // the CPU set of the thread that created the rank (topo/cpu_share.h)
+  int32_t cpuCount;       // the CPUs in that set (the online CPUs where it cannot be read)
   uint64_t shmFreeBytes;  // free in /dev/shm before this communicator's segments (~0: unknown)
 };
 

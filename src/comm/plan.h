@@ -40,6 +40,13 @@ struct Shape {
   bool oversubscribed = false;
   // The node's online cores (0: unknown; the tuner then assumes the worst oversubscription).
   int onlineCores = 0;
+  // One node: the most channels a call may run at once on separate CPUs: over every rank, the
+  // CPUs of its set divided among the ranks of its node that share that set (a rank's channel
+  // workers run in its set). 0: no limit (across nodes, where channels are also TCP streams).
+  // A rank pinned to one core runs one channel: a second one only takes turns with the first on
+  // that core (2 ranks, ReduceScatter of 8 MiB on 2 channels: 450 to 5000 us from one launch to
+  // the next; on one, 450 every time).
+  int channelCpus = 0;
   // Across nodes: one network hand-off and one node's link bandwidth (each direction), as this
   // communicator measured them at init (core/net_probe.h); 0: the machine model's.
   double netHopUs = 0;

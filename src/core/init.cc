@@ -215,6 +215,7 @@ PeerInfo exchangePeers(chorusComm* c, const chorusConfig_t* cfg, Deadline deadli
   fillRandom(&mine.commNonce, sizeof(mine.commNonce));
   const std::vector<int> myCpus = threadCpus();
   mine.cpuSetDigest = cpuSetDigest(myCpus);
+  mine.cpuCount = myCpus.empty() ? int32_t(sysconf(_SC_NPROCESSORS_ONLN)) : int32_t(myCpus.size());
   c->peers.resize(size_t(c->nranks));
   c->bootstrap->allGather(&mine, sizeof(mine), c->peers.data(), deadline);
   return mine;

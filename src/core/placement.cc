@@ -40,6 +40,18 @@ void markInitThread() {
   tInitThread = true;
 }
 
+int channelCpusOf(const std::vector<PeerInfo>& peers) {
+  int least = 0;
+  for (const PeerInfo& p : peers) {
+    int sharers = 0;
+    for (const PeerInfo& q : peers)
+      sharers += q.hostHash == p.hostHash && q.cpuSetDigest == p.cpuSetDigest ? 1 : 0;
+    const int cpus = std::max(1, int(p.cpuCount) / std::max(1, sharers));
+    least = least == 0 ? cpus : std::min(least, cpus);
+  }
+  return least;
+}
+
 // Placement: how this rank waits, from the cores it may use and the ranks of its node.
 // Ranks that nothing placed (torchrun, mpirun --bind-to none, srun without --cpu-bind, started
 // by hand, threads of one process) all have the same CPU set; the scheduler then moves them
@@ -98,9 +110,11 @@ void placeRank(chorusComm* c) {
   c->spinIters =
       uint32_t(std::max<int64_t>(1, envInt("CHORUS_SPIN", c->moreRanksThanCpus ? 1 : 256)));
   // The tuner's view must be the same on every rank: one node, compared with its online cores.
+  const int channelCpus = channelCpusOf(c->peers);
   c->shape.change([&](Shape& s) {
     s.oversubscribed = c->nnodes == 1 && local > online;
     s.onlineCores = online;
+    s.channelCpus = c->nnodes == 1 ? channelCpus : 0;
   });
   c->pinned = mine == 1 || bound || tBoundByChorus;
   const int64_t pollUs = envInt("CHORUS_POLL_US", -1);

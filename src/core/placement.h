@@ -16,6 +16,10 @@ std::vector<int> threadCpus();
 // Marks the calling thread as a non-blocking init's thread: it binds nothing.
 void markInitThread();
 
+struct PeerInfo;
+// Shape::channelCpus from every rank's exchanged CPU set (the same on every rank).
+int channelCpusOf(const std::vector<PeerInfo>& peers);
+
 void placeRank(chorusComm* c);
 
 }  // namespace chorus

@@ -316,8 +316,11 @@ Choice chooseForShape(const Shape& shape, int nchannels, OpKind kind, size_t byt
                       const TunerEnv& env) {
   const int k = int(kind);
   const int minCh = int(std::clamp<int64_t>(env.minChannels, 1, nchannels));
-  const int maxCh =
-      int(std::clamp<int64_t>(env.maxChannelsSet ? env.maxChannels : nchannels, minCh, nchannels));
+  // Channels beyond the CPUs a rank has (Shape::channelCpus) take turns on them: not candidates
+  // unless CHORUS_MIN_NCHANNELS asks for them.
+  const int64_t cpuCap = shape.channelCpus > 0 ? shape.channelCpus : nchannels;
+  const int maxCh = int(std::clamp<int64_t>(
+      std::min(env.maxChannelsSet ? env.maxChannels : nchannels, cpuCap), minCh, nchannels));
   Choice best{Algo::kRing, Proto::kSimple, 1, 1e300};
   double bestWeighed = 1e300;
   bool any = false;

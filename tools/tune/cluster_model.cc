@@ -78,6 +78,7 @@ Shape clusterShape(const ClusterSpec& spec) {
   s.treeDepth = std::max(treeDepth(s.nranks, 0), treeDepth(s.nranks, 1));
   s.onlineCores = spec.perNode;  // a rank per core: not oversubscribed
   s.oversubscribed = false;
+  if (spec.nodes == 1) s.channelCpus = 1;        // ... and one channel at a time (comm/plan.h)
   if (spec.nodes > 1) s.protos = kTcpProtocols;  // the nodes' links are TCP (net/tcp.h)
   return s;
 }
