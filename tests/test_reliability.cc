@@ -1446,4 +1446,38 @@ TEST(Strangers, RootClosesThemAndTheCommunicatorForms) {
   runThreads(n, [&](int r) { EXPECT_EQ(chorusCommDestroy(comms[size_t(r)]), chorusSuccess); });
 }
 
+// The root reads its settings when it starts (chorusGetUniqueId), on the caller's thread: its
+// own thread reads no environment, which a program (chorus-tune between its inits, a torch
+// script's os.environ) may change while it runs, freeing what a concurrent getenv walks. A
+// silent stranger is closed by the deadline set when the root started, not the one set after.
+TEST(Strangers, RootReadsItsSettingsWhenItStarts) {
+  Watchdog watchdog(60, "Strangers.RootReadsItsSettingsWhenItStarts");
+  chorusUniqueId id;
+  {
+    ScopedEnv handshake("CHORUS_HANDSHAKE_TIMEOUT_MS", "300");
+    ASSERT_EQ(chorusGetUniqueId(&id), chorusSuccess);
+  }
+  ScopedEnv later("CHORUS_HANDSHAKE_TIMEOUT_MS", "60000");
+  const chorus::IdData data = chorus::decodeId(id);
+  const int fd = connectTo(data);
+  ASSERT_GE(fd, 0) << "cannot connect to the root";
+  const double opened = nowSeconds();
+  chorus::wire::Challenge c{};
+  ASSERT_TRUE(readExactly(fd, &c, sizeof c, 5)) << "no challenge from the root";
+  double closedAt = 0;
+  while (closedAt == 0 && nowSeconds() < opened + 10) {
+    char buf[64];
+    const ssize_t k = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) closedAt = nowSeconds();
+    sleepSeconds(0.005);
+  }
+  close(fd);
+  ASSERT_NE(closedAt, 0.0) << "the root kept a silent stranger 10 s (the later 60 s deadline)";
+  EXPECT_LE(closedAt - opened, 0.3 + 1.0);  // polls every 100 ms; a busy machine: 1 s more
+  // The communicator (one rank) still forms, and the root exits with it.
+  chorusComm_t comm = nullptr;
+  ASSERT_EQ(chorusCommInitRank(&comm, 1, id, 0), chorusSuccess) << chorusGetLastError(nullptr);
+  EXPECT_EQ(chorusCommDestroy(comm), chorusSuccess);
+}
+
 }  // namespace

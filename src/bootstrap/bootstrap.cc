@@ -170,7 +170,11 @@ double handshakeTimeout() {
 // in the middle of a round (so the others fail instead of waiting).
 class Root {
  public:
-  Root(int listenFd, const uint8_t secret[16]) : listenFd_(listenFd) {
+  // Reads its settings here, on the caller's thread: the root thread reads no environment (a
+  // program's setenv while it ran, chorus-tune's between the inits of its communicators, freed
+  // the array its getenv walked: SIGSEGV in the root thread).
+  Root(int listenFd, const uint8_t secret[16])
+      : listenFd_(listenFd), handshakeSeconds_(handshakeTimeout()) {
     memcpy(secret_, secret, 16);
   }
   void run() {
@@ -301,7 +305,7 @@ class Root {
       if (fd < 0) return;
       Pending p{};
       p.fd = fd;
-      p.deadline = deadlineIn(handshakeTimeout());
+      p.deadline = deadlineIn(handshakeSeconds_);
       fillRandom(p.nonce, sizeof(p.nonce));
       Challenge c{kChallengeMagic, kProtocolVersion, {}};
       memcpy(c.nonce, p.nonce, 16);
@@ -458,6 +462,7 @@ class Root {
 
   int listenFd_;
   uint8_t secret_[16];
+  double handshakeSeconds_;  // CHORUS_HANDSHAKE_TIMEOUT_MS
   int nranks_ = -1;
   bool told_ = false;
   bool formed_ = false;  // the setup's last round was answered: a close is a departure
