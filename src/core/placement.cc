@@ -79,7 +79,7 @@ void placeRank(chorusComm* c) {
   }
   const bool sameSet = sharers == local;
   const int online = int(sysconf(_SC_NPROCESSORS_ONLN));
-  const int mine = myCpus.empty() ? online : int(myCpus.size());
+  const int mine = me.cpuCount;  // myCpus.size(), or the online CPUs where it is unknown
   // A rank pinned to one core (chorusrun --bind-to core) is taken to have its own, so the
   // node's ranks share the online cores; otherwise the node has the cores of the common set.
   const int cores = mine == 1 ? std::max(1, online) : mine;

@@ -32,6 +32,7 @@ using namespace tcpimpl;
 
 namespace {
 constexpr size_t kCtrlBytes = 4096;
+static_assert(kCtrlBytes % kSlotPage == 0);  // the staged slots start on a page (fifo.h)
 
 // A peer's data listener opened before the bootstrap exchange that published its address, and
 // stays open until the links exist: a connection it refuses for kRefusedSec means the peer's

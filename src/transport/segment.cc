@@ -21,6 +21,7 @@ namespace {
 constexpr uint64_t kSegmentMagic = 0x43484f5255534547ULL;  // "CHORUSEG"
 constexpr size_t kCtrlBytes = 4096;
 static_assert(sizeof(FifoCtrl) <= kCtrlBytes);
+static_assert(kCtrlBytes % kSlotPage == 0);  // the slots start on a page (fifo.h)
 }  // namespace
 
 size_t SegmentLayout::fifoStride(int proto) const {
