@@ -8,6 +8,8 @@
 #include <chorus/chorus.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -19,6 +21,7 @@
 #include "net/tcp.h"
 #include "scoped_env.h"
 #include "threads.h"
+#include "transport/fifo.h"
 #include "tune/tuner.h"
 #include "watchdog.h"
 
@@ -121,6 +124,41 @@ TEST(TransportSeam, UnknownNameFailsInit) {
   EXPECT_EQ(comm, nullptr);
   EXPECT_NE(std::string(chorusGetLastError(nullptr)).find("carrier-pigeon"), std::string::npos)
       << chorusGetLastError(nullptr);
+}
+
+// Where a Simple FIFO's slots lie (fifo.h): their data at least 32 bytes, mod 4 KiB, from the
+// page offsets users' buffers start at (0 mod 32: pages, tensors; 16: a large malloc), so copies
+// and reductions between them never stall on 4K aliasing; no two slots overlap; the slots take at
+// most one page beyond their data (8 ranks' FIFOs must fit a container's 64 MiB /dev/shm).
+TEST(FifoLayout, SimpleSlotsStayOffUsersPageOffsetsAndPacked) {
+  for (size_t slotBytes = chorus::kSlotPage; slotBytes <= (size_t{512} << 10); slotBytes *= 2) {
+    const size_t bytes = chorus::fifoSlotsBytes(slotBytes);
+    EXPECT_EQ(bytes % chorus::kSlotPage, 0u) << slotBytes;
+    EXPECT_LE(bytes, chorus::kNSteps * slotBytes + chorus::kSlotPage) << slotBytes;
+    char* slots = static_cast<char*>(std::aligned_alloc(chorus::kSlotPage, bytes));
+    ASSERT_NE(slots, nullptr);
+    const char* prevEnd = slots;
+    for (uint64_t s = 0; s < 2 * chorus::kNSteps; ++s) {
+      const char* header = chorus::slotAt(slots, s, slotBytes);
+      const char* data = header + chorus::kSlotHeaderBytes;
+      const size_t at = size_t(data - slots);
+      EXPECT_EQ(size_t(header - slots) % 16, 0u) << slotBytes << " slot " << s;
+      EXPECT_LE(at + slotBytes, bytes) << slotBytes << " slot " << s;
+      if (s < chorus::kNSteps) {
+        EXPECT_GE(header, prevEnd) << slotBytes << " slot " << s;
+        prevEnd = data + slotBytes;
+      } else {
+        EXPECT_EQ(header, chorus::slotAt(slots, s - chorus::kNSteps, slotBytes));
+      }
+      for (size_t user : {size_t{0}, size_t{16}}) {
+        const size_t d = (at + chorus::kSlotPage - user) % chorus::kSlotPage;
+        EXPECT_GE(std::min(d, chorus::kSlotPage - d), 32u)
+            << slotBytes << "-byte slot " << s << ": data " << at % chorus::kSlotPage
+            << " bytes into a page, a user buffer " << user;
+      }
+    }
+    std::free(slots);
+  }
 }
 
 }  // namespace

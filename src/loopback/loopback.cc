@@ -36,7 +36,7 @@ class LoopbackTransport final : public Transport {
     // which start on a page as fifo.h places them.
     size_t bytes = kSlotPage;
     for (int pr = 0; pr < 2; ++pr) {
-      stride_[pr] = kSlotPage + kNSteps * slotStride(c_->slotBytes[pr]);
+      stride_[pr] = kSlotPage + fifoSlotsBytes(c_->slotBytes[pr]);
       setBytes_[pr] = size_t(c_->nchannels) * size_t(c_->nranks) * stride_[pr];
       bytes += setBytes_[pr];
     }

@@ -171,7 +171,7 @@ TcpLinks::TcpLinks(chorusComm* comm, DataListener& listener, const std::vector<S
   try {
     // Links, staging FIFOs, and the rank's receive FIFOs as the proxy's send side.
     const size_t slotBytes = comm->slotBytes[0];
-    const size_t stagingBytes = kCtrlBytes + size_t(kNSteps) * slotStride(slotBytes);
+    const size_t stagingBytes = kCtrlBytes + fifoSlotsBytes(slotBytes);
     for (int p = 0; p < n; ++p) {
       if (!comm->isRemote(p)) continue;
       auto c = std::make_unique<Control>();

@@ -21,20 +21,24 @@ namespace chorus {
 
 constexpr int kNSteps = 8;
 constexpr size_t kSlotHeaderBytes = 16;  // data starts here within a slot
-// Where a slot sits in memory: its header 2064 bytes into a 4 KiB page, its data at 2080 (the
-// slots start on a page: FIFOs are page multiples in page-aligned memory). A copy or a reduction
-// between a user buffer and a slot stalls when a load's address matches, in its low 12 bits and
-// within the 32 bytes a vector covers, a store still in flight to the other (4K aliasing: the
-// CPU holds the load back as if it read the store's bytes). Measured on 2 ranks, ring AllReduce
-// of 8 MiB: with the user's buffer 1-31 bytes on either side of the slot data (mod 4 KiB), 3x
-// slower; 0 or at least 32 apart, full speed. With the data 32 bytes past a line, half a page
-// in, every user buffer aligned to 32 bytes (pages, tensors) is 0 or at least 32 bytes from it,
-// and one 16 bytes past a page (a large malloc) half a page. With slots 64 bytes
-// apart instead (until 2026-12-04), one slot of each FIFO sat 16 bytes past a page: a
-// page-aligned 8 MiB ran at 500 or 850 us in place (680 or 1050 out of place), by the parity of
-// the small calls made before it, which set the slot each chunk used.
+// Where a slot sits in memory: slot i's header kSlotHeaderOffset + i * slotStride bytes into
+// the FIFO's slots (which start on a page: FIFOs are page multiples in page-aligned memory), its
+// data 16 bytes after it, and 16 bytes between its data's end and the next header. A copy or a
+// reduction between a user buffer and a slot stalls when a load's address matches, in its low 12
+// bits and within the 32 bytes a vector covers, a store still in flight to the other (4K
+// aliasing: the CPU holds the load back as if it read the store's bytes). Measured on 2 ranks,
+// ring AllReduce of 8 MiB: with the user's buffer 1-31 bytes on either side of the slot data (mod
+// 4 KiB), 3x slower; 0 or at least 32 apart, full speed. A Simple slot holds whole pages, so
+// slot i's data lies 2080 + 32 i bytes into a page (2080-2304 for the 8 slots): every user
+// buffer aligned to 32 bytes (pages, tensors), or 16 bytes past a page (a large malloc), is at
+// least 32 bytes from it. With slots 64 bytes apart and the first at the FIFO's start (until
+// 2026-12-04), one slot of each FIFO sat 16 bytes past a page: a page-aligned 8 MiB ran at 500
+// or 850 us in place (680 or 1050 out of place), by the parity of the small calls made before
+// it, which set the slot each chunk used. Whole pages per slot (2026-12-04, the first fix) cost
+// a page per slot: a third more /dev/shm at 16 KiB slots, which a container's 64 MiB felt.
 constexpr size_t kSlotPage = 4096;
 constexpr size_t kSlotHeaderOffset = 2064;
+constexpr size_t kSlotGap = 32;  // header (16) + 16 bytes: slot i's data starts 32 i later
 constexpr uint64_t kSlotMessageStart = uint64_t(1) << 63;  // in SlotHeader::bytes (see above)
 // The payload size a slot's size word holds (without the message-start marker).
 constexpr uint64_t slotBytesOf(uint64_t word) {
@@ -71,13 +75,18 @@ struct FifoCtrl {
   alignas(64) std::atomic<uint64_t> head;
 };
 
-// A slot's stride: whole pages holding its header (kSlotHeaderOffset in) and slotBytes of data.
+// The distance between two slots' headers (slotBytes is a multiple of 64).
 inline size_t slotStride(size_t slotBytes) {
-  return (kSlotHeaderOffset + kSlotHeaderBytes + slotBytes + kSlotPage - 1) / kSlotPage * kSlotPage;
+  return slotBytes + kSlotGap;
+}
+// The bytes a FIFO's kNSteps slots take, from the page they start on: whole pages.
+inline size_t fifoSlotsBytes(size_t slotBytes) {
+  return (kSlotHeaderOffset + size_t(kNSteps) * slotStride(slotBytes) + kSlotPage - 1) / kSlotPage *
+         kSlotPage;
 }
 // Slot s's header in a FIFO whose slots start at `slots` (page-aligned).
 inline char* slotAt(char* slots, uint64_t s, size_t slotBytes) {
-  return slots + (s % kNSteps) * slotStride(slotBytes) + kSlotHeaderOffset;
+  return slots + kSlotHeaderOffset + (s % kNSteps) * slotStride(slotBytes);
 }
 
 // The sender's view of a peer's FIFO.

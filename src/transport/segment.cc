@@ -25,7 +25,7 @@ static_assert(kCtrlBytes % kSlotPage == 0);  // the slots start on a page (fifo.
 }  // namespace
 
 size_t SegmentLayout::fifoStride(int proto) const {
-  return kCtrlBytes + size_t(kNSteps) * slotStride(slotBytes[proto]);
+  return kCtrlBytes + fifoSlotsBytes(slotBytes[proto]);
 }
 
 std::string Segment::nameFor(int pid, int rank, uint64_t commNonce) {
