@@ -38,7 +38,7 @@ constexpr size_t kSlotHeaderBytes = 16;  // data starts here within a slot
 // a page per slot: a third more /dev/shm at 16 KiB slots, which a container's 64 MiB felt.
 constexpr size_t kSlotPage = 4096;
 constexpr size_t kSlotHeaderOffset = 2064;
-constexpr size_t kSlotGap = 32;  // header (16) + 16 bytes: slot i's data starts 32 i later
+constexpr size_t kSlotGap = kSlotHeaderBytes + 16;  // header + 16 spare: slot i's data 32 i later
 constexpr uint64_t kSlotMessageStart = uint64_t(1) << 63;  // in SlotHeader::bytes (see above)
 // The payload size a slot's size word holds (without the message-start marker).
 constexpr uint64_t slotBytesOf(uint64_t word) {
