@@ -250,6 +250,38 @@ TEST(TunerFits, ToolRetimesOneCollectiveAndKeepsTheRest) {
   EXPECT_NE(bad.output.find("unknown collective 'alltoall'"), std::string::npos) << bad.output;
 }
 
+// chorus-tune --algo zerocopy times that algorithm's choices alone, on registered chorusMemAlloc
+// buffers as it runs (on ordinary ones it would fall back to another algorithm), and keeps every
+// other row; an unknown algorithm is refused.
+TEST(TunerFits, ToolRetimesZeroCopyOnRegisteredBuffersAndKeepsTheRest) {
+  const std::string out = testing::TempDir() + "/reference_zc_" + std::to_string(getpid());
+  const CommandResult r = runCommand({CHORUS_TUNE_PATH, "--algo", "zerocopy", "--fit-ranks", "2",
+                                      "--runs", "1", "--no-save", "--reference", out},
+                                     300);
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  std::string wasNotes, notes;
+  const auto was = referenceRows(REFERENCE_FITS_PATH, &wasNotes);
+  const auto now = referenceRows(out, &notes);
+  std::remove(out.c_str());
+  EXPECT_NE(notes.find("zerocopy on 2 ranks re-timed alone"), std::string::npos) << notes;
+  ASSERT_EQ(now.size(), was.size()) << notes;
+  int retimed = 0;
+  for (const auto& [key, body] : was) {
+    ASSERT_EQ(now.count(key), 1u) << key;
+    if (key.find("\"zerocopy\"") != std::string::npos &&
+        key.find(", 2, 2, ") != std::string::npos) {
+      ++retimed;
+      EXPECT_NE(now.at(key), body) << key;
+      continue;
+    }
+    EXPECT_EQ(now.at(key), body) << key;
+  }
+  EXPECT_EQ(retimed, 3);  // AllReduce, AllGather, ReduceScatter
+  const CommandResult bad = runCommand({CHORUS_TUNE_PATH, "--algo", "warp", "--no-save"}, 60);
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_NE(bad.output.find("unknown algorithm 'warp'"), std::string::npos) << bad.output;
+}
+
 // Shape::channelCpus: the CPUs a rank's set has, shared by the ranks of its node placed on that
 // set, least over the ranks; the tuner runs no more channels than that, unless
 // CHORUS_MIN_NCHANNELS asks for them.

@@ -284,11 +284,20 @@ double fitUs(const ChoiceFit& f, double bytes) {
 bool fittable(OpKind kind, Algo a, Proto p, int nchannels, int nranks) {
   if (int(kind) >= kFitKinds || nchannels < 1 || nchannels > kCalibratedChannels) return false;
   const AlgoDesc& d = algoDesc(a);
-  // Unregistered buffers (Shape::registered false): what needs registered ones does not run.
-  const Shape s = withDepth(Shape{nranks, 1, true});
+  // Registered buffers (Shape::registered): every algorithm runs there, the zero-copy one only.
+  Shape s = withDepth(Shape{nranks, 1, true});
+  s.registered = true;
   if (!algoSupports(a, kind, s) || !protoSupports(a, p)) return false;
   if (nchannels > 1 && !d.channels) return false;
   return !(d.unnamedBelow && d.unnamedBelow(s) == 0);  // only ever run when named
+}
+
+bool needsRegisteredBuffers(OpKind kind, Algo a, int nranks) {
+  Shape s = withDepth(Shape{nranks, 1, true});
+  s.registered = true;
+  if (!algoSupports(a, kind, s)) return false;
+  s.registered = false;
+  return !algoSupports(a, kind, s);
 }
 
 Shape shapeOf(const chorusComm* comm) {

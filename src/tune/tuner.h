@@ -120,8 +120,11 @@ void forEachFit(Model& m, F&& f) {
               f(FitIndex{set, OpKind(k), Algo(a), Proto(p), ch}, m.fits[set][k][a][p][ch - 1]);
 }
 // Whether chorus-tune fits (kind, a, p, channels) on `nranks` ranks of one node: every choice the
-// tuner may pick unnamed there on unregistered buffers (not the zero-copy one).
+// tuner may pick unnamed there, on ordinary buffers or (the zero-copy one) on registered ones.
 bool fittable(OpKind kind, Algo a, Proto p, int nchannels, int nranks);
+// Whether `a` runs `kind` on `nranks` ranks of one node only on registered buffers (chorus-tune
+// times it on chorusMemAlloc buffers registered with the communicator).
+bool needsRegisteredBuffers(OpKind kind, Algo a, int nranks);
 // A fit's times made never to fall with the size (a larger call is not faster; where one
 // measured so, it was noise): each time at least the one before.
 void makeMonotone(ChoiceFit* f);

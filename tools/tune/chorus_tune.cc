@@ -104,6 +104,7 @@ struct ChoiceRun {
   int channels;
   std::vector<double> bytes;
   std::vector<std::vector<double>> samples;
+  bool registered = false;  // timed on registered buffers (needsRegisteredBuffers)
 };
 
 // Forces a choice for this collective only (the barriers and the averaging of times keep the
@@ -124,26 +125,70 @@ void setChoiceEnv(OpKind kind, const ChoiceRun& c) {
 // sweep (timed one after the other, a choice measured in a fast second beat a faster one
 // measured in a slow one: 2-rank AllGather's ring at 512 KiB 25 us against 50-86 us since).
 // False where a call failed.
+bool timeRounds(const std::vector<chorusComm_t>& comms, int n, OpKind kind,
+                std::vector<ChoiceRun>* runs, bool record, float* a0, float* b0, float* regBase,
+                size_t most);
 bool timeRank(const std::vector<chorusComm_t>& comms, int n, OpKind kind,
               std::vector<ChoiceRun>* runs, bool record) {
   // The benchmarks' own buffers (host_buffer.h: page-aligned), one pair for every size.
-  size_t most = 1, sizes = 0;
-  for (const ChoiceRun& c : *runs) {
+  size_t most = 1;
+  for (const ChoiceRun& c : *runs)
     for (double b : c.bytes) most = std::max(most, countFor(kind, size_t(b), n) * size_t(n));
-    sizes = std::max(sizes, c.bytes.size());
-  }
   const chorus_bench::Buffer sendBuf = chorus_bench::allocate(most * sizeof(float));
   const chorus_bench::Buffer recvBuf = chorus_bench::allocate(most * sizeof(float));
   float* const a = reinterpret_cast<float*>(sendBuf.get());
   float* const b = reinterpret_cast<float*>(recvBuf.get());
   std::fill_n(a, most, 1.0f);
   std::fill_n(b, most, 0.0f);
+  // The registered choices' pair: one chorusMemAlloc region (the peers map it), registered with
+  // each of their communicators (collective: every rank in the same order), as a user who
+  // registers the buffers of the calls.
+  float* regBase = nullptr;
+  std::vector<std::pair<chorusComm_t, void*>> regs;
+  auto dropRegistered = [&] {
+    bool fine = true;
+    for (auto& [comm, handle] : regs)
+      fine = chorusCommDeregister(comm, handle) == chorusSuccess && fine;
+    regs.clear();
+    if (regBase != nullptr) fine = chorusMemFree(regBase) == chorusSuccess && fine;
+    regBase = nullptr;
+    return fine;
+  };
+  for (size_t c = 0; c < runs->size(); ++c) {
+    if (!(*runs)[c].registered) continue;
+    const size_t regBytes = 2 * most * sizeof(float);
+    if (regBase == nullptr) {
+      void* p = nullptr;
+      if (chorusMemAlloc(&p, regBytes) != chorusSuccess) return false;
+      regBase = static_cast<float*>(p);
+      std::fill_n(regBase, most, 1.0f);
+      std::fill_n(regBase + most, most, 0.0f);
+    }
+    void* handle = nullptr;
+    if (chorusCommRegister(comms[c], regBase, regBytes, &handle) != chorusSuccess) {
+      dropRegistered();
+      return false;
+    }
+    regs.emplace_back(comms[c], handle);
+  }
+  const bool ok = timeRounds(comms, n, kind, runs, record, a, b, regBase, most);
+  return dropRegistered() && ok;
+}
+
+// timeRank's rounds: ordinary choices on (a, b), registered ones on regBase and regBase + most.
+bool timeRounds(const std::vector<chorusComm_t>& comms, int n, OpKind kind,
+                std::vector<ChoiceRun>* runs, bool record, float* a0, float* b0, float* regBase,
+                size_t most) {
+  size_t sizes = 0;
+  for (const ChoiceRun& c : *runs) sizes = std::max(sizes, c.bytes.size());
   for (size_t i = 0; i < sizes; ++i)
     for (int rep = 0; rep < 5; ++rep)
       for (size_t c = 0; c < runs->size(); ++c) {
         ChoiceRun& run = (*runs)[c];
         if (i >= run.bytes.size()) continue;
         const chorusComm_t comm = comms[c];
+        float* const a = run.registered ? regBase : a0;
+        float* const b = run.registered ? regBase + most : b0;
         const size_t count = countFor(kind, size_t(run.bytes[i]), n);
         const int iters = int(std::clamp<double>(2e6 / (0.5e3 + double(count) * 4), 10, 2000));
         auto call = [&] {
@@ -327,9 +372,10 @@ int kindByName(const std::string& name) {
 }
 
 // Times every choice the tuner may pick on n ranks of one node (fittable) at the fit's sizes,
-// a collective's choices interleaved (timeChoices); of the collective `onlyKind` alone where it
-// is not -1.
-void fitChoices(int n, int set, bool threads, MachineModel* m, bool verbose, int onlyKind) {
+// a collective's choices interleaved (timeChoices); of the collective `onlyKind` and the
+// algorithm `onlyAlgo` alone where they are not -1.
+void fitChoices(int n, int set, bool threads, MachineModel* m, bool verbose, int onlyKind,
+                int onlyAlgo) {
   cpu_set_t avail;
   const int cores = sched_getaffinity(0, sizeof(avail), &avail) == 0 ? CPU_COUNT(&avail) : 0;
   for (int k = 0; k < kFitKinds; ++k) {
@@ -339,11 +385,12 @@ void fitChoices(int n, int set, bool threads, MachineModel* m, bool verbose, int
     for (int a = 0; a < numAlgos(); ++a)
       for (int p = 0; p < kNumProtos; ++p)
         for (int ch = 1; ch <= kCalibratedChannels; ++ch) {
-          if (!fittable(kind, Algo(a), Proto(p), ch, n)) continue;
+          if (!fittable(kind, Algo(a), Proto(p), ch, n) || (onlyAlgo >= 0 && a != onlyAlgo))
+            continue;
           const size_t limit = slotLimit(Algo(a), kind, n);
           // The sizes as they run (whole elements per rank), each once: 8 B and 32 B of an
           // AllGather on 8 ranks are both one float per rank.
-          ChoiceRun run{Algo(a), Proto(p), ch, {}, {}};
+          ChoiceRun run{Algo(a), Proto(p), ch, {}, {}, needsRegisteredBuffers(kind, Algo(a), n)};
           auto add = [&](size_t b) {
             if (run.bytes.empty() || runBytes(kind, b, n) > run.bytes.back())
               run.bytes.push_back(runBytes(kind, b, n));
@@ -459,7 +506,7 @@ void printTable(const char* collective, int n) {
 int main(int argc, char** argv) {
   int n = 2;
   bool save = true, print = false, measure = true;
-  std::string collective = "allreduce";
+  std::string collective = "allreduce", algo;
   bool cluster = false, collectiveSet = false;
   ClusterSpec spec;
   std::string json, reference;
@@ -493,10 +540,12 @@ int main(int argc, char** argv) {
                           {"print", no_argument, nullptr, 'p'},
                           {"print-only", no_argument, nullptr, 'P'},
                           {"collective", required_argument, nullptr, 'c'},
+                          {"algo", required_argument, nullptr, 'a'},
                           {"help", no_argument, nullptr, 'h'},
                           {nullptr, 0, nullptr, 0}};
   int c;
-  while ((c = getopt_long(argc, argv, "n:spPc:hC:G:L:M:H:K:b:e:j:R:r:tF:", opts, nullptr)) != -1) {
+  while ((c = getopt_long(argc, argv, "n:spPc:a:hC:G:L:M:H:K:b:e:j:R:r:tF:", opts, nullptr)) !=
+         -1) {
     switch (c) {
       case 'n':
         n = atoi(optarg);
@@ -513,6 +562,9 @@ int main(int argc, char** argv) {
       case 'c':
         collective = optarg;
         collectiveSet = true;
+        break;
+      case 'a':
+        algo = optarg;
         break;
       case 'C':
         if (!parseClusterShape(optarg, &spec.nodes, &spec.perNode)) {
@@ -575,7 +627,8 @@ int main(int argc, char** argv) {
         printf(
             "usage: chorus-tune [--ranks N] [--no-save] [--print] [--print-only] "
             "[--collective allreduce|broadcast|reduce|allgather|reducescatter]\n"
-            "                   [--fit-ranks N,M,..] [--runs K] [--threads] [--reference FILE]\n"
+            "                   [--algo NAME] [--fit-ranks N,M,..] [--runs K] [--threads]\n"
+            "                   [--reference FILE]\n"
             "       chorus-tune --cluster NODESxRANKS [--link-gbps G] [--link-us U] [--mem-gbs B]\n"
             "                   [--hop-us H] [--channels C] [--min-bytes S] [--max-bytes S]\n"
             "                   [--collective NAME|all] [--json FILE]\n"
@@ -589,7 +642,8 @@ int main(int argc, char** argv) {
             "--reference also writes the fits as the built-in\n"
             "model's source (src/tune/reference_fits.inc). --collective NAME times that\n"
             "collective's choices alone and keeps the other fits (the cache's; with\n"
-            "--reference the built-in model's).\n"
+            "--reference the built-in model's); --algo NAME likewise that algorithm's\n"
+            "(zerocopy: on registered chorusMemAlloc buffers, as it runs).\n"
             "--cluster measures nothing: it prints, for the described cluster (default link\n"
             "25 Gbit/s; the rest from this machine's model unless given), the tuner's choice,\n"
             "predicted time and bus bandwidth of each collective per size, and the ideal.\n",
@@ -636,9 +690,17 @@ int main(int argc, char** argv) {
       fprintf(stderr, "chorus-tune: unknown collective '%s'\n", collective.c_str());
       return 2;
     }
+    int onlyAlgo = -1;
+    for (int a = 0; a < numAlgos(); ++a)
+      if (!algo.empty() && algo == algoName(Algo(a))) onlyAlgo = a;
+    if (!algo.empty() && onlyAlgo < 0) {
+      fprintf(stderr, "chorus-tune: unknown algorithm '%s'\n", algo.c_str());
+      return 2;
+    }
+    const bool partial = onlyKind >= 0 || onlyAlgo >= 0;
     // The fits kept with --collective: the cache's, or with --reference the built-in model's.
     std::unique_ptr<MachineModel> model =
-        collectiveSet && reference.empty() ? loadOrDefaultModel() : defaultModel();
+        partial && reference.empty() ? loadOrDefaultModel() : defaultModel();
     MachineModel& m = *model;
     const double hops = 2.0 * (n - 1), share = 2.0 * (n - 1) / n;
     double base = timeAllReduce(1, 8, "ring", "simple", 1, 20000);
@@ -673,18 +735,19 @@ int main(int argc, char** argv) {
     // there dropped, and every other fit as it was.
     std::vector<int> sets(fitRanks.size());
     for (size_t i = 0; i < fitRanks.size(); ++i) {
-      sets[i] = onlyKind < 0 ? int(i) : fitSetFor(m, fitRanks[i]);
+      sets[i] = !partial ? int(i) : fitSetFor(m, fitRanks[i]);
       if (sets[i] < 0) {
         fprintf(stderr,
                 "chorus-tune: every fit set holds another rank count than %d (a run without "
-                "--collective replaces them)\n",
+                "--collective or --algo replaces them)\n",
                 fitRanks[i]);
         return 2;
       }
     }
     forEachFit(m, [&](FitIndex at, ChoiceFit& f) {
-      if (onlyKind < 0 ||
-          (int(at.kind) == onlyKind && std::find(sets.begin(), sets.end(), at.set) != sets.end()))
+      if (!partial || ((onlyKind < 0 || int(at.kind) == onlyKind) &&
+                       (onlyAlgo < 0 || int(at.algo) == onlyAlgo) &&
+                       std::find(sets.begin(), sets.end(), at.set) != sets.end()))
         f.measured = false;
     });
     // On the heap: a model holds every fit (about 225 KiB).
@@ -693,7 +756,7 @@ int main(int argc, char** argv) {
     for (size_t r = 0; r < sweeps.size(); ++r)
       for (size_t set = 0; set < fitRanks.size(); ++set) {
         printf("# sweep %zu of %zu, %d ranks\n", r + 1, sweeps.size(), fitRanks[set]);
-        fitChoices(fitRanks[set], sets[set], threads, sweeps[r].get(), true, onlyKind);
+        fitChoices(fitRanks[set], sets[set], threads, sweeps[r].get(), true, onlyKind, onlyAlgo);
       }
     forEachFit(*sweeps[0], [&](FitIndex at, const ChoiceFit& first) {
       auto slot = [&](MachineModel& s) -> ChoiceFit& {
@@ -722,16 +785,21 @@ int main(int argc, char** argv) {
     }
     if (!reference.empty()) {
       std::string note;
-      if (onlyKind >= 0) {
-        note = "Of these, " + collective + " on";
+      if (partial) {
+        const std::string what = onlyKind >= 0 && onlyAlgo >= 0 ? collective + " " + algo
+                                 : onlyKind >= 0                ? collective
+                                                                : algo;
+        note = "Of these, " + what + " on";
         for (size_t i = 0; i < fitRanks.size(); ++i)
           note += (i ? ", " : " ") + std::to_string(fitRanks[i]);
         char day[16] = "";
         const time_t now = time(nullptr);
         struct tm utc {};
         if (gmtime_r(&now, &utc) != nullptr) strftime(day, sizeof(day), "%Y-%m-%d", &utc);
-        note += " ranks re-timed alone on " + std::string(day) + " (--collective " + collective +
-                "), the rest kept.";
+        note += " ranks re-timed alone on " + std::string(day) + " (" +
+                (onlyKind >= 0 ? "--collective " + collective : "") +
+                (onlyKind >= 0 && onlyAlgo >= 0 ? " " : "") +
+                (onlyAlgo >= 0 ? "--algo " + algo : "") + "), the rest kept.";
       }
       if (!writeReference(m, reference.c_str(), note)) {
         fprintf(stderr, "chorus-tune: cannot write %s: %s\n", reference.c_str(), strerror(errno));
