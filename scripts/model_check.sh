@@ -3,7 +3,8 @@
 # collective, one launch of its tool (chorusrun -np N <coll>_perf -J: every row's choice and the
 # model's predicted time beside the measured one), rounds interleaved; then
 # scripts/model_check.py prints, per rank count, collective and size, the tuner's choice, the
-# predicted time, the median (and best) measured time over the rounds, and their ratio.
+# predicted time, the median (and best) measured time over the rounds, and their ratio; before
+# each round handoff_bench's floor tells the VM's state (state_r<R>.txt: fast or slow).
 #
 #   scripts/model_check.sh [--build build] [--np "2 4"] [--rounds 5]
 #                          [--colls "all_reduce all_gather reduce_scatter broadcast reduce"]
@@ -30,9 +31,12 @@ while [ $# -gt 0 ]; do
   esac
 done
 mkdir -p "$out"
-rm -f "$out"/*.json
+rm -f "$out"/*.json "$out"/state_r*.txt
 # shellcheck disable=SC2086  # the size and iteration flags split on purpose
 for r in $(seq 1 "$rounds"); do
+  # The VM's state for this round (model_check.py: fast or slow): the hand-off floor, best of 3.
+  "$build/handoff_bench" --iters 20000 --reps 3 2>/dev/null |
+    awk '/^floor/ {print $(NF-2)}' >"$out/state_r$r.txt" || true
   for np in $nps; do
     for c in $colls; do
       json="$out/np${np}_${c}_r${r}.json"
