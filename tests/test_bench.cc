@@ -404,6 +404,22 @@ TEST(BenchAllReduce, LongFlagsAggregationBlockingAndIdeal) {
   EXPECT_NE(r.out.find("  ideal    eff%\n"), std::string::npos) << r.out;
 }
 
+// --small_iters N: the timed calls at sizes up to 64 KiB (recorded in the JSON's args, -n above);
+// 0 is refused.
+TEST(BenchAllReduce, SmallItersAreRecordedAndZeroIsRefused) {
+  const std::string json = TempPath("small_iters.json");
+  const RunResult r =
+      RunTool("all_reduce_perf", "-t 2 -b 32K -e 128K -f 4 -n 2 --small_iters 7 -J " + json);
+  ExpectAllRight(r, "all_reduce_perf --small_iters");
+  ASSERT_EQ(DataRows(r.out).size(), 2u) << r.out;  // 32 KiB (7 calls) and 128 KiB (2)
+  std::ifstream in(json);
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  EXPECT_EQ(doc["args"]["small_iters"], 7) << doc.dump();
+  EXPECT_EQ(doc["args"]["iters"], 2) << doc.dump();
+  std::remove(json.c_str());
+  EXPECT_NE(RunTool("all_reduce_perf", "--small_iters 0").status, 0);
+}
+
 TEST(BenchAllReduce, AdditiveStepAndCpuTime) {
   const RunResult r = RunTool("all_reduce_perf", "-t 2 -b 1000 -e 3000 -i 1000 -C 1 -n 2");
   ExpectAllRight(r, "all_reduce_perf -i");

@@ -53,8 +53,11 @@ constexpr size_t kGuardBytes = 64;
 struct Options {
   size_t minBytes = 32u << 20, maxBytes = 32u << 20, stepBytes = 1u << 20, stepFactor = 1;
   int iters = 20, warmup = 1, check = 1;
+  int smallIters = 0;  // --small_iters: timed calls at sizes up to kSmallItersBytes (0: -n)
   std::string kvsFile;
 };
+// As the Chorus tools (tools/bench/common/args.h): the same calls at the same sizes.
+constexpr size_t kSmallItersBytes = size_t(64) << 10;
 
 enum Coll { kAllReduce, kAllGather, kReduceScatter, kBroadcast };
 const char* const kCollNames[] = {"allreduce", "allgather", "reducescatter", "broadcast"};
@@ -118,6 +121,8 @@ void usage(FILE* f, const char* prog) {
                "\t[-i,--stepbytes <increment size>] (default 1M)\n"
                "\t[-f,--stepfactor <increment factor>] (default off)\n"
                "\t[-n,--iters <iteration count>] (default 20)\n"
+               "\t[--small_iters <iteration count>] timed calls at sizes up to 64 KiB (default: "
+               "-n)\n"
                "\t[-w,--warmup_iters <warmup iteration count>] (default 1)\n"
                "\t[-c,--check <check iteration count>] (default 1; 0: no check)\n"
                "\t[-C,--coll allreduce|allgather|reducescatter|broadcast] (default allreduce)\n"
@@ -141,6 +146,7 @@ int parseArgs(int argc, char** argv, Options* o) {
       {"coll", required_argument, nullptr, 'C'},
       {"root", required_argument, nullptr, 'r'},
       {"kvs", required_argument, nullptr, 'k'},
+      {"small_iters", required_argument, nullptr, 'S'},
       {nullptr, 0, nullptr, 0},
   };
   opterr = rank == 0;
@@ -169,6 +175,10 @@ int parseArgs(int argc, char** argv, Options* o) {
       case 'w':
         ok = parseInt(optarg, 0, INT_MAX, &v);
         o->warmup = static_cast<int>(v);
+        break;
+      case 'S':
+        ok = parseInt(optarg, 1, INT_MAX, &v);
+        o->smallIters = static_cast<int>(v);
         break;
       case 'c':
         ok = parseInt(optarg, 0, INT_MAX, &v);
@@ -379,16 +389,17 @@ Placement runPlacement(const Options& o, const ccl::communicator& comm, float* s
   Placement res;
   prepare(sendbuf, recvbuf, count, inPlace, seed);
   for (int i = 0; i < o.warmup; ++i) call(comm, sendbuf, recvbuf, count, inPlace);
+  const size_t bytes =
+      (coll == kReduceScatter ? sendElems(count) : recvElems(count)) * sizeof(float);
+  const int iters = o.smallIters > 0 && bytes <= kSmallItersBytes ? o.smallIters : o.iters;
   ccl::barrier(comm);
   const double t0 = wallSeconds();
-  for (int i = 0; i < o.iters; ++i) call(comm, sendbuf, recvbuf, count, inPlace);
-  double seconds = (wallSeconds() - t0) / o.iters, total = 0.0;
+  for (int i = 0; i < iters; ++i) call(comm, sendbuf, recvbuf, count, inPlace);
+  double seconds = (wallSeconds() - t0) / iters, total = 0.0;
   ccl::allreduce(&seconds, &total, 1, ccl::datatype::float64, ccl::reduction::sum, comm).wait();
   seconds = total / nranks;
 
   res.timeUs = seconds * 1e6;
-  const size_t bytes =
-      (coll == kReduceScatter ? sendElems(count) : recvElems(count)) * sizeof(float);
   res.algbw = seconds > 0.0 ? static_cast<double>(bytes) / seconds / 1e9 : 0.0;
   res.busbw = res.algbw * (coll == kAllReduce   ? 2.0 * (nranks - 1) / nranks
                            : coll == kBroadcast ? 1.0

@@ -41,7 +41,10 @@
 struct options {
   size_t min_bytes, max_bytes, step_bytes, step_factor;
   int iters, warmup, check;
+  int small_iters; /* --small_iters: timed calls at sizes up to SMALL_ITERS_BYTES (0: -n) */
 };
+/* As the Chorus tools (tools/bench/common/args.h): the same calls at the same sizes. */
+#define SMALL_ITERS_BYTES ((size_t)64 << 10)
 
 enum coll { ALLREDUCE, ALLGATHER, REDUCESCATTER, BROADCAST };
 static const char* const coll_names[] = {"allreduce", "allgather", "reducescatter", "broadcast"};
@@ -118,6 +121,7 @@ static void usage(FILE* f, const char* prog) {
           "\t[-i,--stepbytes <increment size>] (default 1M)\n"
           "\t[-f,--stepfactor <increment factor>] (default off)\n"
           "\t[-n,--iters <iteration count>] (default 20)\n"
+          "\t[--small_iters <iteration count>] timed calls at sizes up to 64 KiB (default: -n)\n"
           "\t[-w,--warmup_iters <warmup iteration count>] (default 1)\n"
           "\t[-c,--check <check iteration count>] (default 1; 0: no check)\n"
           "\t[-C,--coll allreduce|allgather|reducescatter|broadcast] (default allreduce)\n"
@@ -129,17 +133,12 @@ static void usage(FILE* f, const char* prog) {
 /* 0: ok, 1: help, -1: error (message printed). */
 static int parse_args(int argc, char** argv, struct options* o) {
   static const struct option longopts[] = {
-      {"minbytes", required_argument, NULL, 'b'},
-      {"maxbytes", required_argument, NULL, 'e'},
-      {"stepbytes", required_argument, NULL, 'i'},
-      {"stepfactor", required_argument, NULL, 'f'},
-      {"iters", required_argument, NULL, 'n'},
-      {"warmup_iters", required_argument, NULL, 'w'},
-      {"check", required_argument, NULL, 'c'},
-      {"help", no_argument, NULL, 'h'},
-      {"coll", required_argument, NULL, 'C'},
-      {"root", required_argument, NULL, 'r'},
-      {NULL, 0, NULL, 0},
+      {"minbytes", required_argument, NULL, 'b'},    {"maxbytes", required_argument, NULL, 'e'},
+      {"stepbytes", required_argument, NULL, 'i'},   {"stepfactor", required_argument, NULL, 'f'},
+      {"iters", required_argument, NULL, 'n'},       {"warmup_iters", required_argument, NULL, 'w'},
+      {"check", required_argument, NULL, 'c'},       {"help", no_argument, NULL, 'h'},
+      {"coll", required_argument, NULL, 'C'},        {"root", required_argument, NULL, 'r'},
+      {"small_iters", required_argument, NULL, 'S'}, {NULL, 0, NULL, 0},
   };
   int c;
   opterr = rank == 0;
@@ -167,6 +166,10 @@ static int parse_args(int argc, char** argv, struct options* o) {
       case 'w':
         ok = parse_int(optarg, 0, INT_MAX, &v);
         o->warmup = (int)v;
+        break;
+      case 'S':
+        ok = parse_int(optarg, 1, INT_MAX, &v);
+        o->small_iters = (int)v;
         break;
       case 'c':
         ok = parse_int(optarg, 0, INT_MAX, &v);
@@ -368,16 +371,17 @@ static struct placement run_placement(const struct options* o, float* sendbuf, f
   prepare(sendbuf, recvbuf, count, in_place, seed);
 
   for (int i = 0; i < o->warmup; ++i) mpi_check(call(src, recvbuf, n), coll_names[coll]);
+  const size_t bytes =
+      (coll == REDUCESCATTER ? send_elems(count) : recv_elems(count)) * sizeof(float);
+  const int iters = o->small_iters > 0 && bytes <= SMALL_ITERS_BYTES ? o->small_iters : o->iters;
   mpi_check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
   const double t0 = wall_seconds();
-  for (int i = 0; i < o->iters; ++i) mpi_check(call(src, recvbuf, n), coll_names[coll]);
-  double seconds = (wall_seconds() - t0) / o->iters, total = 0.0;
+  for (int i = 0; i < iters; ++i) mpi_check(call(src, recvbuf, n), coll_names[coll]);
+  double seconds = (wall_seconds() - t0) / iters, total = 0.0;
   mpi_check(MPI_Allreduce(&seconds, &total, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "average");
   seconds = total / nranks;
 
   res.time_us = seconds * 1e6;
-  const size_t bytes =
-      (coll == REDUCESCATTER ? send_elems(count) : recv_elems(count)) * sizeof(float);
   res.algbw = seconds > 0.0 ? (double)bytes / seconds / 1e9 : 0.0;
   res.busbw = res.algbw * (coll == ALLREDUCE   ? 2.0 * (nranks - 1) / nranks
                            : coll == BROADCAST ? 1.0
@@ -474,7 +478,7 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 
-  struct options o = {32u << 20, 32u << 20, 1u << 20, 1, 20, 1, 1};
+  struct options o = {32u << 20, 32u << 20, 1u << 20, 1, 20, 1, 1, 0};
   const int parsed = parse_args(argc, argv, &o);
   if (parsed != 0) {
     if (rank == 0) usage(parsed > 0 ? stdout : stderr, argv[0]);

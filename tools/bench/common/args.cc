@@ -13,7 +13,7 @@ namespace chorus_bench {
 
 namespace {
 
-enum LongOnly { kIntraBw = 256, kInterBw, kCalibrate, kCalibrateBytes, kDevice };
+enum LongOnly { kIntraBw = 256, kInterBw, kCalibrate, kCalibrateBytes, kDevice, kSmallIters };
 
 bool parseLong(const char* s, long lo, long hi, long* out) {
   if (s == nullptr || *s == '\0') return false;
@@ -88,6 +88,8 @@ void printUsage(FILE* out, const char* prog) {
                "\t[-i,--stepbytes <increment size>]\n"
                "\t[-f,--stepfactor <increment factor>]\n"
                "\t[-n,--iters <iteration count>]\n"
+               "\t[--small_iters <iteration count>] timed calls at sizes up to 64 KiB (default: "
+               "-n)\n"
                "\t[-m,--agg_iters <aggregated iteration count>]\n"
                "\t[-w,--warmup_iters <warmup iteration count>]\n"
                "\t[-N,--run_cycles <cycle count> run & print each cycle (default: 1; 0=infinite)]\n"
@@ -150,6 +152,7 @@ ParseStatus parseArgs(int argc, char** argv, Options* o, std::string* error) {
       {"calibrate", no_argument, nullptr, kCalibrate},
       {"calibrate-bytes", required_argument, nullptr, kCalibrateBytes},
       {"device", no_argument, nullptr, kDevice},
+      {"small_iters", required_argument, nullptr, kSmallIters},
       {"help", no_argument, nullptr, 'h'},
       {nullptr, 0, nullptr, 0},
   };
@@ -250,6 +253,9 @@ ParseStatus parseArgs(int argc, char** argv, Options* o, std::string* error) {
         break;
       case 'I':
         ok = parseInt(arg, 0, 1, &o->perIterTiming);
+        break;
+      case kSmallIters:
+        ok = parseInt(arg, 1, INT_MAX, &o->smallIters);
         break;
       case kIntraBw:
         ok = parseDouble(arg, &o->intraBw);

@@ -53,6 +53,7 @@ Json args(const Options& o) {
   a["stepbytes"] = i64(static_cast<int64_t>(o.stepBytes));
   a["stepfactor"] = i64(static_cast<int64_t>(o.stepFactor));
   a["iters"] = o.iters;
+  a["small_iters"] = o.smallIters > 0 ? o.smallIters : o.iters;
   a["warmup_iters"] = o.warmupIters;
   a["agg_iters"] = o.aggIters;
   a["run_cycles"] = o.runCycles;

@@ -176,10 +176,12 @@ PlacementResult RankRunner::runPlacement(const Layout& l, bool inPlace, chorusDa
   check(chorusStreamSynchronize(stream_), "chorusStreamSynchronize");
   barrier();
   const bool perIter = o_.perIterTiming != 0;
-  std::vector<double> iterUs(perIter ? static_cast<size_t>(o_.iters) : 0);
+  const size_t callBytes = std::max(l.sendCount, l.recvCount) * ts;
+  const int iters = o_.smallIters > 0 && callBytes <= kSmallItersBytes ? o_.smallIters : o_.iters;
+  std::vector<double> iterUs(perIter ? static_cast<size_t>(iters) : 0);
   const double cpu0 = cpuSeconds();
   const double t0 = wallSeconds();
-  for (int it = 0; it < o_.iters; ++it) {
+  for (int it = 0; it < iters; ++it) {
     const double ti = perIter ? wallSeconds() : 0.0;
     launchIteration(a, o_.aggIters);
     if (o_.blocking || perIter) {
@@ -188,7 +190,7 @@ PlacementResult RankRunner::runPlacement(const Layout& l, bool inPlace, chorusDa
     if (perIter) iterUs[static_cast<size_t>(it)] = (wallSeconds() - ti) * 1e6 / o_.aggIters;
   }
   check(chorusStreamSynchronize(stream_), "chorusStreamSynchronize");
-  const double nops = static_cast<double>(o_.iters) * o_.aggIters;
+  const double nops = static_cast<double>(iters) * o_.aggIters;
   double seconds = (wallSeconds() - t0) / nops;
   if (o_.cpuTime) seconds = (cpuSeconds() - cpu0) / nops / o_.nThreads;
   seconds = combineTime(seconds);
