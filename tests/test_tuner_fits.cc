@@ -217,32 +217,49 @@ std::map<std::string, std::string> referenceRows(const std::string& path, std::s
   return rows;
 }
 
-// chorus-tune --collective NAME --reference FILE times that collective's choices alone (here on
-// 2 ranks, one sweep) and writes every other row of the built-in model as it was, with a line
-// that says what was timed again; an unknown collective is refused.
-TEST(TunerFits, ToolRetimesOneCollectiveAndKeepsTheRest) {
+// Runs chorus-tune with `args` on 2 ranks, one sweep, writing the reference rows to a temporary
+// file, and checks them against the built-in model's: the rows `retimed` names (2-rank rows of
+// what was asked for) hold this run's times over the same sizes, every other row is as it was,
+// and a line says what was timed again (`note`). Returns how many rows were re-timed.
+template <class Retimed>
+int checkRetimed(std::vector<std::string> args, const std::string& note, Retimed retimed) {
   const std::string out = testing::TempDir() + "/reference_fits_" + std::to_string(getpid());
-  const CommandResult r = runCommand({CHORUS_TUNE_PATH, "--collective", "broadcast", "--fit-ranks",
-                                      "2", "--runs", "1", "--no-save", "--reference", out},
-                                     300);
-  ASSERT_EQ(r.exitCode, 0) << r.output;
+  args.insert(args.begin(), CHORUS_TUNE_PATH);
+  for (const char* a : {"--fit-ranks", "2", "--runs", "1", "--no-save", "--reference"})
+    args.push_back(a);
+  args.push_back(out);
+  const CommandResult r = runCommand(args, 300);
+  EXPECT_EQ(r.exitCode, 0) << r.output;
   std::string wasNotes, notes;
   const auto was = referenceRows(REFERENCE_FITS_PATH, &wasNotes);
   const auto now = referenceRows(out, &notes);
   std::remove(out.c_str());
-  EXPECT_NE(notes.find("broadcast on 2 ranks re-timed alone"), std::string::npos) << notes;
-  ASSERT_EQ(now.size(), was.size()) << notes;
-  int retimed = 0;
+  EXPECT_NE(notes.find(note), std::string::npos) << notes;
+  EXPECT_EQ(now.size(), was.size()) << notes;
+  int count = 0;
   for (const auto& [key, body] : was) {
-    ASSERT_EQ(now.count(key), 1u) << key;
-    if (key.rfind("{\"broadcast\", ", 0) == 0 && key.find(", 2, 2, ") != std::string::npos) {
-      ++retimed;  // the times are this run's: the sizes line is the same
+    if (now.count(key) != 1u) {
+      ADD_FAILURE() << "missing row " << key;
+      continue;
+    }
+    if (retimed(key) && key.find(", 2, 2, ") != std::string::npos) {
+      ++count;  // the times are this run's: the sizes line is the same
       EXPECT_EQ(now.at(key).substr(0, now.at(key).rfind(" {")), body.substr(0, body.rfind(" {")));
       EXPECT_NE(now.at(key), body) << key;
       continue;
     }
     EXPECT_EQ(now.at(key), body) << key;
   }
+  return count;
+}
+
+// chorus-tune --collective NAME --reference FILE times that collective's choices alone (here on
+// 2 ranks, one sweep) and writes every other row of the built-in model as it was, with a line
+// that says what was timed again; an unknown collective is refused.
+TEST(TunerFits, ToolRetimesOneCollectiveAndKeepsTheRest) {
+  const int retimed =
+      checkRetimed({"--collective", "broadcast"}, "broadcast on 2 ranks re-timed alone",
+                   [](const std::string& key) { return key.rfind("{\"broadcast\", ", 0) == 0; });
   EXPECT_GE(retimed, 4);  // chain (Simple and LL, 1 and 2 channels), one-shot, single copy
   const CommandResult bad =
       runCommand({CHORUS_TUNE_PATH, "--collective", "alltoall", "--no-save"}, 60);
@@ -254,28 +271,9 @@ TEST(TunerFits, ToolRetimesOneCollectiveAndKeepsTheRest) {
 // buffers as it runs (on ordinary ones it would fall back to another algorithm), and keeps every
 // other row; an unknown algorithm is refused.
 TEST(TunerFits, ToolRetimesZeroCopyOnRegisteredBuffersAndKeepsTheRest) {
-  const std::string out = testing::TempDir() + "/reference_zc_" + std::to_string(getpid());
-  const CommandResult r = runCommand({CHORUS_TUNE_PATH, "--algo", "zerocopy", "--fit-ranks", "2",
-                                      "--runs", "1", "--no-save", "--reference", out},
-                                     300);
-  ASSERT_EQ(r.exitCode, 0) << r.output;
-  std::string wasNotes, notes;
-  const auto was = referenceRows(REFERENCE_FITS_PATH, &wasNotes);
-  const auto now = referenceRows(out, &notes);
-  std::remove(out.c_str());
-  EXPECT_NE(notes.find("zerocopy on 2 ranks re-timed alone"), std::string::npos) << notes;
-  ASSERT_EQ(now.size(), was.size()) << notes;
-  int retimed = 0;
-  for (const auto& [key, body] : was) {
-    ASSERT_EQ(now.count(key), 1u) << key;
-    if (key.find("\"zerocopy\"") != std::string::npos &&
-        key.find(", 2, 2, ") != std::string::npos) {
-      ++retimed;
-      EXPECT_NE(now.at(key), body) << key;
-      continue;
-    }
-    EXPECT_EQ(now.at(key), body) << key;
-  }
+  const int retimed = checkRetimed(
+      {"--algo", "zerocopy"}, "zerocopy on 2 ranks re-timed alone",
+      [](const std::string& key) { return key.find("\"zerocopy\"") != std::string::npos; });
   EXPECT_EQ(retimed, 3);  // AllReduce, AllGather, ReduceScatter
   const CommandResult bad = runCommand({CHORUS_TUNE_PATH, "--algo", "warp", "--no-save"}, 60);
   EXPECT_EQ(bad.exitCode, 2);
