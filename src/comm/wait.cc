@@ -220,6 +220,7 @@ void Waiter::publish(Clock::time_point now) {
       std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count(),
       std::memory_order_relaxed);
   t.waiter.store(this, std::memory_order_release);
+  t.slowWaits.fetch_add(1, std::memory_order_relaxed);
   if (comm_->mySegment.base() != nullptr) {
     SegmentHeader* h = comm_->mySegment.header();
     alive_ = &h->aliveNs;
