@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace chorus {
 
@@ -32,6 +33,12 @@ const AlgoDesc& algoDesc(Algo a) {
 
 const char* algoName(Algo a) {
   return int(a) >= 0 && int(a) < gNumAlgos ? gAlgos[int(a)]->name : "?";
+}
+
+int algoByName(const char* name) {
+  for (int a = 0; a < gNumAlgos; ++a)
+    if (strcmp(name, gAlgos[a]->name) == 0) return a;
+  return -1;
 }
 
 void PlanCache::clear() {

@@ -153,7 +153,8 @@ struct AlgoDesc {
 void registerAlgos(const AlgoDesc* const* table, int n);
 int numAlgos();
 const AlgoDesc& algoDesc(Algo a);
-const char* algoName(Algo a);  // "?" outside the table
+const char* algoName(Algo a);      // "?" outside the table
+int algoByName(const char* name);  // the Algo algoName gives `name`, or -1
 
 // A communicator's plans: the tuner's choice per collective and size class (log2 of the bytes),
 // decided on the first call of a class and looked up afterwards, so that a call evaluates no

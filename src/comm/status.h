@@ -52,12 +52,10 @@ struct OpTrace {
   // and, negated, at every end; null while there is no segment.
   std::atomic<int64_t>* alive = nullptr;
   // Waits that left their spin phase (Waiter::publish: any thread of the communicator, channel
-  // workers too), and what traceBegin saw of them and of the operation (its driving thread only):
-  // traceEnd reads the clock again only where the operation may have lasted (below).
+  // workers too), and how many there had been when the operation in flight began (its driving
+  // thread only): traceEnd reads the clock again only where the operation may have lasted.
   std::atomic<uint64_t> slowWaits{0};
   uint64_t slowWaitsAtStart = 0;
-  int64_t startNs = 0;
-  bool longOp = false;
 };
 
 // Elements from which an operation may move enough data to last past a tick of the coarse
@@ -97,8 +95,6 @@ inline void traceBegin(OpTrace& t, uint64_t seq, uint64_t desc, uint64_t count, 
   e.startNs.store(now, std::memory_order_relaxed);
   e.endNs.store(0, std::memory_order_relaxed);
   if (t.alive != nullptr) t.alive->store(now, std::memory_order_relaxed);
-  t.startNs = now;
-  t.longOp = count >= kTraceShortCount;
   t.slowWaitsAtStart = t.slowWaits.load(std::memory_order_relaxed);
 }
 // ... its algorithm is chosen ...
@@ -107,15 +103,19 @@ inline void traceChoice(OpTrace& t, uint64_t desc) {
       desc, std::memory_order_relaxed);
 }
 // ... and completes. An operation that fails stays in flight (the report shows it).
-// A short operation none of whose waits left its spin phase ended microseconds after it started:
-// within the coarse clock's tick (1-4 ms), so its start stands for its end (one clock read per
+// A short operation (under kTraceShortCount elements; not a Send/Recv group, whose count is of
+// transfers) none of whose waits left its spin phase ended microseconds after it started: within
+// the coarse clock's tick (1-4 ms), so its start stands for its end (one clock read per
 // operation on the latency-bound path instead of two).
 inline void traceEnd(OpTrace& t) {
   const uint64_t c = t.completed.load(std::memory_order_relaxed);
-  const int64_t now = !t.longOp && t.slowWaits.load(std::memory_order_relaxed) == t.slowWaitsAtStart
-                          ? t.startNs
+  TraceEntry& e = t.ring[c % kTraceEntries];
+  const bool shortOp = e.count.load(std::memory_order_relaxed) < kTraceShortCount &&
+                       e.desc.load(std::memory_order_relaxed) != kTraceP2PGroup;
+  const int64_t now = shortOp && t.slowWaits.load(std::memory_order_relaxed) == t.slowWaitsAtStart
+                          ? e.startNs.load(std::memory_order_relaxed)
                           : coarseNowNs();
-  t.ring[c % kTraceEntries].endNs.store(now, std::memory_order_relaxed);
+  e.endNs.store(now, std::memory_order_relaxed);
   if (t.alive != nullptr) t.alive->store(-now, std::memory_order_relaxed);  // between calls
   t.completed.store(c + 1, std::memory_order_release);
   t.inFlight.store(false, std::memory_order_release);

@@ -77,10 +77,8 @@ void runCommOpsHost(chorusComm* comm, OpSpan ops) {
                  traceDesc(firstP2P->kind, firstP2P->type, firstP2P->op, uint64_t(Algo::kDirect),
                            kTraceNoChoice, kTraceNoChoice),
                  firstP2P->count, firstP2P->root);
-    else {
+    else
       traceBegin(comm->trace, comm->opCount, kTraceP2PGroup, p2p.size(), -1);
-      comm->trace.longOp = true;  // its count is of transfers, not of elements
-    }
     runP2P(comm, p2p, p2p.size() == 1 ? (p2p[0].isSend ? "Send" : "Recv") : "Send/Recv group");
     ++comm->opCount;
     traceEnd(comm->trace);

@@ -65,15 +65,13 @@ bool setFit(MachineModel* m, const std::string& collective, const std::string& a
   if (set < 0) return false;
   ChoiceFit monotone = fit;
   makeMonotone(&monotone);
-  for (int k = 0; k < kFitKinds; ++k)
-    if (collective == collectiveKey(OpKind(k)))
-      for (int a = 0; a < numAlgos(); ++a)
-        if (algo == algoName(Algo(a)))
-          for (int p = 0; p < kNumProtos; ++p)
-            if (proto == protoName(Proto(p))) {
-              m->fits[set][k][a][p][channels - 1] = monotone;
-              return true;
-            }
+  const int k = fitKindByName(collective.c_str()), a = algoByName(algo.c_str());
+  if (k < 0 || a < 0) return false;
+  for (int p = 0; p < kNumProtos; ++p)
+    if (proto == protoName(Proto(p))) {
+      m->fits[set][k][a][p][channels - 1] = monotone;
+      return true;
+    }
   return false;
 }
 }  // namespace

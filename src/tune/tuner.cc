@@ -48,6 +48,12 @@ const char* collectiveKey(OpKind kind) {
   return "?";
 }
 
+int fitKindByName(const char* name) {
+  for (int k = 0; k < kFitKinds; ++k)
+    if (strcmp(name, collectiveKey(OpKind(k))) == 0) return k;
+  return -1;
+}
+
 namespace {
 // The model is loaded on first use and replaced only by setMachineModel (chorus-tune): readers
 // take the published pointer without a lock; replaced models stay allocated (they are few and

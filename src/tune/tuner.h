@@ -173,5 +173,6 @@ uint64_t machineModelGeneration();
 Choice choose(chorusComm* comm, const OpDesc& op);
 double predictChoice(const chorusComm* comm, const OpDesc& op, const Choice& c);
 const char* collectiveKey(OpKind kind);  // "allreduce", "broadcast", ...
+int fitKindByName(const char* name);     // the fitted collective collectiveKey names, or -1
 
 }  // namespace chorus

@@ -114,68 +114,18 @@ void setChoiceEnv(OpKind kind, const ChoiceRun& c) {
   setOverrides(key + algoName(c.algo), key + protoName(c.proto), c.channels);
 }
 
-// One rank's part of timeChoices, on comms[c] for choice c (each initialised with its
-// overrides): per size, 5 rounds, and in each round every choice that runs the size in turn: 2
-// warm-ups, a barrier (the choice's ranks start together), back-to-back calls (10 to 2000; at
-// the smallest sizes a round of 100 calls lasted about 12 us, where the skew of the ranks' start
-// after the barrier was a part of the time), timed as the benchmarks time them: every rank's
-// time per call, averaged over the ranks; into the choices' samples on rank 0 (`record`). The
-// choices interleaved round by round: a burst of other work, or of this VM's changing speed,
+// The rounds of one rank's part of timeChoices (timeRank), on comms[c] for choice c (each
+// initialised with its overrides): per size, 5 rounds, and in each round every choice that runs the
+// size in turn: 2 warm-ups, a barrier (the choice's ranks start together), back-to-back calls (10
+// to 2000; at the smallest sizes a round of 100 calls lasted about 12 us, where the skew of the
+// ranks' start after the barrier was a part of the time), timed as the benchmarks time them: every
+// rank's time per call, averaged over the ranks; into the choices' samples on rank 0 (`record`).
+// The choices interleaved round by round: a burst of other work, or of this VM's changing speed,
 // lasts seconds, and slows every choice's round of a size alike instead of one choice's whole
 // sweep (timed one after the other, a choice measured in a fast second beat a faster one
 // measured in a slow one: 2-rank AllGather's ring at 512 KiB 25 us against 50-86 us since).
-// False where a call failed.
-bool timeRounds(const std::vector<chorusComm_t>& comms, int n, OpKind kind,
-                std::vector<ChoiceRun>* runs, bool record, float* a0, float* b0, float* regBase,
-                size_t most);
-bool timeRank(const std::vector<chorusComm_t>& comms, int n, OpKind kind,
-              std::vector<ChoiceRun>* runs, bool record) {
-  // The benchmarks' own buffers (host_buffer.h: page-aligned), one pair for every size.
-  size_t most = 1;
-  for (const ChoiceRun& c : *runs)
-    for (double b : c.bytes) most = std::max(most, countFor(kind, size_t(b), n) * size_t(n));
-  const chorus_bench::Buffer sendBuf = chorus_bench::allocate(most * sizeof(float));
-  const chorus_bench::Buffer recvBuf = chorus_bench::allocate(most * sizeof(float));
-  float* const a = reinterpret_cast<float*>(sendBuf.get());
-  float* const b = reinterpret_cast<float*>(recvBuf.get());
-  std::fill_n(a, most, 1.0f);
-  std::fill_n(b, most, 0.0f);
-  // The registered choices' pair: one chorusMemAlloc region (the peers map it), registered with
-  // each of their communicators (collective: every rank in the same order), as a user who
-  // registers the buffers of the calls.
-  float* regBase = nullptr;
-  std::vector<std::pair<chorusComm_t, void*>> regs;
-  auto dropRegistered = [&] {
-    bool fine = true;
-    for (auto& [comm, handle] : regs)
-      fine = chorusCommDeregister(comm, handle) == chorusSuccess && fine;
-    regs.clear();
-    if (regBase != nullptr) fine = chorusMemFree(regBase) == chorusSuccess && fine;
-    regBase = nullptr;
-    return fine;
-  };
-  for (size_t c = 0; c < runs->size(); ++c) {
-    if (!(*runs)[c].registered) continue;
-    const size_t regBytes = 2 * most * sizeof(float);
-    if (regBase == nullptr) {
-      void* p = nullptr;
-      if (chorusMemAlloc(&p, regBytes) != chorusSuccess) return false;
-      regBase = static_cast<float*>(p);
-      std::fill_n(regBase, most, 1.0f);
-      std::fill_n(regBase + most, most, 0.0f);
-    }
-    void* handle = nullptr;
-    if (chorusCommRegister(comms[c], regBase, regBytes, &handle) != chorusSuccess) {
-      dropRegistered();
-      return false;
-    }
-    regs.emplace_back(comms[c], handle);
-  }
-  const bool ok = timeRounds(comms, n, kind, runs, record, a, b, regBase, most);
-  return dropRegistered() && ok;
-}
-
-// timeRank's rounds: ordinary choices on (a, b), registered ones on regBase and regBase + most.
+// Ordinary choices run on (a0, b0), registered ones on regBase and regBase + most. False where a
+// call failed.
 bool timeRounds(const std::vector<chorusComm_t>& comms, int n, OpKind kind,
                 std::vector<ChoiceRun>* runs, bool record, float* a0, float* b0, float* regBase,
                 size_t most) {
@@ -222,6 +172,54 @@ bool timeRounds(const std::vector<chorusComm_t>& comms, int n, OpKind kind,
         if (record) run.samples[i].push_back(sum / n);  // sized by timeChoices
       }
   return true;
+}
+
+// One rank's part of timeChoices: the buffers, then the rounds (timeRounds).
+bool timeRank(const std::vector<chorusComm_t>& comms, int n, OpKind kind,
+              std::vector<ChoiceRun>* runs, bool record) {
+  // The benchmarks' own buffers (host_buffer.h: page-aligned), one pair for every size.
+  size_t most = 1;
+  for (const ChoiceRun& c : *runs)
+    for (double b : c.bytes) most = std::max(most, countFor(kind, size_t(b), n) * size_t(n));
+  const chorus_bench::Buffer sendBuf = chorus_bench::allocate(most * sizeof(float));
+  const chorus_bench::Buffer recvBuf = chorus_bench::allocate(most * sizeof(float));
+  float* const a = reinterpret_cast<float*>(sendBuf.get());
+  float* const b = reinterpret_cast<float*>(recvBuf.get());
+  std::fill_n(a, most, 1.0f);
+  std::fill_n(b, most, 0.0f);
+  // The registered choices' pair: one chorusMemAlloc region (the peers map it), registered with
+  // each of their communicators (collective: every rank in the same order), as a user who
+  // registers the buffers of the calls.
+  float* regBase = nullptr;
+  std::vector<std::pair<chorusComm_t, void*>> regs;
+  auto dropRegistered = [&] {
+    bool fine = true;
+    for (auto& [comm, handle] : regs)
+      fine = chorusCommDeregister(comm, handle) == chorusSuccess && fine;
+    regs.clear();
+    if (regBase != nullptr) fine = chorusMemFree(regBase) == chorusSuccess && fine;
+    regBase = nullptr;
+    return fine;
+  };
+  const size_t regBytes = 2 * most * sizeof(float);
+  for (size_t c = 0; c < runs->size(); ++c) {
+    if (!(*runs)[c].registered) continue;
+    if (regBase == nullptr) {
+      void* p = nullptr;
+      if (chorusMemAlloc(&p, regBytes) != chorusSuccess) return false;
+      regBase = static_cast<float*>(p);
+      std::fill_n(regBase, most, 1.0f);
+      std::fill_n(regBase + most, most, 0.0f);
+    }
+    void* handle = nullptr;
+    if (chorusCommRegister(comms[c], regBase, regBytes, &handle) != chorusSuccess) {
+      dropRegistered();
+      return false;
+    }
+    regs.emplace_back(comms[c], handle);
+  }
+  const bool ok = timeRounds(comms, n, kind, runs, record, a, b, regBase, most);
+  return dropRegistered() && ok;
 }
 
 // One rank's communicators, one per choice, each initialised with the choice's overrides (every
@@ -364,13 +362,6 @@ void timeChoices(int n, bool threads, OpKind kind, std::vector<ChoiceRun>* runs,
   }
 }
 
-// The collective a name (collectiveKey's) stands for, or -1.
-int kindByName(const std::string& name) {
-  for (int k = 0; k < kFitKinds; ++k)
-    if (name == collectiveKey(OpKind(k))) return k;
-  return -1;
-}
-
 // Times every choice the tuner may pick on n ranks of one node (fittable) at the fit's sizes,
 // a collective's choices interleaved (timeChoices); of the collective `onlyKind` and the
 // algorithm `onlyAlgo` alone where they are not -1.
@@ -452,7 +443,7 @@ bool writeReference(const MachineModel& m, const char* path, const std::string& 
 }
 
 void printTable(const char* collective, int n) {
-  const int named = kindByName(collective);
+  const int named = fitKindByName(collective);
   const OpKind kind = named < 0 ? OpKind::kAllReduce : OpKind(named);
   const MachineModel& m = machineModel();
   printf(
@@ -685,14 +676,12 @@ int main(int argc, char** argv) {
   }
   if (measure) {
     // --collective: re-time that collective's choices alone, keep the rest of the model.
-    const int onlyKind = collectiveSet ? kindByName(collective) : -1;
+    const int onlyKind = collectiveSet ? fitKindByName(collective.c_str()) : -1;
     if (collectiveSet && onlyKind < 0) {
       fprintf(stderr, "chorus-tune: unknown collective '%s'\n", collective.c_str());
       return 2;
     }
-    int onlyAlgo = -1;
-    for (int a = 0; a < numAlgos(); ++a)
-      if (!algo.empty() && algo == algoName(Algo(a))) onlyAlgo = a;
+    const int onlyAlgo = algo.empty() ? -1 : algoByName(algo.c_str());
     if (!algo.empty() && onlyAlgo < 0) {
       fprintf(stderr, "chorus-tune: unknown algorithm '%s'\n", algo.c_str());
       return 2;
@@ -786,9 +775,13 @@ int main(int argc, char** argv) {
     if (!reference.empty()) {
       std::string note;
       if (partial) {
-        const std::string what = onlyKind >= 0 && onlyAlgo >= 0 ? collective + " " + algo
-                                 : onlyKind >= 0                ? collective
-                                                                : algo;
+        // What was re-timed, and the flags that asked for it.
+        std::string what = onlyKind >= 0 ? collective : "";
+        std::string flags = onlyKind >= 0 ? "--collective " + collective : "";
+        if (onlyAlgo >= 0) {
+          what += (what.empty() ? "" : " ") + algo;
+          flags += (flags.empty() ? "" : " ") + ("--algo " + algo);
+        }
         note = "Of these, " + what + " on";
         for (size_t i = 0; i < fitRanks.size(); ++i)
           note += (i ? ", " : " ") + std::to_string(fitRanks[i]);
@@ -796,10 +789,7 @@ int main(int argc, char** argv) {
         const time_t now = time(nullptr);
         struct tm utc {};
         if (gmtime_r(&now, &utc) != nullptr) strftime(day, sizeof(day), "%Y-%m-%d", &utc);
-        note += " ranks re-timed alone on " + std::string(day) + " (" +
-                (onlyKind >= 0 ? "--collective " + collective : "") +
-                (onlyKind >= 0 && onlyAlgo >= 0 ? " " : "") +
-                (onlyAlgo >= 0 ? "--algo " + algo : "") + "), the rest kept.";
+        note += " ranks re-timed alone on " + std::string(day) + " (" + flags + "), the rest kept.";
       }
       if (!writeReference(m, reference.c_str(), note)) {
         fprintf(stderr, "chorus-tune: cannot write %s: %s\n", reference.c_str(), strerror(errno));
