@@ -2,6 +2,10 @@
 // the last-error text, and the one-thread-per-call guard.
 #include "comm/comm.h"
 
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <mutex>
 #include <unordered_set>
@@ -112,27 +116,123 @@ void setLastError(chorusComm_t comm, const std::string& message) noexcept {
   }
 }
 
-// Guards an API call on a communicator: it must be live, and no other thread may be inside a
-// call on it at the same time (NCCL's rule: one thread drives a communicator).
+// ApiGuard (comm/comm.h): one thread inside a call on a communicator at a time (NCCL's rule: one
+// thread drives a communicator), checked on every call.
+//
+// The biased thread T enters by storing apiBusy = 1, then re-reading apiBias. Another thread U
+// revokes the bias by changing apiBias, then running membarrier (every running thread of the
+// process passes a full barrier; a descheduled one passed one when it was switched out), then
+// reading apiBusy. Either T's store was made before T's barrier, and U reads it (T is inside:
+// U is refused), or T's re-read comes after T's barrier and sees the revocation (T backs off,
+// clearing its own flag, and takes the lock word). apiBusy has one writer, T, so no store of
+// one thread overwrites another's. The barrier costs microseconds, once per communicator.
+namespace {
+constexpr uint64_t kApiRevoking = 1, kApiLocked = 2;  // apiBias's values besides a thread token
+
+// Whether this process may use membarrier's private expedited barrier (Linux 4.14 on, unless a
+// seccomp filter refuses it); registered once per process.
+bool processBarrierReady() {
+  static const bool ready =
+      syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+  return ready;
+}
+
+// Every thread of this process passes a full memory barrier before this returns.
+void processBarrier() {
+  if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
+    usleep(1000);  // (registered, so not expected) a store waiting in a core drains long before
+}
+
+[[noreturn]] void refuseSecondThread(const char* fn, int rank) {
+  fail(chorusInvalidUsage,
+       "%s (rank %d): called from a second thread while another thread is inside a call on this "
+       "communicator (a communicator must be driven by one thread at a time)",
+       fn, rank);
+}
+
+// Ends the bias, once: returns true once apiBias is kApiLocked, false when another thread is
+// revoking it right now.
+bool revokeBias(chorusComm* comm, uint64_t b) {
+  while (b != kApiLocked) {
+    if (b == kApiRevoking) return false;
+    if (comm->apiBias.compare_exchange_strong(b, kApiRevoking)) {
+      processBarrier();
+      comm->apiBias.store(kApiLocked, std::memory_order_release);
+      return true;
+    }
+  }
+  return true;
+}
+}  // namespace
+
+bool ApiGuard::enterBiased(chorusComm_t comm, uint64_t me) {
+  if (comm->apiBusy.load(std::memory_order_relaxed) != 0) {  // this thread is inside already
+    comm_ = comm;
+    return true;
+  }
+  comm->apiBusy.store(1, std::memory_order_relaxed);
+  std::atomic_signal_fence(std::memory_order_seq_cst);  // the store, then the re-read (above)
+  if (comm->apiBias.load(std::memory_order_relaxed) == me) {
+    comm_ = comm, owned_ = true, biased_ = true;
+    return true;
+  }
+  comm->apiBusy.store(0, std::memory_order_release);  // revoked meanwhile
+  return false;
+}
+
+void ApiGuard::enterLocked(chorusComm_t comm, uint64_t me, const char* fn) {
+  uint64_t b = comm->apiBias.load(std::memory_order_acquire);
+  while (b != kApiLocked) {
+    if (b == 0) {  // the first call on this communicator
+      const uint64_t to = processBarrierReady() ? me : kApiLocked;
+      if (comm->apiBias.compare_exchange_strong(b, to)) {
+        if (to == me) comm->apiBiasedTo.store(me, std::memory_order_relaxed);
+        b = to;
+      }
+    } else if (b == me) {
+      if (enterBiased(comm, me)) return;
+      b = comm->apiBias.load(std::memory_order_acquire);
+    } else if (!revokeBias(comm, b)) {
+      refuseSecondThread(fn, comm->rank);  // another thread is entering a call right now
+    } else {
+      b = kApiLocked;
+    }
+  }
+  uint64_t expected = 0;
+  if (!comm->apiOwner.compare_exchange_strong(expected, me) && expected != me)
+    refuseSecondThread(fn, comm->rank);
+  comm_ = comm, owned_ = expected == 0;
+  // The thread the communicator was biased to may still be inside a call it entered by the bias.
+  if (comm->apiBusy.load(std::memory_order_acquire) != 0 &&
+      comm->apiBiasedTo.load(std::memory_order_relaxed) != me) {
+    if (owned_) comm->apiOwner.store(0, std::memory_order_release);
+    comm_ = nullptr;
+    refuseSecondThread(fn, comm->rank);
+  }
+}
+
 ApiGuard::ApiGuard(chorusComm_t comm, const char* fn) : comm_(nullptr) {
   if (comm == nullptr) fail(chorusInvalidArgument, "%s: comm is NULL", fn);
   if (!isLiveComm(comm))
     fail(chorusInvalidArgument, "%s: comm is not a live communicator (destroyed or never created)",
          fn);
-  uint64_t me = threadToken(), expected = 0;
-  if (!comm->apiOwner.compare_exchange_strong(expected, me) && expected != me)
-    fail(chorusInvalidUsage,
-         "%s (rank %d): called from a second thread while another thread is inside a call on "
-         "this communicator (a communicator must be driven by one thread at a time)",
-         fn, comm->rank);
-  owned_ = expected == 0;
-  comm_ = comm;
+  const uint64_t me = threadToken();
+  if (comm->apiBias.load(std::memory_order_relaxed) == me && enterBiased(comm, me)) return;
+  enterLocked(comm, me, fn);
 }
 
 ApiGuard::~ApiGuard() {
-  // A release store (a plain move on x86), not a sequentially consistent one (a locked exchange):
-  // the next owner's compare-exchange acquires it.
-  if (comm_ && owned_) comm_->apiOwner.store(0, std::memory_order_release);
+  // Release stores (plain moves on x86), not sequentially consistent ones (locked exchanges):
+  // the next entry acquires them.
+  if (!comm_ || !owned_) return;
+  if (biased_)
+    comm_->apiBusy.store(0, std::memory_order_release);
+  else
+    comm_->apiOwner.store(0, std::memory_order_release);
+}
+
+void lockApi(chorusComm_t comm) {
+  while (!revokeBias(comm, comm->apiBias.load(std::memory_order_acquire))) usleep(100);
 }
 
 }  // namespace chorus

@@ -102,8 +102,14 @@ struct chorusComm {
     return recvConns[proto][size_t(channel)][size_t(peer)];
   }
 
-  // Thread-safety checks: the thread currently inside an API call on this communicator, and
-  // whether an operation is executing (from a stream or a caller).
+  // Thread-safety checks (ApiGuard, comm/comm.cc): the thread the communicator is biased to
+  // (0 before the first call; kApiRevoking, kApiLocked once a second thread has called), whether
+  // that thread is inside a call (written by it alone), the thread it was first biased to, and
+  // in the locked mode the thread inside a call; then whether an operation is executing (from a
+  // stream or a caller).
+  std::atomic<uint64_t> apiBias{0};
+  std::atomic<uint32_t> apiBusy{0};
+  std::atomic<uint64_t> apiBiasedTo{0};
   std::atomic<uint64_t> apiOwner{0};
   std::atomic<int> executing{0};
   std::atomic<int> pending{0};  // operations queued on streams, not yet finished
@@ -212,6 +218,12 @@ void markFailed(chorusComm* comm, chorusResult_t code, const std::string& messag
 }  // namespace chorus
 
 namespace chorus {
+// Guards an API call on a communicator: it must be live, and no other thread may be inside a
+// call on it meanwhile (such a call is refused with chorusInvalidUsage). The communicator is
+// biased to the first thread that calls: its calls store and clear a flag of their own (no
+// locked instruction, a tenth of a short call). The first call from another thread revokes the
+// bias once, with a process-wide memory barrier (membarrier), and every call after takes the
+// lock word with a compare-exchange. Without membarrier, calls take the lock word from the first.
 class ApiGuard {
  public:
   ApiGuard(chorusComm_t comm, const char* fn);
@@ -220,7 +232,13 @@ class ApiGuard {
   ApiGuard& operator=(const ApiGuard&) = delete;
 
  private:
+  bool enterBiased(chorusComm_t comm, uint64_t me);
+  void enterLocked(chorusComm_t comm, uint64_t me, const char* fn);
   chorusComm_t comm_;
-  bool owned_ = false;
+  bool owned_ = false;   // this guard entered (not nested in another guard of this thread)
+  bool biased_ = false;  // entered through the bias (apiBusy), else the lock word (apiOwner)
 };
+// Ends the bias of ApiGuard (waiting for a revocation under way), so that whether a call is
+// inside shows in apiOwner and apiBusy alone, from any thread. For chorusCommAbort.
+void lockApi(chorusComm_t comm);
 }  // namespace chorus

@@ -161,7 +161,8 @@ int algoByName(const char* name);  // the Algo algoName gives `name`, or -1
 // model and parses no environment. A class keeps every boundary at which the model's choice
 // changes inside it (found by bisection: each candidate's predicted time is affine in the
 // bytes, so the sizes where one candidate wins form an interval), so a lookup gives exactly the
-// choice chooseFor would make. Used by the executing thread only (one at a time: ExecGuard).
+// choice chooseFor would make. Used by the executing thread only (one at a time: ApiGuard,
+// ExecGuard).
 constexpr int kPlanClasses = 65;  // 0 bytes, then [2^(c-1), 2^c) for c = 1..64
 constexpr int kPlanSegments = 6;
 struct PlanSegment {

@@ -24,8 +24,8 @@ struct Check {
 
 // Validates and submits. `sendElems` / `recvElems` are the element counts the buffers must
 // hold on this rank (0 when the buffer is not used here).
-chorusResult_t issue(const char* fn, OpDesc op, size_t sendElems, size_t recvElems, bool needsOp,
-                     bool rooted) {
+chorusResult_t issue(const char* fn, const OpDesc& op, size_t sendElems, size_t recvElems,
+                     bool needsOp, bool rooted) {
   chorusComm_t comm = op.comm;
   try {
     ApiGuard guard(comm, fn);

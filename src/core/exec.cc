@@ -99,11 +99,15 @@ void runCommOps(chorusComm* comm, OpSpan ops) {
   }
 }
 
-chorusResult_t runCommOpsCaught(chorusComm* comm, OpSpan ops) {
+// `claim`: take the communicator for execution (ExecGuard). A caller that holds its ApiGuard
+// and has seen no stream work pending passes false: no other thread can then be executing on it
+// (only an API call, which the ApiGuard excludes, queues stream work), and the claim's locked
+// instruction, a tenth of a short call, is saved.
+chorusResult_t runCommOpsCaught(chorusComm* comm, OpSpan ops, bool claim = true) {
   std::optional<ExecGuard> guard;
   try {
     checkUsable(comm);
-    guard.emplace(comm);
+    if (claim) guard.emplace(comm);
   } catch (...) {  // refused before anything moved: the communicator stays usable
     return refused(comm, "starting an operation");
   }
@@ -121,11 +125,6 @@ chorusResult_t runCommOpsCaught(chorusComm* comm, OpSpan ops) {
 }
 
 }  // namespace
-
-chorusResult_t executeOne(const OpDesc& op) {
-  const OpDesc* one = &op;
-  return runCommOpsCaught(op.comm, OpSpan(&one, 1));
-}
 
 chorusResult_t executeBatch(const std::vector<OpDesc>& ops) {
   std::vector<chorusComm*> comms;
@@ -179,7 +178,9 @@ chorusResult_t executeNow(const OpDesc& op) {
   } catch (...) {
     return refused(op.comm, "waiting for queued operations");
   }
-  return executeOne(op);
+  // The caller (enqueue.cc's issue) holds the ApiGuard, and nothing is queued.
+  const OpDesc* one = &op;
+  return runCommOpsCaught(op.comm, OpSpan(&one, 1), /*claim=*/false);
 }
 
 chorusResult_t executeGroupNow(const std::vector<OpDesc>& ops) {
@@ -192,7 +193,8 @@ chorusResult_t executeGroupNow(const std::vector<OpDesc>& ops) {
   static thread_local std::vector<const OpDesc*> ptrs;  // keeps its capacity
   ptrs.clear();
   for (const OpDesc& op : ops) ptrs.push_back(&op);
-  return runCommOpsCaught(comm, OpSpan(ptrs));
+  // chorusGroupEnd holds the communicator's ApiGuard, and nothing is queued.
+  return runCommOpsCaught(comm, OpSpan(ptrs), /*claim=*/false);
 }
 
 chorusResult_t submit(std::vector<OpDesc> ops) {

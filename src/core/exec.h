@@ -7,17 +7,17 @@
 
 namespace chorus {
 
-// Runs a single operation (collective or send/recv) on its communicator to completion.
-chorusResult_t executeOne(const OpDesc& op);
 // Runs a group's operations (possibly on several communicators) to completion: per
 // communicator, collectives in issue order, then every send/recv together.
 chorusResult_t executeBatch(const std::vector<OpDesc>& ops);
 // Queues on op.stream, or executes now in the calling thread for the null stream.
 chorusResult_t submit(std::vector<OpDesc> ops);
 // submit() of one operation on the null stream outside a group, without allocating: waits for
-// the communicator's queued stream work, then runs the operation in the calling thread.
+// the communicator's queued stream work, then runs the operation in the calling thread. The
+// caller holds the communicator's ApiGuard (comm/comm.h).
 chorusResult_t executeNow(const OpDesc& op);
-// The same for a group's operations, all on one communicator and the null stream.
+// The same for a group's operations, all on one communicator and the null stream (the caller
+// holds its ApiGuard too).
 chorusResult_t executeGroupNow(const std::vector<OpDesc>& ops);
 
 // Stream internals used by submit.

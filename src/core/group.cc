@@ -1,8 +1,10 @@
 #include "core/group.h"
 
+#include <memory>
 #include <vector>
 
 #include "base/error.h"
+#include "comm/comm.h"
 #include "core/exec.h"
 
 namespace chorus {
@@ -53,7 +55,22 @@ chorusResult_t chorusGroupEnd(void) {
     oneCommNullStream = oneCommNullStream && op.comm == tOps[0].comm && op.stream == nullptr;
   return guarded(
       -1, "chorusGroupEnd",
-      [&] { return oneCommNullStream ? executeGroupNow(tOps) : submit(tOps); },
+      [&] {
+        // Each communicator in the group is this thread's for the run, as a single call's is
+        // (ApiGuard): a call from another thread meanwhile is refused, and executeGroupNow
+        // relies on it.
+        if (oneCommNullStream) {
+          ApiGuard guard(tOps[0].comm, "chorusGroupEnd");
+          return executeGroupNow(tOps);
+        }
+        std::vector<std::unique_ptr<ApiGuard>> guards;
+        for (size_t i = 0; i < tOps.size(); ++i) {
+          bool seen = false;
+          for (size_t j = 0; j < i && !seen; ++j) seen = tOps[j].comm == tOps[i].comm;
+          if (!seen) guards.push_back(std::make_unique<ApiGuard>(tOps[i].comm, "chorusGroupEnd"));
+        }
+        return submit(tOps);
+      },
       [](const Failure& f) {
         setThreadLastError(f.message);
         return f.code;

@@ -745,8 +745,11 @@ chorusResult_t chorusCommAbort(chorusComm_t comm) {
   }
   if (comm->initThread.joinable()) comm->initThread.join();
   unregisterComm(comm);
-  // Every wait polls the abort flag: in-flight and queued operations leave quickly.
-  while (comm->pending.load() != 0 || comm->executing.load() != 0 || comm->apiOwner.load() != 0)
+  // Every wait polls the abort flag: in-flight and queued operations leave quickly. The API
+  // guard's bias ends first, so that a call inside shows in apiOwner or apiBusy.
+  lockApi(comm);
+  while (comm->pending.load() != 0 || comm->executing.load() != 0 || comm->apiOwner.load() != 0 ||
+         comm->apiBusy.load() != 0)
     usleep(1000);
   comm->state.store(CommState::kAborted);
   freeComm(comm);
