@@ -247,7 +247,9 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
     // The measured times, scaled from the fit's rank count to this one: the 8 B time by the
     // hand-offs, the rest by the bytes per rank, both by the ranks that share a core (more
     // ranks than cores take turns: each hand-off waits for the core, and the copies of the ranks
-    // on one core run one after the other).
+    // on one core run one after the other). The hand-offs wait for the ranks per core on
+    // average; the copies for the busiest core's, which holds ceil(ranks / cores) of them (3
+    // ranks on 2 cores: one core copies for two ranks, as with 4).
     Shape at = withDepth(Shape{fit->nranks, 1, true});
     at.onlineCores = fit->cores;
     at.oversubscribed = fit->cores > 0 && fit->nranks > fit->cores;
@@ -256,10 +258,16 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
     auto perCore = [](int ranks, int cores) {
       return cores > 0 ? std::max(1.0, double(ranks) / cores) : 1.0;
     };
+    auto busiestCore = [](int ranks, int cores) {
+      return cores > 0 ? std::max(1.0, double((ranks + cores - 1) / cores)) : 1.0;
+    };
     const double load = perCore(n, shape.onlineCores) / perCore(fit->nranks, fit->cores);
+    const double copyLoad =
+        busiestCore(n, shape.onlineCores) / busiestCore(fit->nranks, fit->cores);
     const double lat = fit->us[0];
     const double rest = fitUs(*fit, S) - lat;  // >= 0: the times never fall (makeMonotone)
-    return load * (lat * (hops0 > 0 ? hops / hops0 : 1.0) + rest * (f0 > 0 ? f / f0 : 1.0));
+    return load * lat * (hops0 > 0 ? hops / hops0 : 1.0) +
+           copyLoad * rest * (f0 > 0 ? f / f0 : 1.0);
   }
   const double wakeups = shape.oversubscribed && d.wakeups ? d.wakeups(shape) : 1.0;
   const double hop = m.hopUs[pi];
