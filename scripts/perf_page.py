@@ -532,7 +532,8 @@ class Page:
             "**best** and the **median** over the rounds; ratios are the peer's time / Chorus's "
             "(> 1: Chorus faster). The C benchmarks print nccl-tests' table (time per call in "
             "µs, float32 sum, %s, every result checked: `-c 1`); Chorus's also writes its -J "
-            "document, and the peers' tables are converted to that document for chorus-plot. "
+            "document (full precision), and the peers' tables, whose times have 3 decimals "
+            "below 10 µs, are converted to that document for chorus-plot. "
             "2 ranks, pinned one per core by each launcher (chorusrun's default; `mpirun "
             "--bind-to core`; `mpiexec -bind-to core`; Intel MPI's default).%s"
             % (q.get("iters", "20 timed calls after 5 warm-ups"), sweep))

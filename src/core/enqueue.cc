@@ -22,14 +22,27 @@ struct Check {
   }
 };
 
-// Validates and submits. `sendElems` / `recvElems` are the element counts the buffers must
-// hold on this rank (0 when the buffer is not used here).
-chorusResult_t issue(const char* fn, const OpDesc& op, size_t sendElems, size_t recvElems,
+// How many elements a buffer must hold on this rank: none (not used), the count, the count at
+// the root only (0 elsewhere), the count times the ranks (everywhere, or at the root only).
+enum class Extent : uint8_t { kNone, kCount, kCountAtRoot, kPerRank, kPerRankAtRoot };
+
+size_t elements(Extent e, const OpDesc& op, const chorusComm* comm) {
+  const bool atRoot = e == Extent::kCountAtRoot || e == Extent::kPerRankAtRoot;
+  if (e == Extent::kNone || (atRoot && comm->rank != op.root)) return 0;
+  return e == Extent::kPerRank || e == Extent::kPerRankAtRoot ? op.count * size_t(comm->nranks)
+                                                              : op.count;
+}
+
+// Validates and submits; the buffers' extents are worked out once the communicator is known to
+// be live (its rank and size).
+chorusResult_t issue(const char* fn, const OpDesc& op, Extent sendExtent, Extent recvExtent,
                      bool needsOp, bool rooted) {
   chorusComm_t comm = op.comm;
   try {
     ApiGuard guard(comm, fn);
     Check c{fn, comm};
+    const size_t sendElems = elements(sendExtent, op, comm);
+    const size_t recvElems = elements(recvExtent, op, comm);
     if (int(op.type) < 0 || int(op.type) >= int(chorusNumTypes))
       c.bad(chorusInvalidArgument,
             format("datatype %d is not a chorusDataType_t", int(op.type)).c_str());
@@ -85,13 +98,6 @@ chorusResult_t issue(const char* fn, const OpDesc& op, size_t sendElems, size_t 
   }
 }
 
-inline int nranksOf(chorusComm_t comm) {
-  return comm && isLiveComm(comm) ? comm->nranks : 1;
-}
-inline int rankOf(chorusComm_t comm) {
-  return comm && isLiveComm(comm) ? comm->rank : -1;
-}
-
 }  // namespace
 }  // namespace chorus
 
@@ -101,21 +107,21 @@ chorusResult_t chorusAllReduce(const void* sendbuff, void* recvbuff, size_t coun
                                chorusDataType_t datatype, chorusRedOp_t op, chorusComm_t comm,
                                chorusStream_t stream) {
   OpDesc d{OpKind::kAllReduce, sendbuff, recvbuff, count, datatype, op, -1, comm, stream};
-  return issue("chorusAllReduce", d, count, count, true, false);
+  return issue("chorusAllReduce", d, Extent::kCount, Extent::kCount, true, false);
 }
 
 chorusResult_t chorusBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                                chorusDataType_t datatype, int root, chorusComm_t comm,
                                chorusStream_t stream) {
   OpDesc d{OpKind::kBroadcast, sendbuff, recvbuff, count, datatype, chorusSum, root, comm, stream};
-  return issue("chorusBroadcast", d, rankOf(comm) == root ? count : 0, count, false, true);
+  return issue("chorusBroadcast", d, Extent::kCountAtRoot, Extent::kCount, false, true);
 }
 
 chorusResult_t chorusReduce(const void* sendbuff, void* recvbuff, size_t count,
                             chorusDataType_t datatype, chorusRedOp_t op, int root,
                             chorusComm_t comm, chorusStream_t stream) {
   OpDesc d{OpKind::kReduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream};
-  return issue("chorusReduce", d, count, rankOf(comm) == root ? count : 0, true, true);
+  return issue("chorusReduce", d, Extent::kCount, Extent::kCountAtRoot, true, true);
 }
 
 chorusResult_t chorusAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
@@ -123,50 +129,46 @@ chorusResult_t chorusAllGather(const void* sendbuff, void* recvbuff, size_t send
                                chorusStream_t stream) {
   OpDesc d{OpKind::kAllGather, sendbuff, recvbuff, sendcount, datatype,
            chorusSum,          -1,       comm,     stream};
-  return issue("chorusAllGather", d, sendcount, sendcount * size_t(nranksOf(comm)), false, false);
+  return issue("chorusAllGather", d, Extent::kCount, Extent::kPerRank, false, false);
 }
 
 chorusResult_t chorusReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                    chorusDataType_t datatype, chorusRedOp_t op, chorusComm_t comm,
                                    chorusStream_t stream) {
   OpDesc d{OpKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, -1, comm, stream};
-  return issue("chorusReduceScatter", d, recvcount * size_t(nranksOf(comm)), recvcount, true,
-               false);
+  return issue("chorusReduceScatter", d, Extent::kPerRank, Extent::kCount, true, false);
 }
 
 chorusResult_t chorusAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
                               chorusDataType_t datatype, chorusComm_t comm, chorusStream_t stream) {
-  size_t total = count * size_t(nranksOf(comm));
   OpDesc d{OpKind::kAlltoAll, sendbuff, recvbuff, count, datatype, chorusSum, -1, comm, stream};
-  return issue("chorusAlltoAll", d, total, total, false, false);
+  return issue("chorusAlltoAll", d, Extent::kPerRank, Extent::kPerRank, false, false);
 }
 
 chorusResult_t chorusGather(const void* sendbuff, void* recvbuff, size_t count,
                             chorusDataType_t datatype, int root, chorusComm_t comm,
                             chorusStream_t stream) {
   OpDesc d{OpKind::kGather, sendbuff, recvbuff, count, datatype, chorusSum, root, comm, stream};
-  return issue("chorusGather", d, count, rankOf(comm) == root ? count * size_t(nranksOf(comm)) : 0,
-               false, true);
+  return issue("chorusGather", d, Extent::kCount, Extent::kPerRankAtRoot, false, true);
 }
 
 chorusResult_t chorusScatter(const void* sendbuff, void* recvbuff, size_t count,
                              chorusDataType_t datatype, int root, chorusComm_t comm,
                              chorusStream_t stream) {
   OpDesc d{OpKind::kScatter, sendbuff, recvbuff, count, datatype, chorusSum, root, comm, stream};
-  return issue("chorusScatter", d, rankOf(comm) == root ? count * size_t(nranksOf(comm)) : 0, count,
-               false, true);
+  return issue("chorusScatter", d, Extent::kPerRankAtRoot, Extent::kCount, false, true);
 }
 
 chorusResult_t chorusSend(const void* sendbuff, size_t count, chorusDataType_t datatype, int peer,
                           chorusComm_t comm, chorusStream_t stream) {
   OpDesc d{OpKind::kSend, sendbuff, nullptr, count, datatype, chorusSum, peer, comm, stream};
-  return issue("chorusSend", d, count, 0, false, true);
+  return issue("chorusSend", d, Extent::kCount, Extent::kNone, false, true);
 }
 
 chorusResult_t chorusRecv(void* recvbuff, size_t count, chorusDataType_t datatype, int peer,
                           chorusComm_t comm, chorusStream_t stream) {
   OpDesc d{OpKind::kRecv, nullptr, recvbuff, count, datatype, chorusSum, peer, comm, stream};
-  return issue("chorusRecv", d, 0, count, false, true);
+  return issue("chorusRecv", d, Extent::kNone, Extent::kCount, false, true);
 }
 
 // A receive whose OpDesc names kAnySource and carries `source` in sendbuff (comm/op.h); issue
@@ -175,5 +177,5 @@ chorusResult_t chorusRecvAny(void* recvbuff, size_t count, chorusDataType_t data
                              chorusComm_t comm, chorusStream_t stream) {
   if (source != nullptr) *source = -1;
   OpDesc d{OpKind::kRecv, source, recvbuff, count, datatype, chorusSum, kAnySource, comm, stream};
-  return issue("chorusRecvAny", d, 0, count, false, false);
+  return issue("chorusRecvAny", d, Extent::kNone, Extent::kCount, false, false);
 }

@@ -51,6 +51,10 @@ void checkUsable(chorusComm* comm) {
 using OpSpan = std::span<const OpDesc* const>;
 
 void runCommOpsHost(chorusComm* comm, OpSpan ops) {
+  if (ops.size() == 1 && !isP2P(ops[0]->kind)) {  // one collective: the common case
+    runCollective(*ops[0]);
+    return;
+  }
   // Reused (the point-to-point state, algo/algo.h P2PState): no allocation in steady state.
   std::vector<P2PTransfer>& p2p = algoState<P2PState>(comm, Algo::kDirect).ops;
   p2p.clear();

@@ -418,10 +418,12 @@ Placement runPlacement(const Options& o, const ccl::communicator& comm, float* s
   return res;
 }
 
-// nccl-tests number format: 2 decimals, fewer when the number would not fit the width.
-std::string fmtNum(double v, int width) {
+// nccl-tests number format: `decimals` (2 in nccl-tests), fewer when the number would not fit
+// the width. The time gets 3 below 10 us, so that 2 decimals do not round a short call by up to
+// 10% (Chorus's own figures come from its -J document).
+std::string fmtNum(double v, int width, int decimals = 2) {
   char buf[64];
-  for (int d = 2; d >= 0; --d) {
+  for (int d = decimals; d >= 0; --d) {
     std::snprintf(buf, sizeof buf, "%.*f", d, v);
     if (static_cast<int>(std::strlen(buf)) <= width) break;
   }
@@ -429,7 +431,8 @@ std::string fmtNum(double v, int width) {
 }
 
 void printPlacement(const Placement& p) {
-  const std::string t = fmtNum(p.timeUs, 7), a = fmtNum(p.algbw, 6), b = fmtNum(p.busbw, 6);
+  const std::string t = fmtNum(p.timeUs, 7, p.timeUs < 10 ? 3 : 2), a = fmtNum(p.algbw, 6),
+                    b = fmtNum(p.busbw, 6);
   if (p.wrong < 0)
     std::printf("  %7s  %6s  %6s  %6s", t.c_str(), a.c_str(), b.c_str(), "N/A");
   else
