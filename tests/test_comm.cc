@@ -542,6 +542,73 @@ TEST(Timeout, DefaultBoundIsThirtyMinutes) {
   }
 }
 
+// Every wake-up arrives (transport/fifo.h postFence): where a rank's waits arm their doorbell
+// with the heavy barrier, its peers post without a fence, and a post that neither the sleeper's
+// re-check saw nor rang the bell would leave it asleep until its sleep ends. The sleep is made
+// 5 s here (10 ms normally), and rank 1 comes late to every call, by about as long as rank 0
+// polls before it arms and sleeps: no call of rank 0 may take anywhere near 5 s. On
+// the ring (FIFO posts, notifySleeper) and the one-shot Broadcast (its receivers' doorbells,
+// ringPeers), the heavy arm on and, as a control, off.
+TEST_F(Comm, EveryWakeUpArrivesWithAndWithoutTheFence) {
+  Watchdog watchdog(240, "EveryWakeUpArrivesWithAndWithoutTheFence");
+  ScopedEnv poll("CHORUS_POLL_US", "50");
+  for (const bool heavy : {true, false}) {
+    std::vector<chorusComm_t> comms(2, nullptr);
+    ASSERT_EQ(chorusCommInitAll(comms.data(), 2, nullptr), chorusSuccess);
+    if (heavy && !comms[0]->lightPosts) {
+      for (auto c : comms) EXPECT_EQ(chorusCommDestroy(c), chorusSuccess);
+      GTEST_SKIP() << "membarrier's global expedited barrier is not available here";
+    }
+    for (auto c : comms) {
+      c->bellSleepNs = 5'000'000'000L;
+      if (!heavy) {
+        c->mySegment.header()->bell.heavyArm.store(0);
+        c->lightPosts = false;
+      }
+    }
+    std::vector<std::string> errors(2);
+    double slowest = 0;
+    runThreads(2, [&](int r) {
+      // Rank 1 late: spinning 30-90 us (rank 0's wait arms its doorbell after 50 us of polling:
+      // some posts land as it arms, where a missing barrier loses them), every 16th time 2 ms
+      // more asleep.
+      const auto late = [r](int i) {
+        if (r != 1) return;
+        const auto spin = std::chrono::nanoseconds(30'000 + (i * 7919) % 60'000);
+        const auto until = std::chrono::steady_clock::now() + spin;
+        while (std::chrono::steady_clock::now() < until) {
+        }
+        if (i % 16 == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      };
+      const auto timed = [&](auto call) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const chorusResult_t e = call();
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (r == 0) slowest = std::max(slowest, s);
+        return e;
+      };
+      for (int i = 0; i < 2000 && errors[r].empty(); ++i) {
+        int32_t x = r + 1, y = 0, b = r == 1 ? 7 + i : -1;
+        late(i);
+        chorusResult_t e = timed(
+            [&] { return chorusAllReduce(&x, &y, 1, chorusInt32, chorusSum, comms[r], nullptr); });
+        late(i + 1);
+        if (e == chorusSuccess)  // rank 1 the root: rank 0 waits for its post
+          e = timed([&] { return chorusBroadcast(&b, &b, 1, chorusInt32, 1, comms[r], nullptr); });
+        if (e != chorusSuccess || y != 3 || b != 7 + i)
+          errors[r] = "call " + std::to_string(i) + ": " + resultName(e) + ", " +
+                      std::to_string(y) + ", " + std::to_string(b);
+      }
+    });
+    for (int r = 0; r < 2; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+    std::printf("[ wake     ] heavy arm %s: rank 0's slowest call %.1f ms\n", heavy ? "on" : "off",
+                slowest * 1e3);
+    EXPECT_LT(slowest, 2.5) << "a wake-up was missed (heavy arm " << (heavy ? "on" : "off") << ")";
+    for (auto c : comms) EXPECT_EQ(chorusCommDestroy(c), chorusSuccess);
+  }
+}
+
 // The FIFO waits' poll phase (comm/wait.cc): a wait that slept on the doorbell and ended soon
 // after (under 1 ms) lengthens it to twice that wait, up to 500 us (a sleeping peer's wake-up
 // would otherwise be paid on every hand-off); one that slept long (over 20 ms) halves it, never

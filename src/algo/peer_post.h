@@ -24,8 +24,12 @@ inline bool samePid(const chorusComm* comm, int p) {
 
 // Wakes every same-node peer asleep on its doorbell, after this rank published its post.
 inline void ringPeers(chorusComm* comm) {
-  // One fence orders the publication before every `sleeping` load (transport/fifo.h).
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // One fence orders the publication before every `sleeping` load (transport/fifo.h postFence;
+  // a compiler barrier where every same-node peer arms with the heavy barrier: lightPosts).
+  if (comm->lightPosts)
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  else
+    std::atomic_thread_fence(std::memory_order_seq_cst);
   for (int p = 0; p < comm->nranks; ++p) {
     if (p == comm->rank) continue;
     Doorbell* d = comm->doorbellOf(p);

@@ -142,6 +142,13 @@ struct chorusComm {
   // placement.cc): waits yield instead of spinning. Not the tuner's Shape::oversubscribed (one
   // node, more ranks than online cores: the same on every rank, for the model).
   bool moreRanksThanCpus = false;
+  // Every same-node peer arms its doorbell with the heavy barrier and this process is registered
+  // for it: a post to all of them needs no fence (algo/peer_post.h ringPeers; transport/fifo.h
+  // postFence). Set at the end of init, before any collective.
+  bool lightPosts = false;
+  // A sleep on the doorbell lasts at most this (an abort is noticed within it; peer health and
+  // the timeout are checked every 50 ms as before). Tests lengthen it to catch a missed wake-up.
+  long bellSleepNs = 10'000'000;
   // No other rank of the node runs on this rank's cores: its thread may run on one core only
   // (chorusrun --bind-to core), or init bound it to its share of a set the node's ranks had in
   // common (core/init.cc, placement). A wait may then spin: the peer it waits for needs no core

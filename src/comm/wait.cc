@@ -28,9 +28,6 @@ namespace chorus {
 
 namespace {
 constexpr auto kYieldPhase = std::chrono::microseconds(500);
-// A sleep on a doorbell lasts at most this (an abort is noticed within it; peer health and the
-// timeout are checked every kCheckEvery as before).
-constexpr long kBellSleepNs = 10'000'000;
 constexpr uint32_t kPollClockEvery = 64;  // spin-polls between two clock reads (a power of 2)
 constexpr auto kCheckEvery = std::chrono::milliseconds(50);
 // A wait this long also reads the failure flags of the same-node ranks it does not wait for.
@@ -151,7 +148,7 @@ void Waiter::pause() {
       armed_ = everArmed_ = true;
       return;
     }
-    sleepOnDoorbell(bell_, bellValue_, kBellSleepNs);
+    sleepOnDoorbell(bell_, bellValue_, comm_->bellSleepNs);
     armed_ = false;
     slept_ = true;
     return;

@@ -422,6 +422,13 @@ void initPhases(chorusComm* c, const chorusUniqueId& id, const chorusConfig_t* c
   // Until every rank is here the root reports a rank whose connection closes (to the ranks still
   // setting up their links); from here a close is a departure.
   c->bootstrap->formed(deadline);
+  // Every rank has set its doorbell's heavy arm (placeRank): a post to all the node's ranks
+  // (ringPeers) needs no fence where they all have it.
+  bool light = heavyBarrierRegistered();
+  for (int p = 0; p < c->nranks && light; ++p)
+    if (p != c->rank && !c->isRemote(p))
+      light = c->doorbellOf(p)->heavyArm.load(std::memory_order_relaxed) != 0;
+  c->lightPosts = light;
   CHORUS_INFO(
       c->rank, "init done: nranks %d on %d node(s), %s, %d channel(s), slot %zu bytes x %d steps",
       c->nranks, c->nnodes, otherProcess ? "shared memory between processes" : "in-process memory",

@@ -14,6 +14,7 @@
 #include "base/param.h"
 #include "comm/comm.h"
 #include "topo/cpu_share.h"
+#include "transport/doorbell.h"
 
 namespace chorus {
 
@@ -107,6 +108,11 @@ void placeRank(chorusComm* c) {
   // than it has (a launcher that put two ranks on one core: each must yield it, not spin on it).
   // Ranks that bound themselves had one set with at least a CPU each.
   c->moreRanksThanCpus = local > cores || sharers > mine;
+  // Publications to this rank need no fence where its waits arm with the heavy barrier
+  // (transport/fifo.h postFence): not where they sleep often (more ranks than CPUs). Set before
+  // any wait of this rank can arm on the doorbell (its channel workers start later).
+  if (registerHeavyBarrier() && !c->moreRanksThanCpus && c->mySegment.base() != nullptr)
+    c->mySegment.header()->bell.heavyArm.store(1, std::memory_order_relaxed);
   c->spinIters =
       uint32_t(std::max<int64_t>(1, envInt("CHORUS_SPIN", c->moreRanksThanCpus ? 1 : 256)));
   // The tuner's view must be the same on every rank: one node, compared with its online cores.

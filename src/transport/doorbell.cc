@@ -4,10 +4,12 @@
 #include "transport/doorbell.h"
 
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <climits>
 
 namespace chorus {
@@ -18,8 +20,34 @@ void ringDoorbell(Doorbell* d) {
           0);
 }
 
+namespace {
+std::atomic<bool> gHeavyBarrier{false};
+}  // namespace
+
+bool heavyBarrierRegistered() {
+  return gHeavyBarrier.load(std::memory_order_relaxed);
+}
+
+bool registerHeavyBarrier() {
+  static const bool ok = [] {
+    const long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    const bool done = cmds >= 0 && (cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0 &&
+                      syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
+    gHeavyBarrier.store(done, std::memory_order_relaxed);
+    return done;
+  }();
+  return ok;
+}
+
 void armDoorbell(Doorbell* d, uint32_t* bellValue, bool first) {
-  if (first) d->sleeping.fetch_add(1, std::memory_order_relaxed);
+  if (first) {
+    d->sleeping.fetch_add(1, std::memory_order_relaxed);
+    // Publishers that skip their fence (fifo.h postFence) pass a full barrier now, so that
+    // their publications are visible to the caller's re-check or they see it armed. (Were the
+    // call to fail, the bounded sleep below still ends the wait.)
+    if (d->heavyArm.load(std::memory_order_relaxed) != 0)
+      syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0);
+  }
   std::atomic_thread_fence(std::memory_order_seq_cst);
   *bellValue = d->bell.load(std::memory_order_acquire);
 }

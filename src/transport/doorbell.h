@@ -10,6 +10,9 @@
 
 namespace chorus {
 
+// Registers this process for membarrier's global expedited barrier (once; true when it is):
+// then its publications to a doorbell with heavyArm set need no fence (fifo.h postFence).
+bool registerHeavyBarrier();
 void armDoorbell(Doorbell* d, uint32_t* bellValue, bool first);
 void sleepOnDoorbell(Doorbell* d, uint32_t bellValue, long timeoutNs);
 void disarmDoorbell(Doorbell* d);

@@ -58,16 +58,40 @@ struct SlotHeader {
 struct Doorbell {
   alignas(64) std::atomic<uint32_t> sleeping;  // armed waiters of this rank
   std::atomic<uint32_t> bell;
+  // 1: the owner runs a process-wide barrier across processes (membarrier's global expedited
+  // command) each time a wait arms, so that a publisher whose process is registered for it
+  // needs no fence of its own (postFence). Set by the owner when it makes its segment, before
+  // any peer can see it; 0 where membarrier is missing or the node has more ranks than cores
+  // (whose waits sleep often: a barrier each would cost more than the fences it saves).
+  std::atomic<uint32_t> heavyArm;
 };
 
-// Wakes the doorbell's sleepers, if any. The fence orders the caller's publication (a seq or
-// head store) before the load of `sleeping`; a sleeper orders its `sleeping` increment before it
-// reads the bell and re-checks its condition (transport/doorbell.cc), so either it sees the
-// publication or this sees it armed.
+// Whether this process is registered for membarrier's global expedited barrier
+// (transport/doorbell.cc registerHeavyBarrier: once, before any communicator runs).
+bool heavyBarrierRegistered();
+
+// Orders the caller's publication (a seq or head store) before its load of `sleeping` in d:
+// either a sleeper sees the publication when it re-checks, or the publisher sees it armed. A
+// full fence waits for the publication's store to leave the core (with the line held by the
+// peer, one crossing: a sixth of a short Broadcast). Where the sleeper runs the heavy barrier
+// when it arms (d->heavyArm) and this process is registered for it, a compiler barrier does:
+// the heavy barrier makes every registered thread pass a full barrier, so the publisher's
+// store is visible by the sleeper's re-check unless its load came after that barrier and saw
+// the sleeper armed (the asymmetric Dekker of membarrier(2)).
+inline void postFence(const Doorbell* d) {
+  if (d->heavyArm.load(std::memory_order_relaxed) != 0 && heavyBarrierRegistered())
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+  else
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+// Wakes the doorbell's sleepers, if any (postFence orders the caller's publication first; the
+// sleeper orders its `sleeping` increment before it reads the bell and re-checks its condition,
+// transport/doorbell.cc).
 void ringDoorbell(Doorbell* d);
 inline void notifySleeper(Doorbell* d) {
   if (d == nullptr) return;
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  postFence(d);
   if (d->sleeping.load(std::memory_order_relaxed) != 0) ringDoorbell(d);
 }
 
