@@ -4,12 +4,10 @@
 #include <chorus/chorus.h>
 #include <gtest/gtest.h>
 #include <sched.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -27,7 +25,6 @@
 #include "scoped_env.h"
 #include "threads.h"
 #include "timing.h"
-#include "transport/fifo.h"
 #include "watchdog.h"
 
 namespace {
@@ -610,54 +607,6 @@ TEST_F(Comm, EveryWakeUpArrivesWithAndWithoutTheFence) {
     EXPECT_LT(slowest, 2.5) << "a wake-up was missed (heavy arm " << (heavy ? "on" : "off") << ")";
     for (auto c : comms) EXPECT_EQ(chorusCommDestroy(c), chorusSuccess);
   }
-}
-
-// A child made by fork() has an address space the kernel has not registered for membarrier: it
-// registers again when it makes a communicator (transport/doorbell.cc registerHeavyBarrier),
-// and its ranks post without the fence and wake each other as in the parent.
-TEST_F(Comm, AForkedChildRegistersTheBarrierAgain) {
-  Watchdog watchdog(120, "AForkedChildRegistersTheBarrierAgain");
-  {
-    std::vector<chorusComm_t> comms(2, nullptr);
-    ASSERT_EQ(chorusCommInitAll(comms.data(), 2, nullptr), chorusSuccess);
-    const bool light = comms[0]->lightPosts;
-    for (auto c : comms) EXPECT_EQ(chorusCommDestroy(c), chorusSuccess);
-    if (!light) GTEST_SKIP() << "membarrier's global expedited barrier is not available here";
-  }
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0) << strerror(errno);
-  if (pid == 0) {
-    int status = 0;
-    std::vector<chorusComm_t> comms(2, nullptr);
-    if (chorusCommInitAll(comms.data(), 2, nullptr) != chorusSuccess) _exit(2);
-    if (!comms[0]->lightPosts || !chorus::heavyBarrierRegistered()) status = 3;
-    for (auto c : comms) c->bellSleepNs = 5'000'000'000L;
-    std::vector<int> bad(2, 0);
-    std::vector<std::thread> ranks;
-    for (int r = 0; r < 2; ++r)
-      ranks.emplace_back([&, r] {
-        for (int i = 0; i < 20; ++i) {
-          if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-          int32_t x = r + 1, y = 0;
-          const auto t0 = std::chrono::steady_clock::now();
-          if (chorusAllReduce(&x, &y, 1, chorusInt32, chorusSum, comms[r], nullptr) !=
-                  chorusSuccess ||
-              y != 3 || std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(2500))
-            bad[r] = 1;
-        }
-      });
-    for (auto& t : ranks) t.join();
-    if (bad[0] || bad[1]) status = 4;
-    for (auto c : comms)
-      if (chorusCommDestroy(c) != chorusSuccess) status = 5;
-    _exit(status);
-  }
-  int status = -1;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status)) << "the child did not exit: " << status;
-  EXPECT_EQ(WEXITSTATUS(status), 0)
-      << "2: init failed, 3: not registered again (lightPosts off), 4: a call failed or took "
-         "over 2.5 s (a wake-up lost), 5: destroy failed";
 }
 
 // The FIFO waits' poll phase (comm/wait.cc): a wait that slept on the doorbell and ended soon

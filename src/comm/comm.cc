@@ -139,13 +139,8 @@ bool processBarrierReady() {
 
 // Every thread of this process passes a full memory barrier before this returns.
 void processBarrier() {
-  if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0) return;
-  // Not registered in this address space (a child made by fork() after the registration):
-  // register, then again.
-  if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 &&
-      syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
-    return;
-  usleep(1000);  // (not expected) a store waiting in a core drains long before
+  if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
+    usleep(1000);  // (registered, so not expected) a store waiting in a core drains long before
 }
 
 [[noreturn]] void refuseSecondThread(const char* fn, int rank) {

@@ -5,8 +5,6 @@
 
 #include <linux/futex.h>
 #include <linux/membarrier.h>
-#include <pthread.h>
-#include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,25 +29,14 @@ bool heavyBarrierRegistered() {
 }
 
 bool registerHeavyBarrier() {
-  // Once per process: a child made by fork() has a new address space, which the kernel does not
-  // register, so the child forgets the parent's registration (no lock: the child may be forked
-  // while another thread registers) and registers again.
-  static std::atomic<int> state{0};  // 0: not yet, 1: under way, 2: done
-  static const bool atFork = pthread_atfork(nullptr, nullptr, [] {
-                               state.store(0, std::memory_order_relaxed);
-                               gHeavyBarrier.store(false, std::memory_order_relaxed);
-                             }) == 0;
-  (void)atFork;
-  int expected = 0;
-  if (state.compare_exchange_strong(expected, 1)) {
+  static const bool ok = [] {
     const long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
     const bool done = cmds >= 0 && (cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0 &&
                       syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
     gHeavyBarrier.store(done, std::memory_order_relaxed);
-    state.store(2, std::memory_order_release);
-  }
-  while (state.load(std::memory_order_acquire) == 1) sched_yield();  // another thread's, briefly
-  return gHeavyBarrier.load(std::memory_order_relaxed);
+    return done;
+  }();
+  return ok;
 }
 
 void armDoorbell(Doorbell* d, uint32_t* bellValue, bool first) {
