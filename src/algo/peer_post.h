@@ -26,10 +26,7 @@ inline bool samePid(const chorusComm* comm, int p) {
 inline void ringPeers(chorusComm* comm) {
   // One fence orders the publication before every `sleeping` load (transport/fifo.h postFence;
   // a compiler barrier where every same-node peer arms with the heavy barrier: lightPosts).
-  if (comm->lightPosts)
-    std::atomic_signal_fence(std::memory_order_seq_cst);
-  else
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+  orderPost(comm->lightPosts);
   for (int p = 0; p < comm->nranks; ++p) {
     if (p == comm->rank) continue;
     Doorbell* d = comm->doorbellOf(p);

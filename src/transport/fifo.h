@@ -78,11 +78,15 @@ bool heavyBarrierRegistered();
 // the heavy barrier makes every registered thread pass a full barrier, so the publisher's
 // store is visible by the sleeper's re-check unless its load came after that barrier and saw
 // the sleeper armed (the asymmetric Dekker of membarrier(2)).
-inline void postFence(const Doorbell* d) {
-  if (d->heavyArm.load(std::memory_order_relaxed) != 0 && heavyBarrierRegistered())
+// `light`: every sleeper concerned arms with the heavy barrier and this process is registered.
+inline void orderPost(bool light) {
+  if (light)
     std::atomic_signal_fence(std::memory_order_seq_cst);
   else
     std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+inline void postFence(const Doorbell* d) {
+  orderPost(d->heavyArm.load(std::memory_order_relaxed) != 0 && heavyBarrierRegistered());
 }
 
 // Wakes the doorbell's sleepers, if any (postFence orders the caller's publication first; the
