@@ -3,11 +3,15 @@
 // Abort, GetAsyncError, GetVersion, GetErrorString, several communicators at once.
 #include <chorus/chorus.h>
 #include <gtest/gtest.h>
+#include <linux/membarrier.h>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -25,6 +29,7 @@
 #include "scoped_env.h"
 #include "threads.h"
 #include "timing.h"
+#include "transport/fifo.h"
 #include "watchdog.h"
 
 namespace {
@@ -607,6 +612,62 @@ TEST_F(Comm, EveryWakeUpArrivesWithAndWithoutTheFence) {
     EXPECT_LT(slowest, 2.5) << "a wake-up was missed (heavy arm " << (heavy ? "on" : "off") << ")";
     for (auto c : comms) EXPECT_EQ(chorusCommDestroy(c), chorusSuccess);
   }
+}
+
+// A process forked after the library registered membarrier (a DataLoader-style fork, then new
+// communicators in the child) keeps the registration: the kernel copies the address space's
+// membarrier state on fork and clears it only on exec. The child's private expedited barrier
+// works without registering again, its communicators post without the fence, and every wake-up
+// arrives (the sleep bound is 5 s: a lost one shows as a call over 2.5 s).
+TEST_F(Comm, AForkedChildKeepsTheMembarrierRegistration) {
+  Watchdog watchdog(120, "AForkedChildKeepsTheMembarrierRegistration");
+  {
+    std::vector<chorusComm_t> comms(2, nullptr);
+    ASSERT_EQ(chorusCommInitAll(comms.data(), 2, nullptr), chorusSuccess);
+    const bool light = comms[0]->lightPosts;
+    for (auto c : comms) EXPECT_EQ(chorusCommDestroy(c), chorusSuccess);
+    if (!light) GTEST_SKIP() << "membarrier's global expedited barrier is not available here";
+  }
+  // As the API guard's revocation does (comm/comm.cc processBarrierReady).
+  ASSERT_EQ(syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0), 0)
+      << strerror(errno);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0) << strerror(errno);
+  if (pid == 0) {
+    // Unregistered, this would fail with EPERM.
+    if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0) _exit(2);
+    std::vector<chorusComm_t> comms(2, nullptr);
+    if (chorusCommInitAll(comms.data(), 2, nullptr) != chorusSuccess) _exit(3);
+    int status = 0;
+    if (!comms[0]->lightPosts || !chorus::heavyBarrierRegistered()) status = 4;
+    for (auto c : comms) c->bellSleepNs = 5'000'000'000L;
+    std::vector<int> bad(2, 0);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < 2; ++r)
+      ranks.emplace_back([&, r] {
+        for (int i = 0; i < 200 && !bad[size_t(r)]; ++i) {
+          if (r == 1 && i % 8 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          int32_t x = r + 1, y = 0;
+          const auto t0 = std::chrono::steady_clock::now();
+          if (chorusAllReduce(&x, &y, 1, chorusInt32, chorusSum, comms[size_t(r)], nullptr) !=
+                  chorusSuccess ||
+              y != 3 || std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(2500))
+            bad[size_t(r)] = 1;
+        }
+      });
+    for (auto& t : ranks) t.join();
+    if (bad[0] || bad[1]) status = 5;
+    for (auto c : comms)
+      if (chorusCommDestroy(c) != chorusSuccess) status = 6;
+    _exit(status);
+  }
+  int status = -1;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child did not exit: " << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "2: the child's private expedited barrier refused (not registered), 3: init failed, "
+         "4: posts with the fence (lightPosts off), 5: a call failed or took over 2.5 s (a "
+         "wake-up lost), 6: destroy failed";
 }
 
 // The FIFO waits' poll phase (comm/wait.cc): a wait that slept on the doorbell and ended soon
