@@ -7,9 +7,11 @@
 #   MPICH     mpiexec.mpich -bind-to core           the same source (mpicc.mpich)
 #   oneCCL    Intel MPI's mpiexec (impi-rt wheel)   tools/ccl/ccl_coll_perf.cc on oneCCL's C++ API
 #   Chorus    build/chorusrun (its own placement)   build/<coll>_perf
-# Per collective and size: the best and the median time of each over the rounds, and the best
-# peer's best / Chorus's best (> 1: Chorus faster). A library whose launcher or build is
-# missing is left out (its columns say "-").
+# Per collective and size: the best and the median time of each over the rounds, the best
+# peer's best / Chorus's best (> 1: Chorus faster), and the median over the rounds of the same
+# ratio within each round (the launches of one round run seconds apart, mostly in the same state
+# of this VM: handoff_bench's floor before each round, printed, tells which). A library whose
+# launcher or build is missing is left out (its columns say "-").
 #
 # oneCCL's placement: Intel MPI's launcher pins rank r to core r (I_MPI_PIN's default); oneCCL
 # then finds one core per process and disables its worker thread (CCL_WORKER_OFFLOAD=0), so each
@@ -21,6 +23,8 @@
 #   --build DIR       Chorus build directory, also where the peers' binaries go (build)
 #   --rounds N        rounds (5)
 #   --np N            ranks (2)
+#   --load N          busy competitor processes (a pure-Python spin each, unpinned) during every
+#                     library's runs (0): communication beside computation
 #   --colls LIST      comma-separated subset of allreduce,allgather,reducescatter,broadcast
 #   --placement P     oop (out of place, default) or ip (in place) times; Broadcast is always
 #                     compared in place (MPI's and oneCCL's Broadcast have one buffer)
@@ -36,13 +40,14 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/compare_common.sh
-build=build rounds=5 np=2 colls=allreduce,allgather,reducescatter,broadcast placement=oop
+build=build rounds=5 np=2 load=0 colls=allreduce,allgather,reducescatter,broadcast placement=oop
 sizes="-b 8 -e 128M -f 4" iters="-n 20 -w 5" libs=ompi,mpich,ccl cclVenv= cclEnv= out= extra=()
 while [ $# -gt 0 ]; do
   case $1 in
     --build) build=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --np) np=$2; shift 2 ;;
+    --load) load=$2; shift 2 ;;
     --colls) colls=$2; shift 2 ;;
     --placement) placement=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
@@ -81,7 +86,9 @@ cclEnvList=($cclEnv)
 declare -A chorusBin=([allreduce]=all_reduce_perf [allgather]=all_gather_perf
                       [reducescatter]=reduce_scatter_perf [broadcast]=broadcast_perf)
 [ -n "$out" ] && mkdir -p "$out" || out=$(mktemp -d /tmp/compare_peers.XXXXXX)
-echo "### $(date -u +%FT%TZ) $(nproc) cores, $np ranks, $rounds rounds, $placement times;" \
+start_busy "$load"
+echo "### $(date -u +%FT%TZ) $(nproc) cores, $np ranks, $load busy processes, $rounds rounds," \
+     "$placement times;" \
      "files in $out; $(uptime | sed 's/.*load/load/')"
 [ -n "$ompiBin" ] && echo "### Open MPI: $(mpirun.openmpi --version | head -n 1):" \
   "mpirun.openmpi --allow-run-as-root ${ompiBind[*]} -np $np $ompiBin -C <coll> ${args[*]}"
@@ -96,6 +103,9 @@ echo "### $(date -u +%FT%TZ) $(nproc) cores, $np ranks, $rounds rounds, $placeme
 echo "### Chorus: $build/chorusrun --no-prefix -np $np $build/<coll>_perf ${args[*]}"
 IFS=, read -r -a collList <<<"$colls"
 for ((r = 0; r < rounds; r++)); do
+  # This VM's state for the round: the hand-off floor in us (0.05 fast, 0.2-0.26 slow).
+  floor=$("$build/handoff_bench" --iters 20000 --reps 3 2>/dev/null | awk '/^floor/ {print $(NF-2)}')
+  echo "round $r: $(date -u +%T) hand-off floor ${floor:-?} us" | tee "$out/state_$r.txt"
   for c in "${collList[@]}"; do
     [ -n "${chorusBin[$c]:-}" ] || { echo "compare_peers: unknown collective $c" >&2; exit 2; }
     if [ -n "$ompiBin" ]; then
@@ -118,6 +128,7 @@ for ((r = 0; r < rounds; r++)); do
 done
 echo "### $(date -u +%FT%TZ) done; $(uptime | sed 's/.*load/load/')"
 /usr/bin/python3 - "$out" "$rounds" "$placement" "$colls" <<'PY'
+import statistics
 import sys
 sys.path.insert(0, "scripts")
 from nccl_table import IN_PLACE, OUT_OF_PLACE, best_median as cell, size_label as size, times
@@ -128,20 +139,28 @@ col = OUT_OF_PLACE if placement == "oop" else IN_PLACE
 # second copy of the data). So Broadcast compares in-place times whatever the placement.
 cols = {c: IN_PLACE if c == "broadcast" else col for c in colls}
 libs = (("ompi", "Open MPI"), ("mpich", "MPICH"), ("ccl", "oneCCL"))
-print("Times in us, best / median over the rounds; last column: the best peer's best time"
-      " / Chorus's best (> 1: Chorus faster), and which peer that is.")
+print("Times in us, best / median over the rounds; then the best peer's best time / Chorus's"
+      " best (> 1: Chorus faster), and which peer that is; last, per round the fastest peer's"
+      " time / Chorus's in that round, the median over the rounds (and the least).")
 for c in colls:
     res = {lib: [times(f"{out}/{lib}_{c}_{r}.txt", cols[c]) for r in range(rounds)]
            for lib in [l for l, _ in libs] + ["chorus"]}
     print(f"\n{c}" + (" (in place: the peers' Broadcast has one buffer)" if cols[c] != col else "")
           + "\n")
-    print("| bytes | " + " | ".join(n for _, n in libs) + " | Chorus | best peer / Chorus |")
-    print("|---:|" + "---:|" * (len(libs) + 2))
+    print("| bytes | " + " | ".join(n for _, n in libs) +
+          " | Chorus | best peer / Chorus | same round: median (least) |")
+    print("|---:|" + "---:|" * (len(libs) + 3))
     for s in sorted(set().union(*[t.keys() for t in res["chorus"]])):
         ch = [t[s] for t in res["chorus"] if s in t]
         peers = {l: [t[s] for t in res[l] if s in t] for l, _ in libs}
         best = min(((min(v), n) for (l, n) in libs for v in [peers[l]] if v), default=None)
         ratio = f"{best[0] / min(ch):.2f} ({best[1]})" if best and min(ch) > 0 else "-"
+        rounds_ratio = [min(res[l][r][s] for l, _ in libs if s in res[l][r]) / res["chorus"][r][s]
+                        for r in range(rounds)
+                        if s in res["chorus"][r] and res["chorus"][r][s] > 0 and
+                        any(s in res[l][r] for l, _ in libs)]
+        same = (f"{statistics.median(rounds_ratio):.2f} ({min(rounds_ratio):.2f})"
+                if rounds_ratio else "-")
         print(f"| {size(s)} | " + " | ".join(cell(peers[l]) for l, _ in libs) +
-              f" | {cell(ch)} | {ratio} |")
+              f" | {cell(ch)} | {ratio} | {same} |")
 PY
