@@ -146,6 +146,58 @@ TEST(TunerFits, ScalesToOtherRankCounts) {
               f.us[0] * hops + (f.us[f.nknots - 1] - f.us[0]) * bytes, 1e-9 * big);
 }
 
+// The chain's ranks move unequal shares and stream without lockstep, so ranks that share cores
+// spread their copies over them (algo/chain.cc chainCoreWork): 3 ranks on 2 cores, scaled from
+// the 4 measured there, copy 3.5 / 5 of it for a Broadcast (4 / 5.5 for a Reduce), where the
+// busiest core's rank count (2 for both) would keep it; a ring, in lockstep, still scales by the
+// busiest core. With a core each, a chain of 16 copies as its middle rank does: 1.5 times the
+// 2 ranks' Broadcast, the same Reduce.
+TEST(TunerFits, ChainCopiesScaleByTheWorkOfItsRanks) {
+  const MachineModel& m = machineModel();
+  Shape three{3, 1, true};
+  three.onlineCores = 2;
+  three.oversubscribed = true;
+  const int set4 = setOf(m, 4), set2 = setOf(m, 2);
+  ASSERT_GE(set4, 0);
+  ASSERT_GE(set2, 0);
+  const int chain = int(Algo::kChain), simple = int(Proto::kSimple);
+  for (OpKind kind : {OpKind::kBroadcast, OpKind::kReduce}) {
+    const ChoiceFit& f = m.fits[set4][int(kind)][chain][simple][0];
+    ASSERT_TRUE(f.measured);
+    ASSERT_EQ(f.nranks, 4);
+    ASSERT_EQ(f.cores, 2);
+    const double big = f.bytes[f.nknots - 1];
+    const double hops = modelHops(kind, Algo::kChain, 3) / modelHops(kind, Algo::kChain, 4);
+    const double work = kind == OpKind::kBroadcast ? 3.5 / 5 : 4.0 / 5.5;
+    const double load = 1.5 / 2;  // the hand-offs: ranks per core on average
+    EXPECT_NEAR(predictUs(kind, Algo::kChain, Proto::kSimple, 1, three, size_t(big)),
+                load * f.us[0] * hops + (f.us[f.nknots - 1] - f.us[0]) * work, 1e-9 * big)
+        << collectiveKey(kind);
+
+    Shape sixteen{16, 1, true};
+    sixteen.onlineCores = 16;
+    const ChoiceFit& g = m.fits[set2][int(kind)][chain][simple][0];
+    ASSERT_TRUE(g.measured);
+    ASSERT_EQ(g.nranks, 2);
+    const double big2 = g.bytes[g.nknots - 1];
+    const double hops2 = modelHops(kind, Algo::kChain, 16) / modelHops(kind, Algo::kChain, 2);
+    const double work2 = kind == OpKind::kBroadcast ? 3.0 / 2.0 : 1.0;
+    EXPECT_NEAR(predictUs(kind, Algo::kChain, Proto::kSimple, 1, sixteen, size_t(big2)),
+                g.us[0] * hops2 + (g.us[g.nknots - 1] - g.us[0]) * work2, 1e-9 * big2)
+        << collectiveKey(kind);
+  }
+  // The ring AllReduce, in lockstep: 3 ranks on 2 cores copy as the 4 do, per byte of a rank.
+  const ChoiceFit& r = m.fits[set4][int(OpKind::kAllReduce)][int(Algo::kRing)][simple][0];
+  ASSERT_TRUE(r.measured);
+  const double big = r.bytes[r.nknots - 1];
+  const double hops =
+      modelHops(OpKind::kAllReduce, Algo::kRing, 3) / modelHops(OpKind::kAllReduce, Algo::kRing, 4);
+  const double bytes = modelByteFactor(OpKind::kAllReduce, Algo::kRing, 3) /
+                       modelByteFactor(OpKind::kAllReduce, Algo::kRing, 4);
+  EXPECT_NEAR(predictUs(OpKind::kAllReduce, Algo::kRing, Proto::kSimple, 1, three, size_t(big)),
+              0.75 * r.us[0] * hops + (r.us[r.nknots - 1] - r.us[0]) * bytes, 1e-9 * big);
+}
+
 // The tuner cache keeps every fit exactly (sizes as integers, times to 6 digits), and a line it
 // cannot read is skipped with the rest of the cache kept.
 TEST(TunerFits, CacheKeepsTheFits) {

@@ -84,6 +84,21 @@ double chainHops(OpKind kind, const Shape& s, size_t) {
 double chainBytes(OpKind, int) {
   return 1.0;
 }
+// The chain's ranks move unequal shares, counted in bytes read and written per byte of the
+// operation: the Broadcast's root and last rank read and write the data once (2 each), a rank
+// between reads it once and writes it twice (its output and the next rank's slots: 3); the
+// Reduce's first rank 2, every other reads two inputs and writes one (3). Nothing holds the
+// ranks in lockstep (the chunks stream), so ranks that share cores spread their work over them:
+// the busiest core copies the larger of the total over the cores and one rank between's share.
+// (3 ranks on 2 cores copy 0.7 times what 4 do, as measured: 0.66-0.76 on 2026-12-04; the
+// busiest core's rank count, 2 for both, had predicted 1.)
+double chainCoreWork(OpKind kind, int ranks, int cores) {
+  if (ranks < 2) return 1.0;
+  const double total = (kind == OpKind::kBroadcast ? 4.0 : 5.0) + 3.0 * (ranks - 2);
+  const double one = ranks > 2 || kind != OpKind::kBroadcast ? 3.0 : 2.0;
+  const int c = cores > 0 ? std::min(cores, ranks) : ranks;
+  return std::max(total / c, one);
+}
 }  // namespace
 
 extern const AlgoDesc kChainAlgo = {
@@ -94,6 +109,7 @@ extern const AlgoDesc kChainAlgo = {
     .fallbackFor = kindBit(OpKind::kBroadcast) | kindBit(OpKind::kReduce),
     .hops = chainHops,
     .byteFactor = chainBytes,
+    .coreWork = chainCoreWork,
     .run = entries({{OpKind::kBroadcast, chainBroadcast}, {OpKind::kReduce, chainReduce}}),
 };
 

@@ -136,6 +136,11 @@ struct AlgoDesc {
   double (*netByteFactor)(OpKind kind, const Shape& shape) = nullptr;
   // Largest operation (model bytes) it can run. Null: no limit.
   size_t (*slotLimit)(OpKind kind, int nranks) = nullptr;
+  // On one node, the copy work of the core that works longest, in bytes moved per byte of the
+  // operation, with `ranks` on `cores` CPUs (0: a core each). The tuner scales a fit's copy
+  // time from its rank count to another by it. Null: the ranks on the busiest core,
+  // ceil(ranks / cores), times byteFactor (every rank moves as much, in lockstep).
+  double (*coreWork)(OpKind kind, int ranks, int cores) = nullptr;
   // On an oversubscribed node: how many times each hand-off counts. Null: 1.
   double (*wakeups)(const Shape& shape) = nullptr;
   // Fixed cost beyond the hand-offs on one node (system calls, page walks). Null: 0.

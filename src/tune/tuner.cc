@@ -249,7 +249,8 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
     // ranks than cores take turns: each hand-off waits for the core, and the copies of the ranks
     // on one core run one after the other). The hand-offs wait for the ranks per core on
     // average; the copies for the busiest core's, which holds ceil(ranks / cores) of them (3
-    // ranks on 2 cores: one core copies for two ranks, as with 4).
+    // ranks on 2 cores: one core copies for two ranks, as with 4), or what the algorithm says
+    // its busiest core copies (AlgoDesc::coreWork: a pipeline whose ranks move unequal shares).
     Shape at = withDepth(Shape{fit->nranks, 1, true});
     at.onlineCores = fit->cores;
     at.oversubscribed = fit->cores > 0 && fit->nranks > fit->cores;
@@ -262,12 +263,13 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
       return cores > 0 ? std::max(1.0, double((ranks + cores - 1) / cores)) : 1.0;
     };
     const double load = perCore(n, shape.onlineCores) / perCore(fit->nranks, fit->cores);
-    const double copyLoad =
-        busiestCore(n, shape.onlineCores) / busiestCore(fit->nranks, fit->cores);
+    const double w0 = d.coreWork ? d.coreWork(kind, fit->nranks, fit->cores)
+                                 : busiestCore(fit->nranks, fit->cores) * f0;
+    const double w =
+        d.coreWork ? d.coreWork(kind, n, shape.onlineCores) : busiestCore(n, shape.onlineCores) * f;
     const double lat = fit->us[0];
     const double rest = fitUs(*fit, S) - lat;  // >= 0: the times never fall (makeMonotone)
-    return load * lat * (hops0 > 0 ? hops / hops0 : 1.0) +
-           copyLoad * rest * (f0 > 0 ? f / f0 : 1.0);
+    return load * lat * (hops0 > 0 ? hops / hops0 : 1.0) + rest * (w0 > 0 ? w / w0 : 1.0);
   }
   const double wakeups = shape.oversubscribed && d.wakeups ? d.wakeups(shape) : 1.0;
   const double hop = m.hopUs[pi];
