@@ -91,13 +91,16 @@ double chainBytes(OpKind, int) {
 // ranks in lockstep (the chunks stream), so ranks that share cores spread their work over them:
 // the busiest core copies the larger of the total over the cores and one rank between's share.
 // (3 ranks on 2 cores copy 0.7 times what 4 do, as measured: 0.66-0.76 on 2026-12-04; the
-// busiest core's rank count, 2 for both, had predicted 1.)
+// busiest core's rank count, 2 for both, had predicted 1.) With a core each, the 2 ranks' share:
+// a rank between moves 1.5 times an end's bytes there too, but neither the chain nor the tree
+// (which has no such term) was measured on more cores than 2, so their choice there stays the
+// one the 2 ranks' fits make.
 double chainCoreWork(OpKind kind, int ranks, int cores) {
   if (ranks < 2) return 1.0;
+  const double two = kind == OpKind::kBroadcast ? 2.0 : 3.0;  // 2 ranks: an end's share
+  if (cores <= 0 || cores >= ranks) return two;
   const double total = (kind == OpKind::kBroadcast ? 4.0 : 5.0) + 3.0 * (ranks - 2);
-  const double one = ranks > 2 || kind != OpKind::kBroadcast ? 3.0 : 2.0;
-  const int c = cores > 0 ? std::min(cores, ranks) : ranks;
-  return std::max(total / c, one);
+  return std::max(total / cores, ranks > 2 ? 3.0 : two);
 }
 }  // namespace
 
