@@ -15,6 +15,12 @@ start_busy() {
   trap '[ ${#busy_pids[@]} -gt 0 ] && kill "${busy_pids[@]}" 2>/dev/null' EXIT
 }
 
+# handoff_floor BUILD-DIR: this VM's state now, as handoff_bench's floor in us (best of 3: about
+# 0.05 in its fast state, 0.2-0.26 in the slow one); empty where the tool fails.
+handoff_floor() {
+  "$1/handoff_bench" --iters 20000 --reps 3 2>/dev/null | awk '/^floor/ {print $(NF-2)}'
+}
+
 # build_mpi_perf BUILD-DIR [openmpi|mpich]: builds tools/mpi/mpi_coll_perf.c into
 # BUILD-DIR/mpi_coll_perf (Open MPI: mpicc.openmpi, or mpicc where Debian's name is missing) or
 # BUILD-DIR/mpi_coll_perf_mpich (MPICH: mpicc.mpich) when it is missing or older than the

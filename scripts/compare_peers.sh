@@ -104,7 +104,7 @@ echo "### Chorus: $build/chorusrun --no-prefix -np $np $build/<coll>_perf ${args
 IFS=, read -r -a collList <<<"$colls"
 for ((r = 0; r < rounds; r++)); do
   # This VM's state for the round: the hand-off floor in us (0.05 fast, 0.2-0.26 slow).
-  floor=$("$build/handoff_bench" --iters 20000 --reps 3 2>/dev/null | awk '/^floor/ {print $(NF-2)}')
+  floor=$(handoff_floor "$build")
   echo "round $r: $(date -u +%T) hand-off floor ${floor:-?} us" | tee "$out/state_$r.txt"
   for c in "${collList[@]}"; do
     [ -n "${chorusBin[$c]:-}" ] || { echo "compare_peers: unknown collective $c" >&2; exit 2; }

@@ -10,10 +10,11 @@
 #                          [--colls "all_reduce all_gather reduce_scatter broadcast reduce"]
 #                          [--sizes "-b 8 -e 32M -f 4"] [--iters "-n 20 -w 5"] [--out DIR]
 #                          [--launch "chorusrun"|"hand"]
-# --launch hand starts the ranks as a user's own launcher would (scripts/compare_common.sh
-# launch_by_hand: the launcher variables, unpinned) instead of chorusrun, which pins.
+# --launch hand starts the ranks as a user's own launcher would (the launcher variables,
+# unpinned) instead of chorusrun, which pins.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/compare_common.sh
 build=build nps="2 4" rounds=5 out=build/model_check launch=chorusrun
 colls="all_reduce all_gather reduce_scatter broadcast reduce" sizes="-b 8 -e 32M -f 4"
 iters="-n 20 -w 5"
@@ -35,8 +36,7 @@ rm -f "$out"/*.json "$out"/state_r*.txt
 # shellcheck disable=SC2086  # the size and iteration flags split on purpose
 for r in $(seq 1 "$rounds"); do
   # The VM's state for this round (model_check.py: fast or slow): the hand-off floor, best of 3.
-  "$build/handoff_bench" --iters 20000 --reps 3 2>/dev/null |
-    awk '/^floor/ {print $(NF-2)}' >"$out/state_r$r.txt" || true
+  handoff_floor "$build" >"$out/state_r$r.txt" || true
   for np in $nps; do
     for c in $colls; do
       json="$out/np${np}_${c}_r${r}.json"

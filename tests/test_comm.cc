@@ -642,20 +642,17 @@ TEST_F(Comm, AForkedChildKeepsTheMembarrierRegistration) {
     if (!comms[0]->lightPosts || !chorus::heavyBarrierRegistered()) status = 4;
     for (auto c : comms) c->bellSleepNs = 5'000'000'000L;
     std::vector<int> bad(2, 0);
-    std::vector<std::thread> ranks;
-    for (int r = 0; r < 2; ++r)
-      ranks.emplace_back([&, r] {
-        for (int i = 0; i < 200 && !bad[size_t(r)]; ++i) {
-          if (r == 1 && i % 8 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-          int32_t x = r + 1, y = 0;
-          const auto t0 = std::chrono::steady_clock::now();
-          if (chorusAllReduce(&x, &y, 1, chorusInt32, chorusSum, comms[size_t(r)], nullptr) !=
-                  chorusSuccess ||
-              y != 3 || std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(2500))
-            bad[size_t(r)] = 1;
-        }
-      });
-    for (auto& t : ranks) t.join();
+    runThreads(2, [&](int r) {
+      for (int i = 0; i < 200 && !bad[size_t(r)]; ++i) {
+        if (r == 1 && i % 8 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        int32_t x = r + 1, y = 0;
+        const auto t0 = std::chrono::steady_clock::now();
+        if (chorusAllReduce(&x, &y, 1, chorusInt32, chorusSum, comms[size_t(r)], nullptr) !=
+                chorusSuccess ||
+            y != 3 || std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(2500))
+          bad[size_t(r)] = 1;
+      }
+    });
     if (bad[0] || bad[1]) status = 5;
     for (auto c : comms)
       if (chorusCommDestroy(c) != chorusSuccess) status = 6;

@@ -263,10 +263,11 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
       return cores > 0 ? std::max(1.0, double((ranks + cores - 1) / cores)) : 1.0;
     };
     const double load = perCore(n, shape.onlineCores) / perCore(fit->nranks, fit->cores);
-    const double w0 = d.coreWork ? d.coreWork(kind, fit->nranks, fit->cores)
-                                 : busiestCore(fit->nranks, fit->cores) * f0;
-    const double w =
-        d.coreWork ? d.coreWork(kind, n, shape.onlineCores) : busiestCore(n, shape.onlineCores) * f;
+    auto copyWork = [&](int ranks, int cores, double bytesFactor) {
+      return d.coreWork ? d.coreWork(kind, ranks, cores) : busiestCore(ranks, cores) * bytesFactor;
+    };
+    const double w0 = copyWork(fit->nranks, fit->cores, f0);
+    const double w = copyWork(n, shape.onlineCores, f);
     const double lat = fit->us[0];
     const double rest = fitUs(*fit, S) - lat;  // >= 0: the times never fall (makeMonotone)
     return load * lat * (hops0 > 0 ? hops / hops0 : 1.0) + rest * (w0 > 0 ? w / w0 : 1.0);
