@@ -9,9 +9,12 @@
 #   Chorus    build/chorusrun (its own placement)   build/<coll>_perf
 # Per collective and size: the best and the median time of each over the rounds, the best
 # peer's best / Chorus's best (> 1: Chorus faster), and the median over the rounds of the same
-# ratio within each round (the launches of one round run seconds apart, mostly in the same state
-# of this VM: handoff_bench's floor before each round, printed, tells which). A library whose
-# launcher or build is missing is left out (its columns say "-").
+# ratio within each round, and the same median over the rounds where the fastest peer's launch and
+# Chorus's began in the same state of this VM. That state flips within seconds (handoff_bench's
+# floor: about 0.05 us fast, 0.25-0.46 slow, measured before every launch into
+# floor_LIB_COLL_ROUND.txt; a floor under 0.1 us counts as fast), so a fast peer launch beside a
+# slow Chorus one, seconds apart, says nothing of either library. A library whose launcher or
+# build is missing is left out (its columns say "-").
 #
 # oneCCL's placement: Intel MPI's launcher pins rank r to core r (I_MPI_PIN's default); oneCCL
 # then finds one core per process and disables its worker thread (CCL_WORKER_OFFLOAD=0), so each
@@ -109,18 +112,22 @@ for ((r = 0; r < rounds; r++)); do
   for c in "${collList[@]}"; do
     [ -n "${chorusBin[$c]:-}" ] || { echo "compare_peers: unknown collective $c" >&2; exit 2; }
     if [ -n "$ompiBin" ]; then
+      handoff_floor "$build" >"$out/floor_ompi_${c}_$r.txt"
       timeout 600 mpirun.openmpi --allow-run-as-root "${ompiBind[@]}" -np "$np" "$ompiBin" \
         -C "$c" "${args[@]}" >"$out/ompi_${c}_$r.txt" 2>&1 || echo "round $r: Open MPI $c failed"
     fi
     if [ -n "$mpichBin" ]; then
+      handoff_floor "$build" >"$out/floor_mpich_${c}_$r.txt"
       timeout 600 mpiexec.mpich "${mpichBind[@]}" -n "$np" "$mpichBin" -C "$c" "${args[@]}" \
         >"$out/mpich_${c}_$r.txt" 2>&1 || echo "round $r: MPICH $c failed"
     fi
     if [ -n "$cclBin" ]; then
+      handoff_floor "$build" >"$out/floor_ccl_${c}_$r.txt"
       env "${cclEnvList[@]}" timeout 600 "$cclVenv/bin/mpiexec" "${cclPin[@]}" -n "$np" \
         "$cclBin" -C "$c" "${args[@]}" >"$out/ccl_${c}_$r.txt" 2>&1 ||
         echo "round $r: oneCCL $c failed"
     fi
+    handoff_floor "$build" >"$out/floor_chorus_${c}_$r.txt"
     timeout 600 "$build/chorusrun" --no-prefix -np "$np" "$build/${chorusBin[$c]}" "${args[@]}" \
       -J "$out/chorus_${c}_$r.json" >"$out/chorus_${c}_$r.txt" 2>&1 ||
       echo "round $r: Chorus $c failed"
@@ -138,18 +145,32 @@ col = OUT_OF_PLACE if placement == "oop" else IN_PLACE
 # place, where Chorus's out-of-place Broadcast also copies the root's input to its output (a
 # second copy of the data). So Broadcast compares in-place times whatever the placement.
 cols = {c: IN_PLACE if c == "broadcast" else col for c in colls}
+
+
+def fast_state(lib, c, r):
+    """Whether this VM was in its fast state (floor < 0.1 us) before that launch; None unknown."""
+    try:
+        with open(f"{out}/floor_{lib}_{c}_{r}.txt") as f:
+            return float(f.read().split()[0]) < 0.1
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 libs = (("ompi", "Open MPI"), ("mpich", "MPICH"), ("ccl", "oneCCL"))
 print("Times in us, best / median over the rounds; then the best peer's best time / Chorus's"
       " best (> 1: Chorus faster), and which peer that is; last, per round the fastest peer's"
-      " time / Chorus's in that round, the median over the rounds (and the least).")
+      " time / Chorus's in that round, the median over the rounds (and the least); then the"
+      " same median over only the rounds whose two launches began in the same state of this VM"
+      " (hand-off floor both under or both over 0.1 us), and how many rounds that was.")
 for c in colls:
     res = {lib: [times(f"{out}/{lib}_{c}_{r}.txt", cols[c]) for r in range(rounds)]
            for lib in [l for l, _ in libs] + ["chorus"]}
     print(f"\n{c}" + (" (in place: the peers' Broadcast has one buffer)" if cols[c] != col else "")
           + "\n")
     print("| bytes | " + " | ".join(n for _, n in libs) +
-          " | Chorus | best peer / Chorus | same round: median (least) |")
-    print("|---:|" + "---:|" * (len(libs) + 3))
+          " | Chorus | best peer / Chorus | same round: median (least) |"
+          " same state: median (rounds) |")
+    print("|---:|" + "---:|" * (len(libs) + 4))
     for s in sorted(set().union(*[t.keys() for t in res["chorus"]])):
         ch = [t[s] for t in res["chorus"] if s in t]
         peers = {l: [t[s] for t in res[l] if s in t] for l, _ in libs}
@@ -161,6 +182,19 @@ for c in colls:
                         any(s in res[l][r] for l, _ in libs)]
         same = (f"{statistics.median(rounds_ratio):.2f} ({min(rounds_ratio):.2f})"
                 if rounds_ratio else "-")
+        state_ratio = []
+        for r in range(rounds):
+            if not (s in res["chorus"][r] and res["chorus"][r][s] > 0):
+                continue
+            got = [(res[l][r][s], l) for l, _ in libs if s in res[l][r]]
+            if not got:
+                continue
+            t, fastest = min(got)
+            a, b = fast_state(fastest, c, r), fast_state("chorus", c, r)
+            if a is not None and a == b:
+                state_ratio.append(t / res["chorus"][r][s])
+        in_state = (f"{statistics.median(state_ratio):.2f} ({len(state_ratio)})"
+                    if state_ratio else "-")
         print(f"| {size(s)} | " + " | ".join(cell(peers[l]) for l, _ in libs) +
-              f" | {cell(ch)} | {ratio} | {same} |")
+              f" | {cell(ch)} | {ratio} | {same} | {in_state} |")
 PY

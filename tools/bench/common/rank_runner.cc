@@ -240,6 +240,29 @@ PlacementResult RankRunner::runPlacement(const Layout& l, bool inPlace, chorusDa
   return res;
 }
 
+void RankRunner::warmUp(chorusDataType_t type, int op, int root, size_t count) {
+  const Layout l = d_.layout(count, nranks_, rank_);
+  DataSpec spec;
+  spec.type = type;
+  spec.op = d_.hasOp ? op : kNoOp;
+  spec.nranks = nranks_;
+  spec.seed = mixSeed(0x3a7b0u, count);
+  prepare(l, false, spec);
+  const CallArgs a{onDevice(send_),
+                   onDevice(recv_),
+                   count,
+                   type,
+                   static_cast<chorusRedOp_t>(d_.hasOp ? op : chorusSum),
+                   root < 0 ? 0 : root,
+                   rank_,
+                   nranks_,
+                   collComm(),
+                   stream_};
+  for (int i = 0; i < o_.warmupIters; ++i) launchIteration(a, o_.aggIters);
+  check(chorusStreamSynchronize(stream_), "chorusStreamSynchronize");
+  barrier();
+}
+
 RowResult RankRunner::runSize(chorusDataType_t type, int op, int root, size_t count) {
   RowResult row;
   const Layout l = d_.layout(count, nranks_, rank_);
@@ -294,6 +317,13 @@ int RankRunner::run() {
       const std::vector<size_t> counts = sweepCounts(o_, d_, typeSize(type), nranks_);
       for (const int op : ops) {
         for (const int root : roots) {
+          // As nccl-tests' TimeTest: warm up at the largest size and then the smallest before
+          // the sweep, so that its first size does not pay the launch's first calls (on more
+          // ranks than cores, the ranks' scheduling settling; every buffer's first touch).
+          if (o_.warmupIters > 0 && !counts.empty()) {
+            warmUp(type, op, root, counts.back());
+            warmUp(type, op, root, counts.front());
+          }
           for (const size_t count : counts) {
             RowResult row = runSize(type, op, root, count);
             if (!printer_) continue;

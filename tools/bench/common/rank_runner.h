@@ -81,6 +81,8 @@ class RankRunner {
   std::vector<double> combineTimes(std::vector<double> v);
   int64_t sumAcrossRanks(int64_t v);
   RowResult runSize(chorusDataType_t type, int op, int root, size_t count);
+  // nccl-tests' warm-up before a sweep: -w calls at COUNT, out of place, then a barrier.
+  void warmUp(chorusDataType_t type, int op, int root, size_t count);
   PlacementResult runPlacement(const Layout& l, bool inPlace, chorusDataType_t type, int op,
                                int root, size_t count, uint64_t seed);
   // Fills the send data and poisons the output; sets send_ / recv_.
