@@ -76,10 +76,18 @@ namespace {
 // forward a call and go on to the next while it travels down the chain, so a call costs a rank
 // about 1.5 hand-offs, not n - 1 (measured at 8 and 16 ranks on 16 cores: 0.67-0.80 us for
 // 512 B, where 15 hand-offs are 8.5 us; the tree, modelled at its depth, took 1.8-3.5 us;
-// scripts/device_probe.sh on the GPU machine, 2026-11-28).
+// scripts/device_probe.sh on the GPU machine, 2026-11-28). A Reduce overlaps so too (its far end
+// sends and goes on to the next call; every other rank forwards as it receives), which is what
+// sets its time where ranks share cores: there each core runs its ranks in turn once per call,
+// whatever the chain's length (the fits on 2 cores: 8 ranks' 8 B Reduce took 2.25x the 4 ranks',
+// with twice the ranks per core and 7 hand-offs against 3; 3 unpinned ranks 0.87-0.98x 4 ranks',
+// where n - 1 hand-offs had predicted 0.5x). With a core each, a Reduce's overlap is not measured
+// yet (the GPU machine's 16 cores are the place), so there it keeps its n - 1 hand-offs.
 double chainHops(OpKind kind, const Shape& s, size_t) {
   const double hops = double(s.nranks) - 1;
-  return kind == OpKind::kBroadcast && s.nnodes == 1 ? std::min(hops, 1.5) : hops;
+  if (s.nnodes != 1) return hops;
+  const bool overlaps = kind == OpKind::kBroadcast || (kind == OpKind::kReduce && s.oversubscribed);
+  return overlaps ? std::min(hops, 1.5) : hops;
 }
 double chainBytes(OpKind, int) {
   return 1.0;
