@@ -50,6 +50,18 @@ from nccl_table import size_arg, size_label, size_name  # noqa: E402
 COLLS = [("allreduce", "AllReduce"), ("allgather", "AllGather"),
          ("reducescatter", "ReduceScatter"), ("broadcast", "Broadcast")]
 PEERS = [("ompi", "Open MPI"), ("mpich", "MPICH"), ("ccl", "oneCCL")]
+# This VM's hand-off floor (handoff_bench, taken by compare_peers.sh before every launch into
+# floor_LIB_COLL_ROUND.txt): about 0.05 us in its fast state, 0.23-0.46 in the slow one.
+FAST_FLOOR_US = 0.1
+
+
+def fast_state(d, lib, coll, r):
+    """Whether that launch began in this VM's fast state; None where the run has no floor."""
+    try:
+        with open(os.path.join(d, "floor_%s_%s_%d.txt" % (lib, coll, r))) as f:
+            return float(f.read().split()[0]) < FAST_FLOOR_US
+    except (OSError, ValueError, IndexError):
+        return None
 # busbw = algbw * factor(n), as the nccl-tests tables compute it.
 BUS = {"allreduce": lambda n: 2.0 * (n - 1) / n, "allgather": lambda n: (n - 1) / n,
        "reducescatter": lambda n: (n - 1) / n, "broadcast": lambda n: 1.0}
@@ -289,7 +301,7 @@ class Page:
         out.append("```sh\n%s\n```\n" % command(self.run, "peers"))
         for coll, title in COLLS:
             placement = "in_place" if coll == "broadcast" else "out_of_place"
-            series, res = [], {}
+            series, res, rounds = [], {}, {}
             for lib, name in libs:
                 paths = []
                 for r in range(self.rounds):
@@ -300,6 +312,7 @@ class Page:
                             else None
                     if js:
                         paths.append(js)
+                        rounds.setdefault(lib, {})[r] = json_times(js, placement)
                 if paths:
                     series.append((name, paths))
                     res[lib] = [json_times(p, placement) for p in paths]
@@ -307,10 +320,12 @@ class Page:
                 continue
             sizes = sorted(set().union(*[t.keys() for t in res["chorus"]]))
             cols = [(l, n) for l, n in PEERS if l in res]
+            states = any(fast_state(d, "chorus", coll, r) is not None for r in range(self.rounds))
             head = "| bytes | " + " | ".join(n for _, n in cols) + \
-                " | Chorus | best peer / Chorus, best | median |"
-            rows = [head, "|---:|" + "---:|" * (len(cols) + 3)]
-            best_r, med_r, behind = [], [], []
+                " | Chorus | best peer / Chorus, best | median |" + \
+                (" same state: median (rounds) |" if states else "")
+            rows = [head, "|---:|" + "---:|" * (len(cols) + 3 + states)]
+            best_r, med_r, behind, state_r = [], [], [], []
             for s in sizes:
                 ch = [t[s] for t in res["chorus"] if s in t]
                 pv = {l: [t[s] for t in res[l] if s in t] for l, _ in cols}
@@ -328,8 +343,27 @@ class Page:
                     y = m[0] / statistics.median(ch)
                     med_r.append(y)
                     rm = "%s (%s)" % (r_fmt(y), m[1])
+                # Per round, the fastest peer's time / Chorus's, where both launches began in the
+                # same state of this VM (a fast peer launch beside a slow Chorus one, or the
+                # reverse, says nothing of either library).
+                same = []
+                for r, ct in rounds.get("chorus", {}).items():
+                    got = [(rounds[l][r][s], l) for l, _ in cols
+                           if r in rounds.get(l, {}) and s in rounds[l][r]]
+                    if s not in ct or ct[s] <= 0 or not got:
+                        continue
+                    t, fastest = min(got)
+                    a = fast_state(d, fastest, coll, r)
+                    if a is not None and a == fast_state(d, "chorus", coll, r):
+                        same.append(t / ct[s])
+                rs = ""
+                if states:
+                    rs = " %s |" % ("%s (%d)" % (r_fmt(statistics.median(same)), len(same))
+                                     if same else "-")
+                    if same:
+                        state_r.append(statistics.median(same))
                 rows.append("| %s | " % size_label(s) + " | ".join(cell(pv[l]) for l, _ in cols)
-                            + " | %s | %s | %s |" % (cell(ch), rb, rm))
+                            + " | %s | %s | %s |" % (cell(ch), rb, rm) + rs)
             label = title + (" (in place)" if coll == "broadcast" else "")
             out.append("### %s\n" % label)
             out.append(self.chart(coll, series, "%s, %d ranks: bus bandwidth, median of %s"
@@ -342,7 +376,7 @@ class Page:
             self.summary.append(
                 ("%s against the best of %s" % (label, ", ".join(n for _, n in cols))
                  if cols else label,
-                 span(best_r), span(med_r),
+                 span(best_r), span(med_r), span(state_r) if state_r else "-",
                  "%s-%s" % (size_name(sizes[0]), size_name(sizes[-1])),
                  beh or "none", "#" + re.sub(r"[^a-z0-9 -]", "", label.lower()).replace(" ", "-")))
         return "\n".join(out)
@@ -393,7 +427,7 @@ class Page:
             out.append("\n".join(rows) + "\n")
             self.summary.append(("torch `all_reduce` against gloo (torch %s)"
                                  % doc.get("torch", "?"),
-                                 span(best_r), span(med_r),
+                                 span(best_r), span(med_r), "one job",
                                  "%s-%s" % (size_name(ar[0]["bytes"]), size_name(ar[-1]["bytes"])),
                                  "; ".join("%s %sx" % (size_name(r["bytes"]), r_fmt(x))
                                            for r, x in zip(ar, best_r) if x < 0.995) or "none",
@@ -421,7 +455,7 @@ class Page:
                 if c and g:
                     x = g["best_us"] / c["best_us"]
                     self.summary.append(("torch `%s` against gloo" % r["op"],
-                                         ratio[0] + "x", ratio[1] + "x", "one step",
+                                         ratio[0] + "x", ratio[1] + "x", "one job", "one step",
                                          "yes, %sx" % r_fmt(x) if x < 0.995 else "no",
                                          "#pytorch-against-gloo"))
         return "\n".join(out) + "\n"
@@ -477,7 +511,7 @@ class Page:
         allb = sorted({k[1] for k in t})
         self.summary.append(("numpy `all_reduce` against mpi4py on %s" % " and on ".join(
                                  name[p].split(" on ")[1] for p in peers),
-                             span(rs), span(med), "%s-%s, in and out of place"
+                             span(rs), span(med), "-", "%s-%s, in and out of place"
                              % (size_name(allb[0]), size_name(allb[-1])),
                              "; ".join(behind) or "none", "#numpy-against-mpi4py"))
         return "\n".join(out) + "\n"
@@ -540,10 +574,11 @@ class Page:
         return para(machine) + "\n\n" + para(method)
 
     def summary_table(self):
-        rows = ["| comparison | ratio of the bests | ratio of the medians | sizes | Chorus behind "
-                "(best against best) |", "| --- | --- | --- | --- | --- |"]
-        for what, b, m, sizes, behind, anchor in self.summary:
-            rows.append("| [%s](%s) | %s | %s | %s | %s |" % (what, anchor, b, m, sizes, behind))
+        rows = ["| comparison | ratio of the bests | ratio of the medians | same state | sizes | "
+                "Chorus behind (best against best) |", "| --- | --- | --- | --- | --- | --- |"]
+        for what, b, m, st, sizes, behind, anchor in self.summary:
+            rows.append("| [%s](%s) | %s | %s | %s | %s | %s |"
+                        % (what, anchor, b, m, st, sizes, behind))
         return "\n".join(rows) + "\n"
 
 
