@@ -84,9 +84,20 @@ bool FanPrims::tryReduce(const void* src, void* dst, size_t n, bool final) {
   // The fold's target: the first send slot (Simple) or the send scratch (LL) when sending, with
   // dst as the second destination of the last fold; else dst itself.
   char* second = nullptr;
+  // Simple, folding into dst and sending too (the root of a tree that also broadcasts): fold
+  // into dst and copy that to the slot after, not fold into both at once (as
+  // Prims::recvReduceCopySend: the reduce loop stalls on its stores to a slot whose lines the
+  // other rank read last; the 2-rank tree AllReduce took 3x longer where this VM's vCPUs share
+  // no cache).
+  char* slotCopy = nullptr;
   if (nsend_ > 0) {
     out = io_.sendBuffer(*send_[0], io_.sendScratch);
     second = static_cast<char*>(dst);
+    if (io_.proto == Proto::kSimple && dst != nullptr && nrecv_ > 0) {
+      slotCopy = out;
+      out = static_cast<char*>(dst);
+      second = nullptr;
+    }
   }
   const char* s = static_cast<const char*>(src);
   if (nrecv_ == 0) {
@@ -99,9 +110,10 @@ bool FanPrims::tryReduce(const void* src, void* dst, size_t n, bool final) {
                    last ? div : 0);
     }
   }
+  if (slotCopy != nullptr) copyKernel(slotCopy, nullptr, out, bytes);
   if (nsend_ > 0) {
-    io_.sendPost(*send_[0], out, bytes);
-    for (int k = 1; k < nsend_; ++k) sendFrom(k, out, bytes);
+    io_.sendPost(*send_[0], slotCopy != nullptr ? slotCopy : out, bytes);
+    for (int k = 1; k < nsend_; ++k) sendFrom(k, out, bytes);  // from dst where folded there
   }
   for (int k = 0; k < nrecv_; ++k) recv_[k]->release();
   return true;
