@@ -150,31 +150,40 @@ void RankRunner::launchIteration(const CallArgs& a, int nops) {
   if (nops > 1) check(chorusGroupEnd(), "chorusGroupEnd");
 }
 
+CallArgs RankRunner::prepareCall(const Layout& l, bool inPlace, chorusDataType_t type, int op,
+                                 int root, size_t count, uint64_t seed, DataSpec* spec) {
+  spec->type = type;
+  spec->op = d_.hasOp ? op : kNoOp;
+  spec->nranks = nranks_;
+  spec->seed = seed;
+  prepare(l, inPlace, *spec);
+  return CallArgs{onDevice(send_),
+                  onDevice(recv_),
+                  count,
+                  type,
+                  static_cast<chorusRedOp_t>(d_.hasOp ? op : chorusSum),
+                  root < 0 ? 0 : root,
+                  rank_,
+                  nranks_,
+                  collComm(),
+                  stream_};
+}
+
+void RankRunner::warmUpCalls(const CallArgs& a) {
+  for (int i = 0; i < o_.warmupIters; ++i) launchIteration(a, o_.aggIters);
+  check(chorusStreamSynchronize(stream_), "chorusStreamSynchronize");
+  barrier();
+}
+
 PlacementResult RankRunner::runPlacement(const Layout& l, bool inPlace, chorusDataType_t type,
                                          int op, int root, size_t count, uint64_t seed) {
   PlacementResult res;
   const size_t ts = typeSize(type);
   DataSpec spec;
-  spec.type = type;
-  spec.op = d_.hasOp ? op : kNoOp;
-  spec.nranks = nranks_;
-  spec.seed = seed;
-  prepare(l, inPlace, spec);
-  CallArgs a{onDevice(send_),
-             onDevice(recv_),
-             count,
-             type,
-             static_cast<chorusRedOp_t>(d_.hasOp ? op : chorusSum),
-             root < 0 ? 0 : root,
-             rank_,
-             nranks_,
-             collComm(),
-             stream_};
+  CallArgs a = prepareCall(l, inPlace, type, op, root, count, seed, &spec);
 
   // Warm-up, then the timed iterations.
-  for (int i = 0; i < o_.warmupIters; ++i) launchIteration(a, o_.aggIters);
-  check(chorusStreamSynchronize(stream_), "chorusStreamSynchronize");
-  barrier();
+  warmUpCalls(a);
   const bool perIter = o_.perIterTiming != 0;
   const size_t callBytes = std::max(l.sendCount, l.recvCount) * ts;
   const int iters = o_.smallIters > 0 && callBytes <= kSmallItersBytes ? o_.smallIters : o_.iters;
@@ -241,26 +250,9 @@ PlacementResult RankRunner::runPlacement(const Layout& l, bool inPlace, chorusDa
 }
 
 void RankRunner::warmUp(chorusDataType_t type, int op, int root, size_t count) {
-  const Layout l = d_.layout(count, nranks_, rank_);
   DataSpec spec;
-  spec.type = type;
-  spec.op = d_.hasOp ? op : kNoOp;
-  spec.nranks = nranks_;
-  spec.seed = mixSeed(0x3a7b0u, count);
-  prepare(l, false, spec);
-  const CallArgs a{onDevice(send_),
-                   onDevice(recv_),
-                   count,
-                   type,
-                   static_cast<chorusRedOp_t>(d_.hasOp ? op : chorusSum),
-                   root < 0 ? 0 : root,
-                   rank_,
-                   nranks_,
-                   collComm(),
-                   stream_};
-  for (int i = 0; i < o_.warmupIters; ++i) launchIteration(a, o_.aggIters);
-  check(chorusStreamSynchronize(stream_), "chorusStreamSynchronize");
-  barrier();
+  warmUpCalls(prepareCall(d_.layout(count, nranks_, rank_), false, type, op, root, count,
+                          mixSeed(0x3a7b0u, count), &spec));
 }
 
 RowResult RankRunner::runSize(chorusDataType_t type, int op, int root, size_t count) {

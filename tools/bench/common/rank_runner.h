@@ -83,6 +83,11 @@ class RankRunner {
   RowResult runSize(chorusDataType_t type, int op, int root, size_t count);
   // nccl-tests' warm-up before a sweep: -w calls at COUNT, out of place, then a barrier.
   void warmUp(chorusDataType_t type, int op, int root, size_t count);
+  // Fills *spec and the buffers for one placement (prepare) and returns the call's arguments.
+  CallArgs prepareCall(const Layout& l, bool inPlace, chorusDataType_t type, int op, int root,
+                       size_t count, uint64_t seed, DataSpec* spec);
+  // The -w untimed calls, then a barrier.
+  void warmUpCalls(const CallArgs& a);
   PlacementResult runPlacement(const Layout& l, bool inPlace, chorusDataType_t type, int op,
                                int root, size_t count, uint64_t seed);
   // Fills the send data and poisons the output; sets send_ / recv_.
