@@ -138,24 +138,14 @@ echo "### $(date -u +%FT%TZ) done; $(uptime | sed 's/.*load/load/')"
 import statistics
 import sys
 sys.path.insert(0, "scripts")
-from nccl_table import IN_PLACE, OUT_OF_PLACE, best_median as cell, size_label as size, times
+from nccl_table import (IN_PLACE, OUT_OF_PLACE, best_median as cell, floor_is_fast,
+                        same_state_ratios, size_label as size, times)
 out, rounds, placement, colls = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4].split(",")
 col = OUT_OF_PLACE if placement == "oop" else IN_PLACE
 # MPI_Bcast and ccl::broadcast have one buffer: both columns of their harnesses broadcast in
 # place, where Chorus's out-of-place Broadcast also copies the root's input to its output (a
 # second copy of the data). So Broadcast compares in-place times whatever the placement.
 cols = {c: IN_PLACE if c == "broadcast" else col for c in colls}
-
-
-def fast_state(lib, c, r):
-    """Whether this VM was in its fast state (floor < 0.1 us) before that launch; None unknown."""
-    try:
-        with open(f"{out}/floor_{lib}_{c}_{r}.txt") as f:
-            return float(f.read().split()[0]) < 0.1
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 libs = (("ompi", "Open MPI"), ("mpich", "MPICH"), ("ccl", "oneCCL"))
 print("Times in us, best / median over the rounds; then the best peer's best time / Chorus's"
       " best (> 1: Chorus faster), and which peer that is; last, per round the fastest peer's"
@@ -182,17 +172,9 @@ for c in colls:
                         any(s in res[l][r] for l, _ in libs)]
         same = (f"{statistics.median(rounds_ratio):.2f} ({min(rounds_ratio):.2f})"
                 if rounds_ratio else "-")
-        state_ratio = []
-        for r in range(rounds):
-            if not (s in res["chorus"][r] and res["chorus"][r][s] > 0):
-                continue
-            got = [(res[l][r][s], l) for l, _ in libs if s in res[l][r]]
-            if not got:
-                continue
-            t, fastest = min(got)
-            a, b = fast_state(fastest, c, r), fast_state("chorus", c, r)
-            if a is not None and a == b:
-                state_ratio.append(t / res["chorus"][r][s])
+        state_ratio = same_state_ratios(
+            {l: dict(enumerate(res[l])) for l in res}, [l for l, _ in libs], s,
+            lambda lib, r: floor_is_fast(f"{out}/floor_{lib}_{c}_{r}.txt"))
         in_state = (f"{statistics.median(state_ratio):.2f} ({len(state_ratio)})"
                     if state_ratio else "-")
         print(f"| {size(s)} | " + " | ".join(cell(peers[l]) for l, _ in libs) +

@@ -21,10 +21,9 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nccl_table import size_label  # noqa: E402
+from nccl_table import FAST_FLOOR_US, size_label  # noqa: E402
 
 NAME = re.compile(r"np(\d+)_(\w+?)_r(\d+)\.json$")
-FAST_FLOOR_US = 0.12  # this VM's hand-off floor: 0.05 us in its fast state, 0.17-0.26 in the slow
 
 
 def round_states(paths):

@@ -45,23 +45,12 @@ import textwrap
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from nccl_table import size_arg, size_label, size_name  # noqa: E402
+from nccl_table import (floor_is_fast, same_state_ratios, size_arg, size_label,  # noqa: E402
+                        size_name)
 
 COLLS = [("allreduce", "AllReduce"), ("allgather", "AllGather"),
          ("reducescatter", "ReduceScatter"), ("broadcast", "Broadcast")]
 PEERS = [("ompi", "Open MPI"), ("mpich", "MPICH"), ("ccl", "oneCCL")]
-# This VM's hand-off floor (handoff_bench, taken by compare_peers.sh before every launch into
-# floor_LIB_COLL_ROUND.txt): about 0.05 us in its fast state, 0.23-0.46 in the slow one.
-FAST_FLOOR_US = 0.1
-
-
-def fast_state(d, lib, coll, r):
-    """Whether that launch began in this VM's fast state; None where the run has no floor."""
-    try:
-        with open(os.path.join(d, "floor_%s_%s_%d.txt" % (lib, coll, r))) as f:
-            return float(f.read().split()[0]) < FAST_FLOOR_US
-    except (OSError, ValueError, IndexError):
-        return None
 # busbw = algbw * factor(n), as the nccl-tests tables compute it.
 BUS = {"allreduce": lambda n: 2.0 * (n - 1) / n, "allgather": lambda n: (n - 1) / n,
        "reducescatter": lambda n: (n - 1) / n, "broadcast": lambda n: 1.0}
@@ -320,7 +309,10 @@ class Page:
                 continue
             sizes = sorted(set().union(*[t.keys() for t in res["chorus"]]))
             cols = [(l, n) for l, n in PEERS if l in res]
-            states = any(fast_state(d, "chorus", coll, r) is not None for r in range(self.rounds))
+            def fast(lib, r, coll=coll):
+                return floor_is_fast(os.path.join(d, "floor_%s_%s_%d.txt" % (lib, coll, r)))
+
+            states = any(fast("chorus", r) is not None for r in range(self.rounds))
             head = "| bytes | " + " | ".join(n for _, n in cols) + \
                 " | Chorus | best peer / Chorus, best | median |" + \
                 (" same state: median (rounds) |" if states else "")
@@ -346,16 +338,7 @@ class Page:
                 # Per round, the fastest peer's time / Chorus's, where both launches began in the
                 # same state of this VM (a fast peer launch beside a slow Chorus one, or the
                 # reverse, says nothing of either library).
-                same = []
-                for r, ct in rounds.get("chorus", {}).items():
-                    got = [(rounds[l][r][s], l) for l, _ in cols
-                           if r in rounds.get(l, {}) and s in rounds[l][r]]
-                    if s not in ct or ct[s] <= 0 or not got:
-                        continue
-                    t, fastest = min(got)
-                    a = fast_state(d, fastest, coll, r)
-                    if a is not None and a == fast_state(d, "chorus", coll, r):
-                        same.append(t / ct[s])
+                same = same_state_ratios(rounds, [l for l, _ in cols], s, fast)
                 rs = ""
                 if states:
                     rs = " %s |" % ("%s (%d)" % (r_fmt(statistics.median(same)), len(same))
