@@ -7,7 +7,7 @@
 //
 //   reduce_kernel_bench [--sizes 32768,67108864] [--isa portable,avx2,avx512,default]
 //                       [--reps 3] [--ms 20]
-//                       [--offset 0]
+//                       [--offset 0] [--types float32,...] [--ops sum,...]
 // Buffers start on a 4 KiB boundary plus --offset bytes (e.g. 16 for malloc-like alignment).
 //
 // Uses only reduceKernel/reduceKernelIsa/kernelIsaSupported, so the same source builds against
@@ -128,6 +128,7 @@ int main(int argc, char** argv) {
   int reps = 3;
   double ms = 20;
   size_t offset = 0;
+  std::vector<std::string> types, ops;  // empty: all
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (i + 1 >= argc) {
@@ -145,24 +146,33 @@ int main(int argc, char** argv) {
       reps = std::max(1, std::atoi(v));
     } else if (arg == "--offset") {
       offset = std::strtoull(v, nullptr, 0);
+    } else if (arg == "--types") {
+      types = splitList(v);
+    } else if (arg == "--ops") {
+      ops = splitList(v);
     } else if (arg == "--ms") {
       ms = std::max(1.0, std::atof(v));
     } else {
       std::fprintf(stderr,
                    "usage: reduce_kernel_bench [--sizes B,B] [--isa portable,avx2,avx512] "
-                   "[--reps N] [--ms T] [--offset B]\n");
+                   "[--reps N] [--ms T] [--offset B] [--types T,T] [--ops O,O]\n");
       return 2;
     }
   }
   using Clock = std::chrono::steady_clock;
+  auto chosen = [](const std::vector<std::string>& list, const char* name) {
+    return list.empty() || std::find(list.begin(), list.end(), name) != list.end();
+  };
   std::printf("isa\ttype\top\tbytes\tGB/s\t(offset %zu)\n", offset);
   for (size_t bytes : sizes) {
     Buffer a(bytes, offset), b(bytes, offset), d(bytes, offset);
     for (const TypeInfo& t : kTypes) {
+      if (!chosen(types, t.name)) continue;
       fill(t, a, 1);
       fill(t, b, 2);
       const size_t count = bytes / t.size;
       for (const OpInfo& o : kOps) {
+        if (!chosen(ops, o.name)) continue;
         for (int isaIdx = 0; isaIdx < 4; ++isaIdx) {
           if (std::find(isas.begin(), isas.end(), kIsaNames[isaIdx]) == isas.end()) continue;
           const bool library = isaIdx == 3;
