@@ -5,7 +5,8 @@
 //    protocol) that applies to the collective, forced with CHORUS_ALGO / CHORUS_PROTO (AllReduce:
 //    ring, tree with simple and ll, naive and oneshot with simple (oneshot up to 4 KiB: larger
 //    counts must fall back to ring), cma and twoshot with simple, recursive halving-doubling
-//    ("hd") with simple and ll, which also runs on 1 and 6 ranks (kExtraRankCounts); Broadcast,
+//    ("hd") and recursive doubling ("rd") with simple and ll, which also run on 1 and 6 ranks
+//    (kExtraRankCounts); Broadcast,
 //    Reduce: chain and tree (n > 2) with simple and ll, and Broadcast's eager oneshot up to 248 B
 //    (then chain); AllGather, ReduceScatter: ring with simple and ll), on n = 2, 3, 4, 5, 8 ranks
 //    (threads of one process, chorusCommInitAll): every type x every op (where the collective
@@ -142,7 +143,10 @@ std::vector<Setting> settingsFor(Coll c) {
               {"twoshot", "simple", false, 2, 65536},
               // Recursive halving-doubling (algo/halving_doubling.cc).
               {"hd", "simple", false, 1, 0, "ring", false, true},
-              {"hd", "ll", false, 1, 0, "ring", false, true}};
+              {"hd", "ll", false, 1, 0, "ring", false, true},
+              // Recursive doubling (the same file): float max/min run halving-doubling inside.
+              {"rd", "simple", false, 1, 0, "ring", false, true},
+              {"rd", "ll", false, 1, 0, "ring", false, true}};
     case Coll::Broadcast:
       return {{"chain", "simple", false, 2},
               {"chain", "ll", false, 2},

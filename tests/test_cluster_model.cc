@@ -79,6 +79,24 @@ TEST(ClusterModel, TreeAcrossNodesCountsItsPipelineFill) {
   EXPECT_NE(c.algo, Algo::kTree) << algoName(c.algo) << ", predicted " << c.predictedUs << " us";
 }
 
+// Across nodes a small AllReduce is recursive doubling: log2(p) network exchanges where the
+// halving-doubling takes twice as many; larger ones are not (it moves all the data log2(p) times).
+TEST(ClusterModel, SmallAllReduceAcrossNodesIsRecursiveDoubling) {
+  Shape s{16, 8, true};
+  s.netHopUs = 25.0;
+  s.netBwGBs = 1.25;
+  s.protos = uint8_t(1u << int(Proto::kSimple));
+  const double rd =
+      predictUs(OpKind::kAllReduce, Algo::kRecursiveDoubling, Proto::kSimple, 1, s, 8);
+  const double hd = predictUs(OpKind::kAllReduce, Algo::kHalvingDoubling, Proto::kSimple, 1, s, 8);
+  // 8 nodes: 3 network exchanges against 6; a node's 2 ranks: 1 node hand-off against 2.
+  EXPECT_NEAR(hd - rd, 3 * 25.0 + nodeHopUs(s, Proto::kSimple), 1.0) << rd << " " << hd;
+  const Choice small = chooseForShape(s, 1, OpKind::kAllReduce, 8, readTunerEnv());
+  EXPECT_EQ(small.algo, Algo::kRecursiveDoubling) << algoName(small.algo);
+  const Choice large = chooseForShape(s, 1, OpKind::kAllReduce, size_t(1) << 20, readTunerEnv());
+  EXPECT_NE(large.algo, Algo::kRecursiveDoubling) << algoName(large.algo);
+}
+
 // The described link and memory replace the model's; the rows carry seed 001's ideal and
 // nccl-tests' bus bandwidth.
 TEST(ClusterModel, RowsFollowTheDescription) {

@@ -156,22 +156,32 @@ TEST(MultiNodeAlgorithms, HierCollectivesByHandBesideABusyProcess) {
   }
 }
 
-// Recursive halving-doubling AllReduce (algo/halving_doubling.cc) forced in processes: on one
-// node (shared memory only) and across emulated nodes (the exchanges at distance >= the node's
-// ranks go through TCP), with power-of-two and other rank counts (folded pairs), even and uneven
-// nodes. Every type and op, in place and out of place, up to 1000 elements; the large counts
-// (odd, not divisible by the ranks) for a minimal set of types and ops.
-TEST(MultiNodeAlgorithms, ForcedHalvingDoublingAllReduce) {
+// Recursive halving-doubling AllReduce and recursive doubling (algo/halving_doubling.cc) forced
+// in processes: on one node (shared memory only) and across emulated nodes (the exchanges at
+// distance >= the node's ranks go through TCP), with power-of-two and other rank counts (folded
+// pairs), even and uneven nodes. Every type and op, in place and out of place, up to 1000
+// elements (bit for bit on every rank: floating max and min included, which recursive doubling
+// hands to the halving-doubling); the large counts (odd, not divisible by the ranks) for a minimal
+// set of types and ops.
+void forcedDoublingAllReduce(const char* algo) {
   for (auto [nodes, np] : {std::make_pair(1, 2), std::make_pair(1, 3), std::make_pair(1, 6),
                            std::make_pair(2, 2), std::make_pair(2, 3), std::make_pair(2, 4),
                            std::make_pair(3, 5), std::make_pair(3, 6), std::make_pair(4, 8)}) {
     const CommandResult r = launchWorkers(
-        {"-x", "CHORUS_ALGO=hd", "--nodes", std::to_string(nodes)}, np,
+        {"-x", std::string("CHORUS_ALGO=") + algo, "--nodes", std::to_string(nodes)}, np,
         {"--colls", "AllReduce", "--counts", "0,1,7,1000,100003,1000001", "--big", "minimal"}, 120);
-    EXPECT_FALSE(r.timedOut) << nodes << "x" << np << "\n" << outputTail(r.output);
-    EXPECT_EQ(r.exitCode, 0) << nodes << "x" << np << "\n" << outputTail(r.output);
-    EXPECT_EQ(r.output.find(" 0 cases,"), std::string::npos) << nodes << "x" << np;
+    EXPECT_FALSE(r.timedOut) << algo << " " << nodes << "x" << np << "\n" << outputTail(r.output);
+    EXPECT_EQ(r.exitCode, 0) << algo << " " << nodes << "x" << np << "\n" << outputTail(r.output);
+    EXPECT_EQ(r.output.find(" 0 cases,"), std::string::npos) << algo << " " << nodes << "x" << np;
   }
+}
+
+TEST(MultiNodeAlgorithms, ForcedHalvingDoublingAllReduce) {
+  forcedDoublingAllReduce("hd");
+}
+
+TEST(MultiNodeAlgorithms, ForcedRecursiveDoublingAllReduce) {
+  forcedDoublingAllReduce("rd");
 }
 
 // Network namespaces (chorusrun --netns): each emulated node in its own namespace, joined by
@@ -245,7 +255,7 @@ TEST_P(MultiNodeCluster, EveryCollectiveAndAlgorithmCorrect) {
   EXPECT_EQ(r.exitCode, 0) << outputTail(r.output);
   EXPECT_EQ(r.output.find(" 0 cases,"), std::string::npos) << "a rank ran nothing";
   std::printf("netns cluster, %d nodes, %d ranks, tuner's choice: %.1f s\n", nodes, np, r.seconds);
-  for (const char* algo : {"ring", "tree", "hier", "hd"}) {
+  for (const char* algo : {"ring", "tree", "hier", "hd", "rd"}) {
     const CommandResult f = launchWorkers(
         {"--netns", "--nodes", std::to_string(nodes), "-x", std::string("CHORUS_ALGO=") + algo}, np,
         {"--colls", "AllReduce", "--types", "float32,int64", "--ops", "sum,avg", "--counts",

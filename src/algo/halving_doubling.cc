@@ -23,6 +23,11 @@
 // Each exchange runs on channel 0 through the primitives (shared-memory or TCP FIFOs alike): per
 // chunk, send first, then receive. Both partners send their next chunk before waiting for the
 // partner's, so a FIFO of any depth never deadlocks; both ends compute the same chunk sizes.
+//
+// Recursive doubling ("rd", below) is the small-message form (MPICH's for short AllReduce): the
+// same partners and folds, but every exchange swaps the whole vector and both partners reduce
+// it, so log2(p) exchanges in all instead of 2 log2(p), each moving all the data. Across nodes
+// that halves the network hand-offs of a small AllReduce.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -126,6 +131,51 @@ void halvingDoublingAllReduce(chorusComm* comm, const OpDesc& op, const Work& w)
              what);
 }
 
+// Recursive doubling: after the folds, exchange s swaps the whole partial result with v ^ 2^s and
+// both reduce it (in OP mine); the last exchange divides for avg. IEEE addition and
+// multiplication are commutative bit for bit, so both partners, and in the end every rank, hold
+// the same bits. max and min of floating types are not (max(-0, +0) is the first operand, as
+// std::max), so those run the halving-doubling exchanges, where each element is reduced at one
+// rank: the result every rank ends with stays the same bits.
+bool bitIdenticalBothWays(const OpDesc& op) {
+  if (op.op != chorusMax && op.op != chorusMin) return true;
+  return op.type != chorusFloat16 && op.type != chorusFloat32 && op.type != chorusFloat64 &&
+         op.type != chorusBfloat16;
+}
+
+void recursiveDoublingAllReduce(chorusComm* comm, const OpDesc& op, const Work& w) {
+  if (!bitIdenticalBothWays(op)) return halvingDoublingAllReduce(comm, op, w);
+  const int n = comm->nranks, pos = comm->ringPos[size_t(comm->rank)];
+  const auto& ring = comm->ring;
+  const char* send = static_cast<const char*>(op.sendbuff);
+  char* recv = static_cast<char*>(op.recvbuff);
+  const Region all{0, op.count}, none{0, 0};
+  const int k = floorLog2(n), extra = n - (1 << k);
+  const char* what = "AllReduce(recursive doubling)";
+
+  if (pos < 2 * extra && pos % 2 == 0) {  // folded: hand the input over, take the result back
+    const int partner = ring[size_t(pos + 1)];
+    exchange(comm, op, w.proto, partner, send, all, recv, none, false, false, what);
+    exchange(comm, op, w.proto, partner, send, none, recv, all, false, false, what);
+    return;
+  }
+  const int v = pos < 2 * extra ? pos / 2 : pos - extra;
+  auto rankOf = [&](int u) { return ring[size_t(u < extra ? 2 * u + 1 : u + extra)]; };
+  const char* cur = send;
+  if (pos < 2 * extra) {
+    exchange(comm, op, w.proto, ring[size_t(pos - 1)], send, none, recv, all, true, false, what);
+    cur = recv;
+  }
+  // In place after the first exchange: each chunk is sent before the partner's copy of it is
+  // reduced into it (exchange's order), so what leaves is always the previous step's.
+  for (int s = 0; s < k; ++s) {
+    exchange(comm, op, w.proto, rankOf(v ^ (1 << s)), cur, all, recv, all, true, s == k - 1, what);
+    cur = recv;
+  }
+  if (pos < 2 * extra)
+    exchange(comm, op, w.proto, ring[size_t(pos - 1)], recv, all, recv, none, false, false, what);
+}
+
 // Cost terms. p = the largest power of two <= n, e = n - p folded ranks.
 struct HdShape {
   int k;       // exchanges of each phase: log2(p)
@@ -183,7 +233,49 @@ size_t hdUnnamedBelow(const Shape& s) {
   return kHdUnnamedMaxBytes + 1;
 }
 
+// Recursive doubling: log2(p) exchanges, one more each way for the folded pairs; every exchange
+// moves all the data (the folds too).
+double rdHops(OpKind, const Shape& s, size_t) {
+  const HdShape h = hdShape(s.nranks);
+  return h.k + (h.folds ? 2.0 : 0.0);
+}
+double rdBytes(OpKind, int n) {
+  const HdShape h = hdShape(n);
+  return h.k + (h.folds ? 2.0 : 0.0);
+}
+// Across Q nodes of P ranks in ring order: log2(P) exchanges inside the node, log2(Q) across,
+// where each of the node's P ranks sends all the data over the node's one link at once.
+double rdUs(OpKind, Proto proto, const Shape& shape, size_t bytes) {
+  const MachineModel& m = machineModel();
+  const int pi = int(proto);
+  const HdShape h = hdShape(shape.nranks);
+  const double S = double(bytes), Q = shape.nnodes, P = double(shape.nranks) / Q;
+  const int kIn = std::min(h.k, floorLog2(std::max(1, int(P))));
+  const int kNet = h.k - kIn;
+  const double netBw = netBwGBs(shape) * 1e3, shmBw = m.bwGBs[pi] * 1e3;
+  const double folds = h.folds ? 2.0 : 0.0;
+  return m.baseUs[pi] + (kIn + folds) * nodeHopUs(shape, proto) + kNet * netHopUs(shape) +
+         S * (kIn + folds) / shmBw + S * kNet * P / netBw;
+}
+// Across nodes only, up to the sizes the halving-doubling serves there (the model chooses
+// between them and the rest below that); on one node only when named (the one-shot and two-shot
+// serve small sizes there, through one slot each).
+size_t rdUnnamedBelow(const Shape& s) {
+  return s.nnodes == 1 ? 0 : kHdUnnamedMaxBytes + 1;
+}
+
 }  // namespace
+
+extern const AlgoDesc kRecursiveDoublingAlgo = {
+    .name = "rd",
+    .serves = kindBit(OpKind::kAllReduce),
+    .protos = kAnyProto,
+    .unnamedBelow = rdUnnamedBelow,
+    .hops = rdHops,
+    .byteFactor = rdBytes,
+    .multiNodeUs = rdUs,
+    .run = entries({{OpKind::kAllReduce, recursiveDoublingAllReduce}}),
+};
 
 extern const AlgoDesc kHalvingDoublingAlgo = {
     .name = "hd",

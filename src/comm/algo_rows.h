@@ -18,5 +18,6 @@
   X(kCma, kCmaAlgo)                           /* algo/copy.cc: single copy from the peers */       \
   X(kTwoShot, kTwoShotAlgo)                   /* algo/oneshot.cc: AllReduce, two hand-offs */      \
   X(kHalvingDoubling, kHalvingDoublingAlgo)   /* algo/halving_doubling.cc: AllReduce */            \
-  X(kZeroCopy, kZeroCopyAlgo)                 /* algo/zerocopy.cc: registered buffers */
+  X(kZeroCopy, kZeroCopyAlgo)                 /* algo/zerocopy.cc: registered buffers */           \
+  X(kRecursiveDoubling, kRecursiveDoublingAlgo) /* algo/halving_doubling.cc: small AllReduce */
 // clang-format on
