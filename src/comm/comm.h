@@ -142,6 +142,11 @@ struct chorusComm {
   // placement.cc): waits yield instead of spinning. Not the tuner's Shape::oversubscribed (one
   // node, more ranks than online cores: the same on every rank, for the model).
   bool moreRanksThanCpus = false;
+  // This rank was placed on one CPU by its launcher and has peers on other nodes: its TCP proxy
+  // thread (net/tcp_proxy.cc), started with the process's CPU set, runs on that CPU too, so its
+  // waits yield instead of spinning (comm/wait.cc yieldCore). A rank Chorus binds itself keeps
+  // its proxy on the wider set (the proxy starts before placeRank).
+  bool proxySharesCpu = false;
   // Every same-node peer arms its doorbell with the heavy barrier and this process is registered
   // for it: a post to all of them needs no fence (algo/peer_post.h ringPeers; transport/fifo.h
   // postFence). Set at the end of init, before any collective.

@@ -183,11 +183,12 @@ void Waiter::yieldAndNote(Clock::time_point before) {
 }
 
 // Whether a pause in a wait should give this rank's CPU away (a yield) rather than spin. Yes with
-// more ranks than CPUs (the peer may need this core), and for a peer on another node, pinned or
-// not: its bytes come through this rank's TCP proxy thread, which shares the rank's CPU set (a
-// rank pinned to one core that spun through its poll phase kept the proxy off that core: an 8 B
-// AllReduce across 2 emulated nodes took 540 us instead of 21; CHANGELOG, 2026-12-05). No for a
-// pinned rank otherwise (the core is its own: its FIFO waits spin-poll). A rank the scheduler may
+// more ranks than CPUs (the peer may need this core), and where the rank's TCP proxy thread
+// shares its one CPU (proxySharesCpu: a rank its launcher pinned, with peers on other nodes),
+// whatever it waits for: the proxy moves the bytes of the remote peers, and a rank that spun
+// through its poll phase kept it off the core (an 8 B AllReduce across 2 emulated nodes took
+// 540 us instead of 21; CHANGELOG, 2026-12-05). No for a pinned rank otherwise (the core is its
+// own: its FIFO waits spin-poll). A rank the scheduler may
 // move (not pinned) yields only when the peer it waits for was last seen waiting on its CPU: sleeps
 // and wake-ups (the kernel wakes a task near its waker) can put two unpinned ranks on one CPU,
 // where a spin would keep the peer off it. Elsewhere a yield hands the core to whatever else is
@@ -195,11 +196,11 @@ void Waiter::yieldAndNote(Clock::time_point before) {
 // beside 2 busy processes took 1.1-1.5 ms for a 256 KiB AllReduce that yielded, 0.09-0.14 ms
 // spinning (CHANGELOG, 2026-12-03). A spin lasts at most the poll phase, then the wait sleeps.
 bool Waiter::yieldCore() const {
-  if (comm_->moreRanksThanCpus) return true;
-  if (peer_ >= 0 && peer_ < comm_->nranks && peer_ != comm_->rank && comm_->isRemote(peer_))
-    return true;
+  if (comm_->moreRanksThanCpus || comm_->proxySharesCpu) return true;
   if (comm_->pinned) return false;
-  if (cpu_ < 0 || peer_ < 0 || peer_ >= comm_->nranks || peer_ == comm_->rank) return true;
+  if (cpu_ < 0 || peer_ < 0 || peer_ >= comm_->nranks || peer_ == comm_->rank ||
+      comm_->isRemote(peer_))
+    return true;
   return comm_->peerHeader(peer_)->cpu.load(std::memory_order_relaxed) == cpu_;
 }
 

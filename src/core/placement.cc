@@ -123,12 +123,13 @@ void placeRank(chorusComm* c) {
     s.channelCpus = c->nnodes == 1 ? channelCpus : 0;
   });
   c->pinned = mine == 1 || bound || tBoundByChorus;
+  c->proxySharesCpu = mine == 1 && c->nnodes > 1;
   const int64_t pollUs = envInt("CHORUS_POLL_US", -1);
   // Adaptive only where the poll phase spins (a rank bound to its own cores), where the
   // sleep-on-every-hand-off cycle was seen; the phase grows only while wake-ups are quick, which
   // they are not when other work shares the core. Yielding ranks (unpinned, or more ranks than
   // cores) keep 50 us: the peer may need this core, and sleeping gives it.
-  c->pollAdaptive = pollUs < 0 && c->pinned && !c->moreRanksThanCpus;
+  c->pollAdaptive = pollUs < 0 && c->pinned && !c->moreRanksThanCpus && !c->proxySharesCpu;
   c->pollPhase = std::chrono::microseconds(pollUs < 0 ? 50 : pollUs);
   c->pollNs.store(c->pollPhase.count(), std::memory_order_relaxed);
 }
