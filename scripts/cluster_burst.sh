@@ -2,17 +2,19 @@
 # How tc's token bucket on the emulated links (chorusrun --link-burst) moves AllReduce's
 # efficiency and the algorithm that wins at small sizes: per round, per burst, the tuner's choice
 # and each algorithm that crosses nodes forced (CHORUS_ALGO), one launch of all_reduce_perf each,
-# interleaved; then per burst, algorithm and size the best and median eff% over the rounds, the
-# algorithm the default ran, and the model's prediction over the measured time (median).
+# interleaved; then per burst, algorithm and size the best and median eff% and time (us) over the
+# rounds, the algorithm the default ran, and the model's prediction over the measured time
+# (median).
 #
 #   scripts/cluster_burst.sh [--build build] [--rounds 5] [--shape 8x2] [--rate 1gbit]
 #                            [--bursts "131072 262144 1048576"] [--algos "default ring tree hier"]
-#                            [--sizes "-b 1M -e 4M -f 2"] [--out build/cluster_burst]
+#                            [--sizes "-b 1M -e 4M -f 2"] [--iters "-n 3 -w 1"]
+#                            [--out build/cluster_burst]
 # Root and iproute2 (chorusrun --netns).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build rounds=5 shape=8x2 rate=1gbit bursts="131072 262144 1048576"
-algos="default ring tree hier" sizes="-b 1M -e 4M -f 2" out=build/cluster_burst
+algos="default ring tree hier" sizes="-b 1M -e 4M -f 2" iters="-n 3 -w 1" out=build/cluster_burst
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
@@ -22,6 +24,7 @@ while [ $# -gt 0 ]; do
     --bursts) bursts=$2; shift 2 ;;
     --algos) algos=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
+    --iters) iters=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     *) echo "cluster_burst: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -33,6 +36,7 @@ case "$rate" in
 esac
 q=${shape%x*} p=${shape#*x}
 read -r -a size_args <<<"$sizes"
+read -r -a iter_args <<<"$iters"
 mkdir -p "$out"
 status=0
 for ((r = 1; r <= rounds; r++)); do
@@ -44,7 +48,7 @@ for ((r = 1; r <= rounds; r++)); do
       rc=0
       env "${algo_env[@]}" timeout -k 10 300 "$build/chorusrun" --timeout 280 --netns \
         --link-rate "$rate" --link-burst "$burst" --nodes "$q" -np $((q * p)) \
-        "$build/all_reduce_perf" "${size_args[@]}" -n 3 -w 1 --intra-bw 3.67 --inter-bw "$inter" \
+        "$build/all_reduce_perf" "${size_args[@]}" "${iter_args[@]}" --intra-bw 3.67 --inter-bw "$inter" \
         -J "$f.json" >"$f.log" 2>&1 || rc=$?
       echo "round $r, burst $burst, $algo: exit $rc ($(date -u +%H:%M:%S) UTC)"
       [ "$rc" -eq 0 ] || status=1
@@ -55,11 +59,11 @@ python3 - "$out" "$shape" "$rounds" "$bursts" "$algos" <<'EOF'
 import json, os, statistics, sys
 out, shape, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 bursts, algos = sys.argv[4].split(), sys.argv[5].split()
-print(f"\n{shape}, {rounds} rounds: eff% best and median per size, the algorithms each ran, "
-      "the model's predicted over the measured time (median)\n")
-print("| burst | algorithm | " + " | ".join(["size", "eff% best", "eff% median", "ran",
-                                              "predicted / measured"]) + " |")
-print("| --- | --- | --- | ---: | ---: | --- | ---: |")
+print(f"\n{shape}, {rounds} rounds: eff% and time best and median per size, the algorithms each "
+      "ran, the model's predicted over the measured time (median)\n")
+print("| burst | algorithm | " + " | ".join(["size", "eff% best", "eff% median", "us best",
+                                              "us median", "ran", "predicted / measured"]) + " |")
+print("| --- | --- | --- | ---: | ---: | ---: | ---: | --- | ---: |")
 for burst in bursts:
     for algo in algos:
         rows = {}
@@ -70,15 +74,19 @@ for burst in bursts:
             except (OSError, ValueError, KeyError):
                 continue
             for x in results:
+                t = x["out_of_place"]["time"]
                 rows.setdefault(x["size"], []).append(
-                    (x["efficiency"], x["algorithm"], x["predicted_time"] / x["out_of_place"]["time"]))
+                    (x["efficiency"], x["algorithm"], x["predicted_time"] / t, t))
         for size in sorted(rows):
             v = rows[size]
-            effs = [e for e, _, _ in v]
-            ran = ", ".join(sorted({a for _, a, _ in v}))
-            ratio = statistics.median(p for _, _, p in v)
-            label = f"{size >> 20} MiB" if size >= 1 << 20 else f"{size >> 10} KiB"
+            effs = [e for e, _, _, _ in v]
+            times = [t for _, _, _, t in v]
+            ran = ", ".join(sorted({a for _, a, _, _ in v}))
+            ratio = statistics.median(p for _, _, p, _ in v)
+            label = (f"{size >> 20} MiB" if size >= 1 << 20 else
+                     f"{size >> 10} KiB" if size >= 1 << 10 else f"{size} B")
             print(f"| {int(burst) >> 10} KiB | {algo} | {label} | {max(effs):.1f} | "
-                  f"{statistics.median(effs):.1f} | {ran} | {ratio:.2f} |")
+                  f"{statistics.median(effs):.1f} | {min(times):.1f} | "
+                  f"{statistics.median(times):.1f} | {ran} | {ratio:.2f} |")
 EOF
 exit $status
