@@ -6,7 +6,7 @@
 //    ring, tree with simple and ll, naive and oneshot with simple (oneshot up to 4 KiB: larger
 //    counts must fall back to ring), cma and twoshot with simple, recursive halving-doubling
 //    ("hd") and recursive doubling ("rd") with simple and ll, which also run on 1 and 6 ranks
-//    (kExtraRankCounts); Broadcast,
+//    (kExtraRankCounts; AllGather's rd too); Broadcast,
 //    Reduce: chain and tree (n > 2) with simple and ll, and Broadcast's eager oneshot up to 248 B
 //    (then chain); AllGather, ReduceScatter: ring with simple and ll), on n = 2, 3, 4, 5, 8 ranks
 //    (threads of one process, chorusCommInitAll): every type x every op (where the collective
@@ -70,8 +70,9 @@ namespace {
 using namespace ctest;
 
 constexpr int kRankCounts[] = {2, 3, 4, 5, 8};
-// AllReduce also runs the settings marked extraRanks on these: one rank (the local copy) and 6
-// (halving-doubling folds 2 of them into partners, on top of 3 and 5).
+// AllReduce and AllGather also run the settings marked extraRanks on these: one rank (the local
+// copy) and 6 (halving-doubling and recursive doubling fold 2 of them into partners, on top of 3
+// and 5).
 constexpr int kExtraRankCounts[] = {1, 6};
 constexpr size_t kSmallCounts[] = {0, 1, 7, 1000};
 // The large count runs only for these types (every op, both placements, both roots) to keep the
@@ -161,9 +162,15 @@ std::vector<Setting> settingsFor(Coll c) {
               {"tree", "simple", false, 3},  {"tree", "ll", false, 3},
               {"chain", "simple", true, 2},  {"chain", "ll", true, 2}};
     case Coll::AllGather:
-      return {{"ring", "simple", false, 2},          {"ring", "ll", false, 2},
-              {"ring", "simple", true, 2},           {"ring", "ll", true, 2},
-              {"oneshot", "simple", false, 2, 4096}, {"cma", "simple", false, 2}};
+      return {{"ring", "simple", false, 2},
+              {"ring", "ll", false, 2},
+              {"ring", "simple", true, 2},
+              {"ring", "ll", true, 2},
+              {"oneshot", "simple", false, 2, 4096},
+              {"cma", "simple", false, 2},
+              // Recursive doubling (algo/halving_doubling.cc), on 1 and 6 ranks too.
+              {"rd", "simple", false, 1, 0, "ring", false, true},
+              {"rd", "ll", false, 1, 0, "ring", false, true}};
     case Coll::ReduceScatter:
       return {{"ring", "simple", false, 2},
               {"ring", "ll", false, 2},
@@ -597,6 +604,7 @@ std::vector<MatrixParam> matrixParams() {
     for (int n : kRankCounts) v.push_back({c, n});
   }
   for (int n : kExtraRankCounts) v.push_back({Coll::AllReduce, n});
+  for (int n : kExtraRankCounts) v.push_back({Coll::AllGather, n});
   return v;
 }
 

@@ -156,20 +156,20 @@ TEST(MultiNodeAlgorithms, HierCollectivesByHandBesideABusyProcess) {
   }
 }
 
-// Recursive halving-doubling AllReduce and recursive doubling (algo/halving_doubling.cc) forced
-// in processes: on one node (shared memory only) and across emulated nodes (the exchanges at
-// distance >= the node's ranks go through TCP), with power-of-two and other rank counts (folded
-// pairs), even and uneven nodes. Every type and op, in place and out of place, up to 1000
-// elements (bit for bit on every rank: floating max and min included, which recursive doubling
-// hands to the halving-doubling); the large counts (odd, not divisible by the ranks) for a minimal
-// set of types and ops.
-void forcedDoublingAllReduce(const char* algo) {
+// Recursive halving-doubling AllReduce and recursive doubling AllReduce and AllGather
+// (algo/halving_doubling.cc) forced in processes: on one node (shared memory only) and across
+// emulated nodes (the exchanges at distance >= the node's ranks go through TCP), with power-of-two
+// and other rank counts (folded pairs), even and uneven nodes. Every type and op, in place and out
+// of place, up to 1000 elements (bit for bit on every rank: floating max and min included, which
+// recursive doubling hands to the halving-doubling); the large counts (odd, not divisible by the
+// ranks) for a minimal set of types and ops.
+void forcedDoublingAllReduce(const char* algo, const char* colls = "AllReduce") {
   for (auto [nodes, np] : {std::make_pair(1, 2), std::make_pair(1, 3), std::make_pair(1, 6),
                            std::make_pair(2, 2), std::make_pair(2, 3), std::make_pair(2, 4),
                            std::make_pair(3, 5), std::make_pair(3, 6), std::make_pair(4, 8)}) {
     const CommandResult r = launchWorkers(
         {"-x", std::string("CHORUS_ALGO=") + algo, "--nodes", std::to_string(nodes)}, np,
-        {"--colls", "AllReduce", "--counts", "0,1,7,1000,100003,1000001", "--big", "minimal"}, 120);
+        {"--colls", colls, "--counts", "0,1,7,1000,100003,1000001", "--big", "minimal"}, 120);
     EXPECT_FALSE(r.timedOut) << algo << " " << nodes << "x" << np << "\n" << outputTail(r.output);
     EXPECT_EQ(r.exitCode, 0) << algo << " " << nodes << "x" << np << "\n" << outputTail(r.output);
     EXPECT_EQ(r.output.find(" 0 cases,"), std::string::npos) << algo << " " << nodes << "x" << np;
@@ -180,8 +180,8 @@ TEST(MultiNodeAlgorithms, ForcedHalvingDoublingAllReduce) {
   forcedDoublingAllReduce("hd");
 }
 
-TEST(MultiNodeAlgorithms, ForcedRecursiveDoublingAllReduce) {
-  forcedDoublingAllReduce("rd");
+TEST(MultiNodeAlgorithms, ForcedRecursiveDoublingAllReduceAndAllGather) {
+  forcedDoublingAllReduce("rd", "AllReduce,AllGather");
 }
 
 // Network namespaces (chorusrun --netns): each emulated node in its own namespace, joined by

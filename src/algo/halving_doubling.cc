@@ -27,10 +27,12 @@
 // Recursive doubling ("rd", below) is the small-message form (MPICH's for short AllReduce): the
 // same partners and folds, but every exchange swaps the whole vector and both partners reduce
 // it, so log2(p) exchanges in all instead of 2 log2(p), each moving all the data. Across nodes
-// that halves the network hand-offs of a small AllReduce.
+// that halves the network hand-offs of a small AllReduce. Its AllGather doubles the blocks each
+// rank holds at every exchange: log2(p) network-crossing steps where the rings take n - 1.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "algo/algo.h"
 #include "comm/comm.h"
@@ -176,6 +178,98 @@ void recursiveDoublingAllReduce(chorusComm* comm, const OpDesc& op, const Work& 
     exchange(comm, op, w.proto, ring[size_t(pos - 1)], recv, all, recv, none, false, false, what);
 }
 
+// Recursive doubling AllGather: the same partners and folds. The even position of a folded pair
+// hands its block to the odd one first and gets every block from it last; exchange s swaps with
+// v ^ 2^s the blocks of the 2^s virtual ranks whose blocks v holds (its group, aligned to 2^s),
+// so the blocks held double at each step: log2(p) exchanges where the ring takes n - 1 hand-offs.
+// Blocks are the ranks' (rank r's at r * count of the output); a virtual rank w stands for ring
+// positions 2w and 2w + 1 when w < e (folded), else w + e.
+struct GroupCursor {
+  int w, wEnd, extra, sub = 0;  // the virtual rank, the group's end, e; the position within w
+  size_t off = 0;               // elements of the current block already moved
+  bool done() const { return w >= wEnd; }
+  int pos() const { return w < extra ? 2 * w + sub : w + extra; }
+  void advance(size_t ne, size_t count) {
+    off += ne;
+    if (off < count) return;
+    off = 0;
+    if (w < extra && sub == 0) {
+      sub = 1;
+    } else {
+      sub = 0;
+      ++w;
+    }
+  }
+};
+
+// Sends the blocks of group `out` and receives those of group `in` (virtual ranks [lo, hi)), both
+// in `buf` at their ranks' offsets, chunk by chunk, send first (as exchange).
+void exchangeBlocks(chorusComm* comm, const OpDesc& op, Proto proto, int partner, char* buf,
+                    GroupCursor out, GroupCursor in, const char* what) {
+  Prims prims(comm, 0, proto, in.done() ? -1 : partner, out.done() ? -1 : partner, op.type, op.op,
+              what);
+  const size_t esz = chorusTypeSize(op.type), chunk = prims.chunkElems(), count = op.count;
+  const auto& ring = comm->ring;
+  auto at = [&](const GroupCursor& c) {
+    return buf + (size_t(ring[size_t(c.pos())]) * count + c.off) * esz;
+  };
+  while (!out.done() || !in.done()) {
+    if (!out.done()) {
+      const size_t ne = std::min(chunk, count - out.off);
+      prims.send(at(out), ne);
+      out.advance(ne, count);
+    }
+    if (!in.done()) {
+      const size_t ne = std::min(chunk, count - in.off);
+      prims.recv(at(in), ne);
+      in.advance(ne, count);
+    }
+  }
+}
+
+void recursiveDoublingAllGather(chorusComm* comm, const OpDesc& op, const Work& w) {
+  if (op.count == 0) return;
+  const int n = comm->nranks, pos = comm->ringPos[size_t(comm->rank)];
+  const auto& ring = comm->ring;
+  const size_t blockBytes = op.count * chorusTypeSize(op.type);
+  char* recv = static_cast<char*>(op.recvbuff);
+  char* mine = recv + size_t(comm->rank) * blockBytes;
+  const int k = floorLog2(n), p = 1 << k, extra = n - p;
+  const char* what = "AllGather(recursive doubling)";
+  // Every position's block, as groups: all p virtual ranks.
+  const GroupCursor all{0, p, extra}, none{0, 0, extra};
+
+  if (pos < 2 * extra && pos % 2 == 0) {  // folded: hand the block over, take them all back
+    const int partner = ring[size_t(pos + 1)];
+    Prims prims(comm, 0, w.proto, -1, partner, op.type, op.op, what);
+    const size_t esz = chorusTypeSize(op.type);
+    for (size_t off = 0; off < op.count; off += prims.chunkElems()) {
+      const size_t ne = std::min(prims.chunkElems(), op.count - off);
+      prims.send(static_cast<const char*>(op.sendbuff) + off * esz, ne);
+    }
+    exchangeBlocks(comm, op, w.proto, partner, recv, none, all, what);
+    return;
+  }
+  if (op.sendbuff != mine) memcpy(mine, op.sendbuff, blockBytes);
+  const int v = pos < 2 * extra ? pos / 2 : pos - extra;
+  auto rankOf = [&](int u) { return ring[size_t(u < extra ? 2 * u + 1 : u + extra)]; };
+  if (pos < 2 * extra) {  // the odd one of a folded pair: its partner's block first
+    Prims prims(comm, 0, w.proto, ring[size_t(pos - 1)], -1, op.type, op.op, what);
+    char* theirs = recv + size_t(ring[size_t(pos - 1)]) * blockBytes;
+    const size_t esz = chorusTypeSize(op.type);
+    for (size_t off = 0; off < op.count; off += prims.chunkElems())
+      prims.recv(theirs + off * esz, std::min(prims.chunkElems(), op.count - off));
+  }
+  for (int s = 0; s < k; ++s) {
+    const int u = v ^ (1 << s), size = 1 << s;
+    const int myLo = v & ~(size - 1), theirLo = u & ~(size - 1);
+    exchangeBlocks(comm, op, w.proto, rankOf(u), recv, GroupCursor{myLo, myLo + size, extra},
+                   GroupCursor{theirLo, theirLo + size, extra}, what);
+  }
+  if (pos < 2 * extra)
+    exchangeBlocks(comm, op, w.proto, ring[size_t(pos - 1)], recv, all, none, what);
+}
+
 // Cost terms. p = the largest power of two <= n, e = n - p folded ranks.
 struct HdShape {
   int k;       // exchanges of each phase: log2(p)
@@ -233,19 +327,23 @@ size_t hdUnnamedBelow(const Shape& s) {
   return kHdUnnamedMaxBytes + 1;
 }
 
-// Recursive doubling: log2(p) exchanges, one more each way for the folded pairs; every exchange
-// moves all the data (the folds too).
+// Recursive doubling: log2(p) exchanges, one more each way for the folded pairs. AllReduce: every
+// exchange moves all the data (the folds too); AllGather (S: all the blocks): a rank takes in the
+// (n - 1)/n of S it lacks, and the last fold all of S.
 double rdHops(OpKind, const Shape& s, size_t) {
   const HdShape h = hdShape(s.nranks);
   return h.k + (h.folds ? 2.0 : 0.0);
 }
-double rdBytes(OpKind, int n) {
+double rdBytes(OpKind kind, int n) {
   const HdShape h = hdShape(n);
+  if (kind == OpKind::kAllGather) return (double(n) - 1) / n + (h.folds ? 1.0 : 0.0);
   return h.k + (h.folds ? 2.0 : 0.0);
 }
-// Across Q nodes of P ranks in ring order: log2(P) exchanges inside the node, log2(Q) across,
-// where each of the node's P ranks sends all the data over the node's one link at once.
-double rdUs(OpKind, Proto proto, const Shape& shape, size_t bytes) {
+// Across Q nodes of P ranks in ring order: log2(P) exchanges inside the node, log2(Q) across.
+// AllReduce: each of the node's P ranks sends all the data over the node's one link at each
+// network exchange. AllGather: each rank takes the (Q - 1)/Q of the blocks held on other nodes
+// through the link, P times what the hierarchical AllGather sends: for the smallest sizes.
+double rdUs(OpKind kind, Proto proto, const Shape& shape, size_t bytes) {
   const MachineModel& m = machineModel();
   const int pi = int(proto);
   const HdShape h = hdShape(shape.nranks);
@@ -254,8 +352,11 @@ double rdUs(OpKind, Proto proto, const Shape& shape, size_t bytes) {
   const int kNet = h.k - kIn;
   const double netBw = netBwGBs(shape) * 1e3, shmBw = m.bwGBs[pi] * 1e3;
   const double folds = h.folds ? 2.0 : 0.0;
-  return m.baseUs[pi] + (kIn + folds) * nodeHopUs(shape, proto) + kNet * netHopUs(shape) +
-         S * (kIn + folds) / shmBw + S * kNet * P / netBw;
+  const double hops = (kIn + folds) * nodeHopUs(shape, proto) + kNet * netHopUs(shape);
+  if (kind == OpKind::kAllGather)
+    return m.baseUs[pi] + hops + S * ((P - 1) / double(shape.nranks) + folds / 2) / shmBw +
+           S * P * (Q - 1) / Q / netBw;
+  return m.baseUs[pi] + hops + S * (kIn + folds) / shmBw + S * kNet * P / netBw;
 }
 // Across nodes only, up to the sizes the halving-doubling serves there (the model chooses
 // between them and the rest below that); on one node only when named (the one-shot and two-shot
@@ -268,13 +369,14 @@ size_t rdUnnamedBelow(const Shape& s) {
 
 extern const AlgoDesc kRecursiveDoublingAlgo = {
     .name = "rd",
-    .serves = kindBit(OpKind::kAllReduce),
+    .serves = kindBit(OpKind::kAllReduce) | kindBit(OpKind::kAllGather),
     .protos = kAnyProto,
     .unnamedBelow = rdUnnamedBelow,
     .hops = rdHops,
     .byteFactor = rdBytes,
     .multiNodeUs = rdUs,
-    .run = entries({{OpKind::kAllReduce, recursiveDoublingAllReduce}}),
+    .run = entries({{OpKind::kAllReduce, recursiveDoublingAllReduce},
+                    {OpKind::kAllGather, recursiveDoublingAllGather}}),
 };
 
 extern const AlgoDesc kHalvingDoublingAlgo = {
