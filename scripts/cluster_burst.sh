@@ -9,12 +9,13 @@
 #   scripts/cluster_burst.sh [--build build] [--rounds 5] [--shape 8x2] [--rate 1gbit]
 #                            [--bursts "131072 262144 1048576"] [--algos "default ring tree hier"]
 #                            [--sizes "-b 1M -e 4M -f 2"] [--iters "-n 3 -w 1"]
-#                            [--out build/cluster_burst]
+#                            [--coll all_reduce] [--out build/cluster_burst]
+# (--coll: the benchmark, build/<coll>_perf, all_reduce by default.)
 # Root and iproute2 (chorusrun --netns).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build rounds=5 shape=8x2 rate=1gbit bursts="131072 262144 1048576"
-algos="default ring tree hier" sizes="-b 1M -e 4M -f 2" iters="-n 3 -w 1" out=build/cluster_burst
+algos="default ring tree hier" sizes="-b 1M -e 4M -f 2" iters="-n 3 -w 1" coll=all_reduce out=build/cluster_burst
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
@@ -25,6 +26,7 @@ while [ $# -gt 0 ]; do
     --algos) algos=$2; shift 2 ;;
     --sizes) sizes=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
+    --coll) coll=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     *) echo "cluster_burst: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -48,7 +50,7 @@ for ((r = 1; r <= rounds; r++)); do
       rc=0
       env "${algo_env[@]}" timeout -k 10 300 "$build/chorusrun" --timeout 280 --netns \
         --link-rate "$rate" --link-burst "$burst" --nodes "$q" -np $((q * p)) \
-        "$build/all_reduce_perf" "${size_args[@]}" "${iter_args[@]}" --intra-bw 3.67 --inter-bw "$inter" \
+        "$build/${coll}_perf" "${size_args[@]}" "${iter_args[@]}" --intra-bw 3.67 --inter-bw "$inter" \
         -J "$f.json" >"$f.log" 2>&1 || rc=$?
       echo "round $r, burst $burst, $algo: exit $rc ($(date -u +%H:%M:%S) UTC)"
       [ "$rc" -eq 0 ] || status=1
