@@ -184,6 +184,34 @@ TEST(MultiNodeAlgorithms, ForcedRecursiveDoublingAllReduceAndAllGather) {
   forcedDoublingAllReduce("rd", "AllReduce,AllGather");
 }
 
+// Nodes whose ranks are not consecutive (started by hand, rank r on node r % 2): the ring order
+// is not the rank order, so the recursive doubling AllGather's groups of ring positions hold
+// blocks scattered through the output (it sends them run by run), and the folded pairs (6 ranks:
+// 2 of them) pair ranks 0 and 2, 4 and 1. The halving-doubling, the hierarchical and the ring
+// the same way.
+TEST(MultiNodeAlgorithms, DoublingOnInterleavedNodes) {
+  for (const char* algo : {"rd", "hd", "hier", "ring"}) {
+    std::vector<HandRank> ranks = startRanksByHand(
+        MP_WORKER_PATH, 6, 2,
+        {"--colls", "AllReduce,AllGather", "--counts", "0,1,7,1000,100003", "--big", "minimal",
+         "--timeout", "200"},
+        "interleaved", {std::string("CHORUS_ALGO=") + algo, "CHORUS_DEBUG=INFO"}, true);
+    waitRanksByHand(ranks, 240);
+    for (int r = 0; r < 6; ++r) {
+      const std::string out = ranks[size_t(r)].output();
+      EXPECT_EQ(ranks[size_t(r)].status, 0) << algo << ", rank " << r << ":\n" << outputTail(out);
+      EXPECT_EQ(out.find(" 0 cases,"), std::string::npos) << algo << ", rank " << r;
+    }
+    // Rank 0 ran the forced algorithm (CHORUS_DEBUG=INFO prints each call's choice).
+    const std::string out0 = ranks[0].output();
+    EXPECT_NE(out0.find(std::string("algo ") + algo + " proto"), std::string::npos)
+        << algo << "\n"
+        << outputTail(out0);
+    if (!::testing::Test::HasFailure())
+      for (auto& k : ranks) unlink(k.outPath.c_str());
+  }
+}
+
 // Network namespaces (chorusrun --netns): each emulated node in its own namespace, joined by
 // veth links, so the TCP transport really crosses interfaces (and optionally a shaped link).
 // Needs root and a working `ip netns`; skipped with the reason otherwise.

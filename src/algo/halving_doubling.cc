@@ -33,6 +33,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "algo/algo.h"
 #include "comm/comm.h"
@@ -183,22 +184,41 @@ void recursiveDoublingAllReduce(chorusComm* comm, const OpDesc& op, const Work& 
 // v ^ 2^s the blocks of the 2^s virtual ranks whose blocks v holds (its group, aligned to 2^s),
 // so the blocks held double at each step: log2(p) exchanges where the ring takes n - 1 hand-offs.
 // Blocks are the ranks' (rank r's at r * count of the output); a virtual rank w stands for ring
-// positions 2w and 2w + 1 when w < e (folded), else w + e.
+// positions 2w and 2w + 1 when w < e (folded), else w + e. A group's blocks move as runs: the
+// blocks of consecutive positions whose ranks follow one another are contiguous in the output
+// and go as one stream of chunks (the whole group at once where the ring is in rank order), so a
+// step of small blocks is one message, not one per block. Both partners walk the same group
+// through the same ring: the same runs and chunks.
 struct GroupCursor {
   int w, wEnd, extra, sub = 0;  // the virtual rank, the group's end, e; the position within w
-  size_t off = 0;               // elements of the current block already moved
+  size_t off = 0;               // elements of the current run already moved
+  size_t runBlocks = 0;         // blocks in the current run (0: not found yet)
+  int runRank = 0;              // the rank of its first block
   bool done() const { return w >= wEnd; }
   int pos() const { return w < extra ? 2 * w + sub : w + extra; }
-  void advance(size_t ne, size_t count) {
-    off += ne;
-    if (off < count) return;
-    off = 0;
+  void step() {
     if (w < extra && sub == 0) {
       sub = 1;
     } else {
       sub = 0;
       ++w;
     }
+  }
+  void findRun(const std::vector<int>& ring) {
+    if (runBlocks != 0) return;
+    GroupCursor c = *this;
+    runRank = ring[size_t(c.pos())];
+    runBlocks = 1;
+    for (c.step(); !c.done() && ring[size_t(c.pos())] == runRank + int(runBlocks); c.step())
+      ++runBlocks;
+  }
+  size_t left(size_t count) const { return runBlocks * count - off; }
+  void advance(size_t ne, size_t count) {
+    off += ne;
+    if (off < runBlocks * count) return;
+    for (size_t i = 0; i < runBlocks; ++i) step();
+    off = 0;
+    runBlocks = 0;
   }
 };
 
@@ -210,17 +230,17 @@ void exchangeBlocks(chorusComm* comm, const OpDesc& op, Proto proto, int partner
               what);
   const size_t esz = chorusTypeSize(op.type), chunk = prims.chunkElems(), count = op.count;
   const auto& ring = comm->ring;
-  auto at = [&](const GroupCursor& c) {
-    return buf + (size_t(ring[size_t(c.pos())]) * count + c.off) * esz;
-  };
+  auto at = [&](const GroupCursor& c) { return buf + (size_t(c.runRank) * count + c.off) * esz; };
   while (!out.done() || !in.done()) {
     if (!out.done()) {
-      const size_t ne = std::min(chunk, count - out.off);
+      out.findRun(ring);
+      const size_t ne = std::min(chunk, out.left(count));
       prims.send(at(out), ne);
       out.advance(ne, count);
     }
     if (!in.done()) {
-      const size_t ne = std::min(chunk, count - in.off);
+      in.findRun(ring);
+      const size_t ne = std::min(chunk, in.left(count));
       prims.recv(at(in), ne);
       in.advance(ne, count);
     }

@@ -49,7 +49,7 @@ std::string HandRank::output() const {
 
 std::vector<HandRank> startRanksByHand(const std::string& program, int n, int nodes,
                                        const std::vector<std::string>& args, const std::string& tag,
-                                       const std::vector<std::string>& extraEnv) {
+                                       const std::vector<std::string>& extraEnv, bool interleaved) {
   const int port = freeLoopbackPort();
   std::vector<HandRank> ranks(static_cast<size_t>(n));
   char secret[33];
@@ -71,10 +71,10 @@ std::vector<HandRank> startRanksByHand(const std::string& program, int n, int no
     SpawnSpec spec;
     spec.argv = {program};
     spec.argv.insert(spec.argv.end(), args.begin(), args.end());
-    spec.env = {"CHORUS_RANK=" + std::to_string(r), "CHORUS_NRANKS=" + std::to_string(n),
-                "CHORUS_COMM_ID=127.0.0.1:" + std::to_string(port),
-                std::string("CHORUS_SECRET=") + secret,
-                "CHORUS_HOSTID=" + tag + "node" + std::to_string(r * nodes / n)};
+    spec.env = {
+        "CHORUS_RANK=" + std::to_string(r), "CHORUS_NRANKS=" + std::to_string(n),
+        "CHORUS_COMM_ID=127.0.0.1:" + std::to_string(port), std::string("CHORUS_SECRET=") + secret,
+        "CHORUS_HOSTID=" + tag + "node" + std::to_string(interleaved ? r % nodes : r * nodes / n)};
     spec.env.insert(spec.env.end(), extraEnv.begin(), extraEnv.end());
     spec.out = ChildOutput::kFile;
     spec.outFile = k.outPath;

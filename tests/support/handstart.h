@@ -22,11 +22,13 @@ struct HandRank {
   std::string output() const;
 };
 
-// Starts n ranks of `program args...`; rank r on emulated node r * nodes / n. Each one's output
-// goes to /tmp/chorus-<tag>-<test pid>-<r>.log.
+// Starts n ranks of `program args...`; rank r on emulated node r * nodes / n (interleaved: node
+// r % nodes, so that no node's ranks are consecutive). Each one's output goes to
+// /tmp/chorus-<tag>-<test pid>-<r>.log.
 std::vector<HandRank> startRanksByHand(const std::string& program, int n, int nodes,
                                        const std::vector<std::string>& args, const std::string& tag,
-                                       const std::vector<std::string>& extraEnv = {});
+                                       const std::vector<std::string>& extraEnv = {},
+                                       bool interleaved = false);
 
 // The logs startRanksByHand made since the last call (and forgets them): the suite removes a
 // passed test's logs (tests/test_hand_logs.cc) and keeps a failed one's for its report.
