@@ -79,8 +79,9 @@ TEST(ClusterModel, TreeAcrossNodesCountsItsPipelineFill) {
   EXPECT_NE(c.algo, Algo::kTree) << algoName(c.algo) << ", predicted " << c.predictedUs << " us";
 }
 
-// Across nodes a small AllReduce is recursive doubling: log2(p) network exchanges where the
-// halving-doubling takes twice as many; larger ones are not (it moves all the data log2(p) times).
+// Across nodes a small AllReduce or AllGather is recursive doubling: log2(p) network exchanges
+// where the halving-doubling takes twice as many; larger ones are not (it moves all the data
+// log2(p) times).
 TEST(ClusterModel, SmallAllReduceAcrossNodesIsRecursiveDoubling) {
   Shape s{16, 8, true};
   s.netHopUs = 25.0;
@@ -95,6 +96,14 @@ TEST(ClusterModel, SmallAllReduceAcrossNodesIsRecursiveDoubling) {
   EXPECT_EQ(small.algo, Algo::kRecursiveDoubling) << algoName(small.algo);
   const Choice large = chooseForShape(s, 1, OpKind::kAllReduce, size_t(1) << 20, readTunerEnv());
   EXPECT_NE(large.algo, Algo::kRecursiveDoubling) << algoName(large.algo);
+  // AllGather too: log2 n exchanges where the hierarchical one takes Q - 1 network hand-offs and
+  // the node's rings; not where it sends P times the hierarchical's bytes over the link.
+  const Choice gather = chooseForShape(s, 1, OpKind::kAllGather, 16 * 8, readTunerEnv());
+  EXPECT_EQ(gather.algo, Algo::kRecursiveDoubling) << algoName(gather.algo);
+  const double hier = predictUs(OpKind::kAllGather, Algo::kHier, Proto::kSimple, 1, s, 16 * 8);
+  EXPECT_LT(gather.predictedUs, hier);
+  const Choice big = chooseForShape(s, 1, OpKind::kAllGather, size_t(16) << 20, readTunerEnv());
+  EXPECT_NE(big.algo, Algo::kRecursiveDoubling) << algoName(big.algo);
 }
 
 // The described link and memory replace the model's; the rows carry seed 001's ideal and
