@@ -315,18 +315,38 @@ double hdBytes(OpKind, int n) {
 // first halving steps, the last doubling ones: shared memory hops, 2(P - 1)/P of the data), the
 // log2(Q) others cross the network with 2(Q - 1)/Q of the data per node, as the hierarchical
 // AllReduce's, but unpipelined and with log2(Q) network hand-offs each way instead of Q - 1.
-double hdUs(OpKind, Proto proto, const Shape& shape, size_t bytes) {
+// The terms both models across nodes share: Q nodes of P ranks, kIn exchanges inside a node and
+// kNet across, the link's and a rank's memory bandwidth (bytes per us), the fixed cost, the
+// hand-offs, and 2 for the folded pairs (0 without).
+struct DoublingTerms {
+  HdShape h;
+  double S, Q, P;
+  int kIn, kNet;
+  double netBw, shmBw, baseUs, nodeHop, netHop, folds;
+};
+DoublingTerms doublingTerms(Proto proto, const Shape& shape, size_t bytes) {
   const MachineModel& m = machineModel();
-  const int pi = int(proto);
-  const HdShape h = hdShape(shape.nranks);
-  const double S = double(bytes), Q = shape.nnodes, P = double(shape.nranks) / Q;
-  const int kIn = std::min(h.k, floorLog2(std::max(1, int(P))));
-  const int kNet = h.k - kIn;
-  const double netBw = netBwGBs(shape) * 1e3, shmBw = m.bwGBs[pi] * 1e3;
-  const double inBytes = 2.0 * (1.0 - std::ldexp(1.0, -kIn)), netBytes = 2.0 * (Q - 1) / Q;
-  return m.baseUs[pi] + (2.0 * kIn + (h.folds ? 2.0 : 0.0)) * nodeHopUs(shape, proto) +
-         2.0 * kNet * netHopUs(shape) + S * (inBytes + (h.folds ? 2.0 : 0.0)) / shmBw +
-         S * netBytes / netBw;
+  DoublingTerms t{};
+  t.h = hdShape(shape.nranks);
+  t.S = double(bytes);
+  t.Q = shape.nnodes;
+  t.P = double(shape.nranks) / t.Q;
+  t.kIn = std::min(t.h.k, floorLog2(std::max(1, int(t.P))));
+  t.kNet = t.h.k - t.kIn;
+  t.netBw = netBwGBs(shape) * 1e3;
+  t.shmBw = m.bwGBs[int(proto)] * 1e3;
+  t.baseUs = m.baseUs[int(proto)];
+  t.nodeHop = nodeHopUs(shape, proto);
+  t.netHop = netHopUs(shape);
+  t.folds = t.h.folds ? 2.0 : 0.0;
+  return t;
+}
+
+double hdUs(OpKind, Proto proto, const Shape& shape, size_t bytes) {
+  const DoublingTerms t = doublingTerms(proto, shape, bytes);
+  const double inBytes = 2.0 * (1.0 - std::ldexp(1.0, -t.kIn)), netBytes = 2.0 * (t.Q - 1) / t.Q;
+  return t.baseUs + (2.0 * t.kIn + t.folds) * t.nodeHop + 2.0 * t.kNet * t.netHop +
+         t.S * (inBytes + t.folds) / t.shmBw + t.S * netBytes / t.netBw;
 }
 
 // The tuner picks it unnamed across nodes up to 64 KiB, where the model prefers it: measured
@@ -364,19 +384,12 @@ double rdBytes(OpKind kind, int n) {
 // network exchange. AllGather: each rank takes the (Q - 1)/Q of the blocks held on other nodes
 // through the link, P times what the hierarchical AllGather sends: for the smallest sizes.
 double rdUs(OpKind kind, Proto proto, const Shape& shape, size_t bytes) {
-  const MachineModel& m = machineModel();
-  const int pi = int(proto);
-  const HdShape h = hdShape(shape.nranks);
-  const double S = double(bytes), Q = shape.nnodes, P = double(shape.nranks) / Q;
-  const int kIn = std::min(h.k, floorLog2(std::max(1, int(P))));
-  const int kNet = h.k - kIn;
-  const double netBw = netBwGBs(shape) * 1e3, shmBw = m.bwGBs[pi] * 1e3;
-  const double folds = h.folds ? 2.0 : 0.0;
-  const double hops = (kIn + folds) * nodeHopUs(shape, proto) + kNet * netHopUs(shape);
+  const DoublingTerms t = doublingTerms(proto, shape, bytes);
+  const double fixed = t.baseUs + (t.kIn + t.folds) * t.nodeHop + t.kNet * t.netHop;
   if (kind == OpKind::kAllGather)
-    return m.baseUs[pi] + hops + S * ((P - 1) / double(shape.nranks) + folds / 2) / shmBw +
-           S * P * (Q - 1) / Q / netBw;
-  return m.baseUs[pi] + hops + S * (kIn + folds) / shmBw + S * kNet * P / netBw;
+    return fixed + t.S * ((t.P - 1) / double(shape.nranks) + t.folds / 2) / t.shmBw +
+           t.S * t.P * (t.Q - 1) / t.Q / t.netBw;
+  return fixed + t.S * (t.kIn + t.folds) / t.shmBw + t.S * t.kNet * t.P / t.netBw;
 }
 // Across nodes only, up to the sizes the halving-doubling serves there (the model chooses
 // between them and the rest below that); on one node only when named (the one-shot and two-shot
