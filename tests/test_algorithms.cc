@@ -6,7 +6,7 @@
 //    ring, tree with simple and ll, naive and oneshot with simple (oneshot up to 4 KiB: larger
 //    counts must fall back to ring), cma and twoshot with simple, recursive halving-doubling
 //    ("hd") and recursive doubling ("rd") with simple and ll, which also run on 1 and 6 ranks
-//    (kExtraRankCounts; AllGather's rd too); Broadcast,
+//    (kExtraRankCounts; AllGather's and ReduceScatter's rd too); Broadcast,
 //    Reduce: chain and tree (n > 2) with simple and ll, and Broadcast's eager oneshot up to 248 B
 //    (then chain); AllGather, ReduceScatter: ring with simple and ll), on n = 2, 3, 4, 5, 8 ranks
 //    (threads of one process, chorusCommInitAll): every type x every op (where the collective
@@ -70,9 +70,9 @@ namespace {
 using namespace ctest;
 
 constexpr int kRankCounts[] = {2, 3, 4, 5, 8};
-// AllReduce and AllGather also run the settings marked extraRanks on these: one rank (the local
-// copy) and 6 (halving-doubling and recursive doubling fold 2 of them into partners, on top of 3
-// and 5).
+// AllReduce, AllGather and ReduceScatter also run the settings marked extraRanks on these: one rank
+// (the local copy) and 6 (halving-doubling and recursive doubling fold 2 of them into partners, on
+// top of 3 and 5).
 constexpr int kExtraRankCounts[] = {1, 6};
 constexpr size_t kSmallCounts[] = {0, 1, 7, 1000};
 // The large count runs only for these types (every op, both placements, both roots) to keep the
@@ -176,7 +176,11 @@ std::vector<Setting> settingsFor(Coll c) {
               {"ring", "ll", false, 2},
               {"ring", "simple", true, 2},
               {"ring", "ll", true, 2},
-              {"oneshot", "simple", false, 2, 4096, "ring", true}};
+              {"oneshot", "simple", false, 2, 4096, "ring", true},
+              // Recursive doubling (an AllReduce into a 64 KiB scratch), on 1 and 6 ranks too.
+              // Simple only: beyond its limit the tuner falls back to the ring with Simple
+              // (the AllReduce inside runs LL where named: AllReduce's rd/ll above).
+              {"rd", "simple", false, 1, 65536, "ring", true, true}};
     default:
       return {};
   }
@@ -605,6 +609,7 @@ std::vector<MatrixParam> matrixParams() {
   }
   for (int n : kExtraRankCounts) v.push_back({Coll::AllReduce, n});
   for (int n : kExtraRankCounts) v.push_back({Coll::AllGather, n});
+  for (int n : kExtraRankCounts) v.push_back({Coll::ReduceScatter, n});
   return v;
 }
 

@@ -180,8 +180,8 @@ TEST(MultiNodeAlgorithms, ForcedHalvingDoublingAllReduce) {
   forcedDoublingAllReduce("hd");
 }
 
-TEST(MultiNodeAlgorithms, ForcedRecursiveDoublingAllReduceAndAllGather) {
-  forcedDoublingAllReduce("rd", "AllReduce,AllGather");
+TEST(MultiNodeAlgorithms, ForcedRecursiveDoublingAllReduceAllGatherReduceScatter) {
+  forcedDoublingAllReduce("rd", "AllReduce,AllGather,ReduceScatter");
 }
 
 // Nodes whose ranks are not consecutive (started by hand, rank r on node r % 2): the ring order
@@ -193,8 +193,8 @@ TEST(MultiNodeAlgorithms, DoublingOnInterleavedNodes) {
   for (const char* algo : {"rd", "hd", "hier", "ring"}) {
     std::vector<HandRank> ranks = startRanksByHand(
         MP_WORKER_PATH, 6, 2,
-        {"--colls", "AllReduce,AllGather", "--counts", "0,1,7,1000,100003", "--big", "minimal",
-         "--timeout", "200"},
+        {"--colls", "AllReduce,AllGather,ReduceScatter", "--counts", "0,1,7,1000,100003", "--big",
+         "minimal", "--timeout", "200"},
         "interleaved", {std::string("CHORUS_ALGO=") + algo, "CHORUS_DEBUG=INFO"}, true);
     waitRanksByHand(ranks, 240);
     for (int r = 0; r < 6; ++r) {

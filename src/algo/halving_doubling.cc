@@ -81,7 +81,9 @@ void exchange(chorusComm* comm, const OpDesc& op, Proto proto, int partner, cons
   }
 }
 
-void halvingDoublingAllReduce(chorusComm* comm, const OpDesc& op, const Work& w) {
+// `what` names the call in failures (a ReduceScatter runs an AllReduce, below).
+void halvingDoublingAllReduce(chorusComm* comm, const OpDesc& op, const Work& w,
+                              const char* what = "AllReduce(halving-doubling)") {
   const int n = comm->nranks, pos = comm->ringPos[size_t(comm->rank)];
   const auto& ring = comm->ring;
   const char* send = static_cast<const char*>(op.sendbuff);
@@ -89,7 +91,6 @@ void halvingDoublingAllReduce(chorusComm* comm, const OpDesc& op, const Work& w)
   const size_t esz = chorusTypeSize(op.type), count = op.count;
   const Region all{0, count};
   const int k = floorLog2(n), p = 1 << k, extra = n - p;
-  const char* what = "AllReduce(halving-doubling)";
 
   // Folded pairs: the even position hands its input to the odd one and waits for the result.
   if (pos < 2 * extra && pos % 2 == 0) {
@@ -146,15 +147,15 @@ bool bitIdenticalBothWays(const OpDesc& op) {
          op.type != chorusBfloat16;
 }
 
-void recursiveDoublingAllReduce(chorusComm* comm, const OpDesc& op, const Work& w) {
-  if (!bitIdenticalBothWays(op)) return halvingDoublingAllReduce(comm, op, w);
+void recursiveDoublingAllReduce(chorusComm* comm, const OpDesc& op, const Work& w,
+                                const char* what = "AllReduce(recursive doubling)") {
+  if (!bitIdenticalBothWays(op)) return halvingDoublingAllReduce(comm, op, w, what);
   const int n = comm->nranks, pos = comm->ringPos[size_t(comm->rank)];
   const auto& ring = comm->ring;
   const char* send = static_cast<const char*>(op.sendbuff);
   char* recv = static_cast<char*>(op.recvbuff);
   const Region all{0, op.count}, none{0, 0};
   const int k = floorLog2(n), extra = n - (1 << k);
-  const char* what = "AllReduce(recursive doubling)";
 
   if (pos < 2 * extra && pos % 2 == 0) {  // folded: hand the input over, take the result back
     const int partner = ring[size_t(pos + 1)];
@@ -290,6 +291,32 @@ void recursiveDoublingAllGather(chorusComm* comm, const OpDesc& op, const Work& 
     exchangeBlocks(comm, op, w.proto, ring[size_t(pos - 1)], recv, all, none, what);
 }
 
+// Recursive doubling ReduceScatter, for the smallest sizes: the AllReduce above of all n blocks
+// into a scratch the communicator keeps (RdState, kRdScratchBytes: the tuner's size limit for
+// it), then this rank's block out of it. log2(p) exchanges, each moving all the blocks, where the
+// hierarchical ReduceScatter takes Q - 1 network hand-offs and the node's rings after each.
+constexpr size_t kRdScratchBytes = size_t(64) << 10;
+struct RdState final : AlgoState {
+  std::vector<char> scratch = std::vector<char>(kRdScratchBytes);
+};
+
+void recursiveDoublingReduceScatter(chorusComm* comm, const OpDesc& op, const Work& w) {
+  if (op.count == 0) return;
+  const size_t blockBytes = op.count * chorusTypeSize(op.type);
+  std::vector<char>& scratch = algoState<RdState>(comm, Algo::kRecursiveDoubling).scratch;
+  if (blockBytes * size_t(comm->nranks) > scratch.size())
+    fail(chorusInternalError,
+         "rank %d: ReduceScatter(recursive doubling) of %zu bytes (at most %zu)", comm->rank,
+         blockBytes * size_t(comm->nranks), scratch.size());
+  OpDesc all = op;
+  all.kind = OpKind::kAllReduce;
+  all.count = op.count * size_t(comm->nranks);
+  all.recvbuff = scratch.data();
+  recursiveDoublingAllReduce(comm, all, Work{0, w.proto, 0, all.count},
+                             "ReduceScatter(recursive doubling)");
+  memcpy(op.recvbuff, scratch.data() + size_t(comm->rank) * blockBytes, blockBytes);
+}
+
 // Cost terms. p = the largest power of two <= n, e = n - p folded ranks.
 struct HdShape {
   int k;       // exchanges of each phase: log2(p)
@@ -391,6 +418,10 @@ double rdUs(OpKind kind, Proto proto, const Shape& shape, size_t bytes) {
            t.S * t.P * (t.Q - 1) / t.Q / t.netBw;
   return fixed + t.S * (t.kIn + t.folds) / t.shmBw + t.S * t.kNet * t.P / t.netBw;
 }
+// ReduceScatter: what fits the scratch.
+size_t rdLimit(OpKind kind, int) {
+  return kind == OpKind::kReduceScatter ? kRdScratchBytes : SIZE_MAX;
+}
 // Across nodes only, up to the sizes the halving-doubling serves there (the model chooses
 // between them and the rest below that); on one node only when named (the one-shot and two-shot
 // serve small sizes there, through one slot each).
@@ -402,14 +433,20 @@ size_t rdUnnamedBelow(const Shape& s) {
 
 extern const AlgoDesc kRecursiveDoublingAlgo = {
     .name = "rd",
-    .serves = kindBit(OpKind::kAllReduce) | kindBit(OpKind::kAllGather),
+    .serves =
+        kindBit(OpKind::kAllReduce) | kindBit(OpKind::kAllGather) | kindBit(OpKind::kReduceScatter),
     .protos = kAnyProto,
     .unnamedBelow = rdUnnamedBelow,
     .hops = rdHops,
     .byteFactor = rdBytes,
+    .slotLimit = rdLimit,
     .multiNodeUs = rdUs,
-    .run = entries({{OpKind::kAllReduce, recursiveDoublingAllReduce},
-                    {OpKind::kAllGather, recursiveDoublingAllGather}}),
+    .run =
+        entries({{OpKind::kAllReduce, [](chorusComm* c, const OpDesc& op,
+                                         const Work& w) { recursiveDoublingAllReduce(c, op, w); }},
+                 {OpKind::kAllGather, recursiveDoublingAllGather},
+                 {OpKind::kReduceScatter, recursiveDoublingReduceScatter}}),
+    .createState = [](chorusComm*) -> AlgoState* { return new RdState; },
 };
 
 extern const AlgoDesc kHalvingDoublingAlgo = {
@@ -420,7 +457,9 @@ extern const AlgoDesc kHalvingDoublingAlgo = {
     .hops = hdHops,
     .byteFactor = hdBytes,
     .multiNodeUs = hdUs,
-    .run = entries({{OpKind::kAllReduce, halvingDoublingAllReduce}}),
+    .run =
+        entries({{OpKind::kAllReduce, [](chorusComm* c, const OpDesc& op,
+                                         const Work& w) { halvingDoublingAllReduce(c, op, w); }}}),
 };
 
 }  // namespace chorus
