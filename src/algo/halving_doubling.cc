@@ -408,8 +408,9 @@ double rdBytes(OpKind kind, int n) {
 }
 // Across Q nodes of P ranks in ring order: log2(P) exchanges inside the node, log2(Q) across.
 // AllReduce: each of the node's P ranks sends all the data over the node's one link at each
-// network exchange. AllGather: each rank takes the (Q - 1)/Q of the blocks held on other nodes
-// through the link, P times what the hierarchical AllGather sends: for the smallest sizes.
+// network exchange (ReduceScatter, the AllReduce of every block, the same with S all of them).
+// AllGather: each rank takes the (Q - 1)/Q of the blocks held on other nodes through the link,
+// P times what the hierarchical AllGather sends: for the smallest sizes.
 double rdUs(OpKind kind, Proto proto, const Shape& shape, size_t bytes) {
   const DoublingTerms t = doublingTerms(proto, shape, bytes);
   const double fixed = t.baseUs + (t.kIn + t.folds) * t.nodeHop + t.kNet * t.netHop;
