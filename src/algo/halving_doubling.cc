@@ -81,30 +81,48 @@ void exchange(chorusComm* comm, const OpDesc& op, Proto proto, int partner, cons
   }
 }
 
+// Where this rank stands among the exchanges (the file's header): n = p + e, p = 2^k; positions
+// 2i and 2i + 1 (i < e) are folded pairs, the even one (foldsAway) handing its data to the odd one
+// (foldsIn) and taking the result back; the p others take part as virtual ranks v.
+struct Doubling {
+  const std::vector<int>& ring;
+  int k, p, extra, pos, v;
+  bool foldsAway, foldsIn;
+  explicit Doubling(const chorusComm* comm)
+      : ring(comm->ring),
+        k(floorLog2(comm->nranks)),
+        p(1 << k),
+        extra(comm->nranks - p),
+        pos(comm->ringPos[size_t(comm->rank)]),
+        v(pos < 2 * extra ? pos / 2 : pos - extra),
+        foldsAway(pos < 2 * extra && pos % 2 == 0),
+        foldsIn(pos < 2 * extra && pos % 2 == 1) {}
+  // The other rank of this rank's folded pair (foldsAway or foldsIn).
+  int pairPartner() const { return ring[size_t(foldsAway ? pos + 1 : pos - 1)]; }
+  // The rank of virtual rank u, and v's partner at step s.
+  int rankOf(int u) const { return ring[size_t(u < extra ? 2 * u + 1 : u + extra)]; }
+  int partner(int s) const { return rankOf(v ^ (1 << s)); }
+};
+
 // `what` names the call in failures (a ReduceScatter runs an AllReduce, below).
 void halvingDoublingAllReduce(chorusComm* comm, const OpDesc& op, const Work& w,
                               const char* what = "AllReduce(halving-doubling)") {
-  const int n = comm->nranks, pos = comm->ringPos[size_t(comm->rank)];
-  const auto& ring = comm->ring;
+  const Doubling d(comm);
   const char* send = static_cast<const char*>(op.sendbuff);
   char* recv = static_cast<char*>(op.recvbuff);
   const size_t esz = chorusTypeSize(op.type), count = op.count;
-  const Region all{0, count};
-  const int k = floorLog2(n), p = 1 << k, extra = n - p;
+  const Region all{0, count}, none{0, 0};
+  const int k = d.k, v = d.v;
 
   // Folded pairs: the even position hands its input to the odd one and waits for the result.
-  if (pos < 2 * extra && pos % 2 == 0) {
-    const int partner = ring[size_t(pos + 1)];
-    exchange(comm, op, w.proto, partner, send, all, recv, Region{0, 0}, false, false, what);
-    exchange(comm, op, w.proto, partner, send, Region{0, 0}, recv, all, false, false, what);
+  if (d.foldsAway) {
+    exchange(comm, op, w.proto, d.pairPartner(), send, all, recv, none, false, false, what);
+    exchange(comm, op, w.proto, d.pairPartner(), send, none, recv, all, false, false, what);
     return;
   }
-  const int v = pos < 2 * extra ? pos / 2 : pos - extra;
-  auto rankOf = [&](int u) { return ring[size_t(u < extra ? 2 * u + 1 : u + extra)]; };
   const char* cur = send;  // where this rank's partial sums are: the input until the first fold
-  if (pos < 2 * extra) {
-    exchange(comm, op, w.proto, ring[size_t(pos - 1)], send, Region{0, 0}, recv, all, true, false,
-             what);
+  if (d.foldsIn) {
+    exchange(comm, op, w.proto, d.pairPartner(), send, none, recv, all, true, false, what);
     cur = recv;
   }
 
@@ -118,8 +136,8 @@ void halvingDoublingAllReduce(chorusComm* comm, const OpDesc& op, const Work& w,
     const Region lower{r.lo, r.lo + half}, upper{r.lo + half, r.hi};
     const bool keepLower = ((v >> s) & 1) == 0;
     region[s + 1] = keepLower ? lower : upper;
-    exchange(comm, op, w.proto, rankOf(v ^ (1 << s)), cur, keepLower ? upper : lower, recv,
-             region[s + 1], true, s == k - 1, what);
+    exchange(comm, op, w.proto, d.partner(s), cur, keepLower ? upper : lower, recv, region[s + 1],
+             true, s == k - 1, what);
     cur = recv;
   }
   // k >= 1 (n >= 2), so the result is in recv. Doubling: hand v's region to the partner, take
@@ -128,11 +146,10 @@ void halvingDoublingAllReduce(chorusComm* comm, const OpDesc& op, const Work& w,
     const Region mine = region[s + 1], parent = region[s];
     const Region theirs =
         mine.lo == parent.lo ? Region{mine.hi, parent.hi} : Region{parent.lo, mine.lo};
-    exchange(comm, op, w.proto, rankOf(v ^ (1 << s)), recv, mine, recv, theirs, false, false, what);
+    exchange(comm, op, w.proto, d.partner(s), recv, mine, recv, theirs, false, false, what);
   }
-  if (pos < 2 * extra)
-    exchange(comm, op, w.proto, ring[size_t(pos - 1)], recv, all, recv, Region{0, 0}, false, false,
-             what);
+  if (d.foldsIn)
+    exchange(comm, op, w.proto, d.pairPartner(), recv, all, recv, none, false, false, what);
 }
 
 // Recursive doubling: after the folds, exchange s swaps the whole partial result with v ^ 2^s and
@@ -150,34 +167,29 @@ bool bitIdenticalBothWays(const OpDesc& op) {
 void recursiveDoublingAllReduce(chorusComm* comm, const OpDesc& op, const Work& w,
                                 const char* what = "AllReduce(recursive doubling)") {
   if (!bitIdenticalBothWays(op)) return halvingDoublingAllReduce(comm, op, w, what);
-  const int n = comm->nranks, pos = comm->ringPos[size_t(comm->rank)];
-  const auto& ring = comm->ring;
+  const Doubling d(comm);
   const char* send = static_cast<const char*>(op.sendbuff);
   char* recv = static_cast<char*>(op.recvbuff);
   const Region all{0, op.count}, none{0, 0};
-  const int k = floorLog2(n), extra = n - (1 << k);
 
-  if (pos < 2 * extra && pos % 2 == 0) {  // folded: hand the input over, take the result back
-    const int partner = ring[size_t(pos + 1)];
-    exchange(comm, op, w.proto, partner, send, all, recv, none, false, false, what);
-    exchange(comm, op, w.proto, partner, send, none, recv, all, false, false, what);
+  if (d.foldsAway) {  // hand the input over, take the result back
+    exchange(comm, op, w.proto, d.pairPartner(), send, all, recv, none, false, false, what);
+    exchange(comm, op, w.proto, d.pairPartner(), send, none, recv, all, false, false, what);
     return;
   }
-  const int v = pos < 2 * extra ? pos / 2 : pos - extra;
-  auto rankOf = [&](int u) { return ring[size_t(u < extra ? 2 * u + 1 : u + extra)]; };
   const char* cur = send;
-  if (pos < 2 * extra) {
-    exchange(comm, op, w.proto, ring[size_t(pos - 1)], send, none, recv, all, true, false, what);
+  if (d.foldsIn) {
+    exchange(comm, op, w.proto, d.pairPartner(), send, none, recv, all, true, false, what);
     cur = recv;
   }
   // In place after the first exchange: each chunk is sent before the partner's copy of it is
   // reduced into it (exchange's order), so what leaves is always the previous step's.
-  for (int s = 0; s < k; ++s) {
-    exchange(comm, op, w.proto, rankOf(v ^ (1 << s)), cur, all, recv, all, true, s == k - 1, what);
+  for (int s = 0; s < d.k; ++s) {
+    exchange(comm, op, w.proto, d.partner(s), cur, all, recv, all, true, s == d.k - 1, what);
     cur = recv;
   }
-  if (pos < 2 * extra)
-    exchange(comm, op, w.proto, ring[size_t(pos - 1)], recv, all, recv, none, false, false, what);
+  if (d.foldsIn)
+    exchange(comm, op, w.proto, d.pairPartner(), recv, all, recv, none, false, false, what);
 }
 
 // Recursive doubling AllGather: the same partners and folds. The even position of a folded pair
@@ -250,45 +262,33 @@ void exchangeBlocks(chorusComm* comm, const OpDesc& op, Proto proto, int partner
 
 void recursiveDoublingAllGather(chorusComm* comm, const OpDesc& op, const Work& w) {
   if (op.count == 0) return;
-  const int n = comm->nranks, pos = comm->ringPos[size_t(comm->rank)];
-  const auto& ring = comm->ring;
+  const Doubling d(comm);
   const size_t blockBytes = op.count * chorusTypeSize(op.type);
+  const char* send = static_cast<const char*>(op.sendbuff);
   char* recv = static_cast<char*>(op.recvbuff);
-  char* mine = recv + size_t(comm->rank) * blockBytes;
-  const int k = floorLog2(n), p = 1 << k, extra = n - p;
   const char* what = "AllGather(recursive doubling)";
+  const Region block{0, op.count}, noBlock{0, 0};
   // Every position's block, as groups: all p virtual ranks.
-  const GroupCursor all{0, p, extra}, none{0, 0, extra};
+  const GroupCursor all{0, d.p, d.extra}, none{0, 0, d.extra};
 
-  if (pos < 2 * extra && pos % 2 == 0) {  // folded: hand the block over, take them all back
-    const int partner = ring[size_t(pos + 1)];
-    Prims prims(comm, 0, w.proto, -1, partner, op.type, op.op, what);
-    const size_t esz = chorusTypeSize(op.type);
-    for (size_t off = 0; off < op.count; off += prims.chunkElems()) {
-      const size_t ne = std::min(prims.chunkElems(), op.count - off);
-      prims.send(static_cast<const char*>(op.sendbuff) + off * esz, ne);
-    }
-    exchangeBlocks(comm, op, w.proto, partner, recv, none, all, what);
+  if (d.foldsAway) {  // hand the block over, take them all back
+    exchange(comm, op, w.proto, d.pairPartner(), send, block, recv, noBlock, false, false, what);
+    exchangeBlocks(comm, op, w.proto, d.pairPartner(), recv, none, all, what);
     return;
   }
-  if (op.sendbuff != mine) memcpy(mine, op.sendbuff, blockBytes);
-  const int v = pos < 2 * extra ? pos / 2 : pos - extra;
-  auto rankOf = [&](int u) { return ring[size_t(u < extra ? 2 * u + 1 : u + extra)]; };
-  if (pos < 2 * extra) {  // the odd one of a folded pair: its partner's block first
-    Prims prims(comm, 0, w.proto, ring[size_t(pos - 1)], -1, op.type, op.op, what);
-    char* theirs = recv + size_t(ring[size_t(pos - 1)]) * blockBytes;
-    const size_t esz = chorusTypeSize(op.type);
-    for (size_t off = 0; off < op.count; off += prims.chunkElems())
-      prims.recv(theirs + off * esz, std::min(prims.chunkElems(), op.count - off));
+  char* mine = recv + size_t(comm->rank) * blockBytes;
+  if (send != mine) memcpy(mine, send, blockBytes);
+  if (d.foldsIn) {  // the partner's block first
+    char* theirs = recv + size_t(d.pairPartner()) * blockBytes;
+    exchange(comm, op, w.proto, d.pairPartner(), send, noBlock, theirs, block, false, false, what);
   }
-  for (int s = 0; s < k; ++s) {
-    const int u = v ^ (1 << s), size = 1 << s;
-    const int myLo = v & ~(size - 1), theirLo = u & ~(size - 1);
-    exchangeBlocks(comm, op, w.proto, rankOf(u), recv, GroupCursor{myLo, myLo + size, extra},
-                   GroupCursor{theirLo, theirLo + size, extra}, what);
+  for (int s = 0; s < d.k; ++s) {
+    const int u = d.v ^ (1 << s), size = 1 << s;
+    const int myLo = d.v & ~(size - 1), theirLo = u & ~(size - 1);
+    exchangeBlocks(comm, op, w.proto, d.rankOf(u), recv, GroupCursor{myLo, myLo + size, d.extra},
+                   GroupCursor{theirLo, theirLo + size, d.extra}, what);
   }
-  if (pos < 2 * extra)
-    exchangeBlocks(comm, op, w.proto, ring[size_t(pos - 1)], recv, all, none, what);
+  if (d.foldsIn) exchangeBlocks(comm, op, w.proto, d.pairPartner(), recv, all, none, what);
 }
 
 // Recursive doubling ReduceScatter, for the smallest sizes: the AllReduce above of all n blocks
