@@ -65,16 +65,6 @@ const char* FanPrims::received(int k, size_t bytes) {
   return io_.recvData(*recv_[k], bytes, recvScratch_[k]);
 }
 
-void FanPrims::sendFrom(int k, const char* data, size_t bytes) {
-  SendConn& s = *send_[k];
-  if (io_.proto == Proto::kSimple) {
-    copyKernel(s.slot(), nullptr, data, bytes);
-    s.post(bytes);
-  } else {
-    io_.sendPost(s, data, bytes);
-  }
-}
-
 bool FanPrims::tryReduce(const void* src, void* dst, size_t n, bool final) {
   const size_t bytes = n * esz_;
   if (!ready(bytes)) return false;
@@ -82,19 +72,14 @@ bool FanPrims::tryReduce(const void* src, void* dst, size_t n, bool final) {
   for (int k = 0; k < nrecv_; ++k) in[k] = received(k, bytes);
   char* out = static_cast<char*>(dst);
   // The fold's target: the first send slot (Simple) or the send scratch (LL) when sending, with
-  // dst as the second destination of the last fold; else dst itself.
+  // dst as the second destination of the last fold; else dst itself. Simple, folding into dst
+  // and sending too (the root of a tree that also broadcasts): dst alone, sent from there
+  // (sendPost copies it into the slot: proto/proto.h says why not a fold into both).
   char* second = nullptr;
-  // Simple, folding into dst and sending too (the root of a tree that also broadcasts): fold
-  // into dst and copy that to the slot after, not fold into both at once (as
-  // Prims::recvReduceCopySend: the reduce loop stalls on its stores to a slot whose lines the
-  // other rank read last; the 2-rank tree AllReduce took 3x longer where this VM's vCPUs share
-  // no cache).
-  char* slotCopy = nullptr;
   if (nsend_ > 0) {
     out = io_.sendBuffer(*send_[0], io_.sendScratch);
     second = static_cast<char*>(dst);
     if (io_.proto == Proto::kSimple && dst != nullptr && nrecv_ > 0) {
-      slotCopy = out;
       out = static_cast<char*>(dst);
       second = nullptr;
     }
@@ -110,11 +95,7 @@ bool FanPrims::tryReduce(const void* src, void* dst, size_t n, bool final) {
                    last ? div : 0);
     }
   }
-  if (slotCopy != nullptr) copyKernel(slotCopy, nullptr, out, bytes);
-  if (nsend_ > 0) {
-    io_.sendPost(*send_[0], slotCopy != nullptr ? slotCopy : out, bytes);
-    for (int k = 1; k < nsend_; ++k) sendFrom(k, out, bytes);  // from dst where folded there
-  }
+  for (int k = 0; k < nsend_; ++k) io_.sendPost(*send_[k], out, bytes);
   for (int k = 0; k < nrecv_; ++k) recv_[k]->release();
   return true;
 }
@@ -124,7 +105,7 @@ bool FanPrims::tryCopy(const void* src, void* dst, size_t n) {
   if (!ready(bytes)) return false;
   const char* in = nrecv_ > 0 ? received(0, bytes) : static_cast<const char*>(src);
   if (dst != nullptr && dst != in) copyKernel(static_cast<char*>(dst), nullptr, in, bytes);
-  for (int k = 0; k < nsend_; ++k) sendFrom(k, in, bytes);
+  for (int k = 0; k < nsend_; ++k) io_.sendPost(*send_[k], in, bytes);
   if (nrecv_ > 0) recv_[0]->release();
   return true;
 }

@@ -51,7 +51,6 @@ class FanPrims {
  private:
   bool ready(size_t bytes) const;
   const char* received(int k, size_t bytes);
-  void sendFrom(int k, const char* data, size_t bytes);
 
   chorusComm* comm_ = nullptr;
   ProtoIO io_;

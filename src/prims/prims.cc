@@ -133,25 +133,13 @@ void Prims::recvReduceCopySend(const void* src, void* dst, size_t n, bool final)
   const size_t bytes = n * esz_;
   const char* in = waitRecv(bytes);
   char* out = waitSend();
-  if (io_.proto == Proto::kSimple) {
-    if (streamOut_ && dst != src) {
-      reduceKernel(type_, op_, n, in, src, out, nullptr, divisor(final));
-      writeOut(dst, out, bytes);
-    } else {
-      // Reduce into the output, then copy it to the next rank's slot: not one kernel writing
-      // both. The slot's lines were last read by the other rank, so a store to one first fetches
-      // the line from that rank's cache; the reduce loop stalls on them, where a plain copy
-      // (glibc's memcpy: string moves at these sizes) fares far better (a likely reason: it
-      // writes whole lines without reading them; measured, not profiled at that depth). Where
-      // this VM's two vCPUs share no cache (handoff_bench's slow state) the fused kernel made
-      // the 2-rank ring AllReduce of 128 KiB-8 MiB 2.1-2.6x slower (2 MiB: 234-275 us against
-      // 116-149); where they share one, the split is as fast or faster (128 KiB 4.2-4.8 against
-      // 6.0-6.3 us, 8 MiB 380-391 against 414-457).
-      reduceKernel(type_, op_, n, in, src, dst, nullptr, divisor(final));
-      std::memcpy(out, dst, bytes);
-    }
+  if (io_.proto == Proto::kSimple && streamOut_ && dst != src) {
+    reduceKernel(type_, op_, n, in, src, out, nullptr, divisor(final));
+    writeOut(dst, out, bytes);
     post(out, bytes);
   } else {
+    // Into the output, then sent from it (Simple: copied into the slot by sendPost, not stored
+    // there by the reduce loop; proto/proto.h says why).
     reduceKernel(type_, op_, n, in, src, dst, nullptr, divisor(final));
     post(static_cast<const char*>(dst), bytes);
   }
