@@ -188,13 +188,13 @@ void Waiter::yieldAndNote(Clock::time_point before) {
 // whatever it waits for: the proxy moves the bytes of the remote peers, and a rank that spun
 // through its poll phase kept it off the core (an 8 B AllReduce across 2 emulated nodes took
 // 540 us instead of 21; CHANGELOG, 2026-12-05). No for a pinned rank otherwise (the core is its
-// own: its FIFO waits spin-poll). A rank the scheduler may
-// move (not pinned) yields only when the peer it waits for was last seen waiting on its CPU: sleeps
-// and wake-ups (the kernel wakes a task near its waker) can put two unpinned ranks on one CPU,
-// where a spin would keep the peer off it. Elsewhere a yield hands the core to whatever else is
-// runnable, and beside a busy process that runs a whole time slice: 2 ranks with CHORUS_BIND=none
-// beside 2 busy processes took 1.1-1.5 ms for a 256 KiB AllReduce that yielded, 0.09-0.14 ms
-// spinning (CHANGELOG, 2026-12-03). A spin lasts at most the poll phase, then the wait sleeps.
+// own: its FIFO waits spin-poll). A rank the scheduler may move (not pinned) yields only when the
+// peer it waits for was last seen waiting on its CPU: sleeps and wake-ups (the kernel wakes a
+// task near its waker) can put two unpinned ranks on one CPU, where a spin would keep the peer
+// off it. Elsewhere a yield hands the core to whatever else is runnable, and beside a busy
+// process that runs a whole time slice: 2 ranks with CHORUS_BIND=none beside 2 busy processes
+// took 1.1-1.5 ms for a 256 KiB AllReduce that yielded, 0.09-0.14 ms spinning (CHANGELOG,
+// 2026-12-03). A spin lasts at most the poll phase, then the wait sleeps.
 bool Waiter::yieldCore() const {
   if (comm_->moreRanksThanCpus || comm_->proxySharesCpu) return true;
   if (comm_->pinned) return false;
