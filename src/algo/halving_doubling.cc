@@ -28,7 +28,9 @@
 // same partners and folds, but every exchange swaps the whole vector and both partners reduce
 // it, so log2(p) exchanges in all instead of 2 log2(p), each moving all the data. Across nodes
 // that halves the network hand-offs of a small AllReduce. Its AllGather doubles the blocks each
-// rank holds at every exchange: log2(p) network-crossing steps where the rings take n - 1.
+// rank holds at every exchange: log2(p) network-crossing steps where the rings take n - 1. Its
+// ReduceScatter is the recursive halving: the halving steps alone, on the blocks reordered so
+// that each rank ends on its own.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -291,30 +293,78 @@ void recursiveDoublingAllGather(chorusComm* comm, const OpDesc& op, const Work& 
   if (d.foldsIn) exchangeBlocks(comm, op, w.proto, d.pairPartner(), recv, all, none, what);
 }
 
-// Recursive doubling ReduceScatter, for the smallest sizes: the AllReduce above of all n blocks
-// into a scratch the communicator keeps (RdState, kRdScratchBytes: the tuner's size limit for
-// it), then this rank's block out of it. log2(p) exchanges, each moving all the blocks, where the
-// hierarchical ReduceScatter takes Q - 1 network hand-offs and the node's rings after each.
+// Recursive halving ReduceScatter (MPICH's for short ReduceScatter), for small sizes: the halving
+// steps of the halving-doubling above, on a copy of the input whose blocks are ordered so that
+// each virtual rank's halving ends on its own blocks. The halving keeps at step s the lower half
+// when bit s of v is 0, so v ends on the p-th part numbered by v's k bits reversed: slot j of the
+// copy holds the blocks of virtual rank reverse(j), one block (ring position v + e) or, for a
+// folded pair, two (positions 2v and 2v + 1, in that order). Halves split at slot boundaries.
+// The even position of a folded pair hands its (reordered) input to the odd one first and gets
+// its block from it last. Each element is reduced at one rank, as in the halving-doubling; per
+// rank log2(p) exchanges moving half of what it holds each time, so the first, inside a node in
+// ring order, move the most, and the network steps S/P of it (the recursive doubling AllReduce
+// would move all S at every step). The copy is a scratch the communicator keeps (RdState,
+// kRdScratchBytes: the tuner's size limit for it).
 constexpr size_t kRdScratchBytes = size_t(64) << 10;
 struct RdState final : AlgoState {
   std::vector<char> scratch = std::vector<char>(kRdScratchBytes);
+  // The halving ReduceScatter's slots, j = 0..p-1: the ring position of slot j's first block,
+  // and the blocks before slot j (j = 0..p).
+  std::vector<int> slotPos, slotFirst;
+  explicit RdState(const chorusComm* comm) {
+    const Doubling d(comm);
+    slotFirst.push_back(0);
+    for (int j = 0; j < d.p; ++j) {
+      int u = 0;  // reverse(j) over k bits
+      for (int b = 0; b < d.k; ++b) u |= ((j >> b) & 1) << (d.k - 1 - b);
+      slotPos.push_back(u < d.extra ? 2 * u : u + d.extra);
+      slotFirst.push_back(slotFirst.back() + (u < d.extra ? 2 : 1));
+    }
+  }
 };
 
-void recursiveDoublingReduceScatter(chorusComm* comm, const OpDesc& op, const Work& w) {
+void recursiveHalvingReduceScatter(chorusComm* comm, const OpDesc& op, const Work& w) {
+  const char* what = "ReduceScatter(recursive halving)";
   if (op.count == 0) return;
-  const size_t blockBytes = op.count * chorusTypeSize(op.type);
-  std::vector<char>& scratch = algoState<RdState>(comm, Algo::kRecursiveDoubling).scratch;
-  if (blockBytes * size_t(comm->nranks) > scratch.size())
-    fail(chorusInternalError,
-         "rank %d: ReduceScatter(recursive doubling) of %zu bytes (at most %zu)", comm->rank,
-         blockBytes * size_t(comm->nranks), scratch.size());
-  OpDesc all = op;
-  all.kind = OpKind::kAllReduce;
-  all.count = op.count * size_t(comm->nranks);
-  all.recvbuff = scratch.data();
-  recursiveDoublingAllReduce(comm, all, Work{0, w.proto, 0, all.count},
-                             "ReduceScatter(recursive doubling)");
-  memcpy(op.recvbuff, scratch.data() + size_t(comm->rank) * blockBytes, blockBytes);
+  const size_t esz = chorusTypeSize(op.type), count = op.count, blockBytes = count * esz;
+  RdState& st = algoState<RdState>(comm, Algo::kRecursiveDoubling);
+  if (blockBytes * size_t(comm->nranks) > st.scratch.size())
+    fail(chorusInternalError, "rank %d: %s of %zu bytes (at most %zu)", comm->rank, what,
+         blockBytes * size_t(comm->nranks), st.scratch.size());
+  const Doubling d(comm);
+  char* scratch = st.scratch.data();
+  const char* send = static_cast<const char*>(op.sendbuff);
+  char* recv = static_cast<char*>(op.recvbuff);
+  auto slotStart = [&](size_t j) { return size_t(st.slotFirst[j]) * count; };  // in elements
+  // The input's blocks in slot order (ring position q's block is rank ring[q]'s).
+  for (size_t j = 0; j < size_t(d.p); ++j)
+    for (int b = 0; b < st.slotFirst[j + 1] - st.slotFirst[j]; ++b)
+      memcpy(scratch + (slotStart(j) + size_t(b) * count) * esz,
+             send + size_t(d.ring[size_t(st.slotPos[j] + b)]) * blockBytes, blockBytes);
+  const Region all{0, slotStart(size_t(d.p))}, none{0, 0};
+  if (d.foldsAway) {  // hand the input over, take this rank's block back
+    exchange(comm, op, w.proto, d.pairPartner(), scratch, all, scratch, none, false, false, what);
+    exchange(comm, op, w.proto, d.pairPartner(), scratch, none, recv, Region{0, count}, false,
+             false, what);
+    return;
+  }
+  if (d.foldsIn)
+    exchange(comm, op, w.proto, d.pairPartner(), scratch, none, scratch, all, true, false, what);
+  size_t lo = 0, hi = size_t(d.p);  // the slots v and its step-s partner share
+  for (int s = 0; s < d.k; ++s) {
+    const size_t mid = (lo + hi) / 2;
+    const Region lower{slotStart(lo), slotStart(mid)}, upper{slotStart(mid), slotStart(hi)};
+    const bool keepLower = ((d.v >> s) & 1) == 0;
+    exchange(comm, op, w.proto, d.partner(s), scratch, keepLower ? upper : lower, scratch,
+             keepLower ? lower : upper, true, s == d.k - 1, what);
+    (keepLower ? hi : lo) = mid;
+  }
+  // Slot lo is v's: this rank's block last in it (a folded pair's odd position follows the even).
+  const size_t mine = slotStart(lo + 1) - count;
+  if (d.foldsIn)
+    exchange(comm, op, w.proto, d.pairPartner(), scratch, Region{mine - count, mine}, recv, none,
+             false, false, what);
+  memcpy(recv, scratch + mine * esz, blockBytes);
 }
 
 // Cost terms. p = the largest power of two <= n, e = n - p folded ranks.
@@ -404,19 +454,25 @@ double rdHops(OpKind, const Shape& s, size_t) {
 double rdBytes(OpKind kind, int n) {
   const HdShape h = hdShape(n);
   if (kind == OpKind::kAllGather) return (double(n) - 1) / n + (h.folds ? 1.0 : 0.0);
+  if (kind == OpKind::kReduceScatter) return (h.p - 1) / h.p + (h.folds ? 1.0 : 0.0);
   return h.k + (h.folds ? 2.0 : 0.0);
 }
 // Across Q nodes of P ranks in ring order: log2(P) exchanges inside the node, log2(Q) across.
 // AllReduce: each of the node's P ranks sends all the data over the node's one link at each
-// network exchange (ReduceScatter, the AllReduce of every block, the same with S all of them).
-// AllGather: each rank takes the (Q - 1)/Q of the blocks held on other nodes through the link,
-// P times what the hierarchical AllGather sends: for the smallest sizes.
+// network exchange. AllGather: each rank takes the (Q - 1)/Q of the blocks held on other nodes
+// through the link, P times what the hierarchical AllGather sends: for the smallest sizes.
+// ReduceScatter (S: all the blocks): the copy into slot order, the halving steps inside the node
+// (1 - 1/P of S), then each rank holds its node's sum of S/P and the network steps move
+// (Q - 1)/Q of that: the node's link carries (Q - 1)/Q of S, as the hierarchical one's.
 double rdUs(OpKind kind, Proto proto, const Shape& shape, size_t bytes) {
   const DoublingTerms t = doublingTerms(proto, shape, bytes);
   const double fixed = t.baseUs + (t.kIn + t.folds) * t.nodeHop + t.kNet * t.netHop;
   if (kind == OpKind::kAllGather)
     return fixed + t.S * ((t.P - 1) / double(shape.nranks) + t.folds / 2) / t.shmBw +
            t.S * t.P * (t.Q - 1) / t.Q / t.netBw;
+  if (kind == OpKind::kReduceScatter)
+    return fixed + t.S * (2.0 - std::ldexp(1.0, -t.kIn) + t.folds / 2) / t.shmBw +
+           t.S * (t.Q - 1) / t.Q / t.netBw;
   return fixed + t.S * (t.kIn + t.folds) / t.shmBw + t.S * t.kNet * t.P / t.netBw;
 }
 // ReduceScatter: what fits the scratch.
@@ -446,8 +502,8 @@ extern const AlgoDesc kRecursiveDoublingAlgo = {
         entries({{OpKind::kAllReduce, [](chorusComm* c, const OpDesc& op,
                                          const Work& w) { recursiveDoublingAllReduce(c, op, w); }},
                  {OpKind::kAllGather, recursiveDoublingAllGather},
-                 {OpKind::kReduceScatter, recursiveDoublingReduceScatter}}),
-    .createState = [](chorusComm*) -> AlgoState* { return new RdState; },
+                 {OpKind::kReduceScatter, recursiveHalvingReduceScatter}}),
+    .createState = [](chorusComm* c) -> AlgoState* { return new RdState(c); },
 };
 
 extern const AlgoDesc kHalvingDoublingAlgo = {
