@@ -3,9 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh build
-# Chorus's own segments only: other programs' /dev/shm entries come and go on their own, and so
-# does the record of CPUs self-bound ranks hold (chorus-cpus-<uid>, src/topo/cpu_claims.h).
-shm_before=$(ls /dev/shm | grep '^chorus' | grep -v '^chorus-cpus-' | sort || true)
+# Chorus's own segments only: other programs' /dev/shm entries come and go on their own.
+shm_before=$(ls /dev/shm | grep '^chorus' | sort || true)
 rc=0
 # Two tests at a time (CTEST_PARALLEL_LEVEL overrides): most of a test's time its ranks wait on
 # each other or on a timeout, and the suite's tests must stay exact with their cores shared. A
@@ -22,7 +21,7 @@ if [ "$rc" -ne 0 ]; then
   grep -ohE 'SOAK-FAILURE.*|result=FAIL:.*' "$t/LastTest.log" 2>/dev/null | cut -c1-600 | tail -n 6
   exit "$rc"
 fi
-shm_after=$(ls /dev/shm | grep '^chorus' | grep -v '^chorus-cpus-' | sort || true)
+shm_after=$(ls /dev/shm | grep '^chorus' | sort || true)
 if [ "$shm_before" != "$shm_after" ]; then
   echo "test.sh: /dev/shm changed during the tests:"
   diff <(echo "$shm_before") <(echo "$shm_after") || true

@@ -313,9 +313,6 @@ def _torchrun_cpus(tmp_path, env_extra, busy=0):
     script.write_text(PLACEMENT_SCRIPT)
     spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
     port = free_port()
-    # A record of CPUs held of this test's own: other tests' ranks, bound at the same time, must
-    # not take this one's CPUs (src/topo/cpu_claims.h).
-    env_extra = dict(env_extra, CHORUS_BIND_CLAIMS=str(tmp_path / "cpu-claims"))
     try:
         if TORCH2:  # torchrun itself (Debian's torch 1.13 launcher fails on Python 3.11)
             p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node",

@@ -13,7 +13,7 @@
 #include "base/debug.h"
 #include "base/param.h"
 #include "comm/comm.h"
-#include "topo/cpu_claims.h"
+#include "topo/cpu_share.h"
 #include "transport/doorbell.h"
 
 namespace chorus {
@@ -61,9 +61,7 @@ int channelCpusOf(const std::vector<PeerInfo>& peers) {
 // runs a whole time slice). So, unless CHORUS_BIND=none, the rank binds its thread (and the
 // threads it starts later) to its share of that set: one core each when the node has as many
 // ranks as cores, a block of cores each when it has more cores (a rank's compute threads stay
-// inside its block). Of that set it shares only the CPUs no other job's self-bound ranks hold
-// (topo/cpu_claims.h: two torchrun jobs on one machine), and stays unbound where they leave less
-// than a CPU per rank. Ranks that a launcher placed (their sets differ, or a single core each)
+// inside its block). Ranks that a launcher placed (their sets differ, or a single core each)
 // are left as they are, and so are ranks that are threads of one process (the thread that
 // creates them may create several, chorusCommInitAll does, and the threads it starts later would
 // inherit one rank's share).
@@ -72,13 +70,11 @@ void placeRank(chorusComm* c) {
   const PeerInfo& me = c->peers[size_t(c->rank)];
   int local = 0, localIndex = 0, sharers = 0;  // sharers: the node's ranks with this CPU set
   bool aloneInProcess = true;
-  std::vector<int32_t> localPids;  // the node's ranks' processes, in rank order
   for (int p = 0; p < c->nranks; ++p) {
     if (c->isRemote(p)) continue;
     const PeerInfo& pi = c->peers[size_t(p)];
     localIndex += p < c->rank ? 1 : 0;
     ++local;
-    localPids.push_back(pi.pid);
     sharers += pi.cpuSetDigest == me.cpuSetDigest ? 1 : 0;
     aloneInProcess = aloneInProcess && (p == c->rank || pi.pid != me.pid);
   }
@@ -93,19 +89,11 @@ void placeRank(chorusComm* c) {
   const bool bindAllowed = !(bind == "none" || bind == "0" || bind == "no");
   if (bindAllowed && aloneInProcess && !tInitThread && !tBoundByChorus && local > 1 && sameSet &&
       mine >= local) {
-    // Another job's self-bound ranks may hold some of the set (topo/cpu_claims.h): share what
-    // they left, or stay unbound where that is less than a CPU per rank.
-    const std::string claims = envStr("CHORUS_BIND_CLAIMS", defaultClaimsPath().c_str());
-    const ClaimedShare claimed =
-        claimShare(claims, c->peers[0].commNonce, myCpus, localPids, localIndex);
-    const std::vector<int>& share = claimed.cpus;
-    if (!claimed.note.empty()) CHORUS_INFO(c->rank, "placement: %s", claimed.note.c_str());
+    const std::vector<int> share = cpuShare(myCpus, localIndex, local);
     cpu_set_t set;
     CPU_ZERO(&set);
     for (int cpu : share) CPU_SET(cpu, &set);
-    if (share.empty()) {
-      // Too few CPUs left by other jobs: the note says so; the scheduler spreads this job.
-    } else if (sched_setaffinity(0, sizeof(set), &set) == 0) {
+    if (!share.empty() && sched_setaffinity(0, sizeof(set), &set) == 0) {
       bound = tBoundByChorus = true;
       CHORUS_INFO(c->rank,
                   "bound to CPUs %d-%d: share %d of %d of the node's common set of %d CPUs "
