@@ -22,11 +22,14 @@
 //                     this process's threads, and the Chorus shared memory it maps and has touched
 //                     (/proc/self/smaps, /dev/shm/chorus*), and how much /dev/shm's use grew
 //                     since this rank started (the whole node's segments, once all exist)
+//   --hold FILE       before finalizing, wait until FILE exists (within --timeout): keeps the
+//                     job's ranks, and the CPUs they bound themselves to, alive meanwhile
 //   --huge            instead of the matrix, the check of counts past 2^31 on 2 ranks, 2 GiB
 //                     each (tests/huge_check.h)
 #include <chorus/chorus.h>
 #include <sched.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
@@ -75,6 +78,7 @@ struct Options {
   int failRank = -1;
   int crashRank = -1;
   double timeout = 500;
+  std::string hold;        // --hold FILE
   bool printCpus = false;  // print the CPUs this rank's thread may use once the communicator exists
   bool resources = false;
   bool huge = false;  // the past-2^31 check (tests/huge_check.h) instead of the matrix, 2 ranks
@@ -185,6 +189,8 @@ Options parse(int argc, char** argv) {
       o.crashRank = std::stoi(next());
     } else if (a == "--timeout") {
       o.timeout = std::stod(next());
+    } else if (a == "--hold") {
+      o.hold = next();
     } else if (a == "--print-cpus") {
       o.printCpus = true;
     } else if (a == "--resources") {
@@ -315,6 +321,8 @@ int main(int argc, char** argv) {
         ssize_t(devShmUsed()) - ssize_t(shmUsedBefore));
     std::fflush(stdout);
   }
+
+  while (!opt.hold.empty() && access(opt.hold.c_str(), F_OK) != 0) usleep(10000);  // watchdog-bound
 
   if ((r = chorusCommFinalize(comm)) != chorusSuccess) {
     res.fail(std::string("chorusCommFinalize returned ") + resultName(r), opt.matrix.maxMessages);

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <sstream>
@@ -180,21 +181,48 @@ std::vector<int> parentCpus() {
   return cpus;
 }
 
-// Starts np ranks by hand (prefix[r] before rank r's command, e.g. "taskset -c 1"), each checking
-// the collective matrix at `counts`; their output.
-CommandResult runRanksByHand(int np, const std::string& env, const std::string& counts,
-                             const std::vector<std::string>& prefix = {}) {
+// The shell lines that start np ranks by hand in the background (prefix[r] before rank r's
+// command, e.g. "taskset -c 1"), each checking the collective matrix at `counts` and printing
+// its CPUs, then wait for them: the status is 1 if any failed.
+std::string ranksByHandScript(int np, const std::string& env, const std::string& counts,
+                              const std::vector<std::string>& prefix = {},
+                              const std::string& extra = "") {
   const int port = freeLoopbackPort();
-  std::string script;
+  std::string script = "pids=; ";
   for (int r = 0; r < np; ++r)
     script += "env -u CHORUS_RANK -u CHORUS_NRANKS -u CHORUS_BIND OMPI_COMM_WORLD_RANK=" +
               std::to_string(r) + " OMPI_COMM_WORLD_SIZE=" + std::to_string(np) +
               " CHORUS_COMM_ID=127.0.0.1:" + std::to_string(port) +
               " CHORUS_SECRET=00112233445566778899aabbccddeeff " + env + " " +
               (size_t(r) < prefix.size() ? prefix[size_t(r)] + " " : std::string()) +
-              MP_WORKER_PATH + " --print-cpus --counts " + counts + " --big none --timeout 100 & ";
-  script += "fail=0; for j in $(jobs -p); do wait $j || fail=1; done; exit $fail";
-  return runCommand({"/bin/sh", "-c", script}, 150);
+              MP_WORKER_PATH + " --print-cpus --counts " + counts + " --big none --timeout 100" +
+              extra + " & pids=\"$pids $!\"; ";
+  return script + "fail=0; for j in $pids; do wait $j || fail=1; done; exit $fail";
+}
+
+// Starts np ranks by hand (ranksByHandScript); their output.
+CommandResult runRanksByHand(int np, const std::string& env, const std::string& counts,
+                             const std::vector<std::string>& prefix = {}) {
+  return runCommand({"/bin/sh", "-c", ranksByHandScript(np, env, counts, prefix)}, 150);
+}
+
+// Each rank's CPU list from the lines "<tag>cpus rank=R list=..." of `output`.
+std::map<int, std::vector<int>> cpusInOutput(const std::string& output,
+                                             const std::string& tag = "") {
+  std::map<int, std::vector<int>> out;
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);) {
+    int rank = -1;
+    const size_t at = line.find("cpus rank=");
+    if (at == std::string::npos || line.compare(0, tag.size(), tag) != 0 ||
+        sscanf(line.c_str() + at, "cpus rank=%d", &rank) != 1)
+      continue;
+    std::vector<int> cpus;
+    std::istringstream list(line.substr(line.find("list=") + 5));
+    for (std::string item; std::getline(list, item, ',');) cpus.push_back(std::stoi(item));
+    out[rank] = cpus;
+  }
+  return out;
 }
 
 // Starts np ranks by hand as runRanksByHand, returns each rank's CPU list.
@@ -204,19 +232,23 @@ std::map<int, std::vector<int>> cpusOfRanks(int np, const std::string& env,
   const CommandResult res = runRanksByHand(np, env, counts, prefix);
   EXPECT_FALSE(res.timedOut) << res.output;
   EXPECT_EQ(res.exitCode, 0) << res.output;
-  std::map<int, std::vector<int>> out;
-  std::istringstream lines(res.output);
-  for (std::string line; std::getline(lines, line);) {
-    int rank = -1;
-    const size_t at = line.find("cpus rank=");
-    if (at == std::string::npos || sscanf(line.c_str() + at, "cpus rank=%d", &rank) != 1) continue;
-    std::vector<int> cpus;
-    std::istringstream list(line.substr(line.find("list=") + 5));
-    for (std::string item; std::getline(list, item, ',');) cpus.push_back(std::stoi(item));
-    out[rank] = cpus;
-  }
+  const auto out = cpusInOutput(res.output);
   EXPECT_EQ(int(out.size()), np) << res.output;
   return out;
+}
+
+// Shares of `all` (CPUs) that are disjoint and cover it, as many as `got` has ranks.
+void expectSharesCover(const std::map<int, std::vector<int>>& got, const std::vector<int>& all,
+                       const std::string& what) {
+  std::set<int> seen;
+  for (const auto& [rank, cpus] : got) {
+    EXPECT_FALSE(cpus.empty()) << what << ", rank " << rank;
+    for (int c : cpus) {
+      EXPECT_TRUE(seen.insert(c).second) << what << ": CPU " << c << " in two ranks' shares";
+      EXPECT_NE(std::find(all.begin(), all.end(), c), all.end()) << what << ": CPU " << c;
+    }
+  }
+  EXPECT_EQ(seen.size(), all.size()) << what;
 }
 
 TEST(Placement, UnplacedRanksTakeTheirShareOfTheCpus) {
@@ -259,6 +291,37 @@ TEST(Placement, KeepsWhatTheUserOrTheLauncherChose) {
     for (const auto& [rank, cpus] : cpusOfRanks(int(all.size()) + 1, "", "1"))
       EXPECT_EQ(cpus, all) << "rank " << rank;
   }
+}
+
+// Two jobs on one machine, neither placed by a launcher (two torchrun jobs, or programs started
+// by hand), the second started while the first still runs: each binds its ranks to its shares
+// of the CPUs (the same CPUs for both: each core then runs a rank of each job, as beside any
+// other work; measured no slower than the second job unbound, CHANGELOG 2026-12-05), and each
+// job's matrix stays exact.
+TEST(Placement, TwoJobsAtOnceStayExact) {
+  const std::vector<int> all = parentCpus();
+  if (all.size() < 2) GTEST_SKIP() << "one CPU: nothing to share";
+  const std::string dir =
+      std::string(::testing::TempDir()) + "chorus-twojobs-" + std::to_string(getpid());
+  const std::string script =
+      "rm -rf " + dir + "; mkdir -p " + dir + " && cd " + dir + " || exit 2; : > a; (" +
+      ranksByHandScript(2, "", "1", {}, " --hold " + dir + "/hold") +
+      ") > a 2>&1 & a=$!; i=0; "
+      "while [ \"$(grep -c 'cpus rank=' a)\" -lt 2 ] && [ $i -lt 6000 ]; do "
+      "sleep 0.01; i=$((i+1)); done; (" +
+      ranksByHandScript(2, "", "1,1000,65537") +
+      ") > b 2>&1; rb=$?; touch hold; wait $a; ra=$?; sed 's/^/A: /' a; sed 's/^/B: /' b; "
+      "echo status $ra $rb; cd / && rm -rf " +
+      dir + "; [ $ra$rb = 00 ]";
+  const CommandResult res = runCommand({"/bin/sh", "-c", script}, 300);
+  ASSERT_FALSE(res.timedOut) << res.output;
+  EXPECT_EQ(res.exitCode, 0) << res.output;
+  const auto a = cpusInOutput(res.output, "A: ");
+  const auto b = cpusInOutput(res.output, "B: ");
+  ASSERT_EQ(a.size(), 2u) << res.output;
+  ASSERT_EQ(b.size(), 2u) << res.output;
+  expectSharesCover(a, all, "the first job");
+  expectSharesCover(b, all, "the second job, beside the first");
 }
 
 // Bound ranks beside a busy process (the cores shared with other work, as in training): the
