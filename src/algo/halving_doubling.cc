@@ -35,6 +35,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "algo/algo.h"
@@ -304,10 +305,12 @@ void recursiveDoublingAllGather(chorusComm* comm, const OpDesc& op, const Work& 
 // rank log2(p) exchanges moving half of what it holds each time, so the first, inside a node in
 // ring order, move the most, and the network steps S/P of it (the recursive doubling AllReduce
 // would move all S at every step). The copy is a scratch the communicator keeps (RdState,
-// kRdScratchBytes: the tuner's size limit for it).
+// kRdScratchBytes: the tuner's size limit for it; beyond it, on emulated nodes, its unpipelined
+// steps stalled for milliseconds in some calls: CHANGELOG), not written until used (one-node
+// communicators run it only when named).
 constexpr size_t kRdScratchBytes = size_t(64) << 10;
 struct RdState final : AlgoState {
-  std::vector<char> scratch = std::vector<char>(kRdScratchBytes);
+  std::unique_ptr<char[]> scratch{new char[kRdScratchBytes]};
   // The halving ReduceScatter's slots, j = 0..p-1: the ring position of slot j's first block,
   // and the blocks before slot j (j = 0..p).
   std::vector<int> slotPos, slotFirst;
@@ -328,11 +331,11 @@ void recursiveHalvingReduceScatter(chorusComm* comm, const OpDesc& op, const Wor
   if (op.count == 0) return;
   const size_t esz = chorusTypeSize(op.type), count = op.count, blockBytes = count * esz;
   RdState& st = algoState<RdState>(comm, Algo::kRecursiveDoubling);
-  if (blockBytes * size_t(comm->nranks) > st.scratch.size())
+  if (blockBytes * size_t(comm->nranks) > kRdScratchBytes)
     fail(chorusInternalError, "rank %d: %s of %zu bytes (at most %zu)", comm->rank, what,
-         blockBytes * size_t(comm->nranks), st.scratch.size());
+         blockBytes * size_t(comm->nranks), kRdScratchBytes);
   const Doubling d(comm);
-  char* scratch = st.scratch.data();
+  char* scratch = st.scratch.get();
   const char* send = static_cast<const char*>(op.sendbuff);
   char* recv = static_cast<char*>(op.recvbuff);
   auto slotStart = [&](size_t j) { return size_t(st.slotFirst[j]) * count; };  // in elements
