@@ -144,8 +144,10 @@ void expectNothingLeft(const Job& job, const std::string& context) {
   EXPECT_TRUE(shm.empty()) << context << ": /dev/shm entries of the job left: "
                            << ::testing::PrintToString(shm);
   removeShm(shm);
-  EXPECT_FALSE(listeningOn(job.port()))
-      << context << ": a socket still listens on the job's port " << job.port();
+  // A process of the job (its environment holds the job's secret) listening on its port: another
+  // test's program may have taken the port since (the suite runs two tests at a time).
+  EXPECT_FALSE(listeningWithEnv(job.port(), "CHORUS_SECRET=" + job.secret()))
+      << context << ": a process of the job still listens on its port " << job.port();
   for (pid_t p : job.pids()) EXPECT_FALSE(processRuns(p)) << context << ": pid " << p << " runs";
 }
 
@@ -923,7 +925,9 @@ TEST(DataStrangers, ListenersCloseThemAndTheCollectiveRuns) {
       EXPECT_TRUE(job.has(r, "DONE")) << ctx << ": rank " << r;
     }
     expectNothingLeft(job, ctx);
-    for (const auto& l : data) EXPECT_FALSE(listeningOn(l.port)) << ctx << ": port " << l.port;
+    for (const auto& l : data)
+      EXPECT_FALSE(listeningWithEnv(l.port, "CHORUS_SECRET=" + job.secret()))
+          << ctx << ": port " << l.port;
   }
 }
 
@@ -981,14 +985,42 @@ TEST(Leftovers, RankKilledDuringInit) {
   }
 }
 
+// The leak checks' test of a port after a job ended (listeningWithEnv): a listener counts as the
+// job's only when its process's environment holds the job's marker, since another test's program
+// may take the port once the job has freed it. A real listener, with and without the marker.
+TEST(Leftovers, PortCheckTellsTheJobFromAnotherProgram) {
+  const int port = freeLoopbackPort();
+  ASSERT_GT(port, 0);
+  std::mt19937_64 rng{uint64_t(getpid())};
+  const std::string marker = "CHORUS_TEST_JOB=" + std::to_string(rng());
+  Proc other = spawnPiped(
+      {"/usr/bin/python3", "-c",
+       "import socket, time\ns = socket.socket()\ns.bind(('127.0.0.1', " + std::to_string(port) +
+           "))\ns.listen()\nprint('LISTENING', flush=True)\ntime.sleep(60)"},
+      {marker});
+  ASSERT_GT(other.pid, 0);
+  const double until = nowSeconds() + 30 * timeoutScale();
+  while (!listeningOn(port) && nowSeconds() < until) sleepSeconds(0.01);
+  ASSERT_TRUE(listeningOn(port)) << "the program did not listen on " << port;
+  const std::vector<pid_t> owners = listenerOwners(port);
+  EXPECT_EQ(owners, std::vector<pid_t>{other.pid});
+  EXPECT_TRUE(listeningWithEnv(port, marker)) << "the job's own listener not seen";
+  EXPECT_FALSE(listeningWithEnv(port, marker + "0")) << "another program's counted as the job's";
+  kill(other.pid, SIGKILL);
+  waitpid(other.pid, nullptr, 0);
+  EXPECT_FALSE(listeningWithEnv(port, marker)) << "a dead program's listener";
+}
+
 // chorusrun killed with SIGKILL while its ranks wait in a collective (rank 0 never calls): no
 // rank may survive it by more than about a second.
 TEST(Leftovers, ChorusrunKilled) {
   Watchdog watchdog(120, "Leftovers.ChorusrunKilled");
   std::mt19937_64 rng = makeRng("Leftovers.ChorusrunKilled");
+  // Tells the job's processes from others (environ) when a port is checked after it ended.
+  const std::string marker = "CHORUS_TEST_JOB=" + std::to_string(rng());
   Proc run = spawnPiped({CHORUSRUN_PATH, "-np", "4", RELIABILITY_WORKER_PATH, "--coll", "AllReduce",
                          "--hang-rank", "0", "--watchdog", "100"},
-                        {});
+                        {marker});
   ASSERT_GT(run.pid, 0);
   std::map<int, pid_t> pids;
   int port = -1;
@@ -1044,7 +1076,8 @@ TEST(Leftovers, ChorusrunKilled) {
   EXPECT_TRUE(shm.empty()) << ::testing::PrintToString(shm);
   removeShm(shm);
   ASSERT_GT(port, 0) << "READY lines carry no comm=host:port:\n" << out;
-  EXPECT_FALSE(listeningOn(port)) << "a socket still listens on the job's port " << port;
+  EXPECT_FALSE(listeningWithEnv(port, marker))
+      << "a process of the job still listens on its port " << port;
   cleanup();
 }
 

@@ -7,10 +7,12 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -49,7 +51,53 @@ int portOf(const std::string& local) {
   return colon == std::string::npos ? -1 : std::stoi(local.substr(colon + 1), nullptr, 16);
 }
 
+// Calls fn with the inode ("12345") of every socket among the open files of `pid`.
+void forEachSocketOf(pid_t pid, const std::function<void(const std::string&)>& fn) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  while (dirent* e = readdir(d)) {
+    char target[128];
+    const ssize_t n = readlink((dir + "/" + e->d_name).c_str(), target, sizeof target - 1);
+    if (n <= 0) continue;
+    target[n] = 0;
+    const std::string t = target;
+    if (t.rfind("socket:[", 0) == 0) fn(t.substr(8, t.size() - 9));
+  }
+  closedir(d);
+}
+
 }  // namespace
+
+std::vector<pid_t> listenerOwners(int port) {
+  std::set<std::string> listening;
+  forEachTcpRow([&](const TcpRow& row) {
+    if (row.state == "0A" && portOf(row.local) == port) listening.insert(row.inode);
+  });
+  std::vector<pid_t> owners;
+  if (listening.empty()) return owners;
+  DIR* d = opendir("/proc");
+  if (d == nullptr) return owners;
+  while (dirent* e = readdir(d)) {
+    const pid_t pid = pid_t(std::atoi(e->d_name));
+    if (pid <= 0) continue;
+    bool owns = false;
+    forEachSocketOf(pid, [&](const std::string& inode) { owns = owns || listening.count(inode); });
+    if (owns) owners.push_back(pid);
+  }
+  closedir(d);
+  return owners;
+}
+
+bool listeningWithEnv(int port, const std::string& envEntry) {
+  for (pid_t pid : listenerOwners(port)) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/environ");
+    if (!f) return true;  // cannot tell: count it
+    for (std::string entry; std::getline(f, entry, '\0');)
+      if (entry == envEntry) return true;
+  }
+  return false;
+}
 
 bool listeningOn(int port) {
   bool found = false;
@@ -61,20 +109,8 @@ bool listeningOn(int port) {
 
 std::vector<OwnedListener> listenersOf(const std::vector<pid_t>& pids) {
   std::map<std::string, pid_t> inodes;  // "12345" -> owner
-  for (pid_t pid : pids) {
-    const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
-    DIR* d = opendir(dir.c_str());
-    if (d == nullptr) continue;
-    while (dirent* e = readdir(d)) {
-      char target[128];
-      const ssize_t n = readlink((dir + "/" + e->d_name).c_str(), target, sizeof target - 1);
-      if (n <= 0) continue;
-      target[n] = 0;
-      const std::string t = target;
-      if (t.rfind("socket:[", 0) == 0) inodes[t.substr(8, t.size() - 9)] = pid;
-    }
-    closedir(d);
-  }
+  for (pid_t pid : pids)
+    forEachSocketOf(pid, [&](const std::string& inode) { inodes[inode] = pid; });
   std::vector<OwnedListener> out;
   forEachTcpRow([&](const TcpRow& row) {
     const int port = portOf(row.local);

@@ -6,12 +6,19 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include <string>
 #include <vector>
 
 namespace ctest {
 
 // Whether a TCP socket (IPv4 or IPv6, any process) is in state LISTEN on `port`.
 bool listeningOn(int port);
+
+// The processes (any on the machine) that own a TCP socket in state LISTEN on `port`, and
+// whether one of them has `envEntry` (e.g. "CHORUS_SECRET=...") in its environment: a job's
+// leftover listener, where another program may have taken the port since the job ended.
+std::vector<pid_t> listenerOwners(int port);
+bool listeningWithEnv(int port, const std::string& envEntry);
 
 // A TCP socket in state LISTEN owned by one of a set of processes.
 struct OwnedListener {

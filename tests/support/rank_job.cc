@@ -55,8 +55,8 @@ RankJob::RankJob(const std::string& program, const std::string& hostPrefix, int 
                  const std::vector<std::string>& workerArgs,
                  const std::vector<std::string>& extraEnv, std::mt19937_64& rng, int nodes,
                  const std::function<std::vector<std::string>(int)>& rankEnv)
-    : port_(freeLoopbackPort()) {
-  const std::string secret = randomSecret(rng);
+    : port_(freeLoopbackPort()), secret_(randomSecret(rng)) {
+  const std::string& secret = secret_;
   for (int r = 0; r < nranks; ++r) {
     std::vector<std::string> argv = {program};
     argv.insert(argv.end(), workerArgs.begin(), workerArgs.end());

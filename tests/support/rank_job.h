@@ -43,6 +43,9 @@ class RankJob {
   RankJob& operator=(const RankJob&) = delete;
 
   int port() const { return port_; }
+  // The job's CHORUS_SECRET: every rank's environment holds it (what tells the job's processes
+  // from others).
+  const std::string& secret() const { return secret_; }
   int size() const { return int(procs_.size()); }
   Proc& operator[](int r) { return procs_[size_t(r)]; }
   std::vector<pid_t> pids() const;
@@ -87,6 +90,7 @@ class RankJob {
   static void readFrom(Proc& p);
 
   int port_;
+  std::string secret_;
   std::vector<Proc> procs_;
 };
 
