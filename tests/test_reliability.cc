@@ -992,7 +992,7 @@ TEST(Leftovers, PortCheckTellsTheJobFromAnotherProgram) {
   const int port = freeLoopbackPort();
   ASSERT_GT(port, 0);
   std::mt19937_64 rng{uint64_t(getpid())};
-  const std::string marker = "CHORUS_TEST_JOB=" + std::to_string(rng());
+  const std::string marker = "TEST_JOB_MARKER=" + std::to_string(rng());
   Proc other = spawnPiped(
       {"/usr/bin/python3", "-c",
        "import socket, time\ns = socket.socket()\ns.bind(('127.0.0.1', " + std::to_string(port) +
@@ -1017,7 +1017,7 @@ TEST(Leftovers, ChorusrunKilled) {
   Watchdog watchdog(120, "Leftovers.ChorusrunKilled");
   std::mt19937_64 rng = makeRng("Leftovers.ChorusrunKilled");
   // Tells the job's processes from others (environ) when a port is checked after it ended.
-  const std::string marker = "CHORUS_TEST_JOB=" + std::to_string(rng());
+  const std::string marker = "TEST_JOB_MARKER=" + std::to_string(rng());
   Proc run = spawnPiped({CHORUSRUN_PATH, "-np", "4", RELIABILITY_WORKER_PATH, "--coll", "AllReduce",
                          "--hang-rank", "0", "--watchdog", "100"},
                         {marker});
