@@ -104,7 +104,7 @@ TEST(ClusterModel, SmallAllReduceAcrossNodesIsRecursiveDoubling) {
   EXPECT_LT(gather.predictedUs, hier);
   const Choice big = chooseForShape(s, 1, OpKind::kAllGather, size_t(16) << 20, readTunerEnv());
   EXPECT_NE(big.algo, Algo::kRecursiveDoubling) << algoName(big.algo);
-  // ReduceScatter: an AllReduce of every block into a 64 KiB scratch, so never beyond that.
+  // ReduceScatter: recursive halving on a 64 KiB scratch, so never beyond that.
   const Choice scatter = chooseForShape(s, 1, OpKind::kReduceScatter, 16 * 8, readTunerEnv());
   EXPECT_EQ(scatter.algo, Algo::kRecursiveDoubling) << algoName(scatter.algo);
   const Choice over =

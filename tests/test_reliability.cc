@@ -1008,6 +1008,8 @@ TEST(Leftovers, PortCheckTellsTheJobFromAnotherProgram) {
   EXPECT_FALSE(listeningWithEnv(port, marker + "0")) << "another program's counted as the job's";
   kill(other.pid, SIGKILL);
   waitpid(other.pid, nullptr, 0);
+  close(other.outFd);
+  close(other.inFd);
   EXPECT_FALSE(listeningWithEnv(port, marker)) << "a dead program's listener";
 }
 

@@ -107,7 +107,7 @@ struct Doubling {
   int partner(int s) const { return rankOf(v ^ (1 << s)); }
 };
 
-// `what` names the call in failures (a ReduceScatter runs an AllReduce, below).
+// `what` names the call in failures (recursive doubling hands floating max and min to it).
 void halvingDoublingAllReduce(chorusComm* comm, const OpDesc& op, const Work& w,
                               const char* what = "AllReduce(halving-doubling)") {
   const Doubling d(comm);
@@ -167,8 +167,8 @@ bool bitIdenticalBothWays(const OpDesc& op) {
          op.type != chorusBfloat16;
 }
 
-void recursiveDoublingAllReduce(chorusComm* comm, const OpDesc& op, const Work& w,
-                                const char* what = "AllReduce(recursive doubling)") {
+void recursiveDoublingAllReduce(chorusComm* comm, const OpDesc& op, const Work& w) {
+  const char* what = "AllReduce(recursive doubling)";
   if (!bitIdenticalBothWays(op)) return halvingDoublingAllReduce(comm, op, w, what);
   const Doubling d(comm);
   const char* send = static_cast<const char*>(op.sendbuff);
@@ -501,11 +501,9 @@ extern const AlgoDesc kRecursiveDoublingAlgo = {
     .byteFactor = rdBytes,
     .slotLimit = rdLimit,
     .multiNodeUs = rdUs,
-    .run =
-        entries({{OpKind::kAllReduce, [](chorusComm* c, const OpDesc& op,
-                                         const Work& w) { recursiveDoublingAllReduce(c, op, w); }},
-                 {OpKind::kAllGather, recursiveDoublingAllGather},
-                 {OpKind::kReduceScatter, recursiveHalvingReduceScatter}}),
+    .run = entries({{OpKind::kAllReduce, recursiveDoublingAllReduce},
+                    {OpKind::kAllGather, recursiveDoublingAllGather},
+                    {OpKind::kReduceScatter, recursiveHalvingReduceScatter}}),
     .createState = [](chorusComm* c) -> AlgoState* { return new RdState(c); },
 };
 
