@@ -207,7 +207,8 @@ std::vector<std::string> cascadeModes() {
 
 // "<Collective>" or "<Collective><Variant>": the variant forces an algorithm through the
 // tuner's environment (Tree: CHORUS_ALGO=tree; Ring2ch: rings on two channels; Hier: the
-// hierarchical AllReduce; Cma: single copy (algo/copy.cc); OneShot: one hand-off). nodes = 2:
+// hierarchical AllReduce; Cma: single copy (algo/copy.cc); OneShot: one hand-off; Rd: recursive
+// doubling, and halving for ReduceScatter, small enough for its 64 KiB scratch). nodes = 2:
 // ranks 0,1 and 2,3 are two emulated nodes (TCP between). kills: CHORUS_KILL_ITERS, else
 // defaultKills. Every survivor must name the killed rank as the cause (blamedRank), whatever the
 // survivors do after their failure.
@@ -228,7 +229,8 @@ void parseVariant(const std::string& name, std::string* collOut, std::vector<std
                             {"Ring2ch", {"CHORUS_ALGO=ring", "CHORUS_MIN_NCHANNELS=2"}, ""},
                             {"Cma", {"CHORUS_ALGO=cma"}, ""},
                             {"OneShot", {"CHORUS_ALGO=oneshot"}, "64"},
-                            {"TwoShot", {"CHORUS_ALGO=twoshot"}, "4096"}}) {
+                            {"TwoShot", {"CHORUS_ALGO=twoshot"}, "4096"},
+                            {"Rd", {"CHORUS_ALGO=rd"}, "1024"}}) {
     if (name.size() > v.suffix.size() &&
         name.compare(name.size() - v.suffix.size(), v.suffix.size(), v.suffix) == 0) {
       coll = name.substr(0, name.size() - v.suffix.size());
@@ -429,7 +431,8 @@ INSTANTIATE_TEST_SUITE_P(Processes, DeadPeer,
 INSTANTIATE_TEST_SUITE_P(Processes, DeadPeerAcrossNodes,
                          ::testing::Values("AllReduce", "Broadcast", "Reduce", "AllGather",
                                            "ReduceScatter", "AlltoAll", "Gather", "Scatter",
-                                           "SendRecv", "AllReduceTree", "AllReduceHier"),
+                                           "SendRecv", "AllReduceTree", "AllReduceHier",
+                                           "AllReduceRd", "AllGatherRd", "ReduceScatterRd"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 INSTANTIATE_TEST_SUITE_P(Processes, Cascade,
@@ -445,7 +448,8 @@ INSTANTIATE_TEST_SUITE_P(Processes, Cascade,
 INSTANTIATE_TEST_SUITE_P(Processes, CascadeAcrossNodes,
                          ::testing::Values("AllReduce", "Broadcast", "Reduce", "AllGather",
                                            "ReduceScatter", "AlltoAll", "Gather", "Scatter",
-                                           "SendRecv", "AllReduceTree", "AllReduceHier"),
+                                           "SendRecv", "AllReduceTree", "AllReduceHier",
+                                           "AllReduceRd", "AllGatherRd", "ReduceScatterRd"),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 // ---------------------------------------------------------------------------------------------
