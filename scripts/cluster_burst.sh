@@ -10,7 +10,9 @@
 #                            [--bursts "131072 262144 1048576"] [--algos "default ring tree hier"]
 #                            [--sizes "-b 1M -e 4M -f 2"] [--iters "-n 3 -w 1"]
 #                            [--coll all_reduce] [--out build/cluster_burst]
-# (--coll: the benchmark, build/<coll>_perf, all_reduce by default.)
+# (--coll: the benchmark, build/<coll>_perf, all_reduce by default. An --algos entry of the form
+# NAME=VALUE[+NAME=VALUE] runs the tuner's choice with that environment instead, e.g.
+# "default CHORUS_SOCKET_CC=system".)
 # Root and iproute2 (chorusrun --netns).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,7 +47,11 @@ for ((r = 1; r <= rounds; r++)); do
   for burst in $bursts; do
     for algo in $algos; do
       algo_env=()
-      [ "$algo" = default ] || algo_env=(CHORUS_ALGO="$algo")
+      if [[ "$algo" == *=* ]]; then
+        IFS=+ read -r -a algo_env <<<"$algo"  # NAME=VALUE[+NAME=VALUE]: an environment instead
+      elif [ "$algo" != default ]; then
+        algo_env=(CHORUS_ALGO="$algo")
+      fi
       f=$out/${shape}_${burst}_${algo}_r$r
       rc=0
       env "${algo_env[@]}" timeout -k 10 300 "$build/chorusrun" --timeout 280 --netns \

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "gtest_helpers.h"
@@ -486,6 +487,49 @@ TEST(MultiNodeLinkProbe, EnvironmentSetsTheLinkAndThePredictionFollows) {
   ASSERT_GT(fast, 0);
   EXPECT_GT(slow / fast, 1.8) << slow << " vs " << fast;
   EXPECT_LT(slow / fast, 2.05) << slow << " vs " << fast;
+}
+
+// Whether the kernel offers TCP congestion control `name`.
+bool congestionAvailable(const std::string& name) {
+  FILE* f = std::fopen("/proc/sys/net/ipv4/tcp_available_congestion_control", "r");
+  if (f == nullptr) return false;
+  char buf[256] = {};
+  const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  const std::string list = " " + std::string(buf, n) + " ";
+  return list.find(" " + name + " ") != std::string::npos ||
+         list.find(" " + name + "\n") != std::string::npos;
+}
+
+// The data connections' congestion control (CHORUS_SOCKET_CC): cubic unless asked, the one asked
+// for, and for a name the kernel refuses a warning on every rank that names the variable, with the
+// results still right. What each rank's "TCP transport: ..." line (CHORUS_DEBUG=INFO) reads back
+// from its socket.
+TEST(MultiNodeSockets, CongestionControlIsTheOneAsked) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", "cubic"}, {"CHORUS_SOCKET_CC=reno", "reno"}, {"CHORUS_SOCKET_CC=nosuch", ""}};
+  for (const auto& [env, want] : cases) {
+    if (want == "cubic" && !congestionAvailable("cubic")) continue;
+    std::vector<std::string> opts = {"--nodes", "2", "-x", "CHORUS_DEBUG=INFO"};
+    if (!env.empty()) opts.insert(opts.end(), {"-x", env});
+    const CommandResult r = launchWorkers(opts, 4,
+                                          {"--colls", "AllReduce,Broadcast", "--types", "float32",
+                                           "--ops", "sum", "--counts", "1,70001", "--big", "none"},
+                                          120);
+    ASSERT_EQ(r.exitCode, 0) << env << outputTail(r.output);
+    EXPECT_EQ(r.output.find(" 0 cases,"), std::string::npos) << "a rank ran nothing";
+    if (!want.empty()) {
+      EXPECT_EQ(occurrences(r.output, "connection(s), congestion control " + want + "\n"), 4u)
+          << env << outputTail(r.output);
+    } else {
+      EXPECT_EQ(occurrences(r.output, "CHORUS_SOCKET_CC=nosuch: the kernel refused it"), 4u)
+          << outputTail(r.output);
+      for (int rank = 0; rank < 4; ++rank)
+        EXPECT_NE(r.output.find("[" + std::to_string(rank) + "] CHORUS WARN CHORUS_SOCKET_CC"),
+                  std::string::npos)
+            << rank << outputTail(r.output);
+    }
+  }
 }
 
 // A rank of another node dies right after init: the job ends (no hang) with a failure status.

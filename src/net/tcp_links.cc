@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "base/debug.h"
 #include "base/error.h"
@@ -65,6 +66,51 @@ int connectToPeer(const SockAddr& addr, int peer, Deadline deadline,
     }
   }
 }
+
+// The congestion control of the data connections: CHORUS_SOCKET_CC names one (`cubic` unless
+// set; `system` keeps the kernel's default, net.ipv4.tcp_congestion_control). Not BBR, where a
+// machine defaults to it: BBR sizes its window from the least round trip it has seen (tens of
+// microseconds between neighbours) and its delivery rate, and a collective's bursts, with the
+// acknowledgements queued behind the data going the other way, hold the round trip at
+// milliseconds for a while; BBR's window then lets a few packets through per round trip. On
+// emulated nodes shaped at 1 Gbit/s (4 x 1, halving-doubling AllReduce of 128-256 KiB, 200 calls)
+// one call in tens waited 20-230 ms for the rest of a slot that had left the sender; with cubic
+// on the sockets none did (CHANGELOG, 2026-12-05). The choice is the sender's: every rank sets
+// its own sockets. A name the kernel refuses (not loaded, or not allowed to unprivileged users:
+// net.ipv4.tcp_allowed_congestion_control) leaves the default, with a warning when it was asked.
+class Congestion {
+ public:
+  explicit Congestion(int rank) : rank_(rank), name_(envStr("CHORUS_SOCKET_CC")) {
+    asked_ = !name_.empty();
+    if (!asked_) name_ = "cubic";
+  }
+  void apply(int fd) {
+    if (name_ == "system" || refused_) return;
+    if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name_.data(), socklen_t(name_.size())) == 0)
+      return;
+    refused_ = true;
+    if (asked_)
+      CHORUS_WARN(rank_,
+                  "CHORUS_SOCKET_CC=%s: the kernel refused it (%s); the data connections "
+                  "keep the system's congestion control",
+                  name_.c_str(), strerror(errno));
+    else
+      CHORUS_INFO(rank_, "TCP: cubic refused (%s); the system's congestion control stays",
+                  strerror(errno));
+  }
+  // What a socket runs (for the INFO line).
+  static std::string of(int fd) {
+    char buf[32] = {};
+    socklen_t len = sizeof(buf) - 1;
+    if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, buf, &len) != 0) return "?";
+    return std::string(buf, strnlen(buf, len));
+  }
+
+ private:
+  int rank_;
+  bool asked_, refused_ = false;
+  std::string name_;
+};
 }  // namespace
 
 TcpLinks::TcpLinks(chorusComm* comm, DataListener& listener, const std::vector<SockAddr>& addrs,
@@ -171,6 +217,7 @@ TcpLinks::TcpLinks(chorusComm* comm, DataListener& listener, const std::vector<S
   try {
     // Links, staging FIFOs, and the rank's receive FIFOs as the proxy's send side.
     const size_t slotBytes = comm->slotBytes[0];
+    Congestion congestion(me);
     const size_t stagingBytes = kCtrlBytes + fifoSlotsBytes(slotBytes);
     for (int p = 0; p < n; ++p) {
       if (!comm->isRemote(p)) continue;
@@ -190,6 +237,7 @@ TcpLinks::TcpLinks(chorusComm* comm, DataListener& listener, const std::vector<S
           setBlocking(fd, false);
           int one = 1;
           setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+          congestion.apply(fd);
           l->fds.push_back(fd);
         }
         char* mem = static_cast<char*>(aligned_alloc(4096, (stagingBytes + 4095) / 4096 * 4096));
@@ -212,8 +260,9 @@ TcpLinks::TcpLinks(chorusComm* comm, DataListener& listener, const std::vector<S
     }
     CHORUS_INFO(me,
                 "TCP transport: %zu links to remote ranks, %d socket(s) each, %zu control "
-                "connection(s)",
-                links_.size(), nsocks_, controls_.size());
+                "connection(s), congestion control %s",
+                links_.size(), nsocks_, controls_.size(),
+                links_.empty() ? "-" : Congestion::of(links_.front()->fds.front()).c_str());
     proxy_ = std::thread([this] {
       nameThisThread("proxy");
       try {  // the proxy's top: nothing reaches std::terminate
