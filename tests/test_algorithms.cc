@@ -177,9 +177,9 @@ std::vector<Setting> settingsFor(Coll c) {
               {"ring", "simple", true, 2},
               {"ring", "ll", true, 2},
               {"oneshot", "simple", false, 2, 4096, "ring", true},
-              // Recursive halving (the rd row: up to its 64 KiB scratch), on 1 and 6 ranks too;
+              // Recursive halving (the rd row: up to its 128 KiB scratch), on 1 and 6 ranks too;
               // beyond its limit the tuner falls back to the ring.
-              {"rd", "simple", false, 1, 65536, "ring", true, true}};
+              {"rd", "simple", false, 1, 131072, "ring", true, true}};
     default:
       return {};
   }

@@ -104,11 +104,11 @@ TEST(ClusterModel, SmallAllReduceAcrossNodesIsRecursiveDoubling) {
   EXPECT_LT(gather.predictedUs, hier);
   const Choice big = chooseForShape(s, 1, OpKind::kAllGather, size_t(16) << 20, readTunerEnv());
   EXPECT_NE(big.algo, Algo::kRecursiveDoubling) << algoName(big.algo);
-  // ReduceScatter: recursive halving on a 64 KiB scratch, so never beyond that.
+  // ReduceScatter: recursive halving on a 128 KiB scratch, so never beyond that.
   const Choice scatter = chooseForShape(s, 1, OpKind::kReduceScatter, 16 * 8, readTunerEnv());
   EXPECT_EQ(scatter.algo, Algo::kRecursiveDoubling) << algoName(scatter.algo);
   const Choice over =
-      chooseForShape(s, 1, OpKind::kReduceScatter, (size_t(64) << 10) + 16, readTunerEnv());
+      chooseForShape(s, 1, OpKind::kReduceScatter, (size_t(128) << 10) + 16, readTunerEnv());
   EXPECT_NE(over.algo, Algo::kRecursiveDoubling) << algoName(over.algo);
 }
 

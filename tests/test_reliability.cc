@@ -208,7 +208,7 @@ std::vector<std::string> cascadeModes() {
 // "<Collective>" or "<Collective><Variant>": the variant forces an algorithm through the
 // tuner's environment (Tree: CHORUS_ALGO=tree; Ring2ch: rings on two channels; Hier: the
 // hierarchical AllReduce; Cma: single copy (algo/copy.cc); OneShot: one hand-off; Rd: recursive
-// doubling, and halving for ReduceScatter, small enough for its 64 KiB scratch). nodes = 2:
+// doubling, and halving for ReduceScatter, small enough for its 128 KiB scratch). nodes = 2:
 // ranks 0,1 and 2,3 are two emulated nodes (TCP between). kills: CHORUS_KILL_ITERS, else
 // defaultKills. Every survivor must name the killed rank as the cause (blamedRank), whatever the
 // survivors do after their failure.

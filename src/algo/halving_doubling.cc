@@ -305,10 +305,11 @@ void recursiveDoublingAllGather(chorusComm* comm, const OpDesc& op, const Work& 
 // rank log2(p) exchanges moving half of what it holds each time, so the first, inside a node in
 // ring order, move the most, and the network steps S/P of it (the recursive doubling AllReduce
 // would move all S at every step). The copy is a scratch the communicator keeps (RdState,
-// kRdScratchBytes: the tuner's size limit for it; beyond it, on emulated nodes, its unpipelined
-// steps stalled for milliseconds in some calls: CHANGELOG), not written until used (one-node
+// kRdScratchBytes: the tuner's size limit for it, the same as the halving-doubling's below; at
+// 256 KiB on 8 emulated nodes of 2 ranks it was 1.3x slower than the hierarchical one, whose
+// pipelined rings keep every link busy, CHANGELOG 2026-12-05), not written until used (one-node
 // communicators run it only when named).
-constexpr size_t kRdScratchBytes = size_t(64) << 10;
+constexpr size_t kRdScratchBytes = size_t(128) << 10;
 struct RdState final : AlgoState {
   std::unique_ptr<char[]> scratch{new char[kRdScratchBytes]};
   // The halving ReduceScatter's slots, j = 0..p-1: the ring position of slot j's first block,
@@ -429,18 +430,23 @@ double hdUs(OpKind, Proto proto, const Shape& shape, size_t bytes) {
          t.S * (inBytes + t.folds) / t.shmBw + t.S * netBytes / t.netBw;
 }
 
-// The tuner picks it unnamed across nodes up to 64 KiB, where the model prefers it: measured
-// with all_reduce_perf on emulated nodes (TCP over loopback, 2 cores; 2 nodes x 2 ranks, 2 + 1
-// ranks, 4 x 1), it was ahead of every other algorithm at 1-64 KiB in each (1.1-4x), and behind
-// the ring, tree or hier from 256 KiB in some, where this model (unpipelined steps at the full
-// network bandwidth) would still prefer it. On 2 even nodes of 1 or 2 ranks its hops and bytes
-// are the hierarchical AllReduce's (and, at 1 rank per node, the ring's): the tuner keeps those
-// there, as floating-point rounding alone would pick between them.
-// On one node, at every size on 2 ranks, where it is one exchange each way and was measured
-// ahead of the ring and the tree from 1 KiB to 128 MiB (1.2-2x; docs/performance.md
-// "Halving-doubling on one node"; its measured times are in tune/reference_fits.inc). On more ranks
-// of one node only when named: at 4 ranks on 2 cores it was not ahead of the ring.
-constexpr size_t kHdUnnamedMaxBytes = size_t(64) << 10;
+// The tuner picks it (and the recursive doubling and halving) unnamed across nodes up to 128 KiB,
+// where the model prefers it: measured with all_reduce_perf on emulated nodes (TCP over loopback,
+// 2 cores; 2 nodes x 2 ranks, 2 + 1 ranks, 4 x 1), it was ahead of every other algorithm at
+// 1-64 KiB in each (1.1-4x); at 128 KiB, since the sockets run cubic instead of this machine's
+// BBR (net/tcp_links.cc: BBR stalled its calls there), level on 4 nodes and 1.2-1.3x faster than
+// the tree, ring or hier on 8 nodes of 1 and 2 ranks at 1 Gbit/s (the recursive halving and
+// doubling 1.1-1.4x); at 256 KiB the recursive doubling AllGather and halving ReduceScatter were
+// 1.3-1.8x slower on 8 x 2 (CHANGELOG 2026-12-05). Beyond, the pipelined ones keep every link
+// busy, where this model (unpipelined steps at the full network bandwidth) would still prefer
+// it. On 2 even nodes of 1 or 2 ranks its hops and bytes are the hierarchical AllReduce's (and,
+// at 1 rank per node, the ring's): the tuner keeps those there, as floating-point rounding alone
+// would pick between them. On one node, at every size on 2 ranks, where it is one exchange each way
+// and was measured ahead of the ring and the tree from 1 KiB to 128 MiB (1.2-2x;
+// docs/performance.md "Halving-doubling on one node"; its measured times are in
+// tune/reference_fits.inc). On more ranks of one node only when named: at 4 ranks on 2 cores it was
+// not ahead of the ring.
+constexpr size_t kHdUnnamedMaxBytes = size_t(128) << 10;
 size_t hdUnnamedBelow(const Shape& s) {
   if (s.nnodes == 1) return s.nranks == 2 ? SIZE_MAX : 0;
   if (s.nnodes == 2 && s.evenNodes && s.nranks <= 4) return 0;
