@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Results across emulated nodes, through torch: python/tests/torch_worker.py's "cluster"
-# scenario (all_reduce, reduce_scatter_tensor, all_gather_into_tensor and broadcast at 1, 2 and 4
-# MiB against references; DDP and FSDP2 trained against the same model trained locally) under
-# chorusrun --netns, per shape, with the tuner's own choice and with each algorithm forced
+# scenario (all_reduce, reduce_scatter_tensor, all_gather_into_tensor and broadcast at 4 B-64 KiB
+# and 1, 2 and 4 MiB against references; DDP and FSDP2 trained against the same model trained
+# locally) under chorusrun --netns, per shape, with the tuner's own choice and with each algorithm forced
 # (CHORUS_ALGO). Prints per run the verdict of every rank, the largest distance from the
 # reference, and the algorithms rank 0 ran for its calls of 10^4 elements and more.
 # Each rank is started by chorusrun with torchrun's variables (scripts/netns_torch_rank.sh), or

@@ -74,9 +74,9 @@ def test_torchrun_four_emulated_nodes_c10d_rendezvous():
 
 def test_torch_collectives_ddp_and_fsdp2_across_emulated_nodes():
     """What a data-parallel job sends across nodes, through torch: all_reduce,
-    reduce_scatter_tensor, all_gather_into_tensor and broadcast of 1, 2 and 4 MiB against
-    references, then DDP and FSDP2 trained against the same model trained locally on every
-    rank's batch (torch_worker.py cluster), on 2 emulated nodes of 2 ranks under chorusrun
+    reduce_scatter_tensor, all_gather_into_tensor and broadcast of 4 B-64 KiB per rank (the
+    recursive doubling and halving) and of 1, 2 and 4 MiB against references, then DDP and
+    FSDP2 trained against the same model trained locally on every rank's batch (torch_worker.py cluster), on 2 emulated nodes of 2 ranks under chorusrun
     --netns with torchrun's variables (scripts/netns_torch_rank.sh).
     scripts/torch_cluster_check.sh runs it on larger shapes and with each algorithm forced."""
     why = netns_unavailable() or fsdp2_skip()

@@ -560,37 +560,39 @@ def scenario_abort():
 
 
 def scenario_cluster(steps="3"):
-    """What a data-parallel job sends across nodes, at the sizes where the tuner's choice across
-    nodes changes (1, 2 and 4 MiB of float32): all_reduce, reduce_scatter_tensor (avg),
-    all_gather_into_tensor and broadcast against references from every rank's inputs; then DDP
+    """What a data-parallel job sends across nodes: all_reduce, reduce_scatter_tensor (avg),
+    all_gather_into_tensor and broadcast against references from every rank's inputs, at the
+    sizes of the recursive doubling and halving (1, 5, 1000 and 16384 float32 elements per rank)
+    and where the tuner's choice across nodes changes further up (1, 2 and 4 MiB); then DDP
     (2 MiB buckets) and FSDP2 (each Linear sharded: 1 MiB weights gathered, their gradients
     reduce-scattered) trained STEPS steps, against the same model trained here on every rank's
     batch (the mean of the ranks' losses: the gradient DDP and FSDP2 average). Prints the
     algorithm the communicator chose per size when CHORUS_DEBUG=INFO (the library's lines)."""
     rank, world = init()
     n = world
-    for mib in (1, 2, 4):
-        k = (mib << 20) // 4
-        x = data(rank, k, torch.float32, 700 + mib)
+    sizes = [1, 5, 1000, 16384] + [(mib << 20) // 4 for mib in (1, 2, 4)]
+    for i, k in enumerate(sizes):
+        what = f"{k * 4 >> 20} MiB" if k >= 1 << 18 else f"{k} elements"
+        x = data(rank, k, torch.float32, 700 + i)
         dist.all_reduce(x)
-        same(x, reduce_ref([data(r, k, torch.float32, 700 + mib) for r in range(n)], "sum",
-                           torch.float32), f"all_reduce {mib} MiB")
-        part = k // n
-        src = data(rank, part * n, torch.float32, 710 + mib)
+        same(x, reduce_ref([data(r, k, torch.float32, 700 + i) for r in range(n)], "sum",
+                           torch.float32), f"all_reduce {what}")
+        part = max(1, k // n)
+        src = data(rank, part * n, torch.float32, 710 + i)
         out = torch.empty(part)
         dist.reduce_scatter_tensor(out, src, op=dist.ReduceOp.AVG)
-        want = reduce_ref([data(r, part * n, torch.float32, 710 + mib) for r in range(n)], "avg",
+        want = reduce_ref([data(r, part * n, torch.float32, 710 + i) for r in range(n)], "avg",
                           torch.float32)
-        same(out, want[rank * part:(rank + 1) * part], f"reduce_scatter_tensor avg {mib} MiB",
+        same(out, want[rank * part:(rank + 1) * part], f"reduce_scatter_tensor avg {what}",
              exact=False)
         out = torch.empty(part * n)
-        dist.all_gather_into_tensor(out, data(rank, part, torch.float32, 720 + mib))
-        same(out, torch.cat([data(r, part, torch.float32, 720 + mib) for r in range(n)]),
-             f"all_gather_into_tensor {mib} MiB")
-        root = (3 * mib) % n
-        x = data(rank, k, torch.float32, 730 + mib)
+        dist.all_gather_into_tensor(out, data(rank, part, torch.float32, 720 + i))
+        same(out, torch.cat([data(r, part, torch.float32, 720 + i) for r in range(n)]),
+             f"all_gather_into_tensor {what}")
+        root = (3 * i + 1) % n
+        x = data(rank, k, torch.float32, 730 + i)
         dist.broadcast(x, src=root)
-        same(x, data(root, k, torch.float32, 730 + mib), f"broadcast {mib} MiB from {root}")
+        same(x, data(root, k, torch.float32, 730 + i), f"broadcast {what} from {root}")
 
     import torch.nn as nn
     steps = int(steps)
