@@ -54,6 +54,11 @@ struct Region {
   size_t size() const { return hi - lo; }
 };
 
+// Across nodes the tuner picks the halving-doubling and the recursive doubling and halving
+// unnamed up to this many bytes (hdUnnamedBelow, rdUnnamedBelow: why 128 KiB is said there), and
+// the recursive halving's scratch (RdState) holds that much: its size limit, forced or not.
+constexpr size_t kDoublingMaxBytes = size_t(128) << 10;
+
 // The largest power of two <= n (n >= 1) and its log2.
 int floorLog2(int n) {
   return 31 - __builtin_clz(unsigned(n));
@@ -305,13 +310,9 @@ void recursiveDoublingAllGather(chorusComm* comm, const OpDesc& op, const Work& 
 // rank log2(p) exchanges moving half of what it holds each time, so the first, inside a node in
 // ring order, move the most, and the network steps S/P of it (the recursive doubling AllReduce
 // would move all S at every step). The copy is a scratch the communicator keeps (RdState,
-// kRdScratchBytes: the tuner's size limit for it, the same as the halving-doubling's below; at
-// 256 KiB on 8 emulated nodes of 2 ranks it was 1.3x slower than the hierarchical one, whose
-// pipelined rings keep every link busy, CHANGELOG 2026-12-05), not written until used (one-node
-// communicators run it only when named).
-constexpr size_t kRdScratchBytes = size_t(128) << 10;
+// kDoublingMaxBytes), not written until used (one-node communicators run it only when named).
 struct RdState final : AlgoState {
-  std::unique_ptr<char[]> scratch{new char[kRdScratchBytes]};
+  std::unique_ptr<char[]> scratch{new char[kDoublingMaxBytes]};
   // The halving ReduceScatter's slots, j = 0..p-1: the ring position of slot j's first block,
   // and the blocks before slot j (j = 0..p).
   std::vector<int> slotPos, slotFirst;
@@ -332,9 +333,9 @@ void recursiveHalvingReduceScatter(chorusComm* comm, const OpDesc& op, const Wor
   if (op.count == 0) return;
   const size_t esz = chorusTypeSize(op.type), count = op.count, blockBytes = count * esz;
   RdState& st = algoState<RdState>(comm, Algo::kRecursiveDoubling);
-  if (blockBytes * size_t(comm->nranks) > kRdScratchBytes)
+  if (blockBytes * size_t(comm->nranks) > kDoublingMaxBytes)
     fail(chorusInternalError, "rank %d: %s of %zu bytes (at most %zu)", comm->rank, what,
-         blockBytes * size_t(comm->nranks), kRdScratchBytes);
+         blockBytes * size_t(comm->nranks), kDoublingMaxBytes);
   const Doubling d(comm);
   char* scratch = st.scratch.get();
   const char* send = static_cast<const char*>(op.sendbuff);
@@ -446,11 +447,10 @@ double hdUs(OpKind, Proto proto, const Shape& shape, size_t bytes) {
 // docs/performance.md "Halving-doubling on one node"; its measured times are in
 // tune/reference_fits.inc). On more ranks of one node only when named: at 4 ranks on 2 cores it was
 // not ahead of the ring.
-constexpr size_t kHdUnnamedMaxBytes = size_t(128) << 10;
 size_t hdUnnamedBelow(const Shape& s) {
   if (s.nnodes == 1) return s.nranks == 2 ? SIZE_MAX : 0;
   if (s.nnodes == 2 && s.evenNodes && s.nranks <= 4) return 0;
-  return kHdUnnamedMaxBytes + 1;
+  return kDoublingMaxBytes + 1;
 }
 
 // Recursive doubling: log2(p) exchanges, one more each way for the folded pairs. AllReduce: every
@@ -486,13 +486,13 @@ double rdUs(OpKind kind, Proto proto, const Shape& shape, size_t bytes) {
 }
 // ReduceScatter: what fits the scratch.
 size_t rdLimit(OpKind kind, int) {
-  return kind == OpKind::kReduceScatter ? kRdScratchBytes : SIZE_MAX;
+  return kind == OpKind::kReduceScatter ? kDoublingMaxBytes : SIZE_MAX;
 }
 // Across nodes only, up to the sizes the halving-doubling serves there (the model chooses
 // between them and the rest below that); on one node only when named (the one-shot and two-shot
 // serve small sizes there, through one slot each).
 size_t rdUnnamedBelow(const Shape& s) {
-  return s.nnodes == 1 ? 0 : kHdUnnamedMaxBytes + 1;
+  return s.nnodes == 1 ? 0 : kDoublingMaxBytes + 1;
 }
 
 }  // namespace

@@ -56,13 +56,12 @@ RankJob::RankJob(const std::string& program, const std::string& hostPrefix, int 
                  const std::vector<std::string>& extraEnv, std::mt19937_64& rng, int nodes,
                  const std::function<std::vector<std::string>(int)>& rankEnv)
     : port_(freeLoopbackPort()), secret_(randomSecret(rng)) {
-  const std::string& secret = secret_;
   for (int r = 0; r < nranks; ++r) {
     std::vector<std::string> argv = {program};
     argv.insert(argv.end(), workerArgs.begin(), workerArgs.end());
     std::vector<std::string> env = {
         "CHORUS_RANK=" + std::to_string(r), "CHORUS_NRANKS=" + std::to_string(nranks),
-        "CHORUS_COMM_ID=127.0.0.1:" + std::to_string(port_), "CHORUS_SECRET=" + secret};
+        "CHORUS_COMM_ID=127.0.0.1:" + std::to_string(port_), "CHORUS_SECRET=" + secret_};
     if (nodes > 1)
       env.push_back("CHORUS_HOSTID=" + hostPrefix + std::to_string(nodeOf(r, nranks, nodes)));
     env.insert(env.end(), extraEnv.begin(), extraEnv.end());
