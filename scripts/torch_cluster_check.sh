@@ -39,7 +39,8 @@ while [ $# -gt 0 ]; do
 done
 mkdir -p "$out"
 case "$python" in */*) python=$(cd "$(dirname "$python")" && pwd)/$(basename "$python") ;; esac
-export PYTHONPATH="$PWD/$build/python${PYTHONPATH:+:$PYTHONPATH}"
+case "$build" in /*) ;; *) build=$PWD/$build ;; esac  # absolute: the ranks run elsewhere too
+export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
 start_busy "$busy"
 [ "$busy" -eq 0 ] || echo "torch_cluster_check: $busy busy loops beside the ranks"
 # A node's torchrun ($0 python, $1 ranks per node, $2 nodes): chorusrun's rank variables are
