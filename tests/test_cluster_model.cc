@@ -79,6 +79,41 @@ TEST(ClusterModel, TreeAcrossNodesCountsItsPipelineFill) {
   EXPECT_NE(c.algo, Algo::kTree) << algoName(c.algo) << ", predicted " << c.predictedUs << " us";
 }
 
+// Broadcast and Reduce across nodes: back-to-back calls overlap along the chain, so a call costs
+// the pipeline's rate (Shape::netPipeUs, which the link probe measures) or its bytes at the
+// link's rate, not the chain's n - 1 hops. Against what 8 emulated nodes of 2 ranks measured (1
+// Gbit/s links, 2026-12-06): a probe's figures below, and the chain Broadcast forced, medians of
+// 3 launches of broadcast_perf -n 50 --small_iters 200 (so that tc's 256 KiB burst is a small
+// part of the bytes). The tree took 1.2-31x the chain's time there, Broadcast and Reduce alike:
+// the tuner runs the chain at every size.
+TEST(ClusterModel, BroadcastAcrossNodesRunsAtTheChainsRate) {
+  Shape s{16, 8, true};
+  s.netHopUs = 342.9;
+  s.netBwGBs = 0.129;
+  s.nodeHopUs = 190.1;
+  s.netPipeUs = 54.7;
+  s.netReducePipeUs = 62.4;
+  s.protos = uint8_t(1u << int(Proto::kSimple));
+  for (const auto& [bytes, measuredUs] : {std::pair<size_t, double>{8, 71.0},
+                                          {128, 46.1},
+                                          {8192, 74.3},
+                                          {131072, 1000.8},
+                                          {2097152, 17578.1}}) {
+    const double t = predictUs(OpKind::kBroadcast, Algo::kChain, Proto::kSimple, 1, s, bytes);
+    EXPECT_NEAR(t / measuredUs, 1.0, 0.25) << bytes << " bytes: predicted " << t << " us";
+  }
+  for (OpKind k : {OpKind::kBroadcast, OpKind::kReduce})
+    for (size_t bytes = 8; bytes <= (size_t(1) << 30); bytes *= 4) {
+      const Choice c = chooseForShape(s, 1, k, bytes, readTunerEnv());
+      EXPECT_EQ(c.algo, Algo::kChain)
+          << collectiveKey(k) << " " << bytes << ": " << algoName(c.algo);
+    }
+  // Unmeasured (a described cluster): a fifth of the hop.
+  s.netPipeUs = 0;
+  EXPECT_DOUBLE_EQ(netPipeUs(s), kNetPipeShare * 342.9);
+  EXPECT_DOUBLE_EQ(netPipeUs(s, OpKind::kReduce), 62.4);
+}
+
 // Across nodes a small AllReduce or AllGather is recursive doubling: log2(p) network exchanges
 // where the halving-doubling takes twice as many; larger ones are not (it moves all the data
 // log2(p) times).

@@ -410,14 +410,18 @@ TEST(MultiNodeLinkProbe, EveryRankLearnsTheSameLink) {
     const LinkLines l = linkLines(r.output);
     ASSERT_EQ(l.figures.size(), size_t(np)) << outputTail(r.output);
     for (const std::string& f : l.figures) EXPECT_EQ(f, l.figures[0]);
-    double hop = 0, gbs = 0, nodeHop = 0;
-    ASSERT_EQ(std::sscanf(l.figures[0].c_str(), "%lf us per hop, %lf GB/s per node, %lf us", &hop,
-                          &gbs, &nodeHop),
-              3)
+    double hop = 0, gbs = 0, nodeHop = 0, pipe = 0, reducePipe = 0;
+    ASSERT_EQ(std::sscanf(l.figures[0].c_str(),
+                          "%lf us per hop, %lf GB/s per node, %lf us per hop in a node, %lf and "
+                          "%lf us",
+                          &hop, &gbs, &nodeHop, &pipe, &reducePipe),
+              5)
         << l.figures[0];
     EXPECT_GT(hop, 0);
     EXPECT_GT(gbs, 0);
-    EXPECT_GT(nodeHop, 0);  // both shapes have a node of 2 ranks
+    EXPECT_GT(nodeHop, 0);     // both shapes have a node of 2 ranks
+    EXPECT_GT(pipe, 0);        // back-to-back chain Broadcasts
+    EXPECT_GT(reducePipe, 0);  // and Reduces
     EXPECT_NE(l.figures[0].find("measured at init"), std::string::npos) << l.figures[0];
     // Tens of ms over loopback: 5 s leaves room for a loaded machine.
     for (double ms : l.ms) {
@@ -471,8 +475,11 @@ double predicted16M(const std::string& gbs) {
   const LinkLines l = linkLines(r.output);
   EXPECT_EQ(l.figures.size(), 4u) << outputTail(r.output);
   for (const std::string& f : l.figures)
-    EXPECT_EQ(f, "40.0 us per hop, " + gbs + "0 GB/s per node, 0.0 us per hop in a node (set by " +
-                     "CHORUS_NET_GBS / CHORUS_NET_HOP_US; 0: the machine model's)");
+    EXPECT_EQ(f,
+              "40.0 us per hop, " + gbs +
+                  "0 GB/s per node, 0.0 us per hop in a node, 0.0 and 0.0 us per back-to-back "
+                  "chain Broadcast and Reduce (set by CHORUS_NET_GBS / CHORUS_NET_HOP_US; 0: the "
+                  "machine model's)");
   FILE* f = std::fopen(json.c_str(), "r");
   if (f == nullptr) return 0;
   std::string doc;

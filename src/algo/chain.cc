@@ -8,6 +8,7 @@
 #include "comm/comm.h"
 #include "prims/prims.h"
 #include "reduce/reduce.h"
+#include "tune/tuner.h"
 
 namespace chorus {
 
@@ -110,6 +111,19 @@ double chainCoreWork(OpKind kind, int ranks, int cores) {
   const double total = (kind == OpKind::kBroadcast ? 4.0 : 5.0) + 3.0 * (ranks - 2);
   return std::max(total / cores, ranks > 2 ? 3.0 : two);
 }
+// Across nodes, back-to-back calls overlap along the chain as on one node: the root (a
+// Reduce's far end) sends a call and goes on, every rank forwards as it receives, so a call
+// costs the pipeline's rate, which the link probe measures (Shape::netPipeUs, netReducePipeUs:
+// 15-90 us per call on 4-8 emulated nodes of 1-2 ranks, where a hop took 60-510), or its bytes
+// at the link's rate, whichever is more: the message costs of one call overlap the next one's
+// bytes. The tree, whose hops the model counts in full, took 1.7-12x the chain's time there from
+// 2 KiB, back to back and one call at a time alike; at 8-512 B the two are level
+// (docs/scaling.md, "Broadcast and Reduce across nodes").
+double chainNetUs(OpKind kind, Proto p, const Shape& s, size_t bytes) {
+  const MachineModel& m = machineModel();
+  const double bw = std::min(netBwGBs(s), m.bwGBs[int(p)]) * 1e3;
+  return m.baseUs[int(p)] + std::max(netPipeUs(s, kind), double(bytes) / bw);
+}
 }  // namespace
 
 extern const AlgoDesc kChainAlgo = {
@@ -121,6 +135,7 @@ extern const AlgoDesc kChainAlgo = {
     .hops = chainHops,
     .byteFactor = chainBytes,
     .coreWork = chainCoreWork,
+    .multiNodeUs = chainNetUs,
     .run = entries({{OpKind::kBroadcast, chainBroadcast}, {OpKind::kReduce, chainReduce}}),
 };
 

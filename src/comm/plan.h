@@ -54,6 +54,12 @@ struct Shape {
   // Across nodes: one shared-memory hand-off inside a node with the Simple protocol, measured at
   // init with the network's (core/net_probe.h); 0: the machine model's.
   double nodeHopUs = 0;
+  // Across nodes: one call of back-to-back small chain Broadcasts and Reduces, the pipeline's
+  // rate (the root, or the Reduce's far end, sends a call and goes on; every rank forwards as it
+  // receives), measured at init with the network's (core/net_probe.h); 0: a fifth of the network
+  // hop (tune/tuner.h netPipeUs).
+  double netPipeUs = 0;
+  double netReducePipeUs = 0;
 };
 
 // A communicator's Shape, versioned: read anywhere with get(); changed only through change(f),

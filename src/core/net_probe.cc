@@ -17,6 +17,10 @@
 //     link's rate (k: 4, or more where one X took less than kTimedSec = 5 ms, at most 16; the
 //     slowest rank's warm-up decides, so all agree). The node sends 2(Q-1)/Q of k X each way
 //     per call; their mean time, less the 2(Q-1) hops the model adds to it, gives the bandwidth.
+//   - along the whole communicator's chain (the tuner's Broadcast and Reduce across nodes), 32
+//     Broadcasts of one double from rank 0 back to back to fill the pipeline, then the median
+//     of 3 runs of 64 per call: calls overlap along the chain, so one costs the pipeline's rate,
+//     not n - 1 hops; then Reduces the same way.
 // A max-AllReduce over the whole communicator then gives every rank the slowest link's figures,
 // so every rank's tuner makes the same choices. On 1 Gbit/s links this takes 0.15-0.2 s (4 nodes of
 // 1 rank) to 0.3 s (8 of 2): 15 x 1 MiB through each link; on unshaped veth links less.
@@ -56,6 +60,47 @@ double envPositive(const char* name) {
   return d;
 }
 
+// Back-to-back chain Broadcasts or Reduces of one double, root rank 0 (the link probe's pipeline
+// rates).
+constexpr int kPipeFill = 32;
+constexpr int kPipeCalls = 64;
+constexpr int kPipeReps = 3;
+
+void chainCalls(chorusComm* c, OpKind kind, double* buf, int calls) {
+  OpDesc op{kind, buf, buf, 1, chorusFloat64, chorusSum, 0, c, nullptr};
+  for (int i = 0; i < calls; ++i) {
+    if (kind == OpKind::kBroadcast)
+      chainBroadcast(c, op, Work{0, Proto::kSimple, 0, 1});
+    else
+      chainReduce(c, op, Work{0, Proto::kSimple, 0, 1});
+  }
+}
+
+// Seconds per call of back-to-back chain calls of `kind` on this rank: between ring AllReduces
+// that bring the ranks in step, kPipeFill calls fill the pipeline, then the median of kPipeReps
+// runs of kPipeCalls (the fastest ran 10-30% below what broadcast_perf measures next: turns lost
+// to other processes are part of the rate where ranks share cores).
+double chainRate(chorusComm* c, OpKind kind) {
+  double buf[1] = {1.0};
+  // Every rank in step first: a bootstrap barrier lets ranks go tens of ms apart here, which
+  // would stall the timed runs; a ring AllReduce ends on every rank within a few hops.
+  OpDesc sync{OpKind::kAllReduce, buf, buf, 1, chorusFloat64, chorusSum, -1, c, nullptr};
+  ringAllReduce(c, sync, Work{0, Proto::kSimple, 0, 1});
+  chainCalls(c, kind, buf, kPipeFill);
+  double t[kPipeReps];
+  for (double& ti : t) {
+    const auto t0 = Clock::now();
+    chainCalls(c, kind, buf, kPipeCalls);
+    ti = secondsSince(t0) / kPipeCalls;
+  }
+  // And in step after: a rank that finished its calls early (a Reduce's far end, a Broadcast's
+  // root) would otherwise start the probe's next phase, whose megabytes on the same links
+  // slowed the other ranks' last run 3-5x.
+  ringAllReduce(c, sync, Work{0, Proto::kSimple, 0, 1});
+  std::sort(t, t + kPipeReps);
+  return t[kPipeReps / 2];
+}
+
 // Seconds one ring AllReduce of `count` doubles among `ring` takes on this rank.
 double timedAllReduce(chorusComm* c, const std::vector<int>& ring, int pos, double* buf,
                       size_t count) {
@@ -78,7 +123,8 @@ void probeNetwork(chorusComm* c) {
   const auto start = Clock::now();
   const double gbs = envPositive("CHORUS_NET_GBS"), hopUs = envPositive("CHORUS_NET_HOP_US");
   const bool probe = envInt("CHORUS_NET_PROBE", 1) != 0 && (gbs == 0 || hopUs == 0);
-  double hopSec = 0, secPerByte = 0, nodeHopSec = 0;  // this rank's measurement (0: none)
+  // This rank's measurements (0: none).
+  double hopSec = 0, secPerByte = 0, nodeHopSec = 0, pipeSec = 0, reducePipeSec = 0;
   if (probe) {
     // The hierarchical AllReduce's rings (this node's, and index i of every node), and the
     // smallest node's rank count: only indices every node has cross all of them.
@@ -122,6 +168,16 @@ void probeNetwork(chorusComm* c) {
     // The node's own hand-offs, beside the network's proxies as in a call across nodes.
     if (mine.size() > 1) nodeHopSec = hop(mine, local);
     c->bootstrap->barrier(deadline);
+    // Broadcasts and Reduces along the chain (the tuner's across nodes) back to back: the root
+    // (a Reduce's far end) sends a call and goes on, every rank forwards as it receives, so
+    // calls overlap along the chain and one costs the pipeline's rate, not its n - 1 hand-offs
+    // (a fraction of a hop, where the hop is mostly the wait for a core: the other ranks' turns
+    // carry the other calls). A Reduce's ranks also add, and where ranks share cores it costs
+    // up to 1.5x a Broadcast's. Timed on every rank, with no barrier between the runs (a
+    // barrier costs tens of ms here, a call tens of us); the Reduces follow the Broadcasts on
+    // the same FIFOs, in order.
+    pipeSec = chainRate(c, OpKind::kBroadcast);
+    reducePipeSec = chainRate(c, OpKind::kReduce);
     if (c->shape.get().evenNodes && P > 1) {
       // Inside a small hierarchical AllReduce (the tuner's usual choice across nodes) a node's
       // hand-offs cost more: a rank that waited on the cross ring sleeps and must be woken.
@@ -160,24 +216,28 @@ void probeNetwork(chorusComm* c) {
       secPerByte = dataSec / bytes;
       CHORUS_INFO(c->rank,
                   "network probe, this rank: hop %.1f us, %.0f B per node in %.3f ms, node hop "
-                  "%.1f us",
-                  hopSec * 1e6, bytes, t * 1e3, nodeHopSec * 1e6);
+                  "%.1f us, chain Broadcast %.1f and Reduce %.1f us per call",
+                  hopSec * 1e6, bytes, t * 1e3, nodeHopSec * 1e6, pipeSec * 1e6,
+                  reducePipeSec * 1e6);
     }
   }
   // The slowest link decides, the same figures on every rank.
-  double v[3] = {hopSec, secPerByte, nodeHopSec};
-  OpDesc op{OpKind::kAllReduce, v, v, 3, chorusFloat64, chorusMax, -1, c, nullptr};
-  if (probe) ringAllReduce(c, op, Work{0, Proto::kSimple, 0, 3});
+  double v[5] = {hopSec, secPerByte, nodeHopSec, pipeSec, reducePipeSec};
+  OpDesc op{OpKind::kAllReduce, v, v, 5, chorusFloat64, chorusMax, -1, c, nullptr};
+  if (probe) ringAllReduce(c, op, Work{0, Proto::kSimple, 0, 5});
   c->shape.change([&](Shape& s) {
     s.netHopUs = hopUs > 0 ? hopUs : v[0] * 1e6;
     s.nodeHopUs = v[2] * 1e6;
+    s.netPipeUs = v[3] * 1e6;
+    s.netReducePipeUs = v[4] * 1e6;
     s.netBwGBs = gbs > 0 ? gbs : v[1] > 0 ? 1e-9 / v[1] : 0;
   });
   const double ms = secondsSince(start) * 1e3;
   CHORUS_INFO(c->rank,
-              "network link: %.1f us per hop, %.3f GB/s per node, %.1f us per hop in a node (%s) "
-              "in %.1f ms",
+              "network link: %.1f us per hop, %.3f GB/s per node, %.1f us per hop in a node, "
+              "%.1f and %.1f us per back-to-back chain Broadcast and Reduce (%s) in %.1f ms",
               c->shape.get().netHopUs, c->shape.get().netBwGBs, c->shape.get().nodeHopUs,
+              c->shape.get().netPipeUs, c->shape.get().netReducePipeUs,
               !probe ? "set by CHORUS_NET_GBS / CHORUS_NET_HOP_US; 0: the machine model's"
               : gbs > 0 || hopUs > 0 ? "measured at init, in part set by the environment"
                                      : "measured at init, slowest rank",

@@ -195,6 +195,11 @@ double netBwGBs(const Shape& shape) {
   return shape.netBwGBs > 0 ? shape.netBwGBs : machineModel().netBwGBs;
 }
 
+double netPipeUs(const Shape& shape, OpKind kind) {
+  const double measured = kind == OpKind::kReduce ? shape.netReducePipeUs : shape.netPipeUs;
+  return measured > 0 ? measured : kNetPipeShare * netHopUs(shape);
+}
+
 double nodeHopUs(const Shape& shape, Proto p) {
   const MachineModel& m = machineModel();
   const double simple = m.hopUs[int(Proto::kSimple)];

@@ -143,6 +143,11 @@ double netBwGBs(const Shape& shape);
 // Simple one (Shape::nodeHopUs) scaled by the model's ratio between p and Simple, else the
 // model's.
 double nodeHopUs(const Shape& shape, Proto p);
+// One call of back-to-back Broadcasts (Reduces: kind) along a chain across nodes, the pipeline's
+// rate: the measured one (Shape::netPipeUs, netReducePipeUs), else kNetPipeShare of the network
+// hop.
+double netPipeUs(const Shape& shape, OpKind kind = OpKind::kBroadcast);
+constexpr double kNetPipeShare = 0.2;
 void setMachineModel(const MachineModel& m);  // chorus-tune
 
 // Whether algo can run kind at all (on this shape), with protocol p (the algorithm table).
