@@ -84,8 +84,8 @@ TEST(ClusterModel, TreeAcrossNodesCountsItsPipelineFill) {
 // link's rate, not the chain's n - 1 hops. Against what 8 emulated nodes of 2 ranks measured (1
 // Gbit/s links, 2026-12-06): a probe's figures below, and the chain Broadcast forced, medians of
 // 3 launches of broadcast_perf -n 50 --small_iters 200 (so that tc's 256 KiB burst is a small
-// part of the bytes). The tree took 1.2-31x the chain's time there, Broadcast and Reduce alike:
-// the tuner runs the chain at every size.
+// part of the bytes). From 2 KiB the tree took 1.7-12x the chain's time there, Broadcast and
+// Reduce alike, and below it was level: the tuner runs the chain at every size.
 TEST(ClusterModel, BroadcastAcrossNodesRunsAtTheChainsRate) {
   Shape s{16, 8, true};
   s.netHopUs = 342.9;

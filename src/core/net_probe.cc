@@ -22,8 +22,8 @@
 //     of 3 runs of 64 per call: calls overlap along the chain, so one costs the pipeline's rate,
 //     not n - 1 hops; then Reduces the same way.
 // A max-AllReduce over the whole communicator then gives every rank the slowest link's figures,
-// so every rank's tuner makes the same choices. On 1 Gbit/s links this takes 0.15-0.2 s (4 nodes of
-// 1 rank) to 0.3 s (8 of 2): 15 x 1 MiB through each link; on unshaped veth links less.
+// so every rank's tuner makes the same choices. On 1 Gbit/s links this takes 0.3 s (4 nodes of 1
+// rank) to 0.5 s (8 of 2): 15 x 1 MiB through each link; on unshaped veth links less.
 #include "core/net_probe.h"
 
 #include <algorithm>
