@@ -83,10 +83,10 @@ namespace {
 // whatever the chain's length (the fits on 2 cores: 8 ranks' 8 B Reduce took 2.25x the 4 ranks',
 // with twice the ranks per core and 7 hand-offs against 3; 3 unpinned ranks 0.87-0.98x 4 ranks',
 // where n - 1 hand-offs had predicted 0.5x). With a core each, a Reduce's overlap is not measured
-// yet (the GPU machine's 16 cores are the place), so there it keeps its n - 1 hand-offs.
+// yet (the GPU machine's 16 cores are the place), so there it keeps its n - 1 hand-offs. (On
+// one node only: across nodes chainNetUs below models the whole call.)
 double chainHops(OpKind kind, const Shape& s, size_t) {
   const double hops = double(s.nranks) - 1;
-  if (s.nnodes != 1) return hops;
   const bool overlaps = kind == OpKind::kBroadcast || (kind == OpKind::kReduce && s.oversubscribed);
   return overlaps ? std::min(hops, 1.5) : hops;
 }

@@ -60,20 +60,24 @@ double envPositive(const char* name) {
   return d;
 }
 
+// The median of N timings (reorders them).
+template <size_t N>
+double median(double (&t)[N]) {
+  std::nth_element(t, t + N / 2, t + N);
+  return t[N / 2];
+}
+
 // Back-to-back chain Broadcasts or Reduces of one double, root rank 0 (the link probe's pipeline
 // rates).
 constexpr int kPipeFill = 32;
 constexpr int kPipeCalls = 64;
 constexpr int kPipeReps = 3;
 
+// The chain's entry for `kind` from the algorithm table, as runCollective takes it.
 void chainCalls(chorusComm* c, OpKind kind, double* buf, int calls) {
-  OpDesc op{kind, buf, buf, 1, chorusFloat64, chorusSum, 0, c, nullptr};
-  for (int i = 0; i < calls; ++i) {
-    if (kind == OpKind::kBroadcast)
-      chainBroadcast(c, op, Work{0, Proto::kSimple, 0, 1});
-    else
-      chainReduce(c, op, Work{0, Proto::kSimple, 0, 1});
-  }
+  const AlgoEntry run = algoDesc(Algo::kChain).run.of[int(kind)];
+  const OpDesc op{kind, buf, buf, 1, chorusFloat64, chorusSum, 0, c, nullptr};
+  for (int i = 0; i < calls; ++i) run(c, op, Work{0, Proto::kSimple, 0, 1});
 }
 
 // Seconds per call of back-to-back chain calls of `kind` on this rank: between ring AllReduces
@@ -97,8 +101,7 @@ double chainRate(chorusComm* c, OpKind kind) {
   // root) would otherwise start the probe's next phase, whose megabytes on the same links
   // slowed the other ranks' last run 3-5x.
   ringAllReduce(c, sync, Work{0, Proto::kSimple, 0, 1});
-  std::sort(t, t + kPipeReps);
-  return t[kPipeReps / 2];
+  return median(t);
 }
 
 // Seconds one ring AllReduce of `count` doubles among `ring` takes on this rank.
@@ -108,12 +111,6 @@ double timedAllReduce(chorusComm* c, const std::vector<int>& ring, int pos, doub
   const auto t0 = Clock::now();
   ringAllReduceOn(c, ring, pos, op, Work{0, Proto::kSimple, 0, count});
   return secondsSince(t0);
-}
-
-// The median of kSmallReps timings (reorders them).
-double median(double (&t)[kSmallReps]) {
-  std::nth_element(t, t + kSmallReps / 2, t + kSmallReps);
-  return t[kSmallReps / 2];
 }
 
 }  // namespace

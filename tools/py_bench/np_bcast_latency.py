@@ -30,12 +30,7 @@ import time
 import numpy as np
 
 import chorus
-
-
-def parse_size(s):
-    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    s = s.strip().lower()
-    return int(s[:-1]) * mult[s[-1]] if s and s[-1] in mult else int(s)
+from np_allreduce import parse_size  # the sibling benchmark's size parser (this folder is on sys.path)
 
 
 def main():
