@@ -380,6 +380,53 @@ INSTANTIATE_TEST_SUITE_P(Processes, BootstrapKill,
                                   std::to_string(i.param.nodes) + "node";
                          });
 
+// A rank killed inside the link probe's chain calls (core/net_probe.cc: back-to-back Broadcasts
+// along the whole communicator, which every rank must forward) is named by every survivor
+// within 5 s, on its node (shared memory) and across it (TCP). Two emulated nodes of 2 ranks,
+// started by hand; CHORUS_TEST_PROBE_STALL stops the victim after the calls that fill the
+// pipeline, its peers going on into the timed ones.
+class ProbeKill : public Faults, public ::testing::WithParamInterface<int> {};
+
+TEST_P(ProbeKill, EverySurvivorNamesTheKilledRankWithin5s) {
+  const int victimRank = GetParam(), n = 4;
+  auto ranks = ctest::startRanksByHand(
+      FAULT_WORKER_PATH, n, 2, {"none"}, "faults-probekill-" + std::to_string(victimRank),
+      faultEnv({"CHORUS_BOOTSTRAP_TIMEOUT=60", "CHORUS_TIMEOUT=60",
+                "CHORUS_TEST_PROBE_STALL=" + std::to_string(victimRank) + ":1"}));
+  HandRank& victim = ranks[size_t(victimRank)];
+  ASSERT_TRUE(awaitOutput(victim, "CHORUS_TEST_PROBE_STALL"))
+      << "the victim never reached the link probe\n"
+      << describe(ranks);
+  ASSERT_EQ(kill(victim.pid, SIGKILL), 0);
+  const double killedAt = ctest::nowSeconds();
+  victim.status = ctest::waitProcess(victim.pid, 10);
+  for (int r = 0; r < n; ++r) {
+    if (r == victimRank) continue;
+    const double left =
+        std::max(0.5, 5.0 * ctest::timeoutScale() - (ctest::nowSeconds() - killedAt));
+    ranks[size_t(r)].status = ctest::waitProcess(ranks[size_t(r)].pid, left);
+  }
+  const std::string all = describe(ranks);
+  EXPECT_LT(ctest::nowSeconds() - killedAt, 5.0 * ctest::timeoutScale()) << all;
+  const std::string name = "rank " + std::to_string(victimRank);
+  for (int r = 0; r < n; ++r) {
+    if (r == victimRank) continue;
+    EXPECT_EQ(ranks[size_t(r)].status, 0) << "rank " << r << " (a hang shows as -2)\n" << all;
+    const Result res = resultOf(ranks[size_t(r)].output());
+    ASSERT_TRUE(res.found) << all;
+    EXPECT_EQ(res.stage, "init") << all;
+    EXPECT_EQ(res.code, "chorusRemoteError") << all;
+    EXPECT_NE(res.msg.find(name), std::string::npos)
+        << "rank " << r << " does not name " << name << ": " << res.msg;
+  }
+}
+
+// Rank 0 is the chain's root, rank 3 its end; 1 and 2 forward across the nodes' boundary.
+INSTANTIATE_TEST_SUITE_P(Processes, ProbeKill, ::testing::Values(0, 1, 2, 3),
+                         [](const ::testing::TestParamInfo<int>& i) {
+                           return "rank" + std::to_string(i.param);
+                         });
+
 // A rank whose peer in the same process fails its init and releases its shared-memory segment
 // before this rank attaches to it (CI's soak, 2026-11-29: SIGSEGV in Segment::attach, which
 // reached a same-process segment by its address alone; tools/soak/README.md, finding 3). Two

@@ -26,9 +26,12 @@
 // rank) to 0.5 s (8 of 2): 15 x 1 MiB through each link; on unshaped veth links less.
 #include "core/net_probe.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <vector>
 
@@ -37,6 +40,7 @@
 #include "base/debug.h"
 #include "base/error.h"
 #include "base/param.h"
+#include "base/test_hook.h"
 #include "bootstrap/bootstrap.h"
 #include "comm/comm.h"
 
@@ -91,6 +95,13 @@ double chainRate(chorusComm* c, OpKind kind) {
   OpDesc sync{OpKind::kAllReduce, buf, buf, 1, chorusFloat64, chorusSum, -1, c, nullptr};
   ringAllReduce(c, sync, Work{0, Proto::kSimple, 0, 1});
   chainCalls(c, kind, buf, kPipeFill);
+  // CHORUS_TEST_PROBE_STALL=rank:1 (tests only): that rank stops for good after the Broadcasts'
+  // fill, so a test can kill it while its peers wait in the timed calls.
+  if (kind == OpKind::kBroadcast && testHookFor("CHORUS_TEST_PROBE_STALL", c->rank) != 0) {
+    fprintf(stderr, "CHORUS_TEST_PROBE_STALL: rank %d stops in the link probe\n", c->rank);
+    fflush(stderr);
+    for (;;) pause();
+  }
   double t[kPipeReps];
   for (double& ti : t) {
     const auto t0 = Clock::now();
