@@ -52,6 +52,10 @@ struct PeerInfo {
   uint64_t cpuSetDigest;  // the CPU set of the thread that created the rank (topo/cpu_share.h)
   int32_t cpuCount;       // the CPUs in that set (the online CPUs where it cannot be read)
   uint64_t shmFreeBytes;  // free in /dev/shm before this communicator's segments (~0: unknown)
+  // The machine: its kernel's boot id, hashed (nodes of one machine share it: emulated nodes,
+  // containers on one host; CHORUS_HOSTID does not change it), and its online CPUs.
+  uint64_t machineHash;
+  int32_t onlineCpus;
 };
 
 }  // namespace chorus

@@ -38,6 +38,12 @@ struct Shape {
   bool registered = false;
   // One node with more ranks than online cores (the same on every rank of the node).
   bool oversubscribed = false;
+  // Across nodes: the ranks of several nodes run on one machine (one kernel boot id: emulated
+  // nodes, containers on one host) and outnumber its online cores, so a hand-off there is mostly
+  // the wait for a core that other ranks' work holds, which their transfers fill: the model
+  // overlaps a call's hops with its bytes there (tune/tuner.h pipelinedUs). The same on every
+  // rank: from the peers' records.
+  bool sharedMachine = false;
   // The node's online cores (0: unknown; the tuner then assumes the worst oversubscription).
   int onlineCores = 0;
   // One node: the most channels a call may run at once on separate CPUs: over every rank, the

@@ -52,6 +52,15 @@ uint64_t hostHash(std::string* hostnameOut) {
   return sipHash24(key, id.data(), id.size());
 }
 
+uint64_t machineHash() {
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::string boot;
+  std::getline(f, boot);
+  static const uint8_t key[16] = {'c', 'h', 'o', 'r', 'u', 's', '-', 'b',
+                                  'o', 'o', 't', '-', 'h', 'a', 's', 'h'};
+  return sipHash24(key, boot.data(), boot.size());
+}
+
 // The least slot: CHORUS_BUFFSIZE's and CHORUS_LL_BUFFSIZE's floor, and what a FIFO shrinks to
 // for a small /dev/shm (fitFifosToShm).
 constexpr size_t kMinSlotBytes = 4096;
@@ -216,6 +225,8 @@ PeerInfo exchangePeers(chorusComm* c, const chorusConfig_t* cfg, Deadline deadli
   const std::vector<int> myCpus = threadCpus();
   mine.cpuSetDigest = cpuSetDigest(myCpus);
   mine.cpuCount = myCpus.empty() ? int32_t(sysconf(_SC_NPROCESSORS_ONLN)) : int32_t(myCpus.size());
+  mine.machineHash = machineHash();
+  mine.onlineCpus = int32_t(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   c->peers.resize(size_t(c->nranks));
   c->bootstrap->allGather(&mine, sizeof(mine), c->peers.data(), deadline);
   return mine;

@@ -117,7 +117,22 @@ void placeRank(chorusComm* c) {
       uint32_t(std::max<int64_t>(1, envInt("CHORUS_SPIN", c->moreRanksThanCpus ? 1 : 256)));
   // The tuner's view must be the same on every rank: one node, compared with its online cores.
   const int channelCpus = channelCpusOf(c->peers);
+  bool sharedMachine = false;  // from every rank's record: the same on every rank
+  for (int p = 0; p < c->nranks && c->nnodes > 1 && !sharedMachine; ++p) {
+    const PeerInfo& pi = c->peers[size_t(p)];
+    int onMachine = 0;
+    bool otherNode = false;
+    for (int q = 0; q < c->nranks; ++q)
+      if (c->peers[size_t(q)].machineHash == pi.machineHash) {
+        ++onMachine;
+        otherNode = otherNode || c->nodeOf[size_t(q)] != c->nodeOf[size_t(p)];
+      }
+    sharedMachine = otherNode && onMachine > pi.onlineCpus;
+  }
+  if (sharedMachine)
+    CHORUS_INFO(c->rank, "nodes share one machine's cores: more of their ranks than its CPUs");
   c->shape.change([&](Shape& s) {
+    s.sharedMachine = sharedMachine;
     s.oversubscribed = c->nnodes == 1 && local > online;
     s.onlineCores = online;
     s.channelCpus = c->nnodes == 1 ? channelCpus : 0;
