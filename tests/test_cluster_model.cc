@@ -3,12 +3,14 @@
 // 001's formula, its bus bandwidth nccl-tests', and the tool's JSON says what it printed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <tuple>
 
 #include "cluster_model.h"
 #include "comm/comm.h"
@@ -112,6 +114,55 @@ TEST(ClusterModel, BroadcastAcrossNodesRunsAtTheChainsRate) {
   s.netPipeUs = 0;
   EXPECT_DOUBLE_EQ(netPipeUs(s), kNetPipeShare * 342.9);
   EXPECT_DOUBLE_EQ(netPipeUs(s, OpKind::kReduce), 62.4);
+}
+
+// Where the nodes share one machine's cores (emulated nodes: Shape::sharedMachine) a hand-off is
+// mostly the wait for a core, which other ranks' transfers fill: a call costs the larger of its
+// hops' and its bytes' terms and half the smaller, not their sum; the link probe takes the
+// bandwidth out of its timed call the same way. Against what 8 emulated nodes of 2 ranks measured
+// (1 Gbit/s links, 2026-12-06, medians of 5 launches of all_reduce_perf -n 20 with each algorithm
+// forced; a probe's figures below): the halving-doubling took 4.0 ms at 256 KiB and 7.8 at 512
+// KiB, where the tree took 5.5 and 9.3 and the hierarchical one 7.4 and 9.1 (which the model
+// puts 1.3x over: its node hops overlap more); at 1 and 2 MiB the hierarchical one took 15.9 and
+// 31.2, the halving-doubling 18.3 and 41.5.
+TEST(ClusterModel, SharedMachineOverlapsHopsAndBytes) {
+  Shape s{16, 8, true};
+  s.netHopUs = 300.0;
+  s.netBwGBs = 0.122;
+  s.nodeHopUs = 260.0;
+  s.protos = uint8_t(1u << int(Proto::kSimple));
+  const size_t KiB = 1024;
+  const double sum = predictUs(OpKind::kAllReduce, Algo::kRing, Proto::kSimple, 1, s, 2048 * KiB);
+  s.sharedMachine = true;
+  const double shared =
+      predictUs(OpKind::kAllReduce, Algo::kRing, Proto::kSimple, 1, s, 2048 * KiB);
+  // The ring's 30 hops of 300 us: all of them in the sum, half where they overlap the bytes.
+  EXPECT_NEAR(sum - shared, 0.5 * 30 * 300.0, 1.0) << sum << " " << shared;
+  for (const auto& [algo, bytes, measuredUs] :
+       {std::tuple<Algo, size_t, double>{Algo::kHalvingDoubling, 256 * KiB, 4042.0},
+        {Algo::kHalvingDoubling, 512 * KiB, 7760.0},
+        {Algo::kTree, 256 * KiB, 5458.0},
+        {Algo::kTree, 512 * KiB, 9343.0},
+        {Algo::kHier, 1024 * KiB, 15918.0},
+        {Algo::kHier, 2048 * KiB, 31174.0}}) {
+    const double t = predictUs(OpKind::kAllReduce, algo, Proto::kSimple, 1, s, bytes);
+    EXPECT_NEAR(t / measuredUs, 1.0, 0.25)
+        << algoName(algo) << " " << bytes << " bytes: predicted " << t << " us";
+  }
+  for (size_t bytes : {256 * KiB, 512 * KiB})
+    EXPECT_EQ(chooseForShape(s, 1, OpKind::kAllReduce, bytes, readTunerEnv()).algo,
+              Algo::kHalvingDoubling)
+        << bytes;
+  EXPECT_EQ(chooseForShape(s, 1, OpKind::kAllReduce, 1024 * KiB, readTunerEnv()).algo, Algo::kHier);
+  // The probe's inverse: the bytes' term back from a call's time, either term the larger.
+  for (bool sharedMachine : {false, true}) {
+    s.sharedMachine = sharedMachine;
+    for (double bytesUs : {250.0, 400.0, 5000.0}) {
+      const double total = pipelinedUs(s, 1000.0, bytesUs);
+      EXPECT_NEAR(bytesTermUs(s, total, 1000.0), std::max(bytesUs, total / 4), 1e-6)
+          << sharedMachine << " " << bytesUs;
+    }
+  }
 }
 
 // Across nodes a small AllReduce or AllGather is recursive doubling: log2(p) network exchanges

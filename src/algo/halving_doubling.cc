@@ -54,10 +54,12 @@ struct Region {
   size_t size() const { return hi - lo; }
 };
 
-// Across nodes the tuner picks the halving-doubling and the recursive doubling and halving
-// unnamed up to this many bytes (hdUnnamedBelow, rdUnnamedBelow: why 128 KiB is said there), and
+// Across nodes the tuner picks the recursive doubling and halving unnamed up to this many bytes
+// (rdUnnamedBelow; why 128 KiB is said at hdUnnamedBelow), and
 // the recursive halving's scratch (RdState) holds that much: its size limit, forced or not.
 constexpr size_t kDoublingMaxBytes = size_t(128) << 10;
+// The halving-doubling AllReduce across nodes, unnamed (hdUnnamedBelow).
+constexpr size_t kHdNetMaxBytes = size_t(512) << 10;
 
 // The largest power of two <= n (n >= 1) and its log2.
 int floorLog2(int n) {
@@ -427,8 +429,9 @@ DoublingTerms doublingTerms(Proto proto, const Shape& shape, size_t bytes) {
 double hdUs(OpKind, Proto proto, const Shape& shape, size_t bytes) {
   const DoublingTerms t = doublingTerms(proto, shape, bytes);
   const double inBytes = 2.0 * (1.0 - std::ldexp(1.0, -t.kIn)), netBytes = 2.0 * (t.Q - 1) / t.Q;
-  return t.baseUs + (2.0 * t.kIn + t.folds) * t.nodeHop + 2.0 * t.kNet * t.netHop +
-         t.S * (inBytes + t.folds) / t.shmBw + t.S * netBytes / t.netBw;
+  return t.baseUs + pipelinedUs(shape,
+                                (2.0 * t.kIn + t.folds) * t.nodeHop + 2.0 * t.kNet * t.netHop,
+                                t.S * (inBytes + t.folds) / t.shmBw + t.S * netBytes / t.netBw);
 }
 
 // The tuner picks it (and the recursive doubling and halving) unnamed across nodes up to 128 KiB,
@@ -438,19 +441,23 @@ double hdUs(OpKind, Proto proto, const Shape& shape, size_t bytes) {
 // BBR (net/tcp_links.cc: BBR stalled its calls there), level on 4 nodes and 1.2-1.3x faster than
 // the tree, ring or hier on 8 nodes of 1 and 2 ranks at 1 Gbit/s (the recursive halving and
 // doubling 1.1-1.4x); at 256 KiB the recursive doubling AllGather and halving ReduceScatter were
-// 1.3-1.8x slower on 8 x 2 (CHANGELOG 2026-12-05). Beyond, the pipelined ones keep every link
-// busy, where this model (unpipelined steps at the full network bandwidth) would still prefer
-// it. On 2 even nodes of 1 or 2 ranks its hops and bytes are the hierarchical AllReduce's (and,
-// at 1 rank per node, the ring's): the tuner keeps those there, as floating-point rounding alone
-// would pick between them. On one node, at every size on 2 ranks, where it is one exchange each way
-// and was measured ahead of the ring and the tree from 1 KiB to 128 MiB (1.2-2x;
+// 1.3-1.8x slower on 8 x 2 (CHANGELOG 2026-12-05). The halving-doubling AllReduce goes on to
+// 512 KiB (kHdNetMaxBytes): forced at 256 and 512 KiB on 8 x 2 it took 4.0 and 7.8 ms where the
+// tree the tuner ran took 5.5 and 9.7 and the hierarchical one 7.4 and 9.1, level on 8 x 1 and
+// 4 x 2 (CHANGELOG 2026-12-06, thirty-first session). From 1 MiB it was 1.15x slower than the
+// hierarchical one on 8 x 2 (18.3 against 15.9 ms), 1.34x at 2 MiB: the pipelined ones keep every
+// link busy, where this model (unpipelined steps at the full network bandwidth) would still
+// prefer it. On 2 even nodes of 1 or 2 ranks its hops and bytes are the hierarchical AllReduce's
+// (and, at 1 rank per node, the ring's): the tuner keeps those there, as floating-point rounding
+// alone would pick between them. On one node, at every size on 2 ranks, where it is one exchange
+// each way and was measured ahead of the ring and the tree from 1 KiB to 128 MiB (1.2-2x;
 // docs/performance.md "Halving-doubling on one node"; its measured times are in
 // tune/reference_fits.inc). On more ranks of one node only when named: at 4 ranks on 2 cores it was
 // not ahead of the ring.
 size_t hdUnnamedBelow(const Shape& s) {
   if (s.nnodes == 1) return s.nranks == 2 ? SIZE_MAX : 0;
   if (s.nnodes == 2 && s.evenNodes && s.nranks <= 4) return 0;
-  return kDoublingMaxBytes + 1;
+  return kHdNetMaxBytes + 1;
 }
 
 // Recursive doubling: log2(p) exchanges, one more each way for the folded pairs. AllReduce: every
@@ -475,14 +482,15 @@ double rdBytes(OpKind kind, int n) {
 // (Q - 1)/Q of that: the node's link carries (Q - 1)/Q of S, as the hierarchical one's.
 double rdUs(OpKind kind, Proto proto, const Shape& shape, size_t bytes) {
   const DoublingTerms t = doublingTerms(proto, shape, bytes);
-  const double fixed = t.baseUs + (t.kIn + t.folds) * t.nodeHop + t.kNet * t.netHop;
+  const double hops = (t.kIn + t.folds) * t.nodeHop + t.kNet * t.netHop;
+  double bytesUs = t.S * (t.kIn + t.folds) / t.shmBw + t.S * t.kNet * t.P / t.netBw;
   if (kind == OpKind::kAllGather)
-    return fixed + t.S * ((t.P - 1) / double(shape.nranks) + t.folds / 2) / t.shmBw +
-           t.S * t.P * (t.Q - 1) / t.Q / t.netBw;
-  if (kind == OpKind::kReduceScatter)
-    return fixed + t.S * (2.0 - std::ldexp(1.0, -t.kIn) + t.folds / 2) / t.shmBw +
-           t.S * (t.Q - 1) / t.Q / t.netBw;
-  return fixed + t.S * (t.kIn + t.folds) / t.shmBw + t.S * t.kNet * t.P / t.netBw;
+    bytesUs = t.S * ((t.P - 1) / double(shape.nranks) + t.folds / 2) / t.shmBw +
+              t.S * t.P * (t.Q - 1) / t.Q / t.netBw;
+  else if (kind == OpKind::kReduceScatter)
+    bytesUs = t.S * (2.0 - std::ldexp(1.0, -t.kIn) + t.folds / 2) / t.shmBw +
+              t.S * (t.Q - 1) / t.Q / t.netBw;
+  return t.baseUs + pipelinedUs(shape, hops, bytesUs);
 }
 // ReduceScatter: what fits the scratch.
 size_t rdLimit(OpKind kind, int) {

@@ -218,8 +218,8 @@ double hierUs(OpKind kind, Proto p, const Shape& shape, size_t bytes) {
   const double Q = shape.nnodes, P = double(shape.nranks) / Q;
   const double netBw = netBwGBs(shape) * 1e3, shmBw = m.bwGBs[0] * 1e3;
   const double shmT = S * (P - 1) / P / shmBw, netT = S * (Q - 1) / Q / netBw;
-  const double once =
-      Q * (P - 1) * nodeHopUs(shape, p) + (Q - 1) * netHopUs(shape) + std::max(shmT, netT);
+  const double once = pipelinedUs(
+      shape, Q * (P - 1) * nodeHopUs(shape, p) + (Q - 1) * netHopUs(shape), std::max(shmT, netT));
   return m.baseUs[int(p)] + (kind == OpKind::kAllReduce ? 2 : 1) * once;
 }
 }  // namespace

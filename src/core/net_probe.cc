@@ -43,6 +43,7 @@
 #include "base/test_hook.h"
 #include "bootstrap/bootstrap.h"
 #include "comm/comm.h"
+#include "tune/tuner.h"
 
 namespace chorus {
 
@@ -218,9 +219,11 @@ void probeNetwork(chorusComm* c) {
       for (int i = 0; i < kLargeReps; ++i) t += timedAllReduce(c, cross, pos, buf.data(), timed);
       t /= kLargeReps;
       // Bytes each node sends each way per call: 2(Q-1)/Q of its P shares. The model adds
-      // 2(Q-1) hops to the bytes' time, so they come off here (at most 3/4 of the call).
+      // 2(Q-1) hops to the bytes' time (tune/tuner.h pipelinedUs), so they come off here as it
+      // adds them (at most 3/4 of the call).
       const double bytes = 2.0 * (Q - 1) / Q * double(P) * double(timed) * sizeof(double);
-      const double dataSec = std::max(t - 2.0 * (Q - 1) * hopSec, t / 4);
+      const double dataSec =
+          bytesTermUs(c->shape.get(), t * 1e6, 2.0 * (Q - 1) * hopSec * 1e6) * 1e-6;
       secPerByte = dataSec / bytes;
       CHORUS_INFO(c->rank,
                   "network probe, this rank: hop %.1f us, %.0f B per node in %.3f ms, node hop "

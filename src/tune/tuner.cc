@@ -224,6 +224,24 @@ const ChoiceFit* fitFor(const MachineModel& m, OpKind kind, Algo a, Proto p, int
   return best;
 }
 
+// The share of the smaller term that does not overlap the larger on a shared machine.
+constexpr double kSharedOverlap = 0.5;
+
+double pipelinedUs(const Shape& shape, double hopsUs, double bytesUs) {
+  if (!shape.sharedMachine) return hopsUs + bytesUs;
+  return std::max(hopsUs, bytesUs) + kSharedOverlap * std::min(hopsUs, bytesUs);
+}
+
+double bytesTermUs(const Shape& shape, double totalUs, double hopsUs) {
+  double bytes = totalUs - hopsUs;
+  if (shape.sharedMachine) {
+    // totalUs = bytes + k hops where the bytes are the larger, else hops + k bytes.
+    bytes = totalUs - kSharedOverlap * hopsUs;
+    if (bytes < hopsUs) bytes = (totalUs - hopsUs) / kSharedOverlap;
+  }
+  return std::max(bytes, totalUs / 4);
+}
+
 double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size_t bytes) {
   const MachineModel& m = machineModel();
   const AlgoDesc& d = algoDesc(a);
@@ -246,7 +264,8 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
     Shape s = withDepth(shape);
     s.oversubscribed = false;
     const double factor = d.netByteFactor ? d.netByteFactor(kind, shape) : d.byteFactor(kind, n);
-    return m.baseUs[pi] + d.hops(kind, s, bytes) * netHopUs(shape) + S * factor / bw;
+    return m.baseUs[pi] +
+           pipelinedUs(shape, d.hops(kind, s, bytes) * netHopUs(shape), S * factor / bw);
   }
   if (const ChoiceFit* fit = fitFor(m, kind, a, p, nch, shape)) {
     // The measured times, scaled from the fit's rank count to this one: the 8 B time by the

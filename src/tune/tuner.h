@@ -138,6 +138,14 @@ const MachineModel& machineModel();
 // The across-node terms for `shape`: its communicator's measured link (Shape::netHopUs,
 // netBwGBs), else the machine model's.
 double netHopUs(const Shape& shape);
+// A call's time across nodes from its hand-offs' and its bytes' terms: their sum (a hop is the
+// wire's and the software's latency, before the bytes), or where the nodes share one machine's
+// cores (Shape::sharedMachine: a hop is then mostly the wait for a core, which other ranks'
+// transfers fill) the larger and half the smaller. And its inverse: the bytes' term of a call
+// that took totalUs with hopsUs of hand-offs (the link probe's bandwidth), at least a quarter of
+// the call.
+double pipelinedUs(const Shape& shape, double hopsUs, double bytesUs);
+double bytesTermUs(const Shape& shape, double totalUs, double hopsUs);
 double netBwGBs(const Shape& shape);
 // One hand-off inside a node with protocol p for a communicator across nodes: the measured
 // Simple one (Shape::nodeHopUs) scaled by the model's ratio between p and Simple, else the
