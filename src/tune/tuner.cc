@@ -601,7 +601,9 @@ chorusResult_t chorusTunerChoice(chorusComm_t comm, const char* collective, size
       choice->algorithm = algoName(c.algo);  // the table's own strings: no copy, no length limit
       choice->protocol = protoName(c.proto);
       choice->nchannels = c.nchannels;
-      choice->predictedUs = c.predictedUs;
+      // A call of no elements moves nothing: every algorithm returns at once (an AllGather of 8
+      // bytes over 16 ranks is 0 per rank), where the model of the choice counts its hops.
+      choice->predictedUs = count == 0 ? machineModel().baseUs[int(c.proto)] : c.predictedUs;
       return chorusSuccess;
     }
   setThreadLastError(std::string("chorusTunerChoice: unknown collective ") + collective);
