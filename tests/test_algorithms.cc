@@ -1259,6 +1259,15 @@ TEST(EagerBroadcast, BackToBackWrapsTheRingWithMovingRootsAndASlowReceiver) {
   EXPECT_EQ(std::string(c.algorithm), "oneshot");
   ASSERT_EQ(chorusTunerChoice((*comms)[0], "broadcast", 249, chorusUint8, &c), chorusSuccess);
   EXPECT_NE(std::string(c.algorithm), "oneshot");
+  // A call of no elements moves nothing: its predicted time is the fixed cost, no more than one
+  // element's.
+  for (const char* coll : {"allreduce", "broadcast", "reduce", "allgather", "reducescatter"}) {
+    chorusChoice_t none{}, one{};
+    ASSERT_EQ(chorusTunerChoice((*comms)[0], coll, 0, chorusFloat32, &none), chorusSuccess);
+    ASSERT_EQ(chorusTunerChoice((*comms)[0], coll, 1, chorusFloat32, &one), chorusSuccess);
+    EXPECT_GT(none.predictedUs, 0) << coll;
+    EXPECT_LE(none.predictedUs, one.predictedUs) << coll;
+  }
 }
 
 }  // namespace

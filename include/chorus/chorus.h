@@ -258,7 +258,7 @@ typedef struct {
                             "algorithms" line of chorusGetBuildInfo); "local" on a single rank */
   const char* protocol;  /* simple or ll; "none" on a single rank */
   int nchannels;
-  double predictedUs; /* the model's time (a call of count 0: the fixed cost, as nothing moves) */
+  double predictedUs; /* the model's time (a call of count 0: at most the fixed cost) */
 } chorusChoice_t;
 CHORUS_API chorusResult_t chorusTunerChoice(chorusComm_t comm, const char* collective, size_t count,
                                             chorusDataType_t datatype, chorusChoice_t* choice);

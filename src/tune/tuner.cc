@@ -602,8 +602,10 @@ chorusResult_t chorusTunerChoice(chorusComm_t comm, const char* collective, size
       choice->protocol = protoName(c.proto);
       choice->nchannels = c.nchannels;
       // A call of no elements moves nothing: every algorithm returns at once (an AllGather of 8
-      // bytes over 16 ranks is 0 per rank), where the model of the choice counts its hops.
-      choice->predictedUs = count == 0 ? machineModel().baseUs[int(c.proto)] : c.predictedUs;
+      // bytes over 16 ranks is 0 per rank), where the model of the choice counts its hops. At
+      // most the fixed cost of a call, then.
+      choice->predictedUs =
+          count == 0 ? std::min(c.predictedUs, machineModel().baseUs[int(c.proto)]) : c.predictedUs;
       return chorusSuccess;
     }
   setThreadLastError(std::string("chorusTunerChoice: unknown collective ") + collective);
