@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Chorus against Open MPI for AllReduce, AllGather, ReduceScatter and Broadcast on one node:
+# Chorus against Open MPI for AllReduce, AllGather, ReduceScatter, Broadcast and Reduce on one node:
 # separate launches interleaved round by round (per round and collective: Open MPI under
 # `mpirun --bind-to core` (`--bind-to none --oversubscribe` when there are more ranks than
 # cores), then Chorus under chorusrun with its default placement), both printing the nccl-tests
@@ -12,7 +12,8 @@
 #   --rounds N        rounds (5)
 #   --np N            ranks (2)
 #   --load N          busy competitor processes during both libraries' runs (0)
-#   --colls LIST      comma-separated subset of allreduce,allgather,reducescatter,broadcast
+#   --colls LIST      comma-separated subset of allreduce,allgather,reducescatter,broadcast,reduce
+#                     (default: the first four)
 #   --placement P     oop (out of place, default) or ip (in place) times
 #   --sizes "-b 8 -e 128M -f 4"  the sweep (default 8 B .. 128 MiB, x4)
 #   --iters "-n 20 -w 5"         iterations and warm-ups per size
@@ -72,7 +73,8 @@ if [ -n "$netns" ]; then
   chorusRun=("$build/chorusrun" --no-prefix "${net[@]}" -np "$np")
 fi
 declare -A chorusBin=([allreduce]=all_reduce_perf [allgather]=all_gather_perf
-                      [reducescatter]=reduce_scatter_perf [broadcast]=broadcast_perf)
+                      [reducescatter]=reduce_scatter_perf [broadcast]=broadcast_perf
+                      [reduce]=reduce_perf)
 out=$(mktemp -d /tmp/compare_ompi4.XXXXXX)
 start_busy "$load"
 where=${netns:+ on emulated nodes $netns ($rate)}

@@ -1,13 +1,14 @@
-/* mpi_coll_perf: MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block or MPI_Bcast (float32,
- * sum) measured the way Chorus's all_reduce_perf, all_gather_perf, reduce_scatter_perf and
- * broadcast_perf measure theirs, printed in the same nccl-tests table, so that one parser reads
+/* mpi_coll_perf: MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Bcast or MPI_Reduce
+ * (float32, sum) measured the way Chorus's all_reduce_perf, all_gather_perf, reduce_scatter_perf,
+ * broadcast_perf and reduce_perf measure theirs, printed in the same nccl-tests table, so that one parser reads
  * both and the two can be compared row by row.
  *
- * -C / --coll allreduce (default) | allgather | reducescatter | broadcast; -r / --root (0).
+ * -C / --coll allreduce (default) | allgather | reducescatter | broadcast | reduce; -r / --root
+ * (0).
  * Sizes as nccl-tests: the size column is the larger of the send and receive buffers (AllGather:
  * all n blocks; ReduceScatter: the n-block input), the count column the elements per rank
  * (AllGather, ReduceScatter) or of the buffer. busbw = algbw * 2(n-1)/n (AllReduce), (n-1)/n
- * (AllGather, ReduceScatter), 1 (Broadcast).
+ * (AllGather, ReduceScatter), 1 (Broadcast, Reduce).
  *
  * Per size, out of place then in place (MPI_IN_PLACE): fill the input, poison the output,
  * `-w` warm-up calls (and, before the sweep, `-w` at the largest and at the smallest size, as
@@ -19,7 +20,9 @@
  * In place follows MPI: AllGather's own block sits at rank * count of the receive buffer;
  * ReduceScatter's result lands at the start of the n-block buffer (NCCL's in place puts it at
  * rank * count: the same work). MPI_Bcast has no out-of-place form: both columns broadcast the
- * receive buffer (the out-of-place column is what an MPI program would call).
+ * receive buffer (the out-of-place column is what an MPI program would call). MPI_Reduce in place
+ * passes MPI_IN_PLACE on the root only (MPI's rule); only the root's result is checked, as
+ * nccl-tests does (out of place, the guard past every rank's receive buffer too).
  *
  * Flags as nccl-tests (same defaults): -b -e -i -f -n -w -c -r (long forms too), -h.
  * Build: mpicc -O2 -Wall -Wextra -o mpi_coll_perf mpi_coll_perf.c
@@ -47,10 +50,12 @@ struct options {
 /* As the Chorus tools (tools/bench/common/args.h): the same calls at the same sizes. */
 #define SMALL_ITERS_BYTES ((size_t)64 << 10)
 
-enum coll { ALLREDUCE, ALLGATHER, REDUCESCATTER, BROADCAST };
-static const char* const coll_names[] = {"allreduce", "allgather", "reducescatter", "broadcast"};
+enum coll { ALLREDUCE, ALLGATHER, REDUCESCATTER, BROADCAST, REDUCE };
+static const char* const coll_names[] = {"allreduce", "allgather", "reducescatter", "broadcast",
+                                         "reduce"};
 static const char* const prog_names[] = {"mpi_allreduce_perf", "mpi_allgather_perf",
-                                         "mpi_reducescatter_perf", "mpi_broadcast_perf"};
+                                         "mpi_reducescatter_perf", "mpi_broadcast_perf",
+                                         "mpi_reduce_perf"};
 static enum coll coll = ALLREDUCE;
 static int root = 0;
 static int rank, nranks;
@@ -125,8 +130,8 @@ static void usage(FILE* f, const char* prog) {
           "\t[--small_iters <iteration count>] timed calls at sizes up to 64 KiB (default: -n)\n"
           "\t[-w,--warmup_iters <warmup iteration count>] (default 1)\n"
           "\t[-c,--check <check iteration count>] (default 1; 0: no check)\n"
-          "\t[-C,--coll allreduce|allgather|reducescatter|broadcast] (default allreduce)\n"
-          "\t[-r,--root <root>] (broadcast; default 0)\n"
+          "\t[-C,--coll allreduce|allgather|reducescatter|broadcast|reduce] (default allreduce)\n"
+          "\t[-r,--root <root>] (broadcast, reduce; default 0)\n"
           "\t[-h,--help]\n",
           prog);
 }
@@ -182,7 +187,7 @@ static int parse_args(int argc, char** argv, struct options* o) {
         break;
       case 'C':
         ok = 0;
-        for (int k = 0; k < 4; ++k)
+        for (int k = 0; k < (int)(sizeof coll_names / sizeof coll_names[0]); ++k)
           if (strcmp(optarg, coll_names[k]) == 0) {
             coll = (enum coll)k;
             ok = 1;
@@ -298,7 +303,8 @@ static float expected(uint64_t seed, size_t i, size_t count, int64_t bound) {
 static int64_t count_wrong(const float* out, size_t count, uint64_t seed, int in_place) {
   const int64_t bound = value_bound();
   int64_t wrong = 0;
-  for (size_t i = 0; i < recv_elems(count); ++i) {
+  /* Reduce: the result is the root's alone. */
+  for (size_t i = 0; i < recv_elems(count) && (coll != REDUCE || rank == root); ++i) {
     const float want = expected(seed, i, count, bound);
     if (memcmp(&out[i], &want, sizeof want) != 0) ++wrong;
   }
@@ -359,6 +365,9 @@ static int call(const void* src, float* recvbuf, int n) {
       return MPI_Reduce_scatter_block(src, recvbuf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     case BROADCAST:
       return MPI_Bcast(recvbuf, n, MPI_FLOAT, root, MPI_COMM_WORLD);
+    case REDUCE: /* in place: MPI_IN_PLACE on the root, the input in recvbuf elsewhere */
+      return MPI_Reduce(src == MPI_IN_PLACE && rank != root ? recvbuf : src, recvbuf, n, MPI_FLOAT,
+                        MPI_SUM, root, MPI_COMM_WORLD);
     default:
       return MPI_Allreduce(src, recvbuf, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   }
@@ -385,7 +394,7 @@ static struct placement run_placement(const struct options* o, float* sendbuf, f
   res.time_us = seconds * 1e6;
   res.algbw = seconds > 0.0 ? (double)bytes / seconds / 1e9 : 0.0;
   res.busbw = res.algbw * (coll == ALLREDUCE   ? 2.0 * (nranks - 1) / nranks
-                           : coll == BROADCAST ? 1.0
+                           : coll == BROADCAST || coll == REDUCE ? 1.0
                                                : (double)(nranks - 1) / nranks);
 
   if (o->check > 0) {
@@ -535,7 +544,7 @@ int main(int argc, char** argv) {
           (coll == REDUCESCATTER ? send_elems(count) : recv_elems(count)) * sizeof(float);
       printf("%12li  %12li  %8s  %6s  %6i", (long)bytes, (long)count, "float",
              coll == ALLGATHER || coll == BROADCAST ? "none" : "sum",
-             coll == BROADCAST ? root : -1);
+             coll == BROADCAST || coll == REDUCE ? root : -1);
       print_placement(&oop);
       print_placement(&ip);
       printf("\n");
