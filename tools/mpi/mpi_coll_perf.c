@@ -1,7 +1,7 @@
 /* mpi_coll_perf: MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Bcast or MPI_Reduce
  * (float32, sum) measured the way Chorus's all_reduce_perf, all_gather_perf, reduce_scatter_perf,
- * broadcast_perf and reduce_perf measure theirs, printed in the same nccl-tests table, so that one parser reads
- * both and the two can be compared row by row.
+ * broadcast_perf and reduce_perf measure theirs, printed in the same nccl-tests table, so that one
+ * parser reads both and the two can be compared row by row.
  *
  * -C / --coll allreduce (default) | allgather | reducescatter | broadcast | reduce; -r / --root
  * (0).
@@ -393,9 +393,9 @@ static struct placement run_placement(const struct options* o, float* sendbuf, f
 
   res.time_us = seconds * 1e6;
   res.algbw = seconds > 0.0 ? (double)bytes / seconds / 1e9 : 0.0;
-  res.busbw = res.algbw * (coll == ALLREDUCE   ? 2.0 * (nranks - 1) / nranks
+  res.busbw = res.algbw * (coll == ALLREDUCE                     ? 2.0 * (nranks - 1) / nranks
                            : coll == BROADCAST || coll == REDUCE ? 1.0
-                                               : (double)(nranks - 1) / nranks);
+                                                                 : (double)(nranks - 1) / nranks);
 
   if (o->check > 0) {
     int64_t wrong = 0, sum = 0;

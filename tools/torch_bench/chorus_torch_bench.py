@@ -1,12 +1,13 @@
 """chorus-torch-bench: the "chorus" and "gloo" torch.distributed backends side by side, in one
-job on this machine: all_reduce 8 B .. 256 MiB, broadcast, all_gather_into_tensor (gloo in
-torch 1.13 has none: its list all_gather is timed instead), reduce_scatter_tensor (torch 2.x),
+job on this machine: all_reduce 8 B .. 256 MiB, broadcast, reduce (when --ops names it),
+all_gather_into_tensor (gloo in torch 1.13 has none: its list all_gather is timed instead),
+reduce_scatter_tensor (torch 2.x),
 a DDP training step of a small MLP and an FSDP2 step of the same MLP (torch 2.x). Both backends run in the same processes (a gloo group beside the default "chorus" group),
 in rounds that alternate between them, so that both see the same machine; per size it prints
 the best and the median time per call over the rounds, and their ratios.
 
 Usage:  chorus-torch-bench [-np N] [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-r ROUNDS]
-                           [--ops all_reduce,broadcast,all_gather,ddp] [--json FILE]
+                           [--ops all_reduce,broadcast,reduce,all_gather,ddp] [--json FILE]
                            [--registered]
 Without RANK/WORLD_SIZE in the environment it starts N local ranks itself (torchrun-style
 variables); under torchrun it is one of them.
@@ -152,6 +153,13 @@ def main():
             t = torch.ones(max(1, nb // 4))
             measure("broadcast", nb, {b: (lambda g=g: dist.broadcast(t, 0, group=g))
                                       for b, g in groups.items()})
+            del t
+    if "reduce" in ops:
+        header("reduce float32 sum to rank 0", backends)
+        for nb in sizes:
+            t = torch.ones(max(1, nb // 4))
+            measure("reduce", nb, {b: (lambda g=g: dist.reduce(t, 0, group=g))
+                                   for b, g in groups.items()})
             del t
     if "all_gather" in ops:
         header("all_gather_into_tensor float32 (bytes = whole output"
