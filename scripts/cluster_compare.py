@@ -4,7 +4,8 @@
 Two markdown tables: per shape, collective and size, Chorus's efficiency against seed 001's ideal,
 the model's predicted / measured time and the algorithms the tuner ran (the C tools' -J
 documents); and per shape and size,
-all_reduce under torch on "chorus" and "gloo" (chorus-torch-bench's --json), gloo / chorus.
+each torch op timed (all_reduce; --torch-ops) on "chorus" and "gloo" (chorus-torch-bench's
+--json), gloo / chorus: all_reduce in ms, the others in us.
 
 Usage: scripts/cluster_compare.py FOLDER [FROM: the smallest size shown, 16M]
 """
@@ -44,7 +45,7 @@ def main(folder, min_size):
                 for row in json.load(f)["results"]:
                     if int(row["bytes"]) < min_size:
                         continue
-                    key = (shape, int(row["bytes"]))
+                    key = (shape, row.get("op", "all_reduce"), int(row["bytes"]))
                     for backend in ("chorus", "gloo"):
                         torch.setdefault(key + (backend,), []).append(row[backend]["best_us"])
     print(f"{len(rounds)} rounds\n")
@@ -57,18 +58,20 @@ def main(folder, min_size):
         p = statistics.median(model.get(key, [float("nan")]))
         print(f"| {shape} | {coll} | {size_name(size)} | {max(e):.1f} | {statistics.median(e):.1f} "
               f"| {p:.2f} | {', '.join(sorted(algos.get(key, [])))} |")
-    print()
-    print("| shape | all_reduce | chorus best / median (ms) | gloo best / median (ms) | "
-          "gloo / chorus (best, median) |")
-    print("| --- | --- | --- | --- | --- |")
-    for shape, size in sorted({(k[0], k[1]) for k in torch}):
-        c = torch.get((shape, size, "chorus"), [])
-        g = torch.get((shape, size, "gloo"), [])
-        if not c or not g:
-            continue
-        cb, cm, gb, gm = min(c), statistics.median(c), min(g), statistics.median(g)
-        print(f"| {shape} | {size_name(size)} | {cb / 1e3:.1f} / {cm / 1e3:.1f} | "
-              f"{gb / 1e3:.1f} / {gm / 1e3:.1f} | {gb / cb:.2f}x, {gm / cm:.2f}x |")
+    for op in sorted({k[1] for k in torch}, key=lambda o: (o != "all_reduce", o)):
+        unit, scale, fmt = ("ms", 1e3, ".1f") if op == "all_reduce" else ("us", 1.0, ".0f")
+        print()
+        print(f"| shape | {op} | chorus best / median ({unit}) | gloo best / median ({unit}) | "
+              "gloo / chorus (best, median) |")
+        print("| --- | --- | --- | --- | --- |")
+        for shape, size in sorted({(k[0], k[2]) for k in torch if k[1] == op}):
+            c = torch.get((shape, op, size, "chorus"), [])
+            g = torch.get((shape, op, size, "gloo"), [])
+            if not c or not g:
+                continue
+            cb, cm, gb, gm = min(c), statistics.median(c), min(g), statistics.median(g)
+            print(f"| {shape} | {size_name(size)} | {cb / scale:{fmt}} / {cm / scale:{fmt}} | "
+                  f"{gb / scale:{fmt}} / {gm / scale:{fmt}} | {gb / cb:.2f}x, {gm / cm:.2f}x |")
     return 0
 
 
