@@ -165,6 +165,42 @@ TEST(ClusterModel, SharedMachineOverlapsHopsAndBytes) {
   }
 }
 
+// The halving-doubling splits on 64-byte lines, so at a few bytes every step sends one way (a
+// binomial reduce and broadcast: 2(n - 1) messages against the recursive doubling's n log2 n).
+// Where ranks share cores, fewer messages wait less: the link probe times that call
+// (Shape::netHdUs) and the model's hops go from it to 2 log2 n as the steps turn two-way. Against
+// 8 emulated nodes of 2 ranks (1 Gbit/s, 2026-12-06, medians of 5 launches of all_reduce_perf -n
+// 20, each algorithm forced): the halving-doubling took 722, 1294 and 2457 us at 8, 128 and 512
+// bytes, the recursive doubling 1181, 1173 and 1206.
+TEST(ClusterModel, SmallestHalvingDoublingFollowsTheProbesCall) {
+  Shape s{16, 8, true};
+  s.netHopUs = 300.0;
+  s.netBwGBs = 0.122;
+  s.nodeHopUs = 260.0;
+  s.sharedMachine = true;
+  s.protos = uint8_t(1u << int(Proto::kSimple));
+  const double unmeasured =
+      predictUs(OpKind::kAllReduce, Algo::kHalvingDoubling, Proto::kSimple, 1, s, 8);
+  s.netHdUs = 720.0;
+  for (const auto& [algo, bytes, measuredUs] :
+       {std::tuple<Algo, size_t, double>{Algo::kHalvingDoubling, 8, 722.0},
+        {Algo::kHalvingDoubling, 128, 1294.0},
+        {Algo::kHalvingDoubling, 512, 2457.0},
+        {Algo::kRecursiveDoubling, 8, 1181.0},
+        {Algo::kRecursiveDoubling, 512, 1206.0}}) {
+    const double t = predictUs(OpKind::kAllReduce, algo, Proto::kSimple, 1, s, bytes);
+    EXPECT_NEAR(t / measuredUs, 1.0, 0.25)
+        << algoName(algo) << " " << bytes << " bytes: predicted " << t << " us";
+  }
+  EXPECT_GT(unmeasured / 722.0, 2.0) << "2 log2 n hops counted in full: " << unmeasured;
+  EXPECT_EQ(chooseForShape(s, 1, OpKind::kAllReduce, 8, readTunerEnv()).algo,
+            Algo::kHalvingDoubling);
+  for (size_t bytes : {512, 2048, 8192})
+    EXPECT_EQ(chooseForShape(s, 1, OpKind::kAllReduce, bytes, readTunerEnv()).algo,
+              Algo::kRecursiveDoubling)
+        << bytes;
+}
+
 // Across nodes a small AllReduce or AllGather is recursive doubling: log2(p) network exchanges
 // where the halving-doubling takes twice as many; larger ones are not (it moves all the data
 // log2(p) times).

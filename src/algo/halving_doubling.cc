@@ -426,11 +426,23 @@ DoublingTerms doublingTerms(Proto proto, const Shape& shape, size_t bytes) {
   return t;
 }
 
+// The halving splits a region on 64-byte lines (halvingDoublingAllReduce's align): a step whose
+// region is one line sends one way only, so a call of S bytes runs about log2(S / 64) of its
+// k halving steps (and doubling ones) both ways, and the others as a binomial reduce and
+// broadcast, fewer messages. Where the link probe measured a call of one double (Shape::netHdUs,
+// every step one way) its hops go from that to the model's 2 log2 n as the two-way steps do.
+double hdHopsUs(const DoublingTerms& t, const Shape& shape) {
+  const double full = (2.0 * t.kIn + t.folds) * t.nodeHop + 2.0 * t.kNet * t.netHop;
+  if (shape.netHdUs <= 0 || t.h.k < 1) return full;
+  const double oneWay = std::max(shape.netHdUs - t.baseUs, 0.0);
+  const double twoWaySteps = std::floor(std::log2(std::max(1.0, std::ceil(t.S / 64.0))));
+  return oneWay + (full - oneWay) * std::min(1.0, twoWaySteps / t.h.k);
+}
+
 double hdUs(OpKind, Proto proto, const Shape& shape, size_t bytes) {
   const DoublingTerms t = doublingTerms(proto, shape, bytes);
   const double inBytes = 2.0 * (1.0 - std::ldexp(1.0, -t.kIn)), netBytes = 2.0 * (t.Q - 1) / t.Q;
-  return t.baseUs + pipelinedUs(shape,
-                                (2.0 * t.kIn + t.folds) * t.nodeHop + 2.0 * t.kNet * t.netHop,
+  return t.baseUs + pipelinedUs(shape, hdHopsUs(t, shape),
                                 t.S * (inBytes + t.folds) / t.shmBw + t.S * netBytes / t.netBw);
 }
 

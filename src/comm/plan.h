@@ -66,6 +66,10 @@ struct Shape {
   // hop (tune/tuner.h netPipeUs).
   double netPipeUs = 0;
   double netReducePipeUs = 0;
+  // Across nodes: one AllReduce of one double by halving-doubling on the whole communicator,
+  // whose steps all send one way (algo/halving_doubling.cc hdHopsUs), measured by the link
+  // probe; 0: unmeasured (the hops' model alone).
+  double netHdUs = 0;
 };
 
 // A communicator's Shape, versioned: read anywhere with get(); changed only through change(f),

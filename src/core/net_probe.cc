@@ -20,9 +20,13 @@
 //   - along the whole communicator's chain (the tuner's Broadcast and Reduce across nodes), 32
 //     Broadcasts of one double from rank 0 back to back to fill the pipeline, then the median
 //     of 3 runs of 64 per call: calls overlap along the chain, so one costs the pipeline's rate,
-//     not n - 1 hops; then Reduces the same way.
-// A max-AllReduce over the whole communicator then gives every rank the slowest link's figures,
-// so every rank's tuner makes the same choices. On 1 Gbit/s links this takes 0.3 s (4 nodes of 1
+//     not n - 1 hops; then Reduces the same way;
+//   - one warm-up then kSmallReps back-to-back halving-doubling AllReduces of one double on the
+//     whole communicator, their mean (every step sends one way at that size: the model's hops
+//     for the halving-doubling start there, algo/halving_doubling.cc hdHopsUs).
+// A max-AllReduce over the whole communicator then gives every rank the slowest link's figures
+// (the halving-doubling's call: the fastest rank's), so every rank's tuner makes the same
+// choices. On 1 Gbit/s links this takes 0.3 s (4 nodes of 1
 // rank) to 0.5 s (8 of 2): 15 x 1 MiB through each link; on unshaped veth links less.
 #include "core/net_probe.h"
 
@@ -116,6 +120,21 @@ double chainRate(chorusComm* c, OpKind kind) {
   return median(t);
 }
 
+// Seconds per AllReduce of one double by `algo` on the whole communicator (the
+// halving-doubling's smallest calls): one call to warm up, which also brings the ranks in step,
+// then kSmallReps back to back, their mean on this rank, as the benchmarks time them. (The
+// median of calls timed one by one spread 1.5x over the ranks of 8 x 2 for the recursive
+// doubling, one rank waiting in a call where another waited in the next.)
+double smallAllReduce(chorusComm* c, Algo algo) {
+  const AlgoEntry run = algoDesc(algo).run.of[int(OpKind::kAllReduce)];
+  double buf[1] = {1.0};
+  const OpDesc op{OpKind::kAllReduce, buf, buf, 1, chorusFloat64, chorusSum, -1, c, nullptr};
+  run(c, op, Work{0, Proto::kSimple, 0, 1});
+  const auto t0 = Clock::now();
+  for (int i = 0; i < kSmallReps; ++i) run(c, op, Work{0, Proto::kSimple, 0, 1});
+  return secondsSince(t0) / kSmallReps;
+}
+
 // Seconds one ring AllReduce of `count` doubles among `ring` takes on this rank.
 double timedAllReduce(chorusComm* c, const std::vector<int>& ring, int pos, double* buf,
                       size_t count) {
@@ -133,7 +152,7 @@ void probeNetwork(chorusComm* c) {
   const double gbs = envPositive("CHORUS_NET_GBS"), hopUs = envPositive("CHORUS_NET_HOP_US");
   const bool probe = envInt("CHORUS_NET_PROBE", 1) != 0 && (gbs == 0 || hopUs == 0);
   // This rank's measurements (0: none).
-  double hopSec = 0, secPerByte = 0, nodeHopSec = 0, pipeSec = 0, reducePipeSec = 0;
+  double hopSec = 0, secPerByte = 0, nodeHopSec = 0, pipeSec = 0, reducePipeSec = 0, hdSec = 0;
   if (probe) {
     // The hierarchical AllReduce's rings (this node's, and index i of every node), and the
     // smallest node's rank count: only indices every node has cross all of them.
@@ -187,6 +206,11 @@ void probeNetwork(chorusComm* c) {
     // the same FIFOs, in order.
     pipeSec = chainRate(c, OpKind::kBroadcast);
     reducePipeSec = chainRate(c, OpKind::kReduce);
+    // The halving-doubling's smallest AllReduce, whose steps all send one way (a binomial
+    // reduce and broadcast: 2(n - 1) messages against the recursive doubling's n log2 n): where
+    // ranks share cores a hop is mostly the wait for one, and fewer messages wait less than
+    // its 2 log2 n hops say.
+    hdSec = smallAllReduce(c, Algo::kHalvingDoubling);
     if (c->shape.get().evenNodes && P > 1) {
       // Inside a small hierarchical AllReduce (the tuner's usual choice across nodes) a node's
       // hand-offs cost more: a rank that waited on the cross ring sleeps and must be woken.
@@ -227,20 +251,25 @@ void probeNetwork(chorusComm* c) {
       secPerByte = dataSec / bytes;
       CHORUS_INFO(c->rank,
                   "network probe, this rank: hop %.1f us, %.0f B per node in %.3f ms, node hop "
-                  "%.1f us, chain Broadcast %.1f and Reduce %.1f us per call",
+                  "%.1f us, chain Broadcast %.1f and Reduce %.1f us per call, one double's "
+                  "halving-doubling AllReduce %.1f us",
                   hopSec * 1e6, bytes, t * 1e3, nodeHopSec * 1e6, pipeSec * 1e6,
-                  reducePipeSec * 1e6);
+                  reducePipeSec * 1e6, hdSec * 1e6);
     }
   }
   // The slowest link decides, the same figures on every rank.
-  double v[5] = {hopSec, secPerByte, nodeHopSec, pipeSec, reducePipeSec};
-  OpDesc op{OpKind::kAllReduce, v, v, 5, chorusFloat64, chorusMax, -1, c, nullptr};
-  if (probe) ringAllReduce(c, op, Work{0, Proto::kSimple, 0, 5});
+  // The halving-doubling's small call: the fastest rank's (negated for the max). Its ranks'
+  // means spread 3x on 8 x 1 (544-1671 us per call in one launch) where the benchmark, timing
+  // the same calls for longer, took 448-479; on 8 x 2 they spread 10%.
+  double v[6] = {hopSec, secPerByte, nodeHopSec, pipeSec, reducePipeSec, -hdSec};
+  OpDesc op{OpKind::kAllReduce, v, v, 6, chorusFloat64, chorusMax, -1, c, nullptr};
+  if (probe) ringAllReduce(c, op, Work{0, Proto::kSimple, 0, 6});
   c->shape.change([&](Shape& s) {
     s.netHopUs = hopUs > 0 ? hopUs : v[0] * 1e6;
     s.nodeHopUs = v[2] * 1e6;
     s.netPipeUs = v[3] * 1e6;
     s.netReducePipeUs = v[4] * 1e6;
+    s.netHdUs = -v[5] * 1e6;
     s.netBwGBs = gbs > 0 ? gbs : v[1] > 0 ? 1e-9 / v[1] : 0;
   });
   const double ms = secondsSince(start) * 1e3;
