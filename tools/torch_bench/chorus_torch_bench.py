@@ -147,19 +147,15 @@ def main():
             measure("all_reduce", nb, {b: (lambda g=g: dist.all_reduce(t, group=g))
                                        for b, g in groups.items()})
             del t
-    if "broadcast" in ops:
-        header("broadcast float32 from rank 0", backends)
+    for name, title, rooted in (("broadcast", "broadcast float32 from rank 0", dist.broadcast),
+                                ("reduce", "reduce float32 sum to rank 0", dist.reduce)):
+        if name not in ops:
+            continue
+        header(title, backends)
         for nb in sizes:
             t = torch.ones(max(1, nb // 4))
-            measure("broadcast", nb, {b: (lambda g=g: dist.broadcast(t, 0, group=g))
-                                      for b, g in groups.items()})
-            del t
-    if "reduce" in ops:
-        header("reduce float32 sum to rank 0", backends)
-        for nb in sizes:
-            t = torch.ones(max(1, nb // 4))
-            measure("reduce", nb, {b: (lambda g=g: dist.reduce(t, 0, group=g))
-                                   for b, g in groups.items()})
+            measure(name, nb, {b: (lambda g=g, f=rooted: f(t, 0, group=g))
+                               for b, g in groups.items()})
             del t
     if "all_gather" in ops:
         header("all_gather_into_tensor float32 (bytes = whole output"
