@@ -36,26 +36,30 @@ namespace chorus {
 
 namespace {
 
+// The running kernel's boot id: the same in every process, container and network namespace of
+// one machine.
+std::string bootId() {
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::string boot;
+  std::getline(f, boot);
+  return boot;
+}
+
+// The node: hostname and boot id (CHORUS_HOSTID instead where set).
 uint64_t hostHash(std::string* hostnameOut) {
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   *hostnameOut = host;
   std::string id = envStr("CHORUS_HOSTID");
-  if (id.empty()) {
-    std::ifstream f("/proc/sys/kernel/random/boot_id");
-    std::string boot;
-    std::getline(f, boot);
-    id = std::string(host) + "|" + boot;
-  }
+  if (id.empty()) id = std::string(host) + "|" + bootId();
   static const uint8_t key[16] = {'c', 'h', 'o', 'r', 'u', 's', '-', 'h',
                                   'o', 's', 't', '-', 'h', 'a', 's', 'h'};
   return sipHash24(key, id.data(), id.size());
 }
 
+// The machine: its boot id alone (emulated nodes and containers of one host share it).
 uint64_t machineHash() {
-  std::ifstream f("/proc/sys/kernel/random/boot_id");
-  std::string boot;
-  std::getline(f, boot);
+  const std::string boot = bootId();
   static const uint8_t key[16] = {'c', 'h', 'o', 'r', 'u', 's', '-', 'b',
                                   'o', 'o', 't', '-', 'h', 'a', 's', 'h'};
   return sipHash24(key, boot.data(), boot.size());
