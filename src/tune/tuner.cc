@@ -358,6 +358,15 @@ size_t modelBytes(OpKind kind, size_t count, chorusDataType_t type, int nranks) 
   return bytes;
 }
 
+// A call of no bytes moves nothing: every algorithm returns at once (an AllGather of 8 bytes
+// over 16 ranks is 0 per rank), where the model of a choice counts its hops. Its predicted time
+// is at most a call's fixed cost; the choice itself is left as the model made it.
+namespace {
+double nothingMovesUs(double predictedUs, Proto p, size_t bytes) {
+  return bytes == 0 ? std::min(predictedUs, machineModel().baseUs[int(p)]) : predictedUs;
+}
+}  // namespace
+
 Choice chooseFor(const chorusComm* comm, OpKind kind, size_t bytes, const TunerEnv& env) {
   return chooseForShape(comm->shape.get(), comm->nchannels, kind, bytes, env);
 }
@@ -406,6 +415,7 @@ Choice chooseForShape(const Shape& shape, int nchannels, OpKind kind, size_t byt
       if ((algoDesc(Algo(ai)).fallbackFor >> k) & 1) a = Algo(ai);
     best = {a, Proto::kSimple, 1, predictUs(kind, a, Proto::kSimple, 1, shape, bytes), true};
   }
+  best.predictedUs = nothingMovesUs(best.predictedUs, best.proto, bytes);
   return best;
 }
 
@@ -553,8 +563,9 @@ Choice choose(chorusComm* comm, const OpDesc& op) {
 }
 
 double predictChoice(const chorusComm* comm, const OpDesc& op, const Choice& c) {
-  return predictUs(op.kind, c.algo, c.proto, c.nchannels, comm->shape.get(),
-                   modelBytes(op.kind, op.count, op.type, comm->nranks));
+  const size_t bytes = modelBytes(op.kind, op.count, op.type, comm->nranks);
+  return nothingMovesUs(predictUs(op.kind, c.algo, c.proto, c.nchannels, comm->shape.get(), bytes),
+                        c.proto, bytes);
 }
 
 }  // namespace chorus
@@ -601,11 +612,7 @@ chorusResult_t chorusTunerChoice(chorusComm_t comm, const char* collective, size
       choice->algorithm = algoName(c.algo);  // the table's own strings: no copy, no length limit
       choice->protocol = protoName(c.proto);
       choice->nchannels = c.nchannels;
-      // A call of no elements moves nothing: every algorithm returns at once (an AllGather of 8
-      // bytes over 16 ranks is 0 per rank), where the model of the choice counts its hops. At
-      // most the fixed cost of a call, then.
-      choice->predictedUs =
-          count == 0 ? std::min(c.predictedUs, machineModel().baseUs[int(c.proto)]) : c.predictedUs;
+      choice->predictedUs = c.predictedUs;
       return chorusSuccess;
     }
   setThreadLastError(std::string("chorusTunerChoice: unknown collective ") + collective);
