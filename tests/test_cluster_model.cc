@@ -23,6 +23,16 @@ namespace {
 using namespace ctest;
 using namespace chorus;
 
+// 8 emulated nodes of 2 ranks as a link probe measured them (Simple, the protocol TCP carries).
+Shape eightByTwo(double netHopUs, double netBwGBs, double nodeHopUs) {
+  Shape s{16, 8, true};
+  s.netHopUs = netHopUs;
+  s.netBwGBs = netBwGBs;
+  s.nodeHopUs = nodeHopUs;
+  s.protos = uint8_t(1u << int(Proto::kSimple));
+  return s;
+}
+
 TEST(ClusterModel, ParsesShapes) {
   int q = 0, p = 0;
   EXPECT_TRUE(parseClusterShape("16x8", &q, &p));
@@ -66,11 +76,7 @@ TEST(ClusterModel, OneNodeChoosesAsACommunicator) {
 // model counts since). Within 25% at each, and the tuner no longer runs it at 4 MiB, where
 // the hierarchical AllReduce took 64-66 ms.
 TEST(ClusterModel, TreeAcrossNodesCountsItsPipelineFill) {
-  Shape s{16, 8, true};
-  s.netHopUs = 453.0;
-  s.netBwGBs = 0.126;
-  s.nodeHopUs = 528.9;
-  s.protos = uint8_t(1u << int(Proto::kSimple));
+  Shape s = eightByTwo(453.0, 0.126, 528.9);
   const size_t MiB = size_t(1) << 20;
   for (const auto& [bytes, measuredUs] :
        {std::pair<size_t, double>{MiB, 21700.0}, {2 * MiB, 43000.0}, {4 * MiB, 87500.0}}) {
@@ -89,13 +95,9 @@ TEST(ClusterModel, TreeAcrossNodesCountsItsPipelineFill) {
 // part of the bytes). From 2 KiB the tree took 1.7-12x the chain's time there, Broadcast and
 // Reduce alike, and below it was level: the tuner runs the chain at every size.
 TEST(ClusterModel, BroadcastAcrossNodesRunsAtTheChainsRate) {
-  Shape s{16, 8, true};
-  s.netHopUs = 342.9;
-  s.netBwGBs = 0.129;
-  s.nodeHopUs = 190.1;
+  Shape s = eightByTwo(342.9, 0.129, 190.1);
   s.netPipeUs = 54.7;
   s.netReducePipeUs = 62.4;
-  s.protos = uint8_t(1u << int(Proto::kSimple));
   for (const auto& [bytes, measuredUs] : {std::pair<size_t, double>{8, 71.0},
                                           {128, 46.1},
                                           {8192, 74.3},
@@ -126,11 +128,7 @@ TEST(ClusterModel, BroadcastAcrossNodesRunsAtTheChainsRate) {
 // puts 1.3x over: its node hops overlap more); at 1 and 2 MiB the hierarchical one took 15.9 and
 // 31.2, the halving-doubling 18.3 and 41.5.
 TEST(ClusterModel, SharedMachineOverlapsHopsAndBytes) {
-  Shape s{16, 8, true};
-  s.netHopUs = 300.0;
-  s.netBwGBs = 0.122;
-  s.nodeHopUs = 260.0;
-  s.protos = uint8_t(1u << int(Proto::kSimple));
+  Shape s = eightByTwo(300.0, 0.122, 260.0);
   const size_t KiB = 1024;
   const double sum = predictUs(OpKind::kAllReduce, Algo::kRing, Proto::kSimple, 1, s, 2048 * KiB);
   s.sharedMachine = true;
@@ -173,12 +171,8 @@ TEST(ClusterModel, SharedMachineOverlapsHopsAndBytes) {
 // 20, each algorithm forced): the halving-doubling took 722, 1294 and 2457 us at 8, 128 and 512
 // bytes, the recursive doubling 1181, 1173 and 1206.
 TEST(ClusterModel, SmallestHalvingDoublingFollowsTheProbesCall) {
-  Shape s{16, 8, true};
-  s.netHopUs = 300.0;
-  s.netBwGBs = 0.122;
-  s.nodeHopUs = 260.0;
+  Shape s = eightByTwo(300.0, 0.122, 260.0);
   s.sharedMachine = true;
-  s.protos = uint8_t(1u << int(Proto::kSimple));
   const double unmeasured =
       predictUs(OpKind::kAllReduce, Algo::kHalvingDoubling, Proto::kSimple, 1, s, 8);
   s.netHdUs = 720.0;
