@@ -26,8 +26,8 @@
 //     for the halving-doubling start there, algo/halving_doubling.cc hdHopsUs).
 // A max-AllReduce over the whole communicator then gives every rank the slowest link's figures
 // (the halving-doubling's call: the fastest rank's), so every rank's tuner makes the same
-// choices. On 1 Gbit/s links this takes 0.3 s (4 nodes of 1
-// rank) to 0.5 s (8 of 2): 15 x 1 MiB through each link; on unshaped veth links less.
+// choices. On 1 Gbit/s links this takes 0.3 s (4 nodes of 1 rank) to 0.5 s (8 of 2): 15 x 1 MiB
+// through each link; on unshaped veth links less.
 #include "core/net_probe.h"
 
 #include <unistd.h>
