@@ -3,7 +3,7 @@
 
 Runs `chorus-tune --cluster SHAPE --link-gbps G --json ...` once per speed and prints, per
 collective, one row per size: the algorithm chosen and the predicted bus bandwidth at each speed,
-with the ideal (seed 001) in the header. docs/scaling.md's model tables come from
+with the ideal (seed 001) in the header. docs/model.md's tables come from
 
     python3 scripts/cluster_model_doc.py --tune build/chorus-tune --cluster 16x8 --gbps 25,100
 
