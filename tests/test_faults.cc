@@ -380,22 +380,31 @@ INSTANTIATE_TEST_SUITE_P(Processes, BootstrapKill,
                                   std::to_string(i.param.nodes) + "node";
                          });
 
-// A rank killed inside the link probe's chain calls (core/net_probe.cc: back-to-back Broadcasts
-// along the whole communicator, which every rank must forward) is named by every survivor
-// within 5 s, on its node (shared memory) and across it (TCP). Two emulated nodes of 2 ranks,
-// started by hand; CHORUS_TEST_PROBE_STALL stops the victim after the calls that fill the
-// pipeline, its peers going on into the timed ones.
-class ProbeKill : public Faults, public ::testing::WithParamInterface<int> {};
+// A rank killed inside the link probe (core/net_probe.cc) is named by every survivor within 5 s,
+// on its node (shared memory) and across it (TCP): in its chain calls (phase 1: back-to-back
+// Broadcasts along the whole communicator, which every rank must forward) and in its smallest
+// halving-doubling AllReduces (phase 2: a binomial reduce and broadcast, each rank waiting on
+// its partner of each step). Two emulated nodes of 2 ranks, started by hand;
+// CHORUS_TEST_PROBE_STALL stops the victim after the calls that bring its peers into the phase,
+// which go on into the timed ones.
+struct ProbeKillCase {
+  int rank;
+  int phase;
+};
+
+class ProbeKill : public Faults, public ::testing::WithParamInterface<ProbeKillCase> {};
 
 TEST_P(ProbeKill, EverySurvivorNamesTheKilledRankWithin5s) {
-  const int victimRank = GetParam(), n = 4;
+  const int victimRank = GetParam().rank, phase = GetParam().phase, n = 4;
+  const std::string tag = std::to_string(victimRank) + ":" + std::to_string(phase);
   auto ranks = ctest::startRanksByHand(
-      FAULT_WORKER_PATH, n, 2, {"none"}, "faults-probekill-" + std::to_string(victimRank),
-      faultEnv({"CHORUS_BOOTSTRAP_TIMEOUT=60", "CHORUS_TIMEOUT=60",
-                "CHORUS_TEST_PROBE_STALL=" + std::to_string(victimRank) + ":1"}));
+      FAULT_WORKER_PATH, n, 2, {"none"},
+      "faults-probekill-" + std::to_string(victimRank) + "-" + std::to_string(phase),
+      faultEnv(
+          {"CHORUS_BOOTSTRAP_TIMEOUT=60", "CHORUS_TIMEOUT=60", "CHORUS_TEST_PROBE_STALL=" + tag}));
   HandRank& victim = ranks[size_t(victimRank)];
-  ASSERT_TRUE(awaitOutput(victim, "CHORUS_TEST_PROBE_STALL"))
-      << "the victim never reached the link probe\n"
+  ASSERT_TRUE(awaitOutput(victim, "(phase " + std::to_string(phase) + ")"))
+      << "the victim never reached phase " << phase << " of the link probe\n"
       << describe(ranks);
   ASSERT_EQ(kill(victim.pid, SIGKILL), 0);
   const double killedAt = ctest::nowSeconds();
@@ -421,10 +430,16 @@ TEST_P(ProbeKill, EverySurvivorNamesTheKilledRankWithin5s) {
   }
 }
 
-// Rank 0 is the chain's root, rank 3 its end; 1 and 2 forward across the nodes' boundary.
-INSTANTIATE_TEST_SUITE_P(Processes, ProbeKill, ::testing::Values(0, 1, 2, 3),
-                         [](const ::testing::TestParamInfo<int>& i) {
-                           return "rank" + std::to_string(i.param);
+// Rank 0 is the chain's root, rank 3 its end; 1 and 2 forward across the nodes' boundary. In
+// the halving-doubling rank 0 receives the reduction and starts its broadcast.
+INSTANTIATE_TEST_SUITE_P(Processes, ProbeKill,
+                         ::testing::Values(ProbeKillCase{0, 1}, ProbeKillCase{1, 1},
+                                           ProbeKillCase{2, 1}, ProbeKillCase{3, 1},
+                                           ProbeKillCase{0, 2}, ProbeKillCase{1, 2},
+                                           ProbeKillCase{2, 2}, ProbeKillCase{3, 2}),
+                         [](const ::testing::TestParamInfo<ProbeKillCase>& i) {
+                           return "rank" + std::to_string(i.param.rank) +
+                                  (i.param.phase == 1 ? "_chain" : "_halvingDoubling");
                          });
 
 // A rank whose peer in the same process fails its init and releases its shared-memory segment

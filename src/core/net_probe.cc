@@ -76,6 +76,21 @@ double median(double (&t)[N]) {
   return t[N / 2];
 }
 
+// CHORUS_TEST_PROBE_STALL=rank:phase (tests only): that rank stops for good in that phase of the
+// probe, after the calls that bring its peers into it, so that a test can kill it while they
+// wait in the timed calls. 1: the chain Broadcasts, after their fill; 2: the halving-doubling's
+// smallest AllReduces, after their warm-up.
+constexpr int kStallInChain = 1;
+constexpr int kStallInHalvingDoubling = 2;
+
+void stallIfHooked(const chorusComm* c, int phase) {
+  if (testHookFor("CHORUS_TEST_PROBE_STALL", c->rank) != phase) return;
+  fprintf(stderr, "CHORUS_TEST_PROBE_STALL: rank %d stops in the link probe (phase %d)\n", c->rank,
+          phase);
+  fflush(stderr);
+  for (;;) pause();
+}
+
 // Back-to-back chain Broadcasts or Reduces of one double, root rank 0 (the link probe's pipeline
 // rates).
 constexpr int kPipeFill = 32;
@@ -100,13 +115,7 @@ double chainRate(chorusComm* c, OpKind kind) {
   OpDesc sync{OpKind::kAllReduce, buf, buf, 1, chorusFloat64, chorusSum, -1, c, nullptr};
   ringAllReduce(c, sync, Work{0, Proto::kSimple, 0, 1});
   chainCalls(c, kind, buf, kPipeFill);
-  // CHORUS_TEST_PROBE_STALL=rank:1 (tests only): that rank stops for good after the Broadcasts'
-  // fill, so a test can kill it while its peers wait in the timed calls.
-  if (kind == OpKind::kBroadcast && testHookFor("CHORUS_TEST_PROBE_STALL", c->rank) != 0) {
-    fprintf(stderr, "CHORUS_TEST_PROBE_STALL: rank %d stops in the link probe\n", c->rank);
-    fflush(stderr);
-    for (;;) pause();
-  }
+  if (kind == OpKind::kBroadcast) stallIfHooked(c, kStallInChain);
   double t[kPipeReps];
   for (double& ti : t) {
     const auto t0 = Clock::now();
@@ -130,6 +139,7 @@ double smallAllReduce(chorusComm* c, Algo algo) {
   double buf[1] = {1.0};
   const OpDesc op{OpKind::kAllReduce, buf, buf, 1, chorusFloat64, chorusSum, -1, c, nullptr};
   run(c, op, Work{0, Proto::kSimple, 0, 1});
+  if (algo == Algo::kHalvingDoubling) stallIfHooked(c, kStallInHalvingDoubling);
   const auto t0 = Clock::now();
   for (int i = 0; i < kSmallReps; ++i) run(c, op, Work{0, Proto::kSimple, 0, 1});
   return secondsSince(t0) / kSmallReps;
