@@ -57,9 +57,10 @@ INSTANTIATE_TEST_SUITE_P(Emulated, MultiNode,
                          });
 
 // The hierarchical AllReduce (even nodes only), the ring and the tree forced across nodes. The
-// hierarchical one runs a ReduceScatter of floor(count / N) elements per rank and their
-// AllGather, and the last count % N elements by the ring: counts below N (1, 7 on 6 ranks), a
-// multiple of N (1000 on 2 and 4 ranks) and remainders (100003, 2500007, 3000001).
+// hierarchical one runs a ReduceScatter of blocks of floor(count / N) elements, one more for the
+// first count % N ranks, and their AllGather: counts below N (1, 7 on 6 ranks: blocks of 1 and
+// 0), a multiple of N (1000 on 2 and 4 ranks) and remainders (100003, 2500007, 3000001; 524291
+// on 4 ranks: 131072 elements, one Simple chunk, then a last piece of the first 3 ranks' one).
 TEST(MultiNodeAlgorithms, ForcedHierAndRingAllReduce) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> configs = {
       {"hier", {"-x", "CHORUS_ALGO=hier"}},
@@ -71,8 +72,8 @@ TEST(MultiNodeAlgorithms, ForcedHierAndRingAllReduce) {
       launcher.insert(launcher.end(), {"--nodes", std::to_string(nodes)});
       const CommandResult r =
           launchWorkers(launcher, np,
-                        {"--colls", "AllReduce", "--counts", "0,1,7,1000,100003,2500007,3000001",
-                         "--big", "minimal"},
+                        {"--colls", "AllReduce", "--counts",
+                         "0,1,7,1000,100003,524291,2500007,3000001", "--big", "minimal"},
                         120);
       EXPECT_EQ(r.exitCode, 0) << name << " " << nodes << "x" << np << "\n" << outputTail(r.output);
       EXPECT_EQ(r.output.find(" 0 cases,"), std::string::npos) << name;

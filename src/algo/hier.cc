@@ -11,13 +11,13 @@
 // buffer) and hands that to the cross ring. The node's rings move shared-memory data while the
 // cross ring's chunks are in flight (its slots hold several), so no threads are needed.
 //
-// AllReduce is that ReduceScatter of the first N * floor(count / N) elements (rank r ends with
-// the sum of block r, in place in its output) followed by that AllGather of the blocks; the
-// remainder, fewer than N elements, takes the ring. Avg divides once, at the end of the
-// ReduceScatter. Until 2026-11-29 it ran a node reduce-scatter, a ring AllReduce across nodes
-// and a node allgather, pipelined over slices on three threads per rank, and timed whether to
-// pipeline in its first large calls; on 4 nodes x 2 ranks at 1 Gbit/s that ran at 91.0% and
-// 89.1% of the ideal at 16 and 64 MiB, this at 93.4% and 90.0% (medians of 5: CHANGELOG.md).
+// AllReduce is that ReduceScatter (rank r ends with the sum of block r, in place in its output)
+// followed by that AllGather of the blocks, where the first count % N blocks hold one element
+// more than the others. Avg divides once, at the end of the ReduceScatter. Until 2026-11-29 it ran
+// a node reduce-scatter, a ring AllReduce across nodes and a node allgather, pipelined over slices
+// on three threads per rank, and timed whether to pipeline in its first large calls; on 4 nodes x 2
+// ranks at 1 Gbit/s that ran at 91.0% and 89.1% of the ideal at 16 and 64 MiB, this at 93.4%
+// and 90.0% (medians of 5: CHANGELOG.md).
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -69,12 +69,24 @@ HierPlan hierPlan(const chorusComm* comm) {
 
 namespace {
 
-// The piece [o, o + ne) of rank r's block of `count` elements in `base` (AllGather's output,
-// ReduceScatter's input).
-template <typename T>
-T* blockAt(T* base, int r, size_t count, size_t o, size_t esz) {
-  return base + (size_t(r) * count + o) * esz;
-}
+// Where each rank's block lies in AllGather's output and ReduceScatter's input: `count` elements
+// each, one more for the first `extra` ranks (an AllReduce's count that is not a multiple of the
+// ranks: its blocks differ by one element at most), one after the other in rank order.
+struct Blocks {
+  size_t count, extra;
+  size_t start(int r) const { return size_t(r) * count + std::min(size_t(r), extra); }
+  size_t size(int r) const { return count + (size_t(r) < extra ? 1 : 0); }
+  size_t most() const { return count + (extra > 0 ? 1 : 0); }
+  // The elements of rank r's piece at [o, o + chunk) (0 past its end: both ends skip it).
+  size_t piece(int r, size_t o, size_t chunk) const {
+    const size_t n = size(r);
+    return o < n ? std::min(chunk, n - o) : 0;
+  }
+  template <typename T>
+  T* at(T* base, int r, size_t o, size_t esz) const {
+    return base + (start(r) + o) * esz;
+  }
+};
 
 // The cross ring's and the node ring's primitives of AllGather / ReduceScatter (the node's
 // without peers on a node of one rank): both on channel 0, the cross ring always Simple.
@@ -94,12 +106,12 @@ size_t hierChunk(const Prims& node, const Prims& cross, const HierPlan& h) {
   return h.P > 1 ? std::min(node.chunkElems(), cross.chunkElems()) : cross.chunkElems();
 }
 
-}  // namespace
-
-void hierAllGather(chorusComm* comm, const OpDesc& op, Proto proto) {
+// AllGather of `b`'s blocks (op.count is ignored): rank r's block, b.size(r) elements from
+// op.sendbuff, lands at b.start(r) in op.recvbuff.
+void hierAllGatherBlocks(chorusComm* comm, const OpDesc& op, Proto proto, const Blocks& b) {
   const HierPlan& h = hierState(comm).plan;
   const int P = h.P, Q = int(h.cross.size()), i = h.i, q = h.qpos;
-  const size_t esz = chorusTypeSize(op.type), count = op.count;
+  const size_t esz = chorusTypeSize(op.type);
   const char* src = static_cast<const char*>(op.sendbuff);
   char* dst = static_cast<char*>(op.recvbuff);
   // Named for the user's call (an AllReduce's second half says AllReduce in its errors).
@@ -108,35 +120,41 @@ void hierAllGather(chorusComm* comm, const OpDesc& op, Proto proto) {
                   ar ? "AllReduce(hier, allgather across nodes)" : "AllGather(hier, across nodes)",
                   ar ? "AllReduce(hier, intra-node allgather)" : "AllGather(hier, intra-node)");
   Prims &cross = rings.cross, &node = rings.node;
-  cross.setStreamingOutput(count * esz * size_t(comm->nranks) >= comm->streamThreshold);
-  node.setStreamingOutput(count * esz * size_t(comm->nranks) >= comm->streamThreshold);
-  // The node's ring passes on node c's blocks: this rank's (just received or copied) first.
-  auto nodeRing = [&](int c, size_t o, size_t ne) {
-    if (P == 1) return;
-    node.send(blockAt(dst, h.at(c, i), count, o, esz), ne);
-    for (int j = 1; j < P - 1; ++j)
-      node.recvCopySend(blockAt(dst, h.at(c, i - j), count, o, esz), ne);
-    node.recv(blockAt(dst, h.at(c, i + 1), count, o, esz), ne);
-  };
+  cross.setStreamingOutput(b.count * esz * size_t(comm->nranks) >= comm->streamThreshold);
+  node.setStreamingOutput(b.count * esz * size_t(comm->nranks) >= comm->streamThreshold);
   const size_t chunk = hierChunk(node, cross, h);
-  for (size_t o = 0; o < count; o += chunk) {
-    const size_t ne = std::min(chunk, count - o);
-    cross.copySend(src + o * esz, blockAt(dst, h.at(q, i), count, o, esz), ne);
-    nodeRing(q, o, ne);
+  // Rank r's piece at o: where it lies, and its elements.
+  auto at = [&](int r, size_t o) { return b.at(dst, r, o, esz); };
+  auto ne = [&](int r, size_t o) { return b.piece(r, o, chunk); };
+  // The node's ring passes on node c's blocks: this rank's (just received or copied) first.
+  auto nodeRing = [&](int c, size_t o) {
+    if (P == 1) return;
+    node.send(at(h.at(c, i), o), ne(h.at(c, i), o));
+    for (int j = 1; j < P - 1; ++j) node.recvCopySend(at(h.at(c, i - j), o), ne(h.at(c, i - j), o));
+    node.recv(at(h.at(c, i + 1), o), ne(h.at(c, i + 1), o));
+  };
+  for (size_t o = 0; o < b.most(); o += chunk) {
+    const int me = h.at(q, i);
+    cross.copySend(src + o * esz, at(me, o), ne(me, o));
+    nodeRing(q, o);
     for (int j = 1; j < Q - 1; ++j) {
-      cross.recvCopySend(blockAt(dst, h.at(mod(q - j, Q), i), count, o, esz), ne);
-      nodeRing(mod(q - j, Q), o, ne);
+      const int from = h.at(mod(q - j, Q), i);
+      cross.recvCopySend(at(from, o), ne(from, o));
+      nodeRing(mod(q - j, Q), o);
     }
-    cross.recv(blockAt(dst, h.at(mod(q + 1, Q), i), count, o, esz), ne);
-    nodeRing(mod(q + 1, Q), o, ne);
+    const int last = h.at(mod(q + 1, Q), i);
+    cross.recv(at(last, o), ne(last, o));
+    nodeRing(mod(q + 1, Q), o);
   }
 }
 
-void hierReduceScatter(chorusComm* comm, const OpDesc& op, Proto proto) {
+// ReduceScatter of `b`'s blocks (op.count is ignored): rank r's block, b.size(r) elements at
+// b.start(r) in op.sendbuff, reduced over the ranks into op.recvbuff.
+void hierReduceScatterBlocks(chorusComm* comm, const OpDesc& op, Proto proto, const Blocks& b) {
   HierState& st = hierState(comm);
   const HierPlan& h = st.plan;
   const int P = h.P, Q = int(h.cross.size()), i = h.i, q = h.qpos;
-  const size_t esz = chorusTypeSize(op.type), count = op.count;
+  const size_t esz = chorusTypeSize(op.type);
   const chorusRedOp_t partial = op.op == chorusAvg ? chorusSum : op.op;
   const char* src = static_cast<const char*>(op.sendbuff);
   char* dst = static_cast<char*>(op.recvbuff);
@@ -146,24 +164,39 @@ void hierReduceScatter(chorusComm* comm, const OpDesc& op, Proto proto) {
       ar ? "AllReduce(hier, reduce-scatter across nodes)" : "ReduceScatter(hier, across nodes)",
       ar ? "AllReduce(hier, intra-node reduce-scatter)" : "ReduceScatter(hier, intra-node)");
   Prims &cross = rings.cross, &node = rings.node;
+  const size_t chunk = std::min(hierChunk(node, cross, h), st.chunk.size() / esz);
+  auto at = [&](int r, size_t o) { return b.at(src, r, o, esz); };
+  auto ne = [&](int r, size_t o) { return b.piece(r, o, chunk); };
   // The node's sum of rank (c, i)'s piece, in the chunk buffer (this rank's own input alone on
   // a node of one rank).
-  auto nodeSum = [&](int c, size_t o, size_t ne) -> const char* {
-    if (P == 1) return blockAt(src, h.at(c, i), count, o, esz);
-    node.send(blockAt(src, h.at(c, i - 1), count, o, esz), ne);
-    for (int j = 2; j < P; ++j)
-      node.recvReduceSend(blockAt(src, h.at(c, i - j), count, o, esz), ne);
-    node.recvReduceCopy(blockAt(src, h.at(c, i), count, o, esz), st.chunk.data(), ne,
+  auto nodeSum = [&](int c, size_t o) -> const char* {
+    if (P == 1) return at(h.at(c, i), o);
+    node.send(at(h.at(c, i - 1), o), ne(h.at(c, i - 1), o));
+    for (int j = 2; j < P; ++j) node.recvReduceSend(at(h.at(c, i - j), o), ne(h.at(c, i - j), o));
+    node.recvReduceCopy(at(h.at(c, i), o), st.chunk.data(), ne(h.at(c, i), o),
                         /*final=*/false);
     return st.chunk.data();
   };
-  const size_t chunk = std::min(hierChunk(node, cross, h), st.chunk.size() / esz);
-  for (size_t o = 0; o < count; o += chunk) {
-    const size_t ne = std::min(chunk, count - o);
-    cross.send(nodeSum(mod(q - 1, Q), o, ne), ne);
-    for (int j = 2; j < Q; ++j) cross.recvReduceSend(nodeSum(mod(q - j, Q), o, ne), ne);
-    cross.recvReduceCopy(nodeSum(q, o, ne), dst + o * esz, ne, /*final=*/true);
+  for (size_t o = 0; o < b.most(); o += chunk) {
+    const int first = h.at(mod(q - 1, Q), i);
+    cross.send(nodeSum(mod(q - 1, Q), o), ne(first, o));
+    for (int j = 2; j < Q; ++j) {
+      const int mid = h.at(mod(q - j, Q), i);
+      cross.recvReduceSend(nodeSum(mod(q - j, Q), o), ne(mid, o));
+    }
+    const int me = h.at(q, i);
+    cross.recvReduceCopy(nodeSum(q, o), dst + o * esz, ne(me, o), /*final=*/true);
   }
+}
+
+}  // namespace
+
+void hierAllGather(chorusComm* comm, const OpDesc& op, Proto proto) {
+  hierAllGatherBlocks(comm, op, proto, Blocks{op.count, 0});
+}
+
+void hierReduceScatter(chorusComm* comm, const OpDesc& op, Proto proto) {
+  hierReduceScatterBlocks(comm, op, proto, Blocks{op.count, 0});
 }
 
 void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto) {
@@ -176,25 +209,18 @@ void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto) {
     ringAllReduceOn(comm, h.cross, h.qpos, all, Work{0, Proto::kSimple, 0, count});
     return;
   }
-  const size_t n = size_t(comm->nranks), c = count / n, head = c * n;
+  // Blocks of count / n elements, one more for the first count % n ranks: every element in one
+  // pass (a remainder's separate ring AllReduce cost 2(n - 1) more hops: 8 x 2 emulated nodes,
+  // 2 MiB + 4 B, 33-38 ms against 31-35).
+  const size_t n = size_t(comm->nranks);
+  const Blocks b{count / n, count % n};
   char* recv = static_cast<char*>(op.recvbuff);
-  if (c > 0) {
-    OpDesc rs = op;
-    rs.count = c;
-    rs.recvbuff = recv + size_t(comm->rank) * c * esz;
-    hierReduceScatter(comm, rs, proto);
-    OpDesc ag = op;
-    ag.count = c;
-    ag.sendbuff = rs.recvbuff;  // in place: this rank's block of the output
-    hierAllGather(comm, ag, proto);
-  }
-  if (head < count) {
-    OpDesc tail = op;
-    tail.sendbuff = static_cast<const char*>(op.sendbuff) + head * esz;
-    tail.recvbuff = recv + head * esz;
-    tail.count = count - head;
-    ringAllReduce(comm, tail, Work{0, Proto::kSimple, 0, tail.count});
-  }
+  OpDesc rs = op;
+  rs.recvbuff = b.at(recv, comm->rank, 0, esz);
+  hierReduceScatterBlocks(comm, rs, proto, b);
+  OpDesc ag = op;
+  ag.sendbuff = rs.recvbuff;  // in place: this rank's block of the output
+  hierAllGatherBlocks(comm, ag, proto, b);
 }
 
 namespace {
