@@ -42,9 +42,12 @@ void ringAllReduce(chorusComm* comm, const OpDesc& op, const Work& w);
 // The same on any ring of ranks (`ring` in order, this rank at position `pos`).
 void ringAllReduceOn(chorusComm* comm, const std::vector<int>& ring, int pos, const OpDesc& op,
                      const Work& w);
+// One hand-off of the ring across nodes, as the tuner's model counts it: the link probe's ring
+// step (Shape::netRingHopUs) where measured, else its network hop.
+double ringNetHopUs(const Shape& shape);
 // Hierarchical AllReduce (algo/hier.cc): the hierarchical ReduceScatter of the blocks, then
-// their hierarchical AllGather (the remainder of fewer than nranks elements by the ring). Needs
-// every node to hold the same number of ranks.
+// their hierarchical AllGather (blocks of count / nranks elements, one more for the first
+// count % nranks ranks). Needs every node to hold the same number of ranks.
 void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto);
 // Hierarchical AllGather and ReduceScatter (algo/hier.cc): a ring across nodes between the ranks
 // of one local index, each node's blocks passed on (summed) on the node's ring chunk by chunk.

@@ -14,6 +14,7 @@
 #include "comm/comm.h"
 #include "prims/prims.h"
 #include "reduce/reduce.h"
+#include "tune/tuner.h"
 
 namespace chorus {
 
@@ -121,6 +122,10 @@ double ringBytes(OpKind kind, int n) {
 
 }  // namespace
 
+double ringNetHopUs(const Shape& shape) {
+  return shape.netRingHopUs > 0 ? shape.netRingHopUs : netHopUs(shape);
+}
+
 extern const AlgoDesc kRingAlgo = {
     .name = "ring",
     .serves =
@@ -131,6 +136,7 @@ extern const AlgoDesc kRingAlgo = {
         kindBit(OpKind::kAllReduce) | kindBit(OpKind::kAllGather) | kindBit(OpKind::kReduceScatter),
     .hops = ringHops,
     .byteFactor = ringBytes,
+    .netHopUs = ringNetHopUs,
     .run = entries({{OpKind::kAllReduce, ringAllReduce},
                     {OpKind::kAllGather, ringAllGather},
                     {OpKind::kReduceScatter, ringReduceScatter}}),
