@@ -122,8 +122,9 @@ double ringBytes(OpKind kind, int n) {
 
 }  // namespace
 
-double ringNetHopUs(const Shape& shape) {
-  return shape.netRingHopUs > 0 ? shape.netRingHopUs : netHopUs(shape);
+double ringNetHopUs(OpKind kind, const Shape& shape) {
+  return kind == OpKind::kAllReduce && shape.netRingHopUs > 0 ? shape.netRingHopUs
+                                                              : netHopUs(shape);
 }
 
 extern const AlgoDesc kRingAlgo = {

@@ -169,7 +169,7 @@ struct AlgoDesc {
   double (*setupUs)(OpKind kind) = nullptr;
   // Across nodes: one of its hand-offs in the generic model. Null: the link probe's network hop
   // (tune/tuner.h netHopUs).
-  double (*netHopUs)(const Shape& shape) = nullptr;
+  double (*netHopUs)(OpKind kind, const Shape& shape) = nullptr;
   // Time across nodes where the generic model (every hand-off a network hop, the bytes through
   // the node's network link) does not fit it. Null: the generic model.
   double (*multiNodeUs)(OpKind kind, Proto proto, const Shape& shape, size_t bytes) = nullptr;

@@ -25,7 +25,7 @@
 //     whole communicator, their mean (every step sends one way at that size: the model's hops
 //     for the halving-doubling start there, algo/halving_doubling.cc hdHopsUs);
 //   - three warm-ups, then 3 runs of kSmallReps back-to-back ring AllReduces of nranks doubles
-//     on the whole communicator: the fastest run's mean over 2(n - 1) is the ring's hand-off
+//     on the whole communicator: the median run's mean over 2(n - 1) is the ring's hand-off
 //     (algo/ring.cc ringNetHopUs).
 // A max-AllReduce over the whole communicator then gives every rank the slowest link's figures
 // (the halving-doubling's call and the ring's step: the fastest rank's), so every rank's tuner
@@ -138,7 +138,7 @@ double chainRate(chorusComm* c, OpKind kind) {
 // then kSmallReps back to back, their mean on this rank, as the benchmarks time them. (The
 // median of calls timed one by one spread 1.5x over the ranks of 8 x 2 for the recursive
 // doubling, one rank waiting in a call where another waited in the next.)
-// `runs` > 1: that many runs of kSmallReps after `warmups` calls, the fastest run's mean.
+// `runs` > 1: that many runs of kSmallReps after `warmups` calls, the median run's mean.
 double smallAllReduce(chorusComm* c, Algo algo, size_t count, int warmups = 1, int runs = 1) {
   const AlgoEntry run = algoDesc(algo).run.of[int(OpKind::kAllReduce)];
   std::vector<double> buf(count, 1.0);
@@ -147,14 +147,14 @@ double smallAllReduce(chorusComm* c, Algo algo, size_t count, int warmups = 1, i
   for (int i = 0; i < warmups; ++i) run(c, op, Work{0, Proto::kSimple, 0, count});
   if (algo == Algo::kHalvingDoubling) stallIfHooked(c, kStallInHalvingDoubling);
   if (algo == Algo::kRing) stallIfHooked(c, kStallInRing);
-  double best = 0;
-  for (int k = 0; k < runs; ++k) {
+  std::vector<double> t(size_t(std::max(runs, 1)));
+  for (double& tk : t) {
     const auto t0 = Clock::now();
     for (int i = 0; i < kSmallReps; ++i) run(c, op, Work{0, Proto::kSimple, 0, count});
-    const double t = secondsSince(t0) / kSmallReps;
-    best = k == 0 ? t : std::min(best, t);
+    tk = secondsSince(t0) / kSmallReps;
   }
-  return best;
+  std::nth_element(t.begin(), t.begin() + ptrdiff_t(t.size() / 2), t.end());
+  return t[t.size() / 2];
 }
 
 // Seconds one ring AllReduce of `count` doubles among `ring` takes on this rank.
@@ -239,7 +239,7 @@ void probeNetwork(chorusComm* c) {
     // in a node and it costs less than the hop above, whose P rings all cross the network at
     // once (8 x 2 emulated nodes: the ring forced took 0.4-0.5 of 2(n - 1) of those hops). And
     // back to back, as the benchmarks run it: its calls overlap (8 x 1: 0.6-0.85 of the hops
-    // timed call by call, on the same ring). The fastest of 3 runs after 3 calls to warm up:
+    // timed call by call, on the same ring). The median of 3 runs after 3 calls to warm up:
     // one run's mean after one spread 1.45x from one launch to the next on 8 x 2 (145-210 us)
     // where the benchmark's spread 1.05x.
     ringSec = smallAllReduce(c, Algo::kRing, size_t(c->nranks), 3, 3) / (2.0 * (c->nranks - 1));
