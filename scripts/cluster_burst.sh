@@ -4,7 +4,7 @@
 # and each algorithm that crosses nodes forced (CHORUS_ALGO), one launch of all_reduce_perf each,
 # interleaved; then per burst, algorithm and size the best and median eff% and time (us) over the
 # rounds, the algorithm the default ran, and the model's prediction over the measured time
-# (median).
+# (median); then per algorithm how many sizes the model predicts within 25%.
 #
 #   scripts/cluster_burst.sh [--build build] [--rounds 5] [--shape 8x2] [--rate 1gbit]
 #                            [--bursts "131072 262144 1048576"] [--algos "default ring tree hier"]
@@ -72,6 +72,7 @@ print(f"\n{shape}, {rounds} rounds: eff% and time best and median per size, the 
 print("| burst | algorithm | " + " | ".join(["size", "eff% best", "eff% median", "us best",
                                               "us median", "ran", "predicted / measured"]) + " |")
 print("| --- | --- | --- | ---: | ---: | ---: | ---: | --- | ---: |")
+summary, counts = {}, {}
 for burst in bursts:
     for algo in algos:
         rows = {}
@@ -82,6 +83,7 @@ for burst in bursts:
             except (OSError, ValueError, KeyError):
                 continue
             for x in results:
+                counts[x["size"]] = x.get("count", 1)
                 t = x["out_of_place"]["time"]
                 rows.setdefault(x["size"], []).append(
                     (x["efficiency"], x["algorithm"], x["predicted_time"] / t, t))
@@ -96,5 +98,15 @@ for burst in bursts:
             print(f"| {int(burst) >> 10} KiB | {algo} | {label} | {max(effs):.1f} | "
                   f"{statistics.median(effs):.1f} | {min(times):.1f} | "
                   f"{statistics.median(times):.1f} | {ran} | {ratio:.2f} |")
+            if counts.get(size, 1) > 0:  # a call that moves nothing is left out of the summary
+                summary.setdefault((burst, algo), []).append(ratio)
+print("\nPer algorithm: sizes whose predicted / measured (median) is within 25%, and its range "
+      "(sizes whose calls move nothing left out)\n")
+print("| burst | algorithm | sizes within 25% | predicted / measured |")
+print("| --- | --- | ---: | --- |")
+for (burst, algo), ratios in summary.items():
+    within = sum(abs(x - 1) <= 0.25 for x in ratios)
+    print(f"| {int(burst) >> 10} KiB | {algo} | {within} of {len(ratios)} | "
+          f"{min(ratios):.2f}-{max(ratios):.2f} |")
 EOF
 exit $status
