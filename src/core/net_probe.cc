@@ -29,8 +29,8 @@
 //     (algo/ring.cc ringNetHopUs).
 // A max-AllReduce over the whole communicator then gives every rank the slowest link's figures
 // (the halving-doubling's call and the ring's step: the fastest rank's), so every rank's tuner
-// makes the same choices. On 1 Gbit/s links this takes 0.3 s (4 nodes of 1 rank) to 0.5 s (8 of
-// 2): 15 x 1 MiB through each link; on unshaped veth links less.
+// makes the same choices. On 1 Gbit/s links this takes 0.3 s (4 nodes of 1 rank) to 0.65 s (8
+// of 2): 15 x 1 MiB through each link; on unshaped veth links less.
 #include "core/net_probe.h"
 
 #include <unistd.h>
