@@ -163,42 +163,6 @@ TEST(ClusterModel, SharedMachineOverlapsHopsAndBytes) {
   }
 }
 
-// Where the nodes share one machine's cores, a step of the ring over the whole communicator, P - 1
-// of whose P hand-offs stay in a node, costs less than the network hop of the probe's P rings
-// crossing at once, and its calls overlap back to back: the link probe times the ring
-// (Shape::netRingHopUs) and the ring AllReduce's model counts its steps at that. Against 8 emulated
-// nodes of 2 ranks (1 Gbit/s, 2026-12-06, medians of 4 launches of all_reduce_perf -n 20 with the
-// ring forced; their probes' ring steps 120-155 us, their network hops 300-400
-// us): 4.07, 4.99, 4.75, 5.43 and 9.50 ms at 128 B, 2 KiB, 32 KiB, 128 KiB and 512 KiB.
-TEST(ClusterModel, RingStepsFollowTheProbesRing) {
-  const size_t KiB = 1024;
-  Shape s = eightByTwo(350.0, 0.122, 100.0);
-  s.sharedMachine = true;
-  const double unmeasured = predictUs(OpKind::kAllReduce, Algo::kRing, Proto::kSimple, 1, s, 128);
-  s.netRingHopUs = 140.0;
-  for (const auto& [bytes, measuredUs] : {std::pair<size_t, double>{128, 4070.0},
-                                          {2 * KiB, 4989.0},
-                                          {32 * KiB, 4747.0},
-                                          {128 * KiB, 5432.0},
-                                          {512 * KiB, 9497.0}}) {
-    const double t = predictUs(OpKind::kAllReduce, Algo::kRing, Proto::kSimple, 1, s, bytes);
-    EXPECT_NEAR(t / measuredUs, 1.0, 0.25) << bytes << " bytes: predicted " << t << " us";
-  }
-  EXPECT_GT(unmeasured / 4070.0, 2.0) << "every step a network hop: " << unmeasured;
-  // The other algorithms keep the network hop, and so do the ring's AllGather and ReduceScatter;
-  // the hierarchical one's cross ring is the whole ring on one rank per node only.
-  Shape noRing = s;
-  noRing.netRingHopUs = 0;
-  for (OpKind kind : {OpKind::kAllGather, OpKind::kReduceScatter})
-    EXPECT_DOUBLE_EQ(predictUs(kind, Algo::kRing, Proto::kSimple, 1, s, 512 * KiB),
-                     predictUs(kind, Algo::kRing, Proto::kSimple, 1, noRing, 512 * KiB));
-  EXPECT_DOUBLE_EQ(
-      predictUs(OpKind::kAllReduce, Algo::kRecursiveDoubling, Proto::kSimple, 1, s, 512),
-      predictUs(OpKind::kAllReduce, Algo::kRecursiveDoubling, Proto::kSimple, 1, noRing, 512));
-  EXPECT_DOUBLE_EQ(predictUs(OpKind::kAllReduce, Algo::kHier, Proto::kSimple, 1, s, 4 * KiB),
-                   predictUs(OpKind::kAllReduce, Algo::kHier, Proto::kSimple, 1, noRing, 4 * KiB));
-}
-
 // The halving-doubling splits on 64-byte lines, so at a few bytes every step sends one way (a
 // binomial reduce and broadcast: 2(n - 1) messages against the recursive doubling's n log2 n).
 // Where ranks share cores, fewer messages wait less: the link probe times that call

@@ -42,13 +42,6 @@ void ringAllReduce(chorusComm* comm, const OpDesc& op, const Work& w);
 // The same on any ring of ranks (`ring` in order, this rank at position `pos`).
 void ringAllReduceOn(chorusComm* comm, const std::vector<int>& ring, int pos, const OpDesc& op,
                      const Work& w);
-// One hand-off of the ring across nodes, as the tuner's model counts it: for AllReduce the link
-// probe's ring step (Shape::netRingHopUs) where measured, else its network hop. (AllGather and
-// ReduceScatter keep the network hop: with the step, where nodes share one machine's cores, the
-// tuner ran their ring at 512 KiB-1 MiB on 8 x 2 emulated nodes, 1.05-1.07x slower than the
-// hierarchical one, and on 4 x 2 at 128 B-32 KiB in 2 launches of 5, 1.1-1.5x slower than the
-// recursive halving: CHANGELOG.md, thirty-second session.)
-double ringNetHopUs(OpKind kind, const Shape& shape);
 // Hierarchical AllReduce (algo/hier.cc): the hierarchical ReduceScatter of the blocks, then
 // their hierarchical AllGather (blocks of count / nranks elements, one more for the first
 // count % nranks ranks). Needs every node to hold the same number of ranks.

@@ -244,11 +244,8 @@ double hierUs(OpKind kind, Proto p, const Shape& shape, size_t bytes) {
   const double Q = shape.nnodes, P = double(shape.nranks) / Q;
   const double netBw = netBwGBs(shape) * 1e3, shmBw = m.bwGBs[0] * 1e3;
   const double shmT = S * (P - 1) / P / shmBw, netT = S * (Q - 1) / Q / netBw;
-  // One rank per node: the cross ring is the whole communicator's ring, as the probe's ring step
-  // times it; else P cross rings at once, as its network hop does.
-  const double crossHop = P > 1 ? netHopUs(shape) : ringNetHopUs(kind, shape);
-  const double once = pipelinedUs(shape, Q * (P - 1) * nodeHopUs(shape, p) + (Q - 1) * crossHop,
-                                  std::max(shmT, netT));
+  const double once = pipelinedUs(
+      shape, Q * (P - 1) * nodeHopUs(shape, p) + (Q - 1) * netHopUs(shape), std::max(shmT, netT));
   return m.baseUs[int(p)] + (kind == OpKind::kAllReduce ? 2 : 1) * once;
 }
 }  // namespace

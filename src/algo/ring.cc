@@ -14,7 +14,6 @@
 #include "comm/comm.h"
 #include "prims/prims.h"
 #include "reduce/reduce.h"
-#include "tune/tuner.h"
 
 namespace chorus {
 
@@ -122,11 +121,6 @@ double ringBytes(OpKind kind, int n) {
 
 }  // namespace
 
-double ringNetHopUs(OpKind kind, const Shape& shape) {
-  return kind == OpKind::kAllReduce && shape.netRingHopUs > 0 ? shape.netRingHopUs
-                                                              : netHopUs(shape);
-}
-
 extern const AlgoDesc kRingAlgo = {
     .name = "ring",
     .serves =
@@ -137,7 +131,6 @@ extern const AlgoDesc kRingAlgo = {
         kindBit(OpKind::kAllReduce) | kindBit(OpKind::kAllGather) | kindBit(OpKind::kReduceScatter),
     .hops = ringHops,
     .byteFactor = ringBytes,
-    .netHopUs = ringNetHopUs,
     .run = entries({{OpKind::kAllReduce, ringAllReduce},
                     {OpKind::kAllGather, ringAllGather},
                     {OpKind::kReduceScatter, ringReduceScatter}}),

@@ -70,12 +70,6 @@ struct Shape {
   // whose steps all send one way (algo/halving_doubling.cc hdHopsUs), measured by the link
   // probe; 0: unmeasured (the hops' model alone).
   double netHdUs = 0;
-  // Across nodes: one step of the ring AllReduce of nranks doubles on the whole communicator
-  // (ring order, every step moving something on every rank), back to back, measured by the
-  // link probe; 0: unmeasured (netHopUs). Where ranks share one machine's cores a ring step,
-  // whose P - 1 of every P hand-offs stay in a node, costs less than the hop that P rings
-  // crossing the network at once measure (algo/ring.cc ringNetHopUs).
-  double netRingHopUs = 0;
 };
 
 // A communicator's Shape, versioned: read anywhere with get(); changed only through change(f),
@@ -167,9 +161,6 @@ struct AlgoDesc {
   double (*wakeups)(const Shape& shape) = nullptr;
   // Fixed cost beyond the hand-offs on one node (system calls, page walks). Null: 0.
   double (*setupUs)(OpKind kind) = nullptr;
-  // Across nodes: one of its hand-offs in the generic model. Null: the link probe's network hop
-  // (tune/tuner.h netHopUs).
-  double (*netHopUs)(OpKind kind, const Shape& shape) = nullptr;
   // Time across nodes where the generic model (every hand-off a network hop, the bytes through
   // the node's network link) does not fit it. Null: the generic model.
   double (*multiNodeUs)(OpKind kind, Proto proto, const Shape& shape, size_t bytes) = nullptr;

@@ -23,14 +23,11 @@
 //     not n - 1 hops; then Reduces the same way;
 //   - one warm-up then kSmallReps back-to-back halving-doubling AllReduces of one double on the
 //     whole communicator, their mean (every step sends one way at that size: the model's hops
-//     for the halving-doubling start there, algo/halving_doubling.cc hdHopsUs);
-//   - three warm-ups, then 3 runs of kSmallReps back-to-back ring AllReduces of nranks doubles
-//     on the whole communicator: the median run's mean over 2(n - 1) is the ring's hand-off
-//     (algo/ring.cc ringNetHopUs).
+//     for the halving-doubling start there, algo/halving_doubling.cc hdHopsUs).
 // A max-AllReduce over the whole communicator then gives every rank the slowest link's figures
-// (the halving-doubling's call and the ring's step: the fastest rank's), so every rank's tuner
-// makes the same choices. On 1 Gbit/s links this takes 0.3 s (4 nodes of 1 rank) to 0.65 s (8
-// of 2): 15 x 1 MiB through each link; on unshaped veth links less.
+// (the halving-doubling's call: the fastest rank's), so every rank's tuner makes the same
+// choices. On 1 Gbit/s links this takes 0.3 s (4 nodes of 1 rank) to 0.5 s (8 of 2): 15 x 1 MiB
+// through each link; on unshaped veth links less.
 #include "core/net_probe.h"
 
 #include <unistd.h>
@@ -82,10 +79,9 @@ double median(double (&t)[N]) {
 // CHORUS_TEST_PROBE_STALL=rank:phase (tests only): that rank stops for good in that phase of the
 // probe, after the calls that bring its peers into it, so that a test can kill it while they
 // wait in the timed calls. 1: the chain Broadcasts, after their fill; 2: the halving-doubling's
-// smallest AllReduces, after their warm-up; 3: the ring's, likewise.
+// smallest AllReduces, after their warm-up.
 constexpr int kStallInChain = 1;
 constexpr int kStallInHalvingDoubling = 2;
-constexpr int kStallInRing = 3;
 
 void stallIfHooked(const chorusComm* c, int phase) {
   if (testHookFor("CHORUS_TEST_PROBE_STALL", c->rank) != phase) return;
@@ -138,23 +134,15 @@ double chainRate(chorusComm* c, OpKind kind) {
 // then kSmallReps back to back, their mean on this rank, as the benchmarks time them. (The
 // median of calls timed one by one spread 1.5x over the ranks of 8 x 2 for the recursive
 // doubling, one rank waiting in a call where another waited in the next.)
-// `runs` > 1: that many runs of kSmallReps after `warmups` calls, the median run's mean.
-double smallAllReduce(chorusComm* c, Algo algo, size_t count, int warmups = 1, int runs = 1) {
+double smallAllReduce(chorusComm* c, Algo algo) {
   const AlgoEntry run = algoDesc(algo).run.of[int(OpKind::kAllReduce)];
-  std::vector<double> buf(count, 1.0);
-  const OpDesc op{OpKind::kAllReduce, buf.data(), buf.data(), count,  chorusFloat64,
-                  chorusSum,          -1,         c,          nullptr};
-  for (int i = 0; i < warmups; ++i) run(c, op, Work{0, Proto::kSimple, 0, count});
+  double buf[1] = {1.0};
+  const OpDesc op{OpKind::kAllReduce, buf, buf, 1, chorusFloat64, chorusSum, -1, c, nullptr};
+  run(c, op, Work{0, Proto::kSimple, 0, 1});
   if (algo == Algo::kHalvingDoubling) stallIfHooked(c, kStallInHalvingDoubling);
-  if (algo == Algo::kRing) stallIfHooked(c, kStallInRing);
-  std::vector<double> t(size_t(std::max(runs, 1)));
-  for (double& tk : t) {
-    const auto t0 = Clock::now();
-    for (int i = 0; i < kSmallReps; ++i) run(c, op, Work{0, Proto::kSimple, 0, count});
-    tk = secondsSince(t0) / kSmallReps;
-  }
-  std::nth_element(t.begin(), t.begin() + ptrdiff_t(t.size() / 2), t.end());
-  return t[t.size() / 2];
+  const auto t0 = Clock::now();
+  for (int i = 0; i < kSmallReps; ++i) run(c, op, Work{0, Proto::kSimple, 0, 1});
+  return secondsSince(t0) / kSmallReps;
 }
 
 // Seconds one ring AllReduce of `count` doubles among `ring` takes on this rank.
@@ -174,8 +162,7 @@ void probeNetwork(chorusComm* c) {
   const double gbs = envPositive("CHORUS_NET_GBS"), hopUs = envPositive("CHORUS_NET_HOP_US");
   const bool probe = envInt("CHORUS_NET_PROBE", 1) != 0 && (gbs == 0 || hopUs == 0);
   // This rank's measurements (0: none).
-  double hopSec = 0, secPerByte = 0, nodeHopSec = 0, pipeSec = 0, reducePipeSec = 0, hdSec = 0,
-         ringSec = 0;
+  double hopSec = 0, secPerByte = 0, nodeHopSec = 0, pipeSec = 0, reducePipeSec = 0, hdSec = 0;
   if (probe) {
     // The hierarchical AllReduce's rings (this node's, and index i of every node), and the
     // smallest node's rank count: only indices every node has cross all of them.
@@ -233,16 +220,7 @@ void probeNetwork(chorusComm* c) {
     // reduce and broadcast: 2(n - 1) messages against the recursive doubling's n log2 n): where
     // ranks share cores a hop is mostly the wait for one, and fewer messages wait less than
     // its 2 log2 n hops say.
-    hdSec = smallAllReduce(c, Algo::kHalvingDoubling, 1);
-    // A step of the ring over the whole communicator, nranks doubles so that every step moves
-    // something on every rank: where ranks share cores, P - 1 of every P of its hand-offs stay
-    // in a node and it costs less than the hop above, whose P rings all cross the network at
-    // once (8 x 2 emulated nodes: the ring forced took 0.4-0.5 of 2(n - 1) of those hops). And
-    // back to back, as the benchmarks run it: its calls overlap (8 x 1: 0.6-0.85 of the hops
-    // timed call by call, on the same ring). The median of 3 runs after 3 calls to warm up:
-    // one run's mean after one spread 1.45x from one launch to the next on 8 x 2 (145-210 us)
-    // where the benchmark's spread 1.05x.
-    ringSec = smallAllReduce(c, Algo::kRing, size_t(c->nranks), 3, 3) / (2.0 * (c->nranks - 1));
+    hdSec = smallAllReduce(c, Algo::kHalvingDoubling);
     if (c->shape.get().evenNodes && P > 1) {
       // Inside a small hierarchical AllReduce (the tuner's usual choice across nodes) a node's
       // hand-offs cost more: a rank that waited on the cross ring sleeps and must be woken.
@@ -284,26 +262,24 @@ void probeNetwork(chorusComm* c) {
       CHORUS_INFO(c->rank,
                   "network probe, this rank: hop %.1f us, %.0f B per node in %.3f ms, node hop "
                   "%.1f us, chain Broadcast %.1f and Reduce %.1f us per call, one double's "
-                  "halving-doubling AllReduce %.1f us, ring step %.1f us",
+                  "halving-doubling AllReduce %.1f us",
                   hopSec * 1e6, bytes, t * 1e3, nodeHopSec * 1e6, pipeSec * 1e6,
-                  reducePipeSec * 1e6, hdSec * 1e6, ringSec * 1e6);
+                  reducePipeSec * 1e6, hdSec * 1e6);
     }
   }
   // The slowest link decides, the same figures on every rank.
-  // The halving-doubling's small call and the ring's step: the fastest rank's (negated for the
-  // max). The halving-doubling's ranks' means spread 3x on 8 x 1 (544-1671 us per call in one
-  // launch) where the benchmark, timing the same calls for longer, took 448-479; on 8 x 2 they
-  // spread 10%.
-  double v[7] = {hopSec, secPerByte, nodeHopSec, pipeSec, reducePipeSec, -hdSec, -ringSec};
-  OpDesc op{OpKind::kAllReduce, v, v, 7, chorusFloat64, chorusMax, -1, c, nullptr};
-  if (probe) ringAllReduce(c, op, Work{0, Proto::kSimple, 0, 7});
+  // The halving-doubling's small call: the fastest rank's (negated for the max). Its ranks'
+  // means spread 3x on 8 x 1 (544-1671 us per call in one launch) where the benchmark, timing
+  // the same calls for longer, took 448-479; on 8 x 2 they spread 10%.
+  double v[6] = {hopSec, secPerByte, nodeHopSec, pipeSec, reducePipeSec, -hdSec};
+  OpDesc op{OpKind::kAllReduce, v, v, 6, chorusFloat64, chorusMax, -1, c, nullptr};
+  if (probe) ringAllReduce(c, op, Work{0, Proto::kSimple, 0, 6});
   c->shape.change([&](Shape& s) {
     s.netHopUs = hopUs > 0 ? hopUs : v[0] * 1e6;
     s.nodeHopUs = v[2] * 1e6;
     s.netPipeUs = v[3] * 1e6;
     s.netReducePipeUs = v[4] * 1e6;
     s.netHdUs = -v[5] * 1e6;
-    s.netRingHopUs = -v[6] * 1e6;
     s.netBwGBs = gbs > 0 ? gbs : v[1] > 0 ? 1e-9 / v[1] : 0;
   });
   const double ms = secondsSince(start) * 1e3;
