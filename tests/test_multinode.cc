@@ -57,10 +57,11 @@ INSTANTIATE_TEST_SUITE_P(Emulated, MultiNode,
                          });
 
 // The hierarchical AllReduce (even nodes only), the ring and the tree forced across nodes. The
-// hierarchical one runs a ReduceScatter of blocks of floor(count / N) elements, one more for the
-// first count % N ranks, and their AllGather: counts below N (1, 7 on 6 ranks: blocks of 1 and
-// 0), a multiple of N (1000 on 2 and 4 ranks) and remainders (100003, 2500007, 3000001; 524291
-// on 4 ranks: 131072 elements, one Simple chunk, then a last piece of the first 3 ranks' one).
+// hierarchical one runs a ReduceScatter of the count split into blocks of whole 64-byte lines,
+// the last ones shorter or empty (LineBlocks), and their AllGather: counts below a line (1, 7:
+// one block holds them all), a multiple of N (1000 on 2 and 4 ranks) and counts that leave the
+// last block short (100003, 2500007, 3000001; 524291 on 4 ranks: blocks of 131088 floats, past
+// one 512 KiB Simple chunk, the last block 131027).
 TEST(MultiNodeAlgorithms, ForcedHierAndRingAllReduce) {
   const std::vector<std::pair<std::string, std::vector<std::string>>> configs = {
       {"hier", {"-x", "CHORUS_ALGO=hier"}},

@@ -24,8 +24,8 @@ inline int mod(int a, int n) {
 }
 
 // `count` elements of `typeSize` bytes split into `parts` blocks of whole 64-byte lines, the
-// last ones shorter or empty: block i is [begin(i), begin(i + 1)). Channels, the single-copy
-// AllReduce's blocks and the two-shot's blocks all split this way.
+// last ones shorter or empty: block i is [begin(i), begin(i + 1)). Channels, the single-copy,
+// two-shot and hierarchical AllReduces' blocks all split this way.
 struct LineBlocks {
   size_t count;
   size_t per;  // elements per block (a multiple of a line's elements)
@@ -33,6 +33,9 @@ struct LineBlocks {
     const size_t align = typeSize >= 64 ? 1 : 64 / typeSize;
     per = ((n + size_t(parts) - 1) / size_t(parts) + align - 1) / align * align;
   }
+  // Blocks of exactly `perBlock` elements, whole lines or not (AllGather's and ReduceScatter's
+  // blocks of the user's count: `count` is then parts * perBlock).
+  LineBlocks(size_t n, size_t perBlock) : count(n), per(perBlock) {}
   size_t begin(int i) const { return per * size_t(i) < count ? per * size_t(i) : count; }
   size_t size(int i) const { return begin(i + 1) - begin(i); }
 };
@@ -43,8 +46,8 @@ void ringAllReduce(chorusComm* comm, const OpDesc& op, const Work& w);
 void ringAllReduceOn(chorusComm* comm, const std::vector<int>& ring, int pos, const OpDesc& op,
                      const Work& w);
 // Hierarchical AllReduce (algo/hier.cc): the hierarchical ReduceScatter of the blocks, then
-// their hierarchical AllGather (blocks of count / nranks elements, one more for the first
-// count % nranks ranks). Needs every node to hold the same number of ranks.
+// their hierarchical AllGather (LineBlocks over the ranks: every count in one pass). Needs every
+// node to hold the same number of ranks.
 void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto);
 // Hierarchical AllGather and ReduceScatter (algo/hier.cc): a ring across nodes between the ranks
 // of one local index, each node's blocks passed on (summed) on the node's ring chunk by chunk.

@@ -12,12 +12,12 @@
 // cross ring's chunks are in flight (its slots hold several), so no threads are needed.
 //
 // AllReduce is that ReduceScatter (rank r ends with the sum of block r, in place in its output)
-// followed by that AllGather of the blocks, where the first count % N blocks hold one element
-// more than the others. Avg divides once, at the end of the ReduceScatter. Until 2026-11-29 it ran
-// a node reduce-scatter, a ring AllReduce across nodes and a node allgather, pipelined over slices
-// on three threads per rank, and timed whether to pipeline in its first large calls; on 4 nodes x 2
-// ranks at 1 Gbit/s that ran at 91.0% and 89.1% of the ideal at 16 and 64 MiB, this at 93.4%
-// and 90.0% (medians of 5: CHANGELOG.md).
+// followed by that AllGather of the blocks, split as LineBlocks (algo/algo.h) splits them: whole
+// 64-byte lines, the last blocks shorter or empty. Avg divides once, at the end of the
+// ReduceScatter. Until 2026-11-29 it ran a node reduce-scatter, a ring AllReduce across nodes and a
+// node allgather, pipelined over slices on three threads per rank, and timed whether to pipeline in
+// its first large calls; on 4 nodes x 2 ranks at 1 Gbit/s that ran at 91.0% and 89.1% of the ideal
+// at 16 and 64 MiB, this at 93.4% and 90.0% (medians of 5: CHANGELOG.md).
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -69,24 +69,17 @@ HierPlan hierPlan(const chorusComm* comm) {
 
 namespace {
 
-// Where each rank's block lies in AllGather's output and ReduceScatter's input: `count` elements
-// each, one more for the first `extra` ranks (an AllReduce's count that is not a multiple of the
-// ranks: its blocks differ by one element at most), one after the other in rank order.
-struct Blocks {
-  size_t count, extra;
-  size_t start(int r) const { return size_t(r) * count + std::min(size_t(r), extra); }
-  size_t size(int r) const { return count + (size_t(r) < extra ? 1 : 0); }
-  size_t most() const { return count + (extra > 0 ? 1 : 0); }
-  // The elements of rank r's piece at [o, o + chunk) (0 past its end: both ends skip it).
-  size_t piece(int r, size_t o, size_t chunk) const {
-    const size_t n = size(r);
-    return o < n ? std::min(chunk, n - o) : 0;
-  }
-  template <typename T>
-  T* at(T* base, int r, size_t o, size_t esz) const {
-    return base + (start(r) + o) * esz;
-  }
-};
+// Rank r's block b.begin(r), b.size(r) in AllGather's output and ReduceScatter's input: its piece
+// at [o, o + chunk) lies at pieceAt and holds pieceElems elements (0 past the block's end: both
+// ends of a transfer skip it).
+template <typename T>
+T* pieceAt(T* base, const LineBlocks& b, int r, size_t o, size_t esz) {
+  return base + (b.begin(r) + o) * esz;
+}
+size_t pieceElems(const LineBlocks& b, int r, size_t o, size_t chunk) {
+  const size_t n = b.size(r);
+  return o < n ? std::min(chunk, n - o) : 0;
+}
 
 // The cross ring's and the node ring's primitives of AllGather / ReduceScatter (the node's
 // without peers on a node of one rank): both on channel 0, the cross ring always Simple.
@@ -106,9 +99,9 @@ size_t hierChunk(const Prims& node, const Prims& cross, const HierPlan& h) {
   return h.P > 1 ? std::min(node.chunkElems(), cross.chunkElems()) : cross.chunkElems();
 }
 
-// AllGather of `b`'s blocks (op.count is ignored): rank r's block, b.size(r) elements from
-// op.sendbuff, lands at b.start(r) in op.recvbuff.
-void hierAllGatherBlocks(chorusComm* comm, const OpDesc& op, Proto proto, const Blocks& b) {
+// AllGather of `b`'s blocks, one per rank (op.count is ignored): rank r's, b.size(r) elements
+// from op.sendbuff, lands at b.begin(r) in op.recvbuff.
+void hierAllGatherBlocks(chorusComm* comm, const OpDesc& op, Proto proto, const LineBlocks& b) {
   const HierPlan& h = hierState(comm).plan;
   const int P = h.P, Q = int(h.cross.size()), i = h.i, q = h.qpos;
   const size_t esz = chorusTypeSize(op.type);
@@ -120,37 +113,40 @@ void hierAllGatherBlocks(chorusComm* comm, const OpDesc& op, Proto proto, const 
                   ar ? "AllReduce(hier, allgather across nodes)" : "AllGather(hier, across nodes)",
                   ar ? "AllReduce(hier, intra-node allgather)" : "AllGather(hier, intra-node)");
   Prims &cross = rings.cross, &node = rings.node;
-  cross.setStreamingOutput(b.count * esz * size_t(comm->nranks) >= comm->streamThreshold);
-  node.setStreamingOutput(b.count * esz * size_t(comm->nranks) >= comm->streamThreshold);
+  cross.setStreamingOutput(b.count * esz >= comm->streamThreshold);
+  node.setStreamingOutput(b.count * esz >= comm->streamThreshold);
   const size_t chunk = hierChunk(node, cross, h);
-  // Rank r's piece at o: where it lies, and its elements.
-  auto at = [&](int r, size_t o) { return b.at(dst, r, o, esz); };
-  auto ne = [&](int r, size_t o) { return b.piece(r, o, chunk); };
+  // Rank r's piece at o, received through `prims` (and passed on).
+  auto recvCopySend = [&](Prims& prims, int r, size_t o) {
+    prims.recvCopySend(pieceAt(dst, b, r, o, esz), pieceElems(b, r, o, chunk));
+  };
+  auto recv = [&](Prims& prims, int r, size_t o) {
+    prims.recv(pieceAt(dst, b, r, o, esz), pieceElems(b, r, o, chunk));
+  };
   // The node's ring passes on node c's blocks: this rank's (just received or copied) first.
   auto nodeRing = [&](int c, size_t o) {
     if (P == 1) return;
-    node.send(at(h.at(c, i), o), ne(h.at(c, i), o));
-    for (int j = 1; j < P - 1; ++j) node.recvCopySend(at(h.at(c, i - j), o), ne(h.at(c, i - j), o));
-    node.recv(at(h.at(c, i + 1), o), ne(h.at(c, i + 1), o));
+    const int r = h.at(c, i);
+    node.send(pieceAt(dst, b, r, o, esz), pieceElems(b, r, o, chunk));
+    for (int j = 1; j < P - 1; ++j) recvCopySend(node, h.at(c, i - j), o);
+    recv(node, h.at(c, i + 1), o);
   };
-  for (size_t o = 0; o < b.most(); o += chunk) {
-    const int me = h.at(q, i);
-    cross.copySend(src + o * esz, at(me, o), ne(me, o));
+  const int me = h.at(q, i);
+  for (size_t o = 0; o < b.size(0); o += chunk) {  // block 0 is the largest
+    cross.copySend(src + o * esz, pieceAt(dst, b, me, o, esz), pieceElems(b, me, o, chunk));
     nodeRing(q, o);
     for (int j = 1; j < Q - 1; ++j) {
-      const int from = h.at(mod(q - j, Q), i);
-      cross.recvCopySend(at(from, o), ne(from, o));
+      recvCopySend(cross, h.at(mod(q - j, Q), i), o);
       nodeRing(mod(q - j, Q), o);
     }
-    const int last = h.at(mod(q + 1, Q), i);
-    cross.recv(at(last, o), ne(last, o));
+    recv(cross, h.at(mod(q + 1, Q), i), o);
     nodeRing(mod(q + 1, Q), o);
   }
 }
 
-// ReduceScatter of `b`'s blocks (op.count is ignored): rank r's block, b.size(r) elements at
-// b.start(r) in op.sendbuff, reduced over the ranks into op.recvbuff.
-void hierReduceScatterBlocks(chorusComm* comm, const OpDesc& op, Proto proto, const Blocks& b) {
+// ReduceScatter of `b`'s blocks, one per rank (op.count is ignored): rank r's, b.size(r)
+// elements at b.begin(r) in op.sendbuff, reduced over the ranks into op.recvbuff.
+void hierReduceScatterBlocks(chorusComm* comm, const OpDesc& op, Proto proto, const LineBlocks& b) {
   HierState& st = hierState(comm);
   const HierPlan& h = st.plan;
   const int P = h.P, Q = int(h.cross.size()), i = h.i, q = h.qpos;
@@ -165,26 +161,26 @@ void hierReduceScatterBlocks(chorusComm* comm, const OpDesc& op, Proto proto, co
       ar ? "AllReduce(hier, intra-node reduce-scatter)" : "ReduceScatter(hier, intra-node)");
   Prims &cross = rings.cross, &node = rings.node;
   const size_t chunk = std::min(hierChunk(node, cross, h), st.chunk.size() / esz);
-  auto at = [&](int r, size_t o) { return b.at(src, r, o, esz); };
-  auto ne = [&](int r, size_t o) { return b.piece(r, o, chunk); };
+  auto in = [&](int r, size_t o) { return pieceAt(src, b, r, o, esz); };
+  auto ne = [&](int r, size_t o) { return pieceElems(b, r, o, chunk); };
   // The node's sum of rank (c, i)'s piece, in the chunk buffer (this rank's own input alone on
   // a node of one rank).
   auto nodeSum = [&](int c, size_t o) -> const char* {
-    if (P == 1) return at(h.at(c, i), o);
-    node.send(at(h.at(c, i - 1), o), ne(h.at(c, i - 1), o));
-    for (int j = 2; j < P; ++j) node.recvReduceSend(at(h.at(c, i - j), o), ne(h.at(c, i - j), o));
-    node.recvReduceCopy(at(h.at(c, i), o), st.chunk.data(), ne(h.at(c, i), o),
-                        /*final=*/false);
+    if (P == 1) return in(h.at(c, i), o);
+    const int first = h.at(c, i - 1), own = h.at(c, i);
+    node.send(in(first, o), ne(first, o));
+    for (int j = 2; j < P; ++j) {
+      const int r = h.at(c, i - j);
+      node.recvReduceSend(in(r, o), ne(r, o));
+    }
+    node.recvReduceCopy(in(own, o), st.chunk.data(), ne(own, o), /*final=*/false);
     return st.chunk.data();
   };
-  for (size_t o = 0; o < b.most(); o += chunk) {
-    const int first = h.at(mod(q - 1, Q), i);
-    cross.send(nodeSum(mod(q - 1, Q), o), ne(first, o));
-    for (int j = 2; j < Q; ++j) {
-      const int mid = h.at(mod(q - j, Q), i);
-      cross.recvReduceSend(nodeSum(mod(q - j, Q), o), ne(mid, o));
-    }
-    const int me = h.at(q, i);
+  const int me = h.at(q, i);
+  for (size_t o = 0; o < b.size(0); o += chunk) {  // block 0 is the largest
+    cross.send(nodeSum(mod(q - 1, Q), o), ne(h.at(mod(q - 1, Q), i), o));
+    for (int j = 2; j < Q; ++j)
+      cross.recvReduceSend(nodeSum(mod(q - j, Q), o), ne(h.at(mod(q - j, Q), i), o));
     cross.recvReduceCopy(nodeSum(q, o), dst + o * esz, ne(me, o), /*final=*/true);
   }
 }
@@ -192,11 +188,11 @@ void hierReduceScatterBlocks(chorusComm* comm, const OpDesc& op, Proto proto, co
 }  // namespace
 
 void hierAllGather(chorusComm* comm, const OpDesc& op, Proto proto) {
-  hierAllGatherBlocks(comm, op, proto, Blocks{op.count, 0});
+  hierAllGatherBlocks(comm, op, proto, LineBlocks(op.count * size_t(comm->nranks), op.count));
 }
 
 void hierReduceScatter(chorusComm* comm, const OpDesc& op, Proto proto) {
-  hierReduceScatterBlocks(comm, op, proto, Blocks{op.count, 0});
+  hierReduceScatterBlocks(comm, op, proto, LineBlocks(op.count * size_t(comm->nranks), op.count));
 }
 
 void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto) {
@@ -209,14 +205,14 @@ void hierAllReduce(chorusComm* comm, const OpDesc& op, Proto proto) {
     ringAllReduceOn(comm, h.cross, h.qpos, all, Work{0, Proto::kSimple, 0, count});
     return;
   }
-  // Blocks of count / n elements, one more for the first count % n ranks: every element in one
-  // pass (a remainder's separate ring AllReduce cost 2(n - 1) more hops: 8 x 2 emulated nodes,
-  // 2 MiB + 4 B, 33-38 ms against 31-35).
-  const size_t n = size_t(comm->nranks);
-  const Blocks b{count / n, count % n};
+  // The elements split over the ranks as the single-copy and two-shot AllReduces split them
+  // (whole lines, the last blocks shorter or empty): every element in one pass (a remainder's
+  // separate ring AllReduce cost 2(n - 1) more hops: 8 x 2 emulated nodes, 2 MiB + 4 B, 33-38
+  // ms against 31-35).
+  const LineBlocks b(count, comm->nranks, esz);
   char* recv = static_cast<char*>(op.recvbuff);
   OpDesc rs = op;
-  rs.recvbuff = b.at(recv, comm->rank, 0, esz);
+  rs.recvbuff = pieceAt(recv, b, comm->rank, 0, esz);
   hierReduceScatterBlocks(comm, rs, proto, b);
   OpDesc ag = op;
   ag.sendbuff = rs.recvbuff;  // in place: this rank's block of the output
