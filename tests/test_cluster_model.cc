@@ -11,11 +11,13 @@
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "cluster_model.h"
 #include "comm/comm.h"
 #include "comm_set.h"
 #include "run_command.h"
+#include "topo/tree.h"
 #include "tune/tuner.h"
 
 namespace {
@@ -193,6 +195,42 @@ TEST(ClusterModel, SmallestHalvingDoublingFollowsTheProbesCall) {
     EXPECT_EQ(chooseForShape(s, 1, OpKind::kAllReduce, bytes, readTunerEnv()).algo,
               Algo::kRecursiveDoubling)
         << bytes;
+}
+
+// Across nodes the tree AllReduce runs on trees over the nodes with each node's ranks a chain
+// below its head (topo/tree.h nodeTreeNode), so its small calls cross the network 2 Dn times (Dn:
+// the deeper node tree's depth) and hand off 2(P - 1) times inside a node, not 2 log2(QP) times
+// across the network as a tree over every rank would. The depths here are those of the trees
+// themselves: the deepest node's path to the root, over nodeTreeNode's links.
+TEST(ClusterModel, TreeAllReduceAcrossNodesCrossesTheNodeTree) {
+  for (const auto& [nodes, perNode] : {std::pair<int, int>{16, 8}, {8, 2}, {4, 2}, {8, 1}}) {
+    const int n = nodes * perNode;
+    Shape s{n, nodes, true};
+    s.netHopUs = 25.0;
+    s.netBwGBs = 3.125;
+    s.nodeHopUs = 0.5;
+    s.protos = uint8_t(1u << int(Proto::kSimple));
+    std::vector<int> nodeOf(static_cast<size_t>(n), 0), ring(static_cast<size_t>(n), 0);
+    for (int r = 0; r < n; ++r) nodeOf[size_t(r)] = r / perNode, ring[size_t(r)] = r;
+    double deepestUs = 0;  // the slowest path from a rank to its tree's root, over either tree
+    for (int t = 0; t < 2; ++t)
+      for (int r = 0; r < n; ++r) {
+        double us = 0;
+        for (int cur = r, up; (up = nodeTreeNode(nodeOf, nodes, ring, cur, t).parent) >= 0;
+             cur = up)
+          us += nodeOf[size_t(up)] == nodeOf[size_t(cur)] ? s.nodeHopUs : s.netHopUs;
+        deepestUs = std::max(deepestUs, us);
+      }
+    // Up that path and down it again (8 bytes add well under a microsecond).
+    const double t = predictUs(OpKind::kAllReduce, Algo::kTree, Proto::kSimple, 1, s, 8);
+    EXPECT_NEAR(t, machineModel().baseUs[int(Proto::kSimple)] + 2 * deepestUs, 1.0)
+        << nodes << " x " << perNode;
+    // One rank per node: the tree over the ranks is the tree over the nodes.
+    if (perNode == 1) {
+      EXPECT_NEAR(t - machineModel().baseUs[int(Proto::kSimple)],
+                  modelHops(OpKind::kAllReduce, Algo::kTree, n) * s.netHopUs, 1.0);
+    }
+  }
 }
 
 // Across nodes a small AllReduce or AllGather is recursive doubling: log2(p) network exchanges

@@ -226,6 +226,17 @@ double treeNetBytes(OpKind kind, const Shape& s) {
   const int dn = std::max(treeDepth(q, 0), treeDepth(q, 1));
   return 2.0 + double(dn) / (2.0 * double(dn + p));
 }
+// Across nodes an AllReduce runs on trees over the nodes, each node's P ranks a chain below its
+// head (topo/tree.h nodeTreeNode): up and down the deeper node tree's Dn network hand-offs and
+// the chain's P - 1 inside a node, where the tree over all ranks would count 2 log2(QP) network
+// ones (16 nodes of 8 ranks: 8 network and 14 node hand-offs, not 14 network). Broadcast and
+// Reduce run on one tree over the ranks, every edge counted as a network hop.
+double treeNetHopsUs(OpKind kind, Proto p, const Shape& s, size_t bytes) {
+  if (kind != OpKind::kAllReduce) return treeHops(kind, s, bytes) * netHopUs(s);
+  const int q = std::max(s.nnodes, 1), per = (s.nranks + q - 1) / q;
+  const int dn = std::max(treeDepth(q, 0), treeDepth(q, 1));
+  return 2.0 * (double(dn) * netHopUs(s) + double(per - 1) * nodeHopUs(s, p));
+}
 // On one node, an AllReduce with interior ranks moves its bytes 1.4x slower than the ring's 2(n -
 // 1)/n: at 8 and 16 ranks on 16 cores, 16 MiB took the tree 1.35-1.43x the ring's time (the GPU
 // machine's CPU, 2026-11-28, scripts/device_probe.sh), and 1.15x at 4 ranks on 2 cores. The
@@ -246,6 +257,7 @@ extern const AlgoDesc kTreeAlgo = {
     .hops = treeHops,
     .byteFactor = treeBytes,
     .netByteFactor = treeNetBytes,
+    .netHopsUs = treeNetHopsUs,
     .run = entries({{OpKind::kAllReduce, [](chorusComm* c, const OpDesc& op,
                                             const Work& w) { treeAllReduce(c, op, w.proto); }},
                     {OpKind::kBroadcast, treeBroadcast},
