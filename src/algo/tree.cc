@@ -231,11 +231,29 @@ double treeNetBytes(OpKind kind, const Shape& s) {
 // the chain's P - 1 inside a node, where the tree over all ranks would count 2 log2(QP) network
 // ones (16 nodes of 8 ranks: 8 network and 14 node hand-offs, not 14 network). Broadcast and
 // Reduce run on one tree over the ranks, every edge counted as a network hop.
+// And each chunk past the first costs the pipeline's step, which is the larger of its messages'
+// cost and its bytes' time (the bytes term has the latter): TreeRun::setup cuts a tree's half of
+// the call into chunks of at least 512 bytes, 2(D + 1) of them (D = Dn + P - 1) once it is large
+// enough (a slot caps them only past about 10 MiB, where the bytes decide), and an interior rank
+// handles 6 messages a chunk (2 in and 1 out up the tree, 1 in and 2 out down it), 3 times a
+// chain rank's 2 a call, whose rate the link probe measures (Shape::netPipeUs). Continuous in the
+// bytes (the plan cache's classes): half / 512 chunks below that. On 8 emulated nodes of 1 rank
+// (2026-12-06) the tree took 0.6 ms with one chunk and 2.1-2.4 ms with 8 (8-32 KiB), where the
+// hops and bytes alone predicted about 1 ms.
+constexpr double kTreeMinChunkBytes = 512;
+constexpr double kTreeChunkMessages = 3;  // an interior rank's messages per chunk / a chain's
 double treeNetHopsUs(OpKind kind, Proto p, const Shape& s, size_t bytes) {
   if (kind != OpKind::kAllReduce) return treeHops(kind, s, bytes) * netHopUs(s);
   const int q = std::max(s.nnodes, 1), per = (s.nranks + q - 1) / q;
   const int dn = std::max(treeDepth(q, 0), treeDepth(q, 1));
-  return 2.0 * (double(dn) * netHopUs(s) + double(per - 1) * nodeHopUs(s, p));
+  const double hops = 2.0 * (double(dn) * netHopUs(s) + double(per - 1) * nodeHopUs(s, p));
+  const double chunks =
+      std::min(2.0 * double(dn + per), double(bytes) / 2 / kTreeMinChunkBytes);  // per tree
+  if (chunks <= 1) return hops;
+  const double bw = std::min(netBwGBs(s), machineModel().bwGBs[int(p)]) * 1e3;
+  const double chunkBytesUs = double(bytes) * treeNetBytes(kind, s) / bw / chunks;
+  const double step = kTreeChunkMessages * netPipeUs(s);
+  return hops + (chunks - 1) * std::max(0.0, step - chunkBytesUs);
 }
 // On one node, an AllReduce with interior ranks moves its bytes 1.4x slower than the ring's 2(n -
 // 1)/n: at 8 and 16 ranks on 16 cores, 16 MiB took the tree 1.35-1.43x the ring's time (the GPU
