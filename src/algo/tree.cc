@@ -219,12 +219,20 @@ double treeHops(OpKind kind, const Shape& s, size_t bytes) {
 // ranks (4 MiB took the tree 84-91 ms there, 2.5x the link's time for the bytes: 2026-11-29,
 // CHANGELOG.md). Above 4(D + 1) slots the slot caps the chunk and this overstates the fill; the
 // tree is not the tuner's choice across nodes at those sizes.
+// The trees across nodes as the model sees them: P ranks a node (the most), the deeper node
+// tree's depth Dn.
+struct NodeTrees {
+  int per, dn;
+};
+NodeTrees nodeTrees(const Shape& s) {
+  const int q = std::max(s.nnodes, 1);
+  return {(s.nranks + q - 1) / q, std::max(treeDepth(q, 0), treeDepth(q, 1))};
+}
 double treeNetBytes(OpKind kind, const Shape& s) {
   if (kind != OpKind::kAllReduce) return 2.0;
   if (s.nranks <= 2) return 1.0;
-  const int q = std::max(s.nnodes, 1), p = (s.nranks + q - 1) / q;
-  const int dn = std::max(treeDepth(q, 0), treeDepth(q, 1));
-  return 2.0 + double(dn) / (2.0 * double(dn + p));
+  const NodeTrees t = nodeTrees(s);
+  return 2.0 + double(t.dn) / (2.0 * double(t.dn + t.per));
 }
 // Across nodes an AllReduce runs on trees over the nodes, each node's P ranks a chain below its
 // head (topo/tree.h nodeTreeNode): up and down the deeper node tree's Dn network hand-offs and
@@ -242,18 +250,15 @@ double treeNetBytes(OpKind kind, const Shape& s) {
 // hops and bytes alone predicted about 1 ms.
 constexpr double kTreeMinChunkBytes = 512;
 constexpr double kTreeChunkMessages = 3;  // an interior rank's messages per chunk / a chain's
-double treeNetHopsUs(OpKind kind, Proto p, const Shape& s, size_t bytes) {
+double treeNetHopsUs(OpKind kind, Proto p, const Shape& s, size_t bytes, double bytesUs) {
   if (kind != OpKind::kAllReduce) return treeHops(kind, s, bytes) * netHopUs(s);
-  const int q = std::max(s.nnodes, 1), per = (s.nranks + q - 1) / q;
-  const int dn = std::max(treeDepth(q, 0), treeDepth(q, 1));
-  const double hops = 2.0 * (double(dn) * netHopUs(s) + double(per - 1) * nodeHopUs(s, p));
+  const NodeTrees t = nodeTrees(s);
+  const double hops = 2.0 * (double(t.dn) * netHopUs(s) + double(t.per - 1) * nodeHopUs(s, p));
   const double chunks =
-      std::min(2.0 * double(dn + per), double(bytes) / 2 / kTreeMinChunkBytes);  // per tree
+      std::min(2.0 * double(t.dn + t.per), double(bytes) / 2 / kTreeMinChunkBytes);  // per tree
   if (chunks <= 1) return hops;
-  const double bw = std::min(netBwGBs(s), machineModel().bwGBs[int(p)]) * 1e3;
-  const double chunkBytesUs = double(bytes) * treeNetBytes(kind, s) / bw / chunks;
   const double step = kTreeChunkMessages * netPipeUs(s);
-  return hops + (chunks - 1) * std::max(0.0, step - chunkBytesUs);
+  return hops + (chunks - 1) * std::max(0.0, step - bytesUs / chunks);
 }
 // On one node, an AllReduce with interior ranks moves its bytes 1.4x slower than the ring's 2(n -
 // 1)/n: at 8 and 16 ranks on 16 cores, 16 MiB took the tree 1.35-1.43x the ring's time (the GPU

@@ -151,8 +151,10 @@ struct AlgoDesc {
   // Null: byteFactor.
   double (*netByteFactor)(OpKind kind, const Shape& shape) = nullptr;
   // Across nodes (the generic multi-node model): the hand-offs' time on the critical path,
-  // where they are not all network hops (some run inside a node). Null: hops x the network hop.
-  double (*netHopsUs)(OpKind kind, Proto proto, const Shape& shape, size_t bytes) = nullptr;
+  // where they are not all network hops (some run inside a node), given the model's time for
+  // the bytes (bytesUs). Null: hops x the network hop.
+  double (*netHopsUs)(OpKind kind, Proto proto, const Shape& shape, size_t bytes,
+                      double bytesUs) = nullptr;
   // Largest operation (model bytes) it can run. Null: no limit.
   size_t (*slotLimit)(OpKind kind, int nranks) = nullptr;
   // On one node, the copy work of the core that works longest, in bytes moved per byte of the

@@ -264,9 +264,10 @@ double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size
     Shape s = withDepth(shape);
     s.oversubscribed = false;
     const double factor = d.netByteFactor ? d.netByteFactor(kind, shape) : d.byteFactor(kind, n);
-    const double hopsUs =
-        d.netHopsUs ? d.netHopsUs(kind, p, s, bytes) : d.hops(kind, s, bytes) * netHopUs(shape);
-    return m.baseUs[pi] + pipelinedUs(shape, hopsUs, S * factor / bw);
+    const double bytesUs = S * factor / bw;
+    const double hopsUs = d.netHopsUs ? d.netHopsUs(kind, p, s, bytes, bytesUs)
+                                      : d.hops(kind, s, bytes) * netHopUs(shape);
+    return m.baseUs[pi] + pipelinedUs(shape, hopsUs, bytesUs);
   }
   if (const ChoiceFit* fit = fitFor(m, kind, a, p, nch, shape)) {
     // The measured times, scaled from the fit's rank count to this one: the 8 B time by the
