@@ -20,7 +20,8 @@
 #                 staged and (AllReduce) with CHORUS_CUDA_IPC=1, busbw beside the ideals
 #   cpu_peers     CPU collectives (AllReduce, AllGather, ReduceScatter, Broadcast; 8 B-64 MiB
 #                 x32, 2 rounds) at 16, 4, 8, 2 ranks interleaved against MPICH and oneCCL
-#                 (carried) through scripts/compare_peers.sh (CPU mode: 2 ranks, to 64 KiB)
+#                 (carried) through scripts/compare_peers.sh (CPU mode: 2 ranks, to 64 KiB),
+#                 then the tuner's predicted time against Chorus's there (model_check.py)
 #   torch         the torch backend built against this machine's torch; chorus-torch-bench
 #                 (chorus against gloo: the four collectives to 64 MiB, a DDP and an FSDP2
 #                 step) at 8 and 16 ranks (CPU mode: 2 ranks, small sizes)
@@ -248,8 +249,26 @@ st_cpu_peers() {
       --libs "$libs" "${ccl[@]}" --sizes "$sizes" --iters "$iters" \
       --out "$work/peers_np$np" >"$work/peers_np$np.md" 2>&1 || rc=1
     cat "$work/peers_np$np.md"
+    model_against "$np" || rc=1
   done
   return $rc
+}
+
+# The tuner's model against the Chorus launches of compare_peers.sh just made (each row's
+# predicted_time in its -J document): on many cores the model has only this VM's fits, scaled by
+# hand-offs and bytes (docs/model.md), so this is how far they carry to another node.
+model_against() {  # model_against NP
+  local np=$1 d=$work/model_np$1 f b c r
+  mkdir -p "$d"
+  for f in "$work/peers_np$np"/chorus_*_*.json; do
+    [ -s "$f" ] || continue
+    b=${f##*/chorus_} c=${b%_*} r=${b##*_}
+    ln -sf "$f" "$d/np${np}_${c}_r${r%.json}.json"
+  done
+  ls "$d"/*.json >/dev/null 2>&1 || { echo "no Chorus JSON at $np ranks: no model check"; return 1; }
+  echo "## The model against Chorus's times, $np ranks (predicted / measured median)"
+  python3 "$root/scripts/model_check.py" "$d"/*.json >"$work/model_np$np.md" || return 1
+  sed -n '/^| ranks | collective/,$p' "$work/model_np$np.md"
 }
 st_torch() {
   local py=${CHORUS_DEVICE_PYTHON:-python3} nps=${CHORUS_DEVICE_TORCH_NPS:-16 8} e=64M r=3 per=110
@@ -279,7 +298,7 @@ st_torch() {
   return $rc
 }
 export -f run_tests st_probe st_build st_gpu_kernels st_gpu_threads st_gpu_procs st_gpu_ipc \
-  st_gpu_ipc_nocache st_sanitizer st_bandwidth st_device_perf st_cpu_peers st_torch
+  st_gpu_ipc_nocache st_sanitizer st_bandwidth st_device_perf st_cpu_peers model_against st_torch
 export ncores
 
 # --- the runner ---
@@ -422,6 +441,10 @@ if dev:
 for p in sorted(glob.glob(f"{work}/peers_np*.md"), key=lambda x: int(re.findall(r"\d+", x)[-1])):
     md += [f"## CPU collectives against MPICH / oneCCL: {os.path.basename(p)[8:-3]} ranks", ""]
     md += [l.rstrip("\n") for l in open(p)] + [""]
+    m = p.replace("peers_np", "model_np")
+    if os.path.exists(m):  # the tuner's predictions against those Chorus launches
+        md += ["### The model against Chorus's times there (scripts/model_check.py)", ""]
+        md += [l.rstrip("\n") for l in open(m)] + [""]
 for p in sorted(glob.glob(f"{work}/torch_np*.txt"), key=lambda x: int(re.findall(r"\d+", x)[-1])):
     md += [f"## chorus-torch-bench (chorus against gloo): {os.path.basename(p)[8:-4]} ranks", "",
            "```"] + [l.rstrip("\n") for l in open(p)][-200:] + ["```", ""]
