@@ -210,7 +210,8 @@ st_device_perf() {
 st_cpu_peers() {
   # Most ranks first (the 2-rank table exists from the first GPU run; 256 MiB took most of its
   # 157 s there), 8 B-64 MiB.
-  local nps=${CHORUS_DEVICE_PEER_RANKS:-16 4 8 2} sizes="-b 8 -e 64M -f 32" iters="-n 5 -w 2"
+  local nps=${CHORUS_DEVICE_PEER_RANKS:-16 4 8 2} sizes="-b 8 -e 64M -f 32"
+  local iters="-n 5 -w 2 --small_iters 100"  # 100 timed calls to 64 KiB: 5 told little there
   local rounds=2 libs= np rc=0
   if [ "$mode" = cpu ]; then nps=2 sizes="-b 8 -e 64K -f 16" iters="-n 5 -w 1" rounds=1; fi
   # MPICH: the carried wheel unpacked (its mpicc finds its prefix from its own path), under
