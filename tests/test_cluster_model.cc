@@ -136,8 +136,9 @@ TEST(ClusterModel, SharedMachineOverlapsHopsAndBytes) {
   s.sharedMachine = true;
   const double shared =
       predictUs(OpKind::kAllReduce, Algo::kRing, Proto::kSimple, 1, s, 2048 * KiB);
-  // The ring's 30 hops of 300 us: all of them in the sum, half where they overlap the bytes.
-  EXPECT_NEAR(sum - shared, 0.5 * 30 * 300.0, 1.0) << sum << " " << shared;
+  // The ring's 30 steps, one in two a network hop of 300 us and the rest node hand-offs of 260
+  // us: all of them in the sum, half where they overlap the bytes.
+  EXPECT_NEAR(sum - shared, 0.5 * 30 * (300.0 + 260.0) / 2, 1.0) << sum << " " << shared;
   for (const auto& [algo, bytes, measuredUs] :
        {std::tuple<Algo, size_t, double>{Algo::kHalvingDoubling, 256 * KiB, 4042.0},
         {Algo::kHalvingDoubling, 512 * KiB, 7760.0},
@@ -287,6 +288,31 @@ TEST(ClusterModel, SmallAllReduceAcrossNodesIsRecursiveDoubling) {
   const Choice over =
       chooseForShape(s, 1, OpKind::kReduceScatter, (size_t(128) << 10) + 16, readTunerEnv());
   EXPECT_NE(over.algo, Algo::kRecursiveDoubling) << algoName(over.algo);
+}
+
+// A node's ranks sit together on the ring, and a step waits only for the step before it on the
+// previous rank: the critical path crosses the network once per node and a node's edges the rest
+// of the way (16 x 8: AllGather's 127 steps 16 network and 111 node hand-offs, as the
+// hierarchical one's 15 and 112), not 127 network hops; with one rank per node every step is one.
+TEST(ClusterModel, RingAcrossNodesCrossesTheNetworkOncePerNode) {
+  auto ring = [](int nodes, int perNode, OpKind kind, double netHop, double nodeHop) {
+    Shape s{nodes * perNode, nodes, true};
+    s.netHopUs = netHop;
+    s.netBwGBs = 3.125;
+    s.nodeHopUs = nodeHop;
+    s.protos = uint8_t(1u << int(Proto::kSimple));
+    return predictUs(kind, Algo::kRing, Proto::kSimple, 1, s, 4096);
+  };
+  for (const auto& [kind, steps] : {std::pair<OpKind, double>{OpKind::kAllGather, 127},
+                                    {OpKind::kReduceScatter, 127},
+                                    {OpKind::kAllReduce, 254}}) {
+    const double base = ring(16, 8, kind, 25.0, 0.5);
+    EXPECT_NEAR(ring(16, 8, kind, 26.0, 0.5) - base, steps * 16 / 128, 1e-6) << int(kind);
+    EXPECT_NEAR(ring(16, 8, kind, 25.0, 1.5) - base, steps * 112 / 128, 1e-6) << int(kind);
+    const double one = ring(8, 1, kind, 25.0, 0.5);
+    EXPECT_NEAR(ring(8, 1, kind, 26.0, 0.5) - one, steps * 7 / 127, 1e-6) << int(kind);
+    EXPECT_NEAR(ring(8, 1, kind, 25.0, 1.5) - one, 0.0, 1e-6) << int(kind);
+  }
 }
 
 // The described link and memory replace the model's; the rows carry seed 001's ideal and

@@ -14,6 +14,7 @@
 #include "comm/comm.h"
 #include "prims/prims.h"
 #include "reduce/reduce.h"
+#include "tune/tuner.h"
 
 namespace chorus {
 
@@ -118,6 +119,15 @@ double ringBytes(OpKind kind, int n) {
   const double nn = double(n);
   return kind == OpKind::kAllReduce ? 2.0 * (nn - 1) / nn : (nn - 1) / nn;
 }
+// Across nodes: a node's ranks sit together on the ring, so Q of its n edges cross the network
+// and the others stay inside a node. No step waits for the whole ring, only for the one before
+// it on the previous rank, so the critical path runs its steps along consecutive edges: Q/n of
+// them network hops, the rest node hand-offs (16 nodes of 8 ranks: 127 AllGather steps are 16
+// network and 111 node hand-offs, as the hierarchical one's 15 and 112).
+double ringNetHopsUs(OpKind kind, Proto p, const Shape& s, size_t bytes, double) {
+  const double n = double(s.nranks), q = double(std::max(s.nnodes, 1));
+  return ringHops(kind, s, bytes) * (q * netHopUs(s) + (n - q) * nodeHopUs(s, p)) / n;
+}
 
 }  // namespace
 
@@ -131,6 +141,7 @@ extern const AlgoDesc kRingAlgo = {
         kindBit(OpKind::kAllReduce) | kindBit(OpKind::kAllGather) | kindBit(OpKind::kReduceScatter),
     .hops = ringHops,
     .byteFactor = ringBytes,
+    .netHopsUs = ringNetHopsUs,
     .run = entries({{OpKind::kAllReduce, ringAllReduce},
                     {OpKind::kAllGather, ringAllGather},
                     {OpKind::kReduceScatter, ringReduceScatter}}),
