@@ -13,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "algo/algo.h"
 #include "cluster_model.h"
 #include "comm/comm.h"
 #include "comm_set.h"
@@ -312,6 +313,53 @@ TEST(ClusterModel, RingAcrossNodesCrossesTheNetworkOncePerNode) {
     const double one = ring(8, 1, kind, 25.0, 0.5);
     EXPECT_NEAR(ring(8, 1, kind, 26.0, 0.5) - one, steps * 7 / 127, 1e-6) << int(kind);
     EXPECT_NEAR(ring(8, 1, kind, 25.0, 1.5) - one, 0.0, 1e-6) << int(kind);
+  }
+}
+
+// The halving-doubling's and recursive doubling's network bytes follow the placement: on even
+// nodes of powers of two the formula's 2(Q - 1)/Q and log2(Q) P; on 3 nodes of 2, 2 and 1 ranks
+// every exchange crosses a link and the middle node's carries both of its ranks' halves: 1 + 1/2
+// of the data each way halving, as much doubling, where the formula says 4/3 (forced there at
+// 1 Gbit/s, 2026-12-06: 13.1 ms at 512 KiB, 3.1 times the data at the link's rate; the ring took
+// 7.0). The tuner then runs the ring or the tree there from 128 KiB, not the halving-doubling.
+TEST(ClusterModel, DoublingBytesFollowThePlacement) {
+  auto nodes = [](std::vector<int> counts) {
+    std::vector<int> at;
+    for (size_t q = 0; q < counts.size(); ++q) at.insert(at.end(), size_t(counts[q]), int(q));
+    return at;
+  };
+  const DoublingLoads even = doublingLinkLoads(nodes({2, 2, 2, 2, 2, 2, 2, 2}), 8);
+  EXPECT_DOUBLE_EQ(even.hd, 2.0 * 7 / 8);
+  EXPECT_DOUBLE_EQ(even.rd, 3.0 * 2);
+  const DoublingLoads four = doublingLinkLoads(nodes({1, 1, 1, 1}), 4);
+  EXPECT_DOUBLE_EQ(four.hd, 2.0 * 3 / 4);
+  EXPECT_DOUBLE_EQ(four.rd, 2.0);
+  const DoublingLoads uneven = doublingLinkLoads(nodes({2, 2, 1}), 3);
+  EXPECT_DOUBLE_EQ(uneven.hd, 3.0);
+  EXPECT_DOUBLE_EQ(uneven.rd, 4.0);
+  // A fold across a link (3 nodes of 1: positions 0 and 1 fold) moves all of it each way.
+  const DoublingLoads folds = doublingLinkLoads(nodes({1, 1, 1}), 3);
+  EXPECT_DOUBLE_EQ(folds.hd, 2.0 + 2 * 0.5);
+  EXPECT_DOUBLE_EQ(folds.rd, 2.0 + 1.0);
+  EXPECT_DOUBLE_EQ(doublingLinkLoads(nodes({4}), 1).hd, 0.0);
+
+  Shape s{5, 3, false};
+  s.netHopUs = 300;
+  s.netBwGBs = 0.118;
+  s.nodeHopUs = 100;
+  s.sharedMachine = true;
+  s.protos = uint8_t(1u << int(Proto::kSimple));
+  const size_t KiB = 1024;
+  const double formula =
+      predictUs(OpKind::kAllReduce, Algo::kHalvingDoubling, Proto::kSimple, 1, s, 512 * KiB);
+  s.hdNetBytes = uneven.hd;
+  s.rdNetBytes = uneven.rd;
+  const double placed =
+      predictUs(OpKind::kAllReduce, Algo::kHalvingDoubling, Proto::kSimple, 1, s, 512 * KiB);
+  EXPECT_NEAR(placed - formula, 512 * KiB * (3.0 - 4.0 / 3) / (0.118 * 1e3), 1.0);
+  for (size_t bytes : {128 * KiB, 512 * KiB}) {
+    const Choice c = chooseForShape(s, 1, OpKind::kAllReduce, bytes, readTunerEnv());
+    EXPECT_NE(c.algo, Algo::kHalvingDoubling) << bytes << ": " << algoName(c.algo);
   }
 }
 

@@ -66,6 +66,14 @@ struct HierPlan {
 };
 HierPlan hierPlan(const chorusComm* comm);
 
+// The halving-doubling's and the recursive doubling's network bytes per byte of an AllReduce on
+// the most loaded node's link, summed over their steps (algo/halving_doubling.cc), for ranks on
+// the nodes `nodeAtPos` gives in ring order (Shape::hdNetBytes, rdNetBytes).
+struct DoublingLoads {
+  double hd, rd;
+};
+DoublingLoads doublingLinkLoads(const std::vector<int>& nodeAtPos, int nnodes);
+
 void ringAllGather(chorusComm* comm, const OpDesc& op, const Work& w);
 void ringReduceScatter(chorusComm* comm, const OpDesc& op, const Work& w);
 // Pipelined chains along the ring (algo/chain.cc).

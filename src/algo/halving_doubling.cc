@@ -374,6 +374,51 @@ void recursiveHalvingReduceScatter(chorusComm* comm, const OpDesc& op, const Wor
   memcpy(recv, scratch + mine * esz, blockBytes);
 }
 
+}  // namespace
+
+// The exchanges' pairs as Doubling makes them, over positions whose nodes nodeAtPos gives: per
+// step, what each node's link carries out and in (a halving step s moves 1/2^(s+1) of the data
+// each way between partners, a recursive doubling step all of it), the step's load the most any
+// link carries one way; the doubling steps mirror the halving ones. The folded pairs move all of
+// it once each way, first and last. Even nodes of P ranks, both powers of two: the exchanges at
+// distance < P stay in the node and the hd's sum is 2(Q - 1)/Q, the rd's log2(Q) P.
+DoublingLoads doublingLinkLoads(const std::vector<int>& nodeAtPos, int nnodes) {
+  const int n = int(nodeAtPos.size());
+  if (n < 2 || nnodes < 2) return {0, 0};
+  const int k = floorLog2(n), p = 1 << k, extra = n - p;
+  auto nodeOfV = [&](int u) { return nodeAtPos[size_t(u < extra ? 2 * u + 1 : u + extra)]; };
+  std::vector<double> out(static_cast<size_t>(nnodes)), in(static_cast<size_t>(nnodes));
+  auto stepLoad = [&](auto&& pairs) {
+    std::fill(out.begin(), out.end(), 0.0);
+    std::fill(in.begin(), in.end(), 0.0);
+    pairs([&](int a, int b, double share) {
+      if (a == b) return;
+      out[size_t(a)] += share;
+      in[size_t(b)] += share;
+    });
+    double most = 0;
+    for (int q = 0; q < nnodes; ++q) most = std::max({most, out[size_t(q)], in[size_t(q)]});
+    return most;
+  };
+  const double fold = stepLoad([&](auto&& add) {
+    for (int i = 0; i < extra; ++i)
+      add(nodeAtPos[size_t(2 * i)], nodeAtPos[size_t(2 * i + 1)], 1.0);
+  });
+  DoublingLoads l{2 * fold, 2 * fold};
+  for (int st = 0; st < k; ++st) {
+    auto exchanges = [&](double share) {
+      return stepLoad([&](auto&& add) {
+        for (int v = 0; v < p; ++v) add(nodeOfV(v), nodeOfV(v ^ (1 << st)), share);
+      });
+    };
+    l.hd += 2 * exchanges(std::ldexp(1.0, -(st + 1)));
+    l.rd += exchanges(1.0);
+  }
+  return l;
+}
+
+namespace {
+
 // Cost terms. p = the largest power of two <= n, e = n - p folded ranks.
 struct HdShape {
   int k;       // exchanges of each phase: log2(p)
@@ -441,7 +486,8 @@ double hdHopsUs(const DoublingTerms& t, const Shape& shape) {
 
 double hdUs(OpKind, Proto proto, const Shape& shape, size_t bytes) {
   const DoublingTerms t = doublingTerms(proto, shape, bytes);
-  const double inBytes = 2.0 * (1.0 - std::ldexp(1.0, -t.kIn)), netBytes = 2.0 * (t.Q - 1) / t.Q;
+  const double inBytes = 2.0 * (1.0 - std::ldexp(1.0, -t.kIn));
+  const double netBytes = shape.hdNetBytes > 0 ? shape.hdNetBytes : 2.0 * (t.Q - 1) / t.Q;
   return t.baseUs + pipelinedUs(shape, hdHopsUs(t, shape),
                                 t.S * (inBytes + t.folds) / t.shmBw + t.S * netBytes / t.netBw);
 }
@@ -495,7 +541,8 @@ double rdBytes(OpKind kind, int n) {
 double rdUs(OpKind kind, Proto proto, const Shape& shape, size_t bytes) {
   const DoublingTerms t = doublingTerms(proto, shape, bytes);
   const double hops = (t.kIn + t.folds) * t.nodeHop + t.kNet * t.netHop;
-  double bytesUs = t.S * (t.kIn + t.folds) / t.shmBw + t.S * t.kNet * t.P / t.netBw;
+  const double netBytes = shape.rdNetBytes > 0 ? shape.rdNetBytes : t.kNet * t.P;
+  double bytesUs = t.S * (t.kIn + t.folds) / t.shmBw + t.S * netBytes / t.netBw;
   if (kind == OpKind::kAllGather)
     bytesUs = t.S * ((t.P - 1) / double(shape.nranks) + t.folds / 2) / t.shmBw +
               t.S * t.P * (t.Q - 1) / t.Q / t.netBw;

@@ -70,6 +70,12 @@ struct Shape {
   // whose steps all send one way (algo/halving_doubling.cc hdHopsUs), measured by the link
   // probe; 0: unmeasured (the hops' model alone).
   double netHdUs = 0;
+  // Across nodes: the network bytes of a halving-doubling and of a recursive-doubling AllReduce,
+  // per byte of the call, on the most loaded node's link, step after step (the folds included),
+  // from this communicator's placement (algo/halving_doubling.cc doublingLinkLoads); 0: the
+  // model's formula for even nodes of a power of two.
+  double hdNetBytes = 0;
+  double rdNetBytes = 0;
 };
 
 // A communicator's Shape, versioned: read anywhere with get(); changed only through change(f),

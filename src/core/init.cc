@@ -250,7 +250,14 @@ bool applyTopology(chorusComm* c, const PeerInfo& mine) {
   c->ringPos = std::move(topo.ringPos);
   c->slotBytes[0] = c->peers[0].slotBytes ? c->peers[0].slotBytes : defaultSlotBytes(c->nnodes);
   c->slotBytes[1] = c->peers[0].llSlotBytes ? c->peers[0].llSlotBytes : kDefaultLlSlotBytes;
-  c->shape.change([&](Shape& s) { s = shapeOf(c); });  // a new version: no older plan serves
+  std::vector<int> nodeAtPos(size_t(c->nranks));
+  for (int i = 0; i < c->nranks; ++i) nodeAtPos[size_t(i)] = c->nodeOf[size_t(c->ring[size_t(i)])];
+  const DoublingLoads doubling = doublingLinkLoads(nodeAtPos, c->nnodes);
+  c->shape.change([&](Shape& s) {  // a new version: no older plan serves
+    s = shapeOf(c);
+    s.hdNetBytes = doubling.hd;
+    s.rdNetBytes = doubling.rd;
+  });
   c->tunerEnv = readTunerEnv();
   // Rank 0's least channel count (its config's, else its CHORUS_MIN_NCHANNELS), so that every
   // rank splits a call over the same channels.
