@@ -341,6 +341,10 @@ TEST(ClusterModel, DoublingBytesFollowThePlacement) {
   const DoublingLoads folds = doublingLinkLoads(nodes({1, 1, 1}), 3);
   EXPECT_DOUBLE_EQ(folds.hd, 2.0 + 2 * 0.5);
   EXPECT_DOUBLE_EQ(folds.rd, 2.0 + 1.0);
+  // 3 nodes of 2: the exchanges' steps overlap across links, 1/2 + 1/4 each way halving.
+  const DoublingLoads threeByTwo = doublingLinkLoads(nodes({2, 2, 2}), 3);
+  EXPECT_DOUBLE_EQ(threeByTwo.hd, 1.5);
+  EXPECT_DOUBLE_EQ(threeByTwo.rd, 2.0);
   EXPECT_DOUBLE_EQ(doublingLinkLoads(nodes({4}), 1).hd, 0.0);
 
   Shape s{5, 3, false};

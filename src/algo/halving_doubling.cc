@@ -376,45 +376,37 @@ void recursiveHalvingReduceScatter(chorusComm* comm, const OpDesc& op, const Wor
 
 }  // namespace
 
-// The exchanges' pairs as Doubling makes them, over positions whose nodes nodeAtPos gives: per
-// step, what each node's link carries out and in (a halving step s moves 1/2^(s+1) of the data
-// each way between partners, a recursive doubling step all of it), the step's load the most any
-// link carries one way; the doubling steps mirror the halving ones. The folded pairs move all of
-// it once each way, first and last. Even nodes of P ranks, both powers of two: the exchanges at
-// distance < P stay in the node and the hd's sum is 2(Q - 1)/Q, the rd's log2(Q) P.
+// The exchanges' pairs as Doubling makes them, over positions whose nodes nodeAtPos gives: what
+// each node's link carries out and in over the halving steps (step s moves 1/2^(s+1) of the data
+// each way between partners; a recursive doubling step all of it), the most any link carries one
+// way, twice for the hd (the doubling steps mirror the halving ones). Steps overlap across links:
+// a pair whose exchange stays in a node goes on to its next one while others still send (3 nodes
+// of 2: a node's link carries 3/4 of the data each way over the halving, one step's 1/2 and the
+// other's 1/4, and the hd took 1.47 times the data at the link's rate, not the 2 of its steps'
+// most one after the other). The folded pairs move all of it once each way, before and after
+// everything. Even nodes of P ranks, both powers of two: the exchanges at distance < P stay in
+// the node, and the hd's sum is 2(Q - 1)/Q, the rd's log2(Q) P.
 DoublingLoads doublingLinkLoads(const std::vector<int>& nodeAtPos, int nnodes) {
   const int n = int(nodeAtPos.size());
   if (n < 2 || nnodes < 2) return {0, 0};
   const int k = floorLog2(n), p = 1 << k, extra = n - p;
   auto nodeOfV = [&](int u) { return nodeAtPos[size_t(u < extra ? 2 * u + 1 : u + extra)]; };
-  std::vector<double> out(static_cast<size_t>(nnodes)), in(static_cast<size_t>(nnodes));
-  auto stepLoad = [&](auto&& pairs) {
-    std::fill(out.begin(), out.end(), 0.0);
-    std::fill(in.begin(), in.end(), 0.0);
-    pairs([&](int a, int b, double share) {
-      if (a == b) return;
-      out[size_t(a)] += share;
-      in[size_t(b)] += share;
-    });
-    double most = 0;
-    for (int q = 0; q < nnodes; ++q) most = std::max({most, out[size_t(q)], in[size_t(q)]});
-    return most;
+  // Per node: [0] out, [1] in; for the folds, the hd's and the rd's exchanges.
+  std::vector<double> fold(2 * size_t(nnodes)), hd(fold.size()), rd(fold.size());
+  auto add = [](std::vector<double>& l, int a, int b, double share) {
+    if (a == b) return;
+    l[2 * size_t(a)] += share;
+    l[2 * size_t(b) + 1] += share;
   };
-  const double fold = stepLoad([&](auto&& add) {
-    for (int i = 0; i < extra; ++i)
-      add(nodeAtPos[size_t(2 * i)], nodeAtPos[size_t(2 * i + 1)], 1.0);
-  });
-  DoublingLoads l{2 * fold, 2 * fold};
-  for (int st = 0; st < k; ++st) {
-    auto exchanges = [&](double share) {
-      return stepLoad([&](auto&& add) {
-        for (int v = 0; v < p; ++v) add(nodeOfV(v), nodeOfV(v ^ (1 << st)), share);
-      });
-    };
-    l.hd += 2 * exchanges(std::ldexp(1.0, -(st + 1)));
-    l.rd += exchanges(1.0);
-  }
-  return l;
+  for (int i = 0; i < extra; ++i)
+    add(fold, nodeAtPos[size_t(2 * i)], nodeAtPos[size_t(2 * i + 1)], 1.0);
+  for (int st = 0; st < k; ++st)
+    for (int v = 0; v < p; ++v) {
+      add(hd, nodeOfV(v), nodeOfV(v ^ (1 << st)), std::ldexp(1.0, -(st + 1)));
+      add(rd, nodeOfV(v), nodeOfV(v ^ (1 << st)), 1.0);
+    }
+  auto most = [](const std::vector<double>& l) { return *std::max_element(l.begin(), l.end()); };
+  return {2 * most(fold) + 2 * most(hd), 2 * most(fold) + most(rd)};
 }
 
 namespace {
