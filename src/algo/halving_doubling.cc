@@ -437,9 +437,9 @@ double hdBytes(OpKind, int n) {
 // log2(Q) others cross the network with 2(Q - 1)/Q of the data per node, as the hierarchical
 // AllReduce's, but unpipelined and with log2(Q) network hand-offs each way instead of Q - 1.
 // On any other placement the communicator's own loads replace that (Shape::hdNetBytes,
-// rdNetBytes: doublingLinkLoads above). The terms both models across nodes share: Q nodes of P ranks, kIn exchanges inside a node and
-// kNet across, the link's and a rank's memory bandwidth (bytes per us), the fixed cost, the
-// hand-offs, and 2 for the folded pairs (0 without).
+// rdNetBytes: doublingLinkLoads above). The terms both models across nodes share: Q nodes of P
+// ranks, kIn exchanges inside a node and kNet across, the link's and a rank's memory bandwidth
+// (bytes per us), the fixed cost, the hand-offs, and 2 for the folded pairs (0 without).
 struct DoublingTerms {
   HdShape h;
   double S, Q, P;
