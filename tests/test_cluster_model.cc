@@ -367,6 +367,33 @@ TEST(ClusterModel, DoublingBytesFollowThePlacement) {
   }
 }
 
+// Where the link probe timed the tree's call of its most chunks (Shape::netTreeUs), the model
+// gives that call that time: its chunk's step comes from it, not from the chain's streamed
+// rate. 6 emulated nodes of 1 rank, a probe of 2026-12-06: the 6 KiB tree AllReduce 1792 us,
+// where the chain's 29.5 us rate predicted 769 us at 8 KiB against the 1649 measured.
+TEST(ClusterModel, TreeStepFollowsTheProbesTreeCall) {
+  Shape s{6, 6, true};
+  s.netHopUs = 94.8;
+  s.netBwGBs = 0.120;
+  s.netPipeUs = 29.5;
+  s.sharedMachine = true;
+  s.protos = uint8_t(1u << int(Proto::kSimple));
+  const size_t probe = treeProbeBytes(s);
+  EXPECT_EQ(probe, size_t(2 * 2 * (2 + 1) * 512));  // 2 trees of 2(Dn + P) chunks, Dn = 2
+  const double fromChain = predictUs(OpKind::kAllReduce, Algo::kTree, Proto::kSimple, 1, s, probe);
+  s.netTreeUs = 1792.4;
+  const double fromProbe = predictUs(OpKind::kAllReduce, Algo::kTree, Proto::kSimple, 1, s, probe);
+  EXPECT_NEAR(fromProbe, 1792.4, 1.0) << fromChain;
+  EXPECT_LT(fromChain, 0.6 * fromProbe);
+  const double at8K = predictUs(OpKind::kAllReduce, Algo::kTree, Proto::kSimple, 1, s, 8192);
+  EXPECT_NEAR(at8K / 1649.0, 1.0, 0.25) << at8K;
+  // A call the size of one chunk a tree crosses the hops alone, the probe or not.
+  s.netTreeUs = 0;
+  const double one = predictUs(OpKind::kAllReduce, Algo::kTree, Proto::kSimple, 1, s, 1024);
+  s.netTreeUs = 1792.4;
+  EXPECT_DOUBLE_EQ(predictUs(OpKind::kAllReduce, Algo::kTree, Proto::kSimple, 1, s, 1024), one);
+}
+
 // The described link and memory replace the model's; the rows carry seed 001's ideal and
 // nccl-tests' bus bandwidth.
 TEST(ClusterModel, RowsFollowTheDescription) {

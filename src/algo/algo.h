@@ -82,6 +82,9 @@ void chainReduce(chorusComm* comm, const OpDesc& op, const Work& w);
 // Double binary tree AllReduce (algo/tree.cc): tree t runs on channel t over its half of the
 // data; both halves progress in one loop. Single-tree Broadcast / Reduce rooted at op.root.
 void treeAllReduce(chorusComm* comm, const OpDesc& op, Proto proto);
+// The bytes of the tree AllReduce the link probe times across nodes (Shape::netTreeUs): the
+// smallest call cut into the most chunks, 2(Dn + P) a tree of 512 bytes.
+size_t treeProbeBytes(const Shape& shape);
 void treeBroadcast(chorusComm* comm, const OpDesc& op, const Work& w);
 void treeReduce(chorusComm* comm, const OpDesc& op, const Work& w);
 

@@ -248,16 +248,28 @@ double treeNetBytes(OpKind kind, const Shape& s) {
 // bytes (the plan cache's classes): half / 512 chunks below that. On 8 emulated nodes of 1 rank
 // (2026-12-06) the tree took 0.6 ms with one chunk and 2.1-2.4 ms with 8 (8-32 KiB), where the
 // hops and bytes alone predicted about 1 ms.
+// Where the link probe timed a tree AllReduce of its most chunks (Shape::netTreeUs), the step is
+// what makes this model give that call's time: on 3, 5 and 6 emulated nodes of 1 rank the step
+// took 136-254 us where 3 chain Broadcasts' rate said 41-89 (the chain's back-to-back calls
+// stream; a tree's chunk waits for both children), and the tuner ran the tree at 8-32 KiB there,
+// 2.2-2.7x slower than the recursive doubling (2026-12-06).
 constexpr double kTreeMinChunkBytes = 512;
 constexpr double kTreeChunkMessages = 3;  // an interior rank's messages per chunk / a chain's
 double treeNetHopsUs(OpKind kind, Proto p, const Shape& s, size_t bytes, double bytesUs) {
   if (kind != OpKind::kAllReduce) return treeHops(kind, s, bytes) * netHopUs(s);
   const NodeTrees t = nodeTrees(s);
   const double hops = 2.0 * (double(t.dn) * netHopUs(s) + double(t.per - 1) * nodeHopUs(s, p));
-  const double chunks =
-      std::min(2.0 * double(t.dn + t.per), double(bytes) / 2 / kTreeMinChunkBytes);  // per tree
+  const double most = 2.0 * double(t.dn + t.per);  // chunks per tree
+  const double chunks = std::min(most, double(bytes) / 2 / kTreeMinChunkBytes);
   if (chunks <= 1) return hops;
-  const double step = kTreeChunkMessages * netPipeUs(s);
+  double step = kTreeChunkMessages * netPipeUs(s);
+  if (s.netTreeUs > 0) {
+    // The probe's call: base + pipelinedUs(hops + (most - 1)(step - its bytes / most), its
+    // bytes), its bytes' term in proportion to this call's (both are bytes over one bandwidth).
+    const double probeBytesUs = bytesUs * double(treeProbeBytes(s)) / double(bytes);
+    const double h = hopsTermUs(s, s.netTreeUs - machineModel().baseUs[int(p)], probeBytesUs);
+    if (h >= 0) step = std::max(0.0, (h - hops) / (most - 1) + probeBytesUs / most);
+  }
   return hops + (chunks - 1) * std::max(0.0, step - bytesUs / chunks);
 }
 // On one node, an AllReduce with interior ranks moves its bytes 1.4x slower than the ring's 2(n -
@@ -271,6 +283,11 @@ double treeBytes(OpKind kind, int n) {
   return 2.0;
 }
 }  // namespace
+
+size_t treeProbeBytes(const Shape& shape) {
+  const NodeTrees t = nodeTrees(shape);
+  return size_t(2 * 2 * (t.dn + t.per)) * size_t(kTreeMinChunkBytes);
+}
 
 extern const AlgoDesc kTreeAlgo = {
     .name = "tree",

@@ -70,8 +70,12 @@ struct Shape {
   // whose steps all send one way (algo/halving_doubling.cc hdHopsUs), measured by the link
   // probe; 0: unmeasured (the hops' model alone).
   double netHdUs = 0;
+  // Across nodes: one tree AllReduce of treeProbeBytes (algo/tree.cc: its most chunks, each at
+  // least the smallest), the mean over the ranks, measured by the link probe; 0: unmeasured (a
+  // chunk's step from the chain's pipeline rate).
+  double netTreeUs = 0;
   // Across nodes: the network bytes of a halving-doubling and of a recursive-doubling AllReduce,
-  // per byte of the call, on the most loaded node's link, step after step (the folds included),
+  // per byte of the call, on the most loaded node's link over its steps (the folds included),
   // from this communicator's placement (algo/halving_doubling.cc doublingLinkLoads); 0: the
   // model's formula for even nodes of a power of two.
   double hdNetBytes = 0;

@@ -23,7 +23,9 @@
 //     not n - 1 hops; then Reduces the same way;
 //   - one warm-up then kSmallReps back-to-back halving-doubling AllReduces of one double on the
 //     whole communicator, their mean (every step sends one way at that size: the model's hops
-//     for the halving-doubling start there, algo/halving_doubling.cc hdHopsUs).
+//     for the halving-doubling start there, algo/halving_doubling.cc hdHopsUs);
+//   - likewise kSmallReps tree AllReduces of its most chunks (algo/tree.cc treeProbeBytes): the
+//     model's step per chunk is what gives that call its time (treeNetHopsUs).
 // A max-AllReduce over the whole communicator then gives every rank the slowest link's figures
 // (the halving-doubling's call: the fastest rank's), so every rank's tuner makes the same
 // choices. On 1 Gbit/s links this takes 0.3 s (4 nodes of 1 rank) to 0.5 s (8 of 2): 15 x 1 MiB
@@ -134,14 +136,16 @@ double chainRate(chorusComm* c, OpKind kind) {
 // then kSmallReps back to back, their mean on this rank, as the benchmarks time them. (The
 // median of calls timed one by one spread 1.5x over the ranks of 8 x 2 for the recursive
 // doubling, one rank waiting in a call where another waited in the next.)
-double smallAllReduce(chorusComm* c, Algo algo) {
+// The same for `count` doubles (the tree's call of its most chunks).
+double smallAllReduce(chorusComm* c, Algo algo, size_t count = 1) {
   const AlgoEntry run = algoDesc(algo).run.of[int(OpKind::kAllReduce)];
-  double buf[1] = {1.0};
-  const OpDesc op{OpKind::kAllReduce, buf, buf, 1, chorusFloat64, chorusSum, -1, c, nullptr};
-  run(c, op, Work{0, Proto::kSimple, 0, 1});
+  std::vector<double> buf(std::max(count, size_t(1)), 1.0);
+  const OpDesc op{OpKind::kAllReduce, buf.data(), buf.data(), count,  chorusFloat64,
+                  chorusSum,          -1,         c,          nullptr};
+  run(c, op, Work{0, Proto::kSimple, 0, count});
   if (algo == Algo::kHalvingDoubling) stallIfHooked(c, kStallInHalvingDoubling);
   const auto t0 = Clock::now();
-  for (int i = 0; i < kSmallReps; ++i) run(c, op, Work{0, Proto::kSimple, 0, 1});
+  for (int i = 0; i < kSmallReps; ++i) run(c, op, Work{0, Proto::kSimple, 0, count});
   return secondsSince(t0) / kSmallReps;
 }
 
@@ -162,7 +166,8 @@ void probeNetwork(chorusComm* c) {
   const double gbs = envPositive("CHORUS_NET_GBS"), hopUs = envPositive("CHORUS_NET_HOP_US");
   const bool probe = envInt("CHORUS_NET_PROBE", 1) != 0 && (gbs == 0 || hopUs == 0);
   // This rank's measurements (0: none).
-  double hopSec = 0, secPerByte = 0, nodeHopSec = 0, pipeSec = 0, reducePipeSec = 0, hdSec = 0;
+  double hopSec = 0, secPerByte = 0, nodeHopSec = 0, pipeSec = 0, reducePipeSec = 0, hdSec = 0,
+         treeSec = 0;
   if (probe) {
     // The hierarchical AllReduce's rings (this node's, and index i of every node), and the
     // smallest node's rank count: only indices every node has cross all of them.
@@ -221,6 +226,9 @@ void probeNetwork(chorusComm* c) {
     // ranks share cores a hop is mostly the wait for one, and fewer messages wait less than
     // its 2 log2 n hops say.
     hdSec = smallAllReduce(c, Algo::kHalvingDoubling);
+    // The tree's smallest call of its most chunks: each chunk's step waits for both children,
+    // which the chain's streamed calls above do not tell (algo/tree.cc treeNetHopsUs).
+    treeSec = smallAllReduce(c, Algo::kTree, treeProbeBytes(c->shape.get()) / sizeof(double));
     if (c->shape.get().evenNodes && P > 1) {
       // Inside a small hierarchical AllReduce (the tuner's usual choice across nodes) a node's
       // hand-offs cost more: a rank that waited on the cross ring sleeps and must be woken.
@@ -262,9 +270,9 @@ void probeNetwork(chorusComm* c) {
       CHORUS_INFO(c->rank,
                   "network probe, this rank: hop %.1f us, %.0f B per node in %.3f ms, node hop "
                   "%.1f us, chain Broadcast %.1f and Reduce %.1f us per call, one double's "
-                  "halving-doubling AllReduce %.1f us",
+                  "halving-doubling AllReduce %.1f us, a %zu-byte tree AllReduce %.1f us",
                   hopSec * 1e6, bytes, t * 1e3, nodeHopSec * 1e6, pipeSec * 1e6,
-                  reducePipeSec * 1e6, hdSec * 1e6);
+                  reducePipeSec * 1e6, hdSec * 1e6, treeProbeBytes(c->shape.get()), treeSec * 1e6);
     }
   }
   // The slowest link decides, the same figures on every rank.
@@ -274,12 +282,18 @@ void probeNetwork(chorusComm* c) {
   double v[6] = {hopSec, secPerByte, nodeHopSec, pipeSec, reducePipeSec, -hdSec};
   OpDesc op{OpKind::kAllReduce, v, v, 6, chorusFloat64, chorusMax, -1, c, nullptr};
   if (probe) ringAllReduce(c, op, Work{0, Proto::kSimple, 0, 6});
+  // The tree's call: the ranks' mean, as the benchmarks report a call (its root and leaves wait
+  // differently; the slowest rank's was 1.2-1.4x what all_reduce_perf timed on 8 x 1).
+  double tree[1] = {treeSec / c->nranks};
+  OpDesc sum{OpKind::kAllReduce, tree, tree, 1, chorusFloat64, chorusSum, -1, c, nullptr};
+  if (probe) ringAllReduce(c, sum, Work{0, Proto::kSimple, 0, 1});
   c->shape.change([&](Shape& s) {
     s.netHopUs = hopUs > 0 ? hopUs : v[0] * 1e6;
     s.nodeHopUs = v[2] * 1e6;
     s.netPipeUs = v[3] * 1e6;
     s.netReducePipeUs = v[4] * 1e6;
     s.netHdUs = -v[5] * 1e6;
+    s.netTreeUs = tree[0] * 1e6;
     s.netBwGBs = gbs > 0 ? gbs : v[1] > 0 ? 1e-9 / v[1] : 0;
   });
   const double ms = secondsSince(start) * 1e3;

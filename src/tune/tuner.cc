@@ -242,6 +242,11 @@ double bytesTermUs(const Shape& shape, double totalUs, double hopsUs) {
   return std::max(bytes, totalUs / 4);
 }
 
+double hopsTermUs(const Shape& shape, double totalUs, double bytesUs) {
+  const double hops = totalUs - (shape.sharedMachine ? kSharedOverlap : 1.0) * bytesUs;
+  return hops >= bytesUs ? hops : -1.0;
+}
+
 double predictUs(OpKind kind, Algo a, Proto p, int nch, const Shape& shape, size_t bytes) {
   const MachineModel& m = machineModel();
   const AlgoDesc& d = algoDesc(a);

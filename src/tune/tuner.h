@@ -146,6 +146,9 @@ double netHopUs(const Shape& shape);
 // the call.
 double pipelinedUs(const Shape& shape, double hopsUs, double bytesUs);
 double bytesTermUs(const Shape& shape, double totalUs, double hopsUs);
+// And the hand-offs' term of a call that took totalUs with bytesUs of bytes, where the hand-offs
+// are the larger (a small call the link probe timed); -1 where they cannot be.
+double hopsTermUs(const Shape& shape, double totalUs, double bytesUs);
 double netBwGBs(const Shape& shape);
 // One hand-off inside a node with protocol p for a communicator across nodes: the measured
 // Simple one (Shape::nodeHopUs) scaled by the model's ratio between p and Simple, else the
