@@ -36,6 +36,16 @@ Shape eightByTwo(double netHopUs, double netBwGBs, double nodeHopUs) {
   return s;
 }
 
+// Emulated nodes sharing one machine's cores, with the link the probe measured (Simple only).
+Shape emulatedNodes(int nranks, int nnodes, bool even, double netHopUs, double netBwGBs) {
+  Shape s{nranks, nnodes, even};
+  s.netHopUs = netHopUs;
+  s.netBwGBs = netBwGBs;
+  s.sharedMachine = true;
+  s.protos = uint8_t(1u << int(Proto::kSimple));
+  return s;
+}
+
 TEST(ClusterModel, ParsesShapes) {
   int q = 0, p = 0;
   EXPECT_TRUE(parseClusterShape("16x8", &q, &p));
@@ -347,12 +357,8 @@ TEST(ClusterModel, DoublingBytesFollowThePlacement) {
   EXPECT_DOUBLE_EQ(threeByTwo.rd, 2.0);
   EXPECT_DOUBLE_EQ(doublingLinkLoads(nodes({4}), 1).hd, 0.0);
 
-  Shape s{5, 3, false};
-  s.netHopUs = 300;
-  s.netBwGBs = 0.118;
+  Shape s = emulatedNodes(5, 3, false, 300, 0.118);
   s.nodeHopUs = 100;
-  s.sharedMachine = true;
-  s.protos = uint8_t(1u << int(Proto::kSimple));
   const size_t KiB = 1024;
   const double formula =
       predictUs(OpKind::kAllReduce, Algo::kHalvingDoubling, Proto::kSimple, 1, s, 512 * KiB);
@@ -372,12 +378,8 @@ TEST(ClusterModel, DoublingBytesFollowThePlacement) {
 // rate. 6 emulated nodes of 1 rank, a probe of 2026-12-06: the 6 KiB tree AllReduce 1792 us,
 // where the chain's 29.5 us rate predicted 769 us at 8 KiB against the 1649 measured.
 TEST(ClusterModel, TreeStepFollowsTheProbesTreeCall) {
-  Shape s{6, 6, true};
-  s.netHopUs = 94.8;
-  s.netBwGBs = 0.120;
+  Shape s = emulatedNodes(6, 6, true, 94.8, 0.120);
   s.netPipeUs = 29.5;
-  s.sharedMachine = true;
-  s.protos = uint8_t(1u << int(Proto::kSimple));
   const size_t probe = treeProbeBytes(s);
   EXPECT_EQ(probe, size_t(2 * 2 * (2 + 1) * 512));  // 2 trees of 2(Dn + P) chunks, Dn = 2
   const double fromChain = predictUs(OpKind::kAllReduce, Algo::kTree, Proto::kSimple, 1, s, probe);
