@@ -250,27 +250,20 @@ st_cpu_peers() {
       --libs "$libs" "${ccl[@]}" --sizes "$sizes" --iters "$iters" \
       --out "$work/peers_np$np" >"$work/peers_np$np.md" 2>&1 || rc=1
     cat "$work/peers_np$np.md"
-    model_against "$np" || rc=1
+    # The tuner's model against those Chorus launches (each row's predicted_time in its -J
+    # document): on many cores the model has only this VM's fits, scaled by hand-offs and bytes
+    # (docs/model.md), so this is how far they carry to another node.
+    echo "## The model against Chorus's times, $np ranks (predicted / measured median)"
+    if python3 "$root/scripts/model_check.py" "$work/peers_np$np"/chorus_*.json \
+      >"$work/model_np$np.md"; then
+      sed -n '/^| ranks | collective/,$p' "$work/model_np$np.md"
+    else
+      rc=1
+    fi
   done
   return $rc
 }
 
-# The tuner's model against the Chorus launches of compare_peers.sh just made (each row's
-# predicted_time in its -J document): on many cores the model has only this VM's fits, scaled by
-# hand-offs and bytes (docs/model.md), so this is how far they carry to another node.
-model_against() {  # model_against NP
-  local np=$1 d=$work/model_np$1 f b c r
-  mkdir -p "$d"
-  for f in "$work/peers_np$np"/chorus_*_*.json; do
-    [ -s "$f" ] || continue
-    b=${f##*/chorus_} c=${b%_*} r=${b##*_}
-    ln -sf "$f" "$d/np${np}_${c}_r${r%.json}.json"
-  done
-  ls "$d"/*.json >/dev/null 2>&1 || { echo "no Chorus JSON at $np ranks: no model check"; return 1; }
-  echo "## The model against Chorus's times, $np ranks (predicted / measured median)"
-  python3 "$root/scripts/model_check.py" "$d"/*.json >"$work/model_np$np.md" || return 1
-  sed -n '/^| ranks | collective/,$p' "$work/model_np$np.md"
-}
 st_torch() {
   local py=${CHORUS_DEVICE_PYTHON:-python3} nps=${CHORUS_DEVICE_TORCH_NPS:-16 8} e=64M r=3 per=110
   [ "$mode" = cpu ] && nps=2 e=64K r=1 per=90
@@ -299,7 +292,7 @@ st_torch() {
   return $rc
 }
 export -f run_tests st_probe st_build st_gpu_kernels st_gpu_threads st_gpu_procs st_gpu_ipc \
-  st_gpu_ipc_nocache st_sanitizer st_bandwidth st_device_perf st_cpu_peers model_against st_torch
+  st_gpu_ipc_nocache st_sanitizer st_bandwidth st_device_perf st_cpu_peers st_torch
 export ncores
 
 # --- the runner ---

@@ -3,6 +3,7 @@
 writes the JSON: np<N>_<collective>_r<R>.json, each from build/<collective>_perf -J).
 
 Usage: scripts/model_check.py FILE.json [FILE.json ...]
+(or compare_peers.sh's DIR/chorus_<collective>_<R>.json where DIR's name ends in np<N>)
 The model predicts an out-of-place call (chorus-tune times those). Prints per rank count a markdown
 table: collective, size, the tuner's choice (every one seen over the rounds), the predicted time,
 the out-of-place time median and best over the rounds, predicted / measured (median), whether that
@@ -24,6 +25,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nccl_table import FAST_FLOOR_US, size_label  # noqa: E402
 
 NAME = re.compile(r"np(\d+)_(\w+?)_r(\d+)\.json$")
+# scripts/compare_peers.sh's Chorus documents: <out>/chorus_<collective>_<round>.json, the rank
+# count in its out directory's name (device_check.sh: peers_np<N>).
+PEERS = re.compile(r"np(\d+)/chorus_(\w+?)_(\d+)\.json$")
 
 
 def round_states(paths):
@@ -49,9 +53,10 @@ def main(paths):
             "%d: %.3f %s" % (r, f, "fast" if f < FAST_FLOOR_US else "slow")
             for r, f in sorted(states.items()))))
     for path in paths:
-        m = NAME.search(os.path.basename(path))
+        m = NAME.search(os.path.basename(path)) or PEERS.search(os.path.abspath(path))
         if not m:
-            sys.exit(f"model_check: {path} is not named np<N>_<collective>_r<R>.json")
+            sys.exit(f"model_check: {path} is not named np<N>_<collective>_r<R>.json "
+                     "or ..np<N>/chorus_<collective>_<R>.json")
         np_, coll = int(m.group(1)), m.group(2)
         fast = states.get(int(m.group(3)), 1.0) < FAST_FLOOR_US
         for r in json.load(open(path))["results"]:

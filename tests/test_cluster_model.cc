@@ -26,23 +26,25 @@ namespace {
 using namespace ctest;
 using namespace chorus;
 
-// 8 emulated nodes of 2 ranks as a link probe measured them (Simple, the protocol TCP carries).
-Shape eightByTwo(double netHopUs, double netBwGBs, double nodeHopUs) {
-  Shape s{16, 8, true};
-  s.netHopUs = netHopUs;
-  s.netBwGBs = netBwGBs;
-  s.nodeHopUs = nodeHopUs;
-  s.protos = uint8_t(1u << int(Proto::kSimple));
-  return s;
-}
-
-// Emulated nodes sharing one machine's cores, with the link the probe measured (Simple only).
-Shape emulatedNodes(int nranks, int nnodes, bool even, double netHopUs, double netBwGBs) {
+// Nodes with the link a probe measured (Simple only, the protocol TCP carries).
+Shape linkedNodes(int nranks, int nnodes, bool even, double netHopUs, double netBwGBs) {
   Shape s{nranks, nnodes, even};
   s.netHopUs = netHopUs;
   s.netBwGBs = netBwGBs;
-  s.sharedMachine = true;
   s.protos = uint8_t(1u << int(Proto::kSimple));
+  return s;
+}
+// 8 emulated nodes of 2 ranks as a link probe measured them.
+Shape eightByTwo(double netHopUs, double netBwGBs, double nodeHopUs) {
+  Shape s = linkedNodes(16, 8, true, netHopUs, netBwGBs);
+  s.nodeHopUs = nodeHopUs;
+  return s;
+}
+
+// The same on emulated nodes, sharing one machine's cores.
+Shape emulatedNodes(int nranks, int nnodes, bool even, double netHopUs, double netBwGBs) {
+  Shape s = linkedNodes(nranks, nnodes, even, netHopUs, netBwGBs);
+  s.sharedMachine = true;
   return s;
 }
 
@@ -307,11 +309,8 @@ TEST(ClusterModel, SmallAllReduceAcrossNodesIsRecursiveDoubling) {
 // hierarchical one's 15 and 112), not 127 network hops; with one rank per node every step is one.
 TEST(ClusterModel, RingAcrossNodesCrossesTheNetworkOncePerNode) {
   auto ring = [](int nodes, int perNode, OpKind kind, double netHop, double nodeHop) {
-    Shape s{nodes * perNode, nodes, true};
-    s.netHopUs = netHop;
-    s.netBwGBs = 3.125;
+    Shape s = linkedNodes(nodes * perNode, nodes, true, netHop, 3.125);
     s.nodeHopUs = nodeHop;
-    s.protos = uint8_t(1u << int(Proto::kSimple));
     return predictUs(kind, Algo::kRing, Proto::kSimple, 1, s, 4096);
   };
   for (const auto& [kind, steps] : {std::pair<OpKind, double>{OpKind::kAllGather, 127},

@@ -91,6 +91,11 @@ void exchange(chorusComm* comm, const OpDesc& op, Proto proto, int partner, cons
   }
 }
 
+// The ring position of virtual rank u when `extra` ranks fold (the file's header).
+int virtualPos(int u, int extra) {
+  return u < extra ? 2 * u + 1 : u + extra;
+}
+
 // Where this rank stands among the exchanges (the file's header): n = p + e, p = 2^k; positions
 // 2i and 2i + 1 (i < e) are folded pairs, the even one (foldsAway) handing its data to the odd one
 // (foldsIn) and taking the result back; the p others take part as virtual ranks v.
@@ -110,7 +115,7 @@ struct Doubling {
   // The other rank of this rank's folded pair (foldsAway or foldsIn).
   int pairPartner() const { return ring[size_t(foldsAway ? pos + 1 : pos - 1)]; }
   // The rank of virtual rank u, and v's partner at step s.
-  int rankOf(int u) const { return ring[size_t(u < extra ? 2 * u + 1 : u + extra)]; }
+  int rankOf(int u) const { return ring[size_t(virtualPos(u, extra))]; }
   int partner(int s) const { return rankOf(v ^ (1 << s)); }
 };
 
@@ -390,7 +395,7 @@ DoublingLoads doublingLinkLoads(const std::vector<int>& nodeAtPos, int nnodes) {
   const int n = int(nodeAtPos.size());
   if (n < 2 || nnodes < 2) return {0, 0};
   const int k = floorLog2(n), p = 1 << k, extra = n - p;
-  auto nodeOfV = [&](int u) { return nodeAtPos[size_t(u < extra ? 2 * u + 1 : u + extra)]; };
+  auto nodeOfV = [&](int u) { return nodeAtPos[size_t(virtualPos(u, extra))]; };
   // Per node: [0] out, [1] in; for the folds, the hd's and the rd's exchanges.
   std::vector<double> fold(2 * size_t(nnodes)), hd(fold.size()), rd(fold.size());
   auto add = [](std::vector<double>& l, int a, int b, double share) {
