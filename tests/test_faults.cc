@@ -384,7 +384,9 @@ INSTANTIATE_TEST_SUITE_P(Processes, BootstrapKill,
 // on its node (shared memory) and across it (TCP): in its chain calls (phase 1: back-to-back
 // Broadcasts along the whole communicator, which every rank must forward) and in its smallest
 // halving-doubling AllReduces (phase 2: a binomial reduce and broadcast, each rank waiting on
-// its partner of each step). Two emulated nodes of 2 ranks, started by hand;
+// its partner of each step) and in its tree AllReduces (phase 3: a tree over the nodes' heads
+// with a chain of each node's ranks below its head, chunks pipelined up and down it). Two
+// emulated nodes of 2 ranks, started by hand;
 // CHORUS_TEST_PROBE_STALL stops the victim after the calls that bring its peers into the phase,
 // which go on into the timed ones.
 struct ProbeKillCase {
@@ -431,15 +433,21 @@ TEST_P(ProbeKill, EverySurvivorNamesTheKilledRankWithin5s) {
 }
 
 // Rank 0 is the chain's root, rank 3 its end; 1 and 2 forward across the nodes' boundary. In
-// the halving-doubling rank 0 receives the reduction and starts its broadcast.
+// the halving-doubling rank 0 receives the reduction and starts its broadcast. In the double
+// tree every rank heads its node in one tree (0 and 2 in tree 0, 1 and 3 in tree 1) and hangs
+// below its node's head in the other.
 INSTANTIATE_TEST_SUITE_P(Processes, ProbeKill,
                          ::testing::Values(ProbeKillCase{0, 1}, ProbeKillCase{1, 1},
                                            ProbeKillCase{2, 1}, ProbeKillCase{3, 1},
                                            ProbeKillCase{0, 2}, ProbeKillCase{1, 2},
-                                           ProbeKillCase{2, 2}, ProbeKillCase{3, 2}),
+                                           ProbeKillCase{2, 2}, ProbeKillCase{3, 2},
+                                           ProbeKillCase{0, 3}, ProbeKillCase{1, 3},
+                                           ProbeKillCase{2, 3}, ProbeKillCase{3, 3}),
                          [](const ::testing::TestParamInfo<ProbeKillCase>& i) {
                            return "rank" + std::to_string(i.param.rank) +
-                                  (i.param.phase == 1 ? "_chain" : "_halvingDoubling");
+                                  (i.param.phase == 1   ? "_chain"
+                                   : i.param.phase == 2 ? "_halvingDoubling"
+                                                        : "_tree");
                          });
 
 // A rank whose peer in the same process fails its init and releases its shared-memory segment

@@ -81,9 +81,10 @@ double median(double (&t)[N]) {
 // CHORUS_TEST_PROBE_STALL=rank:phase (tests only): that rank stops for good in that phase of the
 // probe, after the calls that bring its peers into it, so that a test can kill it while they
 // wait in the timed calls. 1: the chain Broadcasts, after their fill; 2: the halving-doubling's
-// smallest AllReduces, after their warm-up.
+// smallest AllReduces, after their warm-up; 3: the tree's AllReduces, after their warm-up.
 constexpr int kStallInChain = 1;
 constexpr int kStallInHalvingDoubling = 2;
+constexpr int kStallInTree = 3;
 
 void stallIfHooked(const chorusComm* c, int phase) {
   if (testHookFor("CHORUS_TEST_PROBE_STALL", c->rank) != phase) return;
@@ -144,6 +145,7 @@ double smallAllReduce(chorusComm* c, Algo algo, size_t count = 1) {
                   chorusSum,          -1,         c,          nullptr};
   run(c, op, Work{0, Proto::kSimple, 0, count});
   if (algo == Algo::kHalvingDoubling) stallIfHooked(c, kStallInHalvingDoubling);
+  if (algo == Algo::kTree) stallIfHooked(c, kStallInTree);
   const auto t0 = Clock::now();
   for (int i = 0; i < kSmallReps; ++i) run(c, op, Work{0, Proto::kSimple, 0, count});
   return secondsSince(t0) / kSmallReps;
