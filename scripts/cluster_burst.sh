@@ -9,8 +9,10 @@
 #   scripts/cluster_burst.sh [--build build] [--rounds 5] [--shape 8x2] [--rate 1gbit]
 #                            [--bursts "131072 262144 1048576"] [--algos "default ring tree hier"]
 #                            [--sizes "-b 1M -e 4M -f 2"] [--iters "-n 3 -w 1"]
-#                            [--coll all_reduce] [--out build/cluster_burst]
-# (--coll: the benchmark, build/<coll>_perf, all_reduce by default. An --algos entry of the form
+#                            [--coll all_reduce] [--np N] [--out build/cluster_burst]
+# (--coll: the benchmark, build/<coll>_perf, all_reduce by default. --np: the ranks in all, which
+# chorusrun spreads over the Q nodes of --shape QxP as evenly as it can, Q x P by default: --shape
+# 3x2 --np 5 runs nodes of 2, 2 and 1 ranks. An --algos entry of the form
 # NAME=VALUE[+NAME=VALUE] runs the tuner's choice with that environment instead, e.g.
 # "default CHORUS_SOCKET_CC=system".)
 # Root and iproute2 (chorusrun --netns).
@@ -18,6 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build rounds=5 shape=8x2 rate=1gbit bursts="131072 262144 1048576"
 algos="default ring tree hier" sizes="-b 1M -e 4M -f 2" iters="-n 3 -w 1" coll=all_reduce out=build/cluster_burst
+np=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
@@ -29,6 +32,7 @@ while [ $# -gt 0 ]; do
     --sizes) sizes=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
     --coll) coll=$2; shift 2 ;;
+    --np) np=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     *) echo "cluster_burst: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -39,6 +43,7 @@ case "$rate" in
   *) echo "cluster_burst: --rate wants Ngbit or Nmbit" >&2; exit 2 ;;
 esac
 q=${shape%x*} p=${shape#*x}
+np=${np:-$((q * p))}
 read -r -a size_args <<<"$sizes"
 read -r -a iter_args <<<"$iters"
 mkdir -p "$out"
@@ -55,7 +60,7 @@ for ((r = 1; r <= rounds; r++)); do
       f=$out/${shape}_${burst}_${algo}_r$r
       rc=0
       env "${algo_env[@]}" timeout -k 10 300 "$build/chorusrun" --timeout 280 --netns \
-        --link-rate "$rate" --link-burst "$burst" --nodes "$q" -np $((q * p)) \
+        --link-rate "$rate" --link-burst "$burst" --nodes "$q" -np "$np" \
         "$build/${coll}_perf" "${size_args[@]}" "${iter_args[@]}" --intra-bw 3.67 --inter-bw "$inter" \
         -J "$f.json" >"$f.log" 2>&1 || rc=$?
       echo "round $r, burst $burst, $algo: exit $rc ($(date -u +%H:%M:%S) UTC)"
@@ -72,7 +77,7 @@ print(f"\n{shape}, {rounds} rounds: eff% and time best and median per size, the 
 print("| burst | algorithm | " + " | ".join(["size", "eff% best", "eff% median", "us best",
                                               "us median", "ran", "predicted / measured"]) + " |")
 print("| --- | --- | --- | ---: | ---: | ---: | ---: | --- | ---: |")
-summary, counts = {}, {}
+summary, counts, medians = {}, {}, {}
 for burst in bursts:
     for algo in algos:
         rows = {}
@@ -86,7 +91,8 @@ for burst in bursts:
                 counts[x["size"]] = x.get("count", 1)
                 t = x["out_of_place"]["time"]
                 rows.setdefault(x["size"], []).append(
-                    (x["efficiency"], x["algorithm"], x["predicted_time"] / t, t))
+                    (x.get("efficiency", float("nan")), x["algorithm"], x["predicted_time"] / t,
+                     t))  # no efficiency where the nodes' ranks are uneven (no ideal)
         for size in sorted(rows):
             v = rows[size]
             effs = [e for e, _, _, _ in v]
@@ -95,11 +101,31 @@ for burst in bursts:
             ratio = statistics.median(p for _, _, p, _ in v)
             label = (f"{size >> 20} MiB" if size >= 1 << 20 else
                      f"{size >> 10} KiB" if size >= 1 << 10 else f"{size} B")
-            print(f"| {int(burst) >> 10} KiB | {algo} | {label} | {max(effs):.1f} | "
-                  f"{statistics.median(effs):.1f} | {min(times):.1f} | "
+            eff = ("-", "-") if any(e != e for e in effs) else (
+                f"{max(effs):.1f}", f"{statistics.median(effs):.1f}")
+            print(f"| {int(burst) >> 10} KiB | {algo} | {label} | {eff[0]} | "
+                  f"{eff[1]} | {min(times):.1f} | "
                   f"{statistics.median(times):.1f} | {ran} | {ratio:.2f} |")
+            medians.setdefault((burst, algo), {})[size] = (statistics.median(times), ran)
             if counts.get(size, 1) > 0:  # a call that moves nothing is left out of the summary
                 summary.setdefault((burst, algo), []).append(ratio)
+# The tuner's choice against the fastest algorithm forced, per burst and size (medians).
+forced = [a for a in algos if a != "default"]
+if "default" in algos and forced:
+    print("\nThe tuner's choice against the fastest forced algorithm (median time, us)\n")
+    print("| burst | size | default ran | default | fastest forced | its time | default / fastest |")
+    print("| --- | ---: | --- | ---: | --- | ---: | ---: |")
+    for burst in bursts:
+        for size in sorted(medians.get((burst, "default"), {})):
+            t, ran = medians[(burst, "default")][size]
+            best = min(((medians.get((burst, a), {}).get(size, (float("inf"), ""))[0], a)
+                        for a in forced))
+            if best[0] == float("inf"):
+                continue
+            label = (f"{size >> 20} MiB" if size >= 1 << 20 else
+                     f"{size >> 10} KiB" if size >= 1 << 10 else f"{size} B")
+            print(f"| {int(burst) >> 10} KiB | {label} | {ran} | {t:.1f} | {best[1]} | "
+                  f"{best[0]:.1f} | {t / best[0]:.2f} |")
 print("\nPer algorithm: sizes whose predicted / measured (median) is within 25%, and its range "
       "(sizes whose calls move nothing left out)\n")
 print("| burst | algorithm | sizes within 25% | predicted / measured |")
