@@ -18,10 +18,11 @@
 //   --crash-rank R    rank R kills itself with SIGKILL right after init (tests teardown)
 //   --timeout SEC     watchdog: exit 99 if not done by then (default 500)
 //   --resources       print one line "resources rank=R init_s=S threads=T shm_bytes=B
-//                     shm_files=F shm_resident=B devshm_grown=B" after the matrix: init's time,
-//                     this process's threads, and the Chorus shared memory it maps and has touched
-//                     (/proc/self/smaps, /dev/shm/chorus*), and how much /dev/shm's use grew
-//                     since this rank started (the whole node's segments, once all exist)
+//                     shm_files=F shm_resident=B devshm_grown=B shm_largest=B" after the matrix:
+//                     init's time, this process's threads, and the Chorus shared memory it maps
+//                     and has touched (/proc/self/smaps, /dev/shm/chorus*), how much /dev/shm's
+//                     use grew since this rank started (the whole node's segments, once all
+//                     exist), and its largest single mapping (its own segment)
 //   --hold FILE       before finalizing, wait until FILE exists (within --timeout): keeps the
 //                     job's ranks, and the CPUs they bound themselves to, alive meanwhile
 //   --huge            instead of the matrix, the check of counts past 2^31 on 2 ranks, 2 GiB
@@ -106,7 +107,7 @@ int threadCount() {
 // Chorus's shared memory (/dev/shm/chorus*) as this process sees it (/proc/self/smaps): bytes
 // mapped, bytes of it resident (pages touched), and the distinct files.
 struct ShmMapped {
-  size_t bytes = 0, residentBytes = 0, files = 0;
+  size_t bytes = 0, residentBytes = 0, files = 0, largest = 0;
 };
 ShmMapped chorusShmMapped() {
   ShmMapped m;
@@ -123,6 +124,7 @@ ShmMapped chorusShmMapped() {
       inChorus = path != nullptr;
       if (!inChorus) continue;
       m.bytes += hi - lo;
+      m.largest = std::max(m.largest, size_t(hi - lo));
       std::string name(path);
       while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
       if (std::find(files.begin(), files.end(), name) == files.end()) files.push_back(name);
@@ -316,9 +318,9 @@ int main(int argc, char** argv) {
     const ShmMapped shm = chorusShmMapped();
     std::printf(
         "resources rank=%d init_s=%.3f threads=%d shm_bytes=%zu shm_files=%zu shm_resident=%zu "
-        "devshm_grown=%zd\n",
+        "devshm_grown=%zd shm_largest=%zu\n",
         rank, initSeconds, threadCount(), shm.bytes, shm.files, shm.residentBytes,
-        ssize_t(devShmUsed()) - ssize_t(shmUsedBefore));
+        ssize_t(devShmUsed()) - ssize_t(shmUsedBefore), shm.largest);
     std::fflush(stdout);
   }
 

@@ -178,11 +178,11 @@ TEST_F(ManyRanksByHand, SixteenBesideBusyProcessesThenAKilledRank) {
     for (auto& k : ranks) unlink(k.outPath.c_str());
 }
 
-// One "resources rank=R init_s=S threads=T shm_bytes=B shm_files=F" line per rank.
+// One "resources rank=R init_s=S threads=T shm_bytes=B shm_files=F ..." line per rank.
 struct RankResources {
   double initSeconds = -1;
   int threads = -1;
-  size_t shmBytes = 0, shmFiles = 0, shmResident = 0;
+  size_t shmBytes = 0, shmFiles = 0, shmResident = 0, shmLargest = 0;
   long long devShmGrown = 0;
 };
 
@@ -197,9 +197,9 @@ std::map<int, RankResources> parseResources(const std::string& out) {
     RankResources r;
     if (std::sscanf(line.c_str() + at,
                     "resources rank=%d init_s=%lf threads=%d shm_bytes=%zu shm_files=%zu "
-                    "shm_resident=%zu devshm_grown=%lld",
+                    "shm_resident=%zu devshm_grown=%lld shm_largest=%zu",
                     &rank, &r.initSeconds, &r.threads, &r.shmBytes, &r.shmFiles, &r.shmResident,
-                    &r.devShmGrown) == 7)
+                    &r.devShmGrown, &r.shmLargest) == 8)
       m[rank] = r;
   }
   return m;
@@ -223,7 +223,7 @@ TEST(ManyRanksMisc, ResourcesAt64Processes) {
   ASSERT_EQ(res.size(), size_t(np)) << outputTail(r.output);
   double initMax = 0, initSum = 0;
   int threadsMax = 0;
-  size_t shmMax = 0, residentMax = 0, filesMax = 0;
+  size_t shmMax = 0, residentMax = 0, filesMax = 0, largestMax = 0;
   long long grownMax = 0;
   for (const auto& [rank, x] : res) {
     initMax = std::max(initMax, x.initSeconds);
@@ -232,17 +232,25 @@ TEST(ManyRanksMisc, ResourcesAt64Processes) {
     shmMax = std::max(shmMax, x.shmBytes);
     residentMax = std::max(residentMax, x.shmResident);
     filesMax = std::max(filesMax, x.shmFiles);
+    largestMax = std::max(largestMax, x.shmLargest);
     grownMax = std::max(grownMax, x.devShmGrown);
   }
   const double MiB = 1 << 20;
   std::printf(
       "[ resources] %d processes on %d cores: init %.2f s mean, %.2f s max; threads per rank max "
-      "%d; Chorus shared memory per rank: %.1f MiB mapped (%zu segments), %.1f MiB of it touched; "
-      "/dev/shm grew %.1f MiB for the node (%.2f MiB per rank)\n",
+      "%d; Chorus shared memory per rank: %.1f MiB mapped (%zu segments; its own %.1f MiB), "
+      "%.1f MiB of it touched; /dev/shm grew %.1f MiB for the node (%.2f MiB per rank)\n",
       np, int(sysconf(_SC_NPROCESSORS_ONLN)), initSum / np, initMax, threadsMax, shmMax / MiB,
-      filesMax, residentMax / MiB, grownMax / MiB, grownMax / MiB / np);
+      filesMax, largestMax / MiB, residentMax / MiB, grownMax / MiB, grownMax / MiB / np);
   EXPECT_LE(threadsMax, 8) << "threads per rank grow with the rank count?";
   EXPECT_EQ(filesMax, size_t(np)) << "every rank maps each same-node rank's segment";
+  // Of a peer's segment a rank maps only what it touches: the header page, the FIFOs of its own
+  // sends and the tail (eager cells and one-shot slots, about 0.33 MiB at 64 ranks). Its own
+  // segment (the largest mapping) holds a FIFO from every rank, so its peers' windows together
+  // take about as much again, not np - 1 times it (10.1 GiB at 64 ranks, 2026-12-03).
+  EXPECT_GT(largestMax, size_t(0));
+  EXPECT_LE(shmMax, 2 * largestMax + size_t(np) * (1u << 20))
+      << "mapped " << shmMax << " bytes; own segment " << largestMax;
   // What the node's memory holds: per rank, bounded by its ring / tree / halving-doubling
   // neighbours' FIFOs it touches, not by N FIFOs per rank (1.1 MiB a rank on 2026-12-03; 10.1
   // while a segment's creation still wrote every FIFO's zero words).

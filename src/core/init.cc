@@ -323,8 +323,8 @@ void setupSegments(chorusComm* c, PeerInfo& mine, bool otherProcess, Deadline de
       if (p == c->rank || c->isRemote(p)) continue;
       const PeerInfo& pi = c->peers[size_t(p)];
       try {
-        c->peerSegments[size_t(p)] =
-            Segment::attach(pi.segName, reinterpret_cast<void*>(pi.segAddr), pid_t(pi.pid));
+        c->peerSegments[size_t(p)] = Segment::attach(
+            pi.segName, reinterpret_cast<void*>(pi.segAddr), pid_t(pi.pid), c->rank);
       } catch (const Failure& e) {
         // Gone from /dev/shm: the peer removed it as its own init failed, or it died.
         if (e.code != chorusRemoteError) throw;

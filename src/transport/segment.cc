@@ -152,7 +152,8 @@ Segment Segment::create(const SegmentLayout& layout, int rank, bool shared, uint
   // a page for the control word and each slot header of every (protocol, channel, peer): about
   // 144 KiB a peer, so a node's /dev/shm grew as N^2 (19.3 MiB a rank at 128 ranks) for FIFOs
   // that most pairs of ranks never use. Only the pages of FIFOs in use are now touched.
-  s.eager_ = s.base_ + s.bytes_ - tailBytes(layout.nranks);
+  s.end_ = s.base_ + s.bytes_;
+  s.eager_ = s.end_ - tailBytes(layout.nranks);
   for (uint64_t k = 0; k < kEagerCells; ++k) new (s.eagerCell(k)) EagerCell{0};
   for (int r = 0; r < layout.nranks; ++r) new (s.eagerAck(r)) std::atomic<uint64_t>(0);
   for (int parity = 0; parity < 2; ++parity) new (s.oneShotSlot(parity)) OneShotSlot{};
@@ -167,7 +168,7 @@ Segment Segment::create(const SegmentLayout& layout, int rank, bool shared, uint
   return s;
 }
 
-Segment Segment::attach(const std::string& name, void* addrInOwner, pid_t ownerPid) {
+Segment Segment::attach(const std::string& name, void* addrInOwner, pid_t ownerPid, int sender) {
   Segment s;
   if (ownerPid == getpid()) {
     std::lock_guard<std::mutex> g(gInProcessLock);
@@ -180,7 +181,8 @@ Segment Segment::attach(const std::string& name, void* addrInOwner, pid_t ownerP
     s.name_ = name;
     s.inProcess_ = true;
     s.bytes_ = s.header()->totalBytes;
-    s.eager_ = s.base_ + s.bytes_ - tailBytes(s.header()->nranks);
+    s.end_ = s.base_ + s.bytes_;
+    s.eager_ = s.end_ - tailBytes(s.header()->nranks);
     s.header()->refs.fetch_add(1);
     return s;
   }
@@ -193,6 +195,7 @@ Segment Segment::attach(const std::string& name, void* addrInOwner, pid_t ownerP
     close(fd);
     fail(chorusSystemError, "shm segment %s is truncated", name.c_str());
   }
+  if (sender >= 0) return attachWindows(name, fd, size_t(st.st_size), sender);
   void* p = mmap(nullptr, size_t(st.st_size), PROT_READ | PROT_WRITE,
                  MAP_SHARED | prefault(size_t(st.st_size)), fd, 0);
   int e = errno;
@@ -208,7 +211,50 @@ Segment Segment::attach(const std::string& name, void* addrInOwner, pid_t ownerP
     munmap(p, s.bytes_);
     fail(chorusSystemError, "shm segment %s is truncated", name.c_str());
   }
-  s.eager_ = s.base_ + s.bytes_ - tailBytes(s.header()->nranks);
+  s.end_ = s.base_ + s.bytes_;
+  s.eager_ = s.end_ - tailBytes(s.header()->nranks);
+  return s;
+}
+
+// The parts of a peer's segment (its shm file `fd`, `bytes` long) that rank `sender` touches,
+// each mapped on its own; closes fd. Every part starts on a page: the header is one page, every
+// FIFO's stride a whole number of pages, and the tail follows the FIFOs.
+Segment Segment::attachWindows(const std::string& name, int fd, size_t bytes, int sender) {
+  Segment s;
+  s.bytes_ = bytes;
+  s.sender_ = sender;
+  s.name_ = name;
+  auto mapPart = [&](size_t offset, size_t len) {
+    void* p =
+        mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED | prefault(bytes), fd, off_t(offset));
+    if (p == MAP_FAILED)
+      fail(chorusSystemError, "mmap %zu bytes at %zu of %s: %s", len, offset, name.c_str(),
+           strerror(errno));
+    s.windows_.push_back(Window{static_cast<char*>(p), len});
+    return static_cast<char*>(p);
+  };
+  try {
+    s.windows_.reserve(8);
+    if (bytes < 4096) fail(chorusSystemError, "shm segment %s is truncated", name.c_str());
+    s.base_ = mapPart(0, 4096);
+    const SegmentHeader* h = s.header();
+    if (h->magic != kSegmentMagic)
+      fail(chorusSystemError, "shm segment %s is not a Chorus segment", name.c_str());
+    const SegmentLayout layout{h->nranks, h->nchannels, {h->slotBytes[0], h->slotBytes[1]}};
+    if (layout.nchannels < 1 || sender >= layout.nranks || layout.totalBytes() != bytes)
+      fail(chorusSystemError, "shm segment %s is truncated or of another layout", name.c_str());
+    for (int proto = 0; proto < 2; ++proto)
+      for (int ch = 0; ch < layout.nchannels; ++ch)
+        mapPart(layout.fifoOffset(proto, ch, sender), layout.fifoStride(proto));
+    const size_t tail = tailBytes(layout.nranks);
+    s.end_ = mapPart(bytes - tail, tail) + tail;
+    s.eager_ = s.end_ - tail;
+  } catch (...) {
+    for (const Window& w : s.windows_) munmap(w.at, w.bytes);
+    close(fd);
+    throw;
+  }
+  close(fd);
   return s;
 }
 
@@ -226,6 +272,9 @@ void Segment::release() {
       inProcessSegments().erase(name_);
       munmap(base_, bytes_);
     }
+  } else if (!windows_.empty()) {
+    for (const Window& w : windows_) munmap(w.at, w.bytes);
+    windows_.clear();
   } else {
     munmap(base_, bytes_);
   }
@@ -234,6 +283,13 @@ void Segment::release() {
 
 FifoCtrl* Segment::fifoCtrl(int proto, int channel, int peer) const {
   const SegmentHeader* h = header();
+  if (!windows_.empty()) {  // only the sender's FIFOs are mapped (setup only: the caller keeps it)
+    if (peer != sender_ || proto < 0 || proto > 1 || channel < 0 || channel >= h->nchannels)
+      fail(chorusInternalError,
+           "segment %s is mapped for rank %d's FIFOs, not for protocol %d, channel %d, rank %d",
+           name_.c_str(), sender_, proto, channel, peer);
+    return reinterpret_cast<FifoCtrl*>(windows_[size_t(1 + proto * h->nchannels + channel)].at);
+  }
   SegmentLayout layout{h->nranks, h->nchannels, {h->slotBytes[0], h->slotBytes[1]}};
   return reinterpret_cast<FifoCtrl*>(base_ + layout.fifoOffset(proto, channel, peer));
 }

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "transport/fifo.h"
 
@@ -155,9 +156,14 @@ class Segment {
   // another (create: what each reserves, and the whole size free for one not reserved whole).
   static size_t shmBytesNeeded(const SegmentLayout& layout, int ranks);
   static void unlinkPeerName(int pid, int rank, uint64_t commNonce);
-  // Maps a peer's segment: same process -> its address; else shm by name.
+  // Maps a peer's segment: same process -> its address; else shm by name, and then only what
+  // rank `sender` touches there: the header page, the FIFOs that carry its own sends to the
+  // owner (one per protocol and channel) and the tail (eager cells, one-shot slots), so that a
+  // process maps its peers' segments in O(N) bytes, not N segments of N FIFOs each. fifoCtrl and
+  // fifoData then serve peer == sender only. sender < 0: the whole segment.
   // Throws chorusRemoteError when the segment is gone (its owner removed or released it, or died).
-  static Segment attach(const std::string& name, void* addrInOwner, pid_t ownerPid);
+  static Segment attach(const std::string& name, void* addrInOwner, pid_t ownerPid,
+                        int sender = -1);
   Segment() = default;
 
   void unlinkName();  // after every peer has mapped it
@@ -178,13 +184,25 @@ class Segment {
   }
   // One-shot slot `parity` (0 or 1); its input area starts kOneShotDataOffset bytes after it.
   OneShotSlot* oneShotSlot(int parity) const {
-    return reinterpret_cast<OneShotSlot*>(base_ + bytes_ - 2 * kOneShotSlotStride +
+    return reinterpret_cast<OneShotSlot*>(end_ - 2 * kOneShotSlotStride +
                                           size_t(parity) * kOneShotSlotStride);
   }
 
  private:
+  // A mapping of part of a peer's segment (attach with a sender).
+  struct Window {
+    char* at;
+    size_t bytes;
+  };
+  static Segment attachWindows(const std::string& name, int fd, size_t bytes, int sender);
+
   char* base_ = nullptr;
   size_t bytes_ = 0;
+  char* end_ = nullptr;  // one past the segment's last byte, where this process sees it
+  // Windowed: the header page, then the sender's FIFOs (index proto * nchannels + channel),
+  // then the tail; empty where the whole segment is mapped.
+  std::vector<Window> windows_;
+  int sender_ = -1;
   std::string name_;
   char* eager_ = nullptr;   // the eager Broadcast's cells (set where the layout is known)
   bool inProcess_ = false;  // base_ belongs to this process's owner; reference counted
