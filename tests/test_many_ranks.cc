@@ -258,6 +258,43 @@ TEST(ManyRanksMisc, ResourcesAt64Processes) {
   EXPECT_LT(initMax, 120.0) << "init at 64 processes";
 }
 
+// A batch job's address-space limit (`ulimit -v`, RLIMIT_AS, which Slurm and PBS sites set per
+// task): 32 processes on one node, each limited to 1 GiB, run AllReduce and Broadcast correctly.
+// A process maps its own segment (85 MiB at 32 ranks) and a window of each peer's (about 3
+// MiB); mapping every peer's whole segment took 32 x 85 MiB, 2.7 GiB, and init failed there.
+TEST(ManyRanksMisc, RunsUnderAnAddressSpaceLimit) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer reserves terabytes of address space";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+  GTEST_SKIP() << "the sanitizer reserves terabytes of address space";
+#endif
+#endif
+  const int np = 32;
+  const double timeout = 300;
+  std::vector<std::string> argv = {"/bin/sh",
+                                   "-c",
+                                   "ulimit -v 1048576 && exec \"$@\"",
+                                   "sh",
+                                   CHORUSRUN_PATH,
+                                   "--timeout",
+                                   std::to_string(int(timeout * timeoutScale())),
+                                   "-np",
+                                   std::to_string(np),
+                                   MP_WORKER_PATH};
+  for (const char* a : {"--colls", "AllReduce,Broadcast", "--types", "float32", "--ops", "sum",
+                        "--counts", "1,1000,70001", "--big", "none", "--resources", "--timeout"})
+    argv.push_back(a);
+  argv.push_back(std::to_string(int(timeout - 10)));
+  const CommandResult r = runCommand(argv, (timeout + 30) * timeoutScale());
+  ASSERT_FALSE(r.timedOut) << outputTail(r.output);
+  ASSERT_EQ(r.exitCode, 0) << outputTail(r.output);
+  const auto res = parseResources(r.output);
+  ASSERT_EQ(res.size(), size_t(np)) << outputTail(r.output);
+  for (const auto& [rank, x] : res)
+    EXPECT_LT(x.shmBytes, size_t(1) << 30) << "rank " << rank << " maps " << x.shmBytes;
+}
+
 // Threads of one process: every forced setting at 16 and 32 ranks, each rank running the matrix
 // on its communicator.
 class ManyRanksThreads : public ShmCheckedTestP<Param> {};
