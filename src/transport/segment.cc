@@ -190,37 +190,15 @@ Segment Segment::attach(const std::string& name, void* addrInOwner, pid_t ownerP
   if (fd < 0)  // gone (ENOENT): its owner removed it or died, a failure of the peer's
     fail(errno == ENOENT ? chorusRemoteError : chorusSystemError, "shm_open %s (peer pid %d): %s",
          name.c_str(), int(ownerPid), strerror(errno));
+  // Of a peer's segment only the parts rank `sender` touches, each mapped on its own; every part
+  // starts on a page: the header is one page, every FIFO's stride a whole number of pages, and
+  // the tail follows the FIFOs.
   struct stat st;
-  if (fstat(fd, &st) != 0 || st.st_size < off_t(sizeof(SegmentHeader))) {
+  if (fstat(fd, &st) != 0 || st.st_size < off_t(4096)) {
     close(fd);
     fail(chorusSystemError, "shm segment %s is truncated", name.c_str());
   }
-  if (sender >= 0) return attachWindows(name, fd, size_t(st.st_size), sender);
-  void* p = mmap(nullptr, size_t(st.st_size), PROT_READ | PROT_WRITE,
-                 MAP_SHARED | prefault(size_t(st.st_size)), fd, 0);
-  int e = errno;
-  close(fd);
-  if (p == MAP_FAILED) fail(chorusSystemError, "mmap %s: %s", name.c_str(), strerror(e));
-  s.base_ = static_cast<char*>(p);
-  s.bytes_ = size_t(st.st_size);
-  if (s.header()->magic != kSegmentMagic) {
-    munmap(p, s.bytes_);
-    fail(chorusSystemError, "shm segment %s is not a Chorus segment", name.c_str());
-  }
-  if (s.bytes_ < tailBytes(s.header()->nranks)) {
-    munmap(p, s.bytes_);
-    fail(chorusSystemError, "shm segment %s is truncated", name.c_str());
-  }
-  s.end_ = s.base_ + s.bytes_;
-  s.eager_ = s.end_ - tailBytes(s.header()->nranks);
-  return s;
-}
-
-// The parts of a peer's segment (its shm file `fd`, `bytes` long) that rank `sender` touches,
-// each mapped on its own; closes fd. Every part starts on a page: the header is one page, every
-// FIFO's stride a whole number of pages, and the tail follows the FIFOs.
-Segment Segment::attachWindows(const std::string& name, int fd, size_t bytes, int sender) {
-  Segment s;
+  const size_t bytes = size_t(st.st_size);
   s.bytes_ = bytes;
   s.sender_ = sender;
   s.name_ = name;
@@ -235,13 +213,13 @@ Segment Segment::attachWindows(const std::string& name, int fd, size_t bytes, in
   };
   try {
     s.windows_.reserve(8);
-    if (bytes < 4096) fail(chorusSystemError, "shm segment %s is truncated", name.c_str());
     s.base_ = mapPart(0, 4096);
     const SegmentHeader* h = s.header();
     if (h->magic != kSegmentMagic)
       fail(chorusSystemError, "shm segment %s is not a Chorus segment", name.c_str());
     const SegmentLayout layout{h->nranks, h->nchannels, {h->slotBytes[0], h->slotBytes[1]}};
-    if (layout.nchannels < 1 || sender >= layout.nranks || layout.totalBytes() != bytes)
+    if (layout.nchannels < 1 || sender < 0 || sender >= layout.nranks ||
+        layout.totalBytes() != bytes)
       fail(chorusSystemError, "shm segment %s is truncated or of another layout", name.c_str());
     for (int proto = 0; proto < 2; ++proto)
       for (int ch = 0; ch < layout.nchannels; ++ch)
@@ -272,11 +250,9 @@ void Segment::release() {
       inProcessSegments().erase(name_);
       munmap(base_, bytes_);
     }
-  } else if (!windows_.empty()) {
+  } else {  // a peer's segment in another process: its windows
     for (const Window& w : windows_) munmap(w.at, w.bytes);
     windows_.clear();
-  } else {
-    munmap(base_, bytes_);
   }
   base_ = nullptr;
 }

@@ -156,14 +156,13 @@ class Segment {
   // another (create: what each reserves, and the whole size free for one not reserved whole).
   static size_t shmBytesNeeded(const SegmentLayout& layout, int ranks);
   static void unlinkPeerName(int pid, int rank, uint64_t commNonce);
-  // Maps a peer's segment: same process -> its address; else shm by name, and then only what
-  // rank `sender` touches there: the header page, the FIFOs that carry its own sends to the
-  // owner (one per protocol and channel) and the tail (eager cells, one-shot slots), so that a
-  // process maps its peers' segments in O(N) bytes, not N segments of N FIFOs each. fifoCtrl and
-  // fifoData then serve peer == sender only. sender < 0: the whole segment.
+  // Maps a peer's segment for rank `sender`: same process -> its address (the whole segment);
+  // else shm by name, and then only what `sender` touches there: the header page, the FIFOs that
+  // carry its own sends to the owner (one per protocol and channel) and the tail (eager cells,
+  // one-shot slots), so that a process maps its peers' segments in O(N) bytes, not N segments of
+  // N FIFOs each; fifoCtrl and fifoData then serve peer == sender only.
   // Throws chorusRemoteError when the segment is gone (its owner removed or released it, or died).
-  static Segment attach(const std::string& name, void* addrInOwner, pid_t ownerPid,
-                        int sender = -1);
+  static Segment attach(const std::string& name, void* addrInOwner, pid_t ownerPid, int sender);
   Segment() = default;
 
   void unlinkName();  // after every peer has mapped it
@@ -189,18 +188,17 @@ class Segment {
   }
 
  private:
-  // A mapping of part of a peer's segment (attach with a sender).
+  // A mapping of part of a peer's segment in another process (attach).
   struct Window {
     char* at;
     size_t bytes;
   };
-  static Segment attachWindows(const std::string& name, int fd, size_t bytes, int sender);
-
   char* base_ = nullptr;
   size_t bytes_ = 0;
   char* end_ = nullptr;  // one past the segment's last byte, where this process sees it
-  // Windowed: the header page, then the sender's FIFOs (index proto * nchannels + channel),
-  // then the tail; empty where the whole segment is mapped.
+  // A peer's in another process: the header page, then the sender's FIFOs (index 1 + proto *
+  // nchannels + channel), then the tail; empty where the whole segment is mapped (this rank's
+  // own, or one of this process).
   std::vector<Window> windows_;
   int sender_ = -1;
   std::string name_;
