@@ -25,6 +25,10 @@ namespace chorus {
 
 namespace {
 
+// A tree's chunks: at least this many bytes each (and at most 2(D + 1) of them, D the tree's
+// depth), as TreeRun::setup cuts them and the model counts them.
+constexpr size_t kTreeMinChunkBytes = 512;
+
 struct TreeRun {
   const OpDesc* op;
   size_t esz;
@@ -58,7 +62,7 @@ struct TreeRun {
     end = e;
     const size_t cap = (doUp ? upP : downP).chunkElems();
     const size_t target = (end - begin + size_t(2 * depth) - 1) / size_t(std::max(1, 2 * depth));
-    const size_t minChunk = std::max<size_t>(1, 512 / esz);
+    const size_t minChunk = std::max<size_t>(1, kTreeMinChunkBytes / esz);
     chunk = std::clamp(target, std::min(minChunk, cap), cap);
     nchunks = end > begin ? (end - begin + chunk - 1) / chunk : 0;
     up = doUp ? 0 : nchunks;
@@ -228,11 +232,15 @@ NodeTrees nodeTrees(const Shape& s) {
   const int q = std::max(s.nnodes, 1);
   return {(s.nranks + q - 1) / q, std::max(treeDepth(q, 0), treeDepth(q, 1))};
 }
+// The most chunks a tree cuts its half of a call into: 2(D + 1), D = Dn + P - 1 (TreeRun::setup).
+int mostChunks(const NodeTrees& t) {
+  return 2 * (t.dn + t.per);
+}
 double treeNetBytes(OpKind kind, const Shape& s) {
   if (kind != OpKind::kAllReduce) return 2.0;
   if (s.nranks <= 2) return 1.0;
   const NodeTrees t = nodeTrees(s);
-  return 2.0 + double(t.dn) / (2.0 * double(t.dn + t.per));
+  return 2.0 + double(t.dn) / double(mostChunks(t));
 }
 // Across nodes an AllReduce runs on trees over the nodes, each node's P ranks a chain below its
 // head (topo/tree.h nodeTreeNode): up and down the deeper node tree's Dn network hand-offs and
@@ -253,14 +261,13 @@ double treeNetBytes(OpKind kind, const Shape& s) {
 // took 136-254 us where 3 chain Broadcasts' rate said 41-89 (the chain's back-to-back calls
 // stream; a tree's chunk waits for both children), and the tuner ran the tree at 8-32 KiB there,
 // 2.2-2.7x slower than the recursive doubling (2026-12-06).
-constexpr double kTreeMinChunkBytes = 512;
 constexpr double kTreeChunkMessages = 3;  // an interior rank's messages per chunk / a chain's
 double treeNetHopsUs(OpKind kind, Proto p, const Shape& s, size_t bytes, double bytesUs) {
   if (kind != OpKind::kAllReduce) return treeHops(kind, s, bytes) * netHopUs(s);
   const NodeTrees t = nodeTrees(s);
   const double hops = 2.0 * (double(t.dn) * netHopUs(s) + double(t.per - 1) * nodeHopUs(s, p));
-  const double most = 2.0 * double(t.dn + t.per);  // chunks per tree
-  const double chunks = std::min(most, double(bytes) / 2 / kTreeMinChunkBytes);
+  const double most = double(mostChunks(t));  // per tree
+  const double chunks = std::min(most, double(bytes) / 2 / double(kTreeMinChunkBytes));
   if (chunks <= 1) return hops;
   double step = kTreeChunkMessages * netPipeUs(s);
   if (s.netTreeUs > 0) {
@@ -285,8 +292,7 @@ double treeBytes(OpKind kind, int n) {
 }  // namespace
 
 size_t treeProbeBytes(const Shape& shape) {
-  const NodeTrees t = nodeTrees(shape);
-  return size_t(2 * 2 * (t.dn + t.per)) * size_t(kTreeMinChunkBytes);
+  return 2 * size_t(mostChunks(nodeTrees(shape))) * kTreeMinChunkBytes;  // both trees
 }
 
 extern const AlgoDesc kTreeAlgo = {

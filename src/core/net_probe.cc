@@ -137,15 +137,15 @@ double chainRate(chorusComm* c, OpKind kind) {
 // then kSmallReps back to back, their mean on this rank, as the benchmarks time them. (The
 // median of calls timed one by one spread 1.5x over the ranks of 8 x 2 for the recursive
 // doubling, one rank waiting in a call where another waited in the next.)
-// The same for `count` doubles (the tree's call of its most chunks).
-double smallAllReduce(chorusComm* c, Algo algo, size_t count = 1) {
+// The same for `count` doubles (the tree's call of its most chunks). `stallPhase`: this phase's
+// CHORUS_TEST_PROBE_STALL number, checked after the warm-up.
+double smallAllReduce(chorusComm* c, Algo algo, int stallPhase, size_t count = 1) {
   const AlgoEntry run = algoDesc(algo).run.of[int(OpKind::kAllReduce)];
   std::vector<double> buf(std::max(count, size_t(1)), 1.0);
   const OpDesc op{OpKind::kAllReduce, buf.data(), buf.data(), count,  chorusFloat64,
                   chorusSum,          -1,         c,          nullptr};
   run(c, op, Work{0, Proto::kSimple, 0, count});
-  if (algo == Algo::kHalvingDoubling) stallIfHooked(c, kStallInHalvingDoubling);
-  if (algo == Algo::kTree) stallIfHooked(c, kStallInTree);
+  stallIfHooked(c, stallPhase);
   const auto t0 = Clock::now();
   for (int i = 0; i < kSmallReps; ++i) run(c, op, Work{0, Proto::kSimple, 0, count});
   return secondsSince(t0) / kSmallReps;
@@ -227,10 +227,11 @@ void probeNetwork(chorusComm* c) {
     // reduce and broadcast: 2(n - 1) messages against the recursive doubling's n log2 n): where
     // ranks share cores a hop is mostly the wait for one, and fewer messages wait less than
     // its 2 log2 n hops say.
-    hdSec = smallAllReduce(c, Algo::kHalvingDoubling);
+    hdSec = smallAllReduce(c, Algo::kHalvingDoubling, kStallInHalvingDoubling);
     // The tree's smallest call of its most chunks: each chunk's step waits for both children,
     // which the chain's streamed calls above do not tell (algo/tree.cc treeNetHopsUs).
-    treeSec = smallAllReduce(c, Algo::kTree, treeProbeBytes(c->shape.get()) / sizeof(double));
+    treeSec = smallAllReduce(c, Algo::kTree, kStallInTree,
+                             treeProbeBytes(c->shape.get()) / sizeof(double));
     if (c->shape.get().evenNodes && P > 1) {
       // Inside a small hierarchical AllReduce (the tuner's usual choice across nodes) a node's
       // hand-offs cost more: a rank that waited on the cross ring sleeps and must be woken.
