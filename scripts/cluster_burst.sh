@@ -78,6 +78,13 @@ print("| burst | algorithm | " + " | ".join(["size", "eff% best", "eff% median",
                                               "us median", "ran", "predicted / measured"]) + " |")
 print("| --- | --- | --- | ---: | ---: | ---: | ---: | --- | ---: |")
 summary, counts, medians = {}, {}, {}
+
+
+def label(size):
+    return (f"{size >> 20} MiB" if size >= 1 << 20 else
+            f"{size >> 10} KiB" if size >= 1 << 10 else f"{size} B")
+
+
 for burst in bursts:
     for algo in algos:
         rows = {}
@@ -99,11 +106,9 @@ for burst in bursts:
             times = [t for _, _, _, t in v]
             ran = ", ".join(sorted({a for _, a, _, _ in v}))
             ratio = statistics.median(p for _, _, p, _ in v)
-            label = (f"{size >> 20} MiB" if size >= 1 << 20 else
-                     f"{size >> 10} KiB" if size >= 1 << 10 else f"{size} B")
             eff = ("-", "-") if any(e != e for e in effs) else (
                 f"{max(effs):.1f}", f"{statistics.median(effs):.1f}")
-            print(f"| {int(burst) >> 10} KiB | {algo} | {label} | {eff[0]} | "
+            print(f"| {int(burst) >> 10} KiB | {algo} | {label(size)} | {eff[0]} | "
                   f"{eff[1]} | {min(times):.1f} | "
                   f"{statistics.median(times):.1f} | {ran} | {ratio:.2f} |")
             medians.setdefault((burst, algo), {})[size] = (statistics.median(times), ran)
@@ -122,9 +127,7 @@ if "default" in algos and forced:
                         for a in forced))
             if best[0] == float("inf"):
                 continue
-            label = (f"{size >> 20} MiB" if size >= 1 << 20 else
-                     f"{size >> 10} KiB" if size >= 1 << 10 else f"{size} B")
-            print(f"| {int(burst) >> 10} KiB | {label} | {ran} | {t:.1f} | {best[1]} | "
+            print(f"| {int(burst) >> 10} KiB | {label(size)} | {ran} | {t:.1f} | {best[1]} | "
                   f"{best[0]:.1f} | {t / best[0]:.2f} |")
 print("\nPer algorithm: sizes whose predicted / measured (median) is within 25%, and its range "
       "(sizes whose calls move nothing left out)\n")
