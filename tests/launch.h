@@ -13,11 +13,15 @@ namespace ctest {
 
 // chorusrun --timeout T [launcherArgs...] -np N mp_worker [workerArgs...] --timeout T-10, where
 // T = timeout x CHORUS_TEST_TIMEOUT_SCALE for the launcher (the worker's own watchdog fires
-// first on a hang), killed after T + 30 s.
+// first on a hang), killed after T + 30 s. `wrapper`: a command that runs chorusrun (its argv
+// follows the wrapper's), e.g. a shell that first sets a limit.
 inline CommandResult launchWorkers(const std::vector<std::string>& launcherArgs, int np,
-                                   const std::vector<std::string>& workerArgs, double timeout) {
-  std::vector<std::string> argv = {CHORUSRUN_PATH, "--timeout",
-                                   std::to_string(static_cast<int>(timeout * timeoutScale()))};
+                                   const std::vector<std::string>& workerArgs, double timeout,
+                                   const std::vector<std::string>& wrapper = {}) {
+  std::vector<std::string> argv = wrapper;
+  for (const std::string& a : {std::string(CHORUSRUN_PATH), std::string("--timeout"),
+                               std::to_string(static_cast<int>(timeout * timeoutScale()))})
+    argv.push_back(a);
   argv.insert(argv.end(), launcherArgs.begin(), launcherArgs.end());
   for (const std::string& a : {std::string("-np"), std::to_string(np), std::string(MP_WORKER_PATH)})
     argv.push_back(a);

@@ -271,22 +271,11 @@ TEST(ManyRanksMisc, RunsUnderAnAddressSpaceLimit) {
 #endif
 #endif
   const int np = 32;
-  const double timeout = 300;
-  std::vector<std::string> argv = {"/bin/sh",
-                                   "-c",
-                                   "ulimit -v 1048576 && exec \"$@\"",
-                                   "sh",
-                                   CHORUSRUN_PATH,
-                                   "--timeout",
-                                   std::to_string(int(timeout * timeoutScale())),
-                                   "-np",
-                                   std::to_string(np),
-                                   MP_WORKER_PATH};
-  for (const char* a : {"--colls", "AllReduce,Broadcast", "--types", "float32", "--ops", "sum",
-                        "--counts", "1,1000,70001", "--big", "none", "--resources", "--timeout"})
-    argv.push_back(a);
-  argv.push_back(std::to_string(int(timeout - 10)));
-  const CommandResult r = runCommand(argv, (timeout + 30) * timeoutScale());
+  const CommandResult r =
+      launchWorkers({}, np,
+                    {"--colls", "AllReduce,Broadcast", "--types", "float32", "--ops", "sum",
+                     "--counts", "1,1000,70001", "--big", "none", "--resources"},
+                    300, {"/bin/sh", "-c", "ulimit -v 1048576 && exec \"$@\"", "sh"});
   ASSERT_FALSE(r.timedOut) << outputTail(r.output);
   ASSERT_EQ(r.exitCode, 0) << outputTail(r.output);
   const auto res = parseResources(r.output);
