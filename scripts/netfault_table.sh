@@ -199,6 +199,8 @@ def trial(fault, nodes, np_=4):
         if rc != 0 or len(done) != np_ or wrongs:
             correct = False
             notes += wrongs[:2] + [l for l in text.splitlines() if "FAILED" in l][:2]
+            # The waits that waited again (a stall the timeout found in TCP's backoff), by rank.
+            notes += [l.strip()[:200] for l in text.splitlines() if "waiting another" in l][:4]
             if rc != 0 and not notes:
                 notes.append(f"chorusrun exit status {rc}")
         times.append(mono() - t0)
@@ -340,7 +342,7 @@ for fault in faults:
             status = 1
         for r in res:
             if not r["correct"] or r["setup_errors"]:
-                examples.append(f"{fault} {shape}: {r['setup_errors']} {r['notes'][:2]}")
+                examples.append(f"{fault} {shape}: {r['setup_errors']} {r['notes'][:6]}")
         kind = "exact" if fault not in FAIL_FAULTS else "named"
         print(f"| {fault} | {shape} | {trials} | {ok} of {trials} {kind} | {worst:.2f} s | {hangs} "
               f"| {left} |", flush=True)

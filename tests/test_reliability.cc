@@ -1167,6 +1167,43 @@ TEST(Abort, ARankThatFailedEndsWaitsThatDoNotWatchIt) {
   EXPECT_EQ(comms.destroyAll(), chorusSuccess);
 }
 
+// A wait whose peer is in a cycle that does not include the waiting rank: ranks 0 and 1 each
+// receive from the other (neither sends), rank 2 receives from rank 1 and times out first. Its
+// message names the cycle (2 -> 1 -> 0 -> 1), not rank 0 as "not waiting in Chorus": the chain
+// it follows goes round without coming back to it. Across nodes the same chain is live ranks
+// waiting on data in TCP's retransmission backoff (30% loss), and the wait waits again.
+TEST(WaitCycle, AheadOfTheWaitIsNamedAsACycle) {
+  Watchdog watchdog(60, "WaitCycle.AheadOfTheWaitIsNamedAsACycle");
+  ScopedEnv timeout("CHORUS_TIMEOUT", "1");
+  CommSet comms(3);
+  ASSERT_EQ(comms.initResult(), chorusSuccess);
+  std::vector<float> buf[3] = {std::vector<float>(1024), std::vector<float>(1024),
+                               std::vector<float>(1024)};
+  chorusResult_t res[3] = {chorusSuccess, chorusSuccess, chorusSuccess};
+  std::string msg[3];
+  int failedRank[3] = {-9, -9, -9};
+  const int from[3] = {1, 0, 1};
+  auto receive = [&](int r) {
+    res[r] = chorusRecv(buf[r].data(), buf[r].size(), chorusFloat32, from[r], comms[r], nullptr);
+    msg[r] = chorusGetLastError(comms[r]);
+    chorusCommGetFailedRank(comms[r], &failedRank[r]);
+  };
+  std::vector<std::thread> waiting;
+  waiting.emplace_back(receive, 2);
+  sleepSeconds(0.4);  // rank 2 times out while ranks 0 and 1 still wait, live
+  waiting.emplace_back(receive, 0);
+  waiting.emplace_back(receive, 1);
+  for (auto& t : waiting) t.join();
+  for (int r = 0; r < 3; ++r) EXPECT_NE(res[r], chorusSuccess) << "rank " << r;
+  EXPECT_EQ(res[2], chorusTimeout) << msg[2];
+  EXPECT_NE(msg[2].find("wait for each other in a cycle (2 -> 1 -> 0 -> 1)"), std::string::npos)
+      << msg[2];
+  EXPECT_EQ(msg[2].find("is behind"), std::string::npos) << msg[2];
+  EXPECT_EQ(failedRank[2], -1) << "a cycle has no single culprit: " << msg[2];
+  std::printf("rank 2: %s\n", msg[2].c_str());
+  EXPECT_EQ(comms.destroyAll(), chorusSuccess);
+}
+
 // CHORUS_TIMEOUT=1: rank 1 calls, rank 0 never does.
 class Timeout : public ::testing::TestWithParam<std::string> {};
 

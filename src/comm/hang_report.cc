@@ -37,9 +37,10 @@ PeerStatus segmentStatus(const chorusComm* c, int p, int64_t nowNs) {
 // ranks' published waits to the first rank that is not waiting inside Chorus (it hangs
 // elsewhere, or has not called), that stopped making progress while it waits (its sign of life,
 // SegmentHeader::aliveNs, is stale: stopped by a signal or a debugger, swapping, frozen), that
-// failed already, or around a cycle of live ranks back to this rank (they wait for each other:
-// calls in a different order). Same-node ranks are read in their segments; a rank on another
-// node is asked over its control connection (a process that does not answer is stopped).
+// failed already, or around a cycle of live ranks, back to this rank or among the ranks it waits
+// for (they wait for each other: calls in a different order, or, across nodes, data in TCP's
+// retransmission backoff). Same-node ranks are read in their segments; a rank on another node is
+// asked over its control connection (a process that does not answer is stopped).
 // `chain` gets the path, e.g. "0 -> 1 -> 2".
 namespace {
 enum class Behind { kNotWaiting, kRemote, kCycle, kStopped, kFailed };
@@ -47,9 +48,14 @@ struct BehindInfo {
   Behind why = Behind::kNotWaiting;
   int culprit = -1;
   std::string chain;
-  bool crossesNodes = false;  // a rank of the chain is on another node than this rank
-  double stoppedFor = -1;     // kStopped: seconds since its last sign of life (-1: no answer)
-  uint64_t seq = 0;           // kStopped: the operation it stopped in
+  // kCycle: two consecutive ranks of the cycle on different nodes (-1: all on one node);
+  // whether every rank of it waits in the same operation (same sequence number and kind); and
+  // whether two of them wait in different kinds of operation under one sequence number (calls
+  // in a different order, for certain).
+  int acrossFrom = -1, acrossTo = -1;
+  bool sameCall = false, misordered = false;
+  double stoppedFor = -1;  // kStopped: seconds since its last sign of life (-1: no answer)
+  uint64_t seq = 0;        // kStopped: the operation it stopped in
   uint32_t op = 0;
   int reporter = -1;  // kFailed: the rank on the chain that failed (culprit: its cause)
 };
@@ -58,6 +64,15 @@ struct BehindInfo {
 // one silent for this long has stopped.
 double staleAfter(const chorusComm* c) {
   return c->timeoutSec > 0 ? std::clamp(c->timeoutSec / 2, 0.5, 2.0) : 2.0;
+}
+
+// How long a status query or a connection attempt to another node's host may take to answer,
+// on the error path of a timeout: a quarter of CHORUS_TIMEOUT, 0.3-1 s, and up to an eighth of it
+// (at most 3 s) when it is longer than 8 s, so that a lossy link, whose every lost segment
+// doubles TCP's retransmission timeout (0.2, 0.6, 1.4, 3.0 s), does not make a live process look
+// stopped or its host unreachable.
+double answerWindow(const chorusComm* c) {
+  return std::clamp(c->timeoutSec / 4, 0.3, std::clamp(c->timeoutSec / 8, 1.0, 3.0));
 }
 
 std::string opWords(uint32_t op, uint64_t seq) {
@@ -94,8 +109,7 @@ std::string networkFailure(chorusComm* c, int suspect, bool asked, int* culprit,
   if (c->control == nullptr || c->nnodes < 2) return "";
   const bool remoteSuspect = suspect >= 0 && suspect < c->nranks && c->isRemote(suspect);
   const int node = remoteSuspect ? c->nodeOf[size_t(suspect)] : -1;
-  const NetVerdict v = c->control->probeNetwork(std::clamp(c->timeoutSec / 4, 0.3, 1.0), node,
-                                                remoteSuspect && !asked);
+  const NetVerdict v = c->control->probeNetwork(answerWindow(c), node, remoteSuspect && !asked);
   if (!v.unreachable()) {
     for (size_t i = 0; recovered != nullptr && i < v.recovered.size(); ++i)
       *recovered += (i == 0 ? "" : ", ") + std::to_string(v.recovered[i]);
@@ -146,8 +160,7 @@ namespace {
 // -1 between calls (the sign of life is negated there).
 bool readStatus(chorusComm* c, int p, int64_t nowNs, PeerStatus* st) {
   if (c->isRemote(p))
-    return c->control != nullptr &&
-           c->control->queryStatus(p, std::clamp(c->timeoutSec / 4, 0.3, 1.0), st);
+    return c->control != nullptr && c->control->queryStatus(p, answerWindow(c), st);
   *st = segmentStatus(c, p, nowNs);
   return true;
 }
@@ -199,11 +212,12 @@ BehindInfo findStopped(chorusComm* c, double stale, int64_t nowNs) {
 BehindInfo findBehind(chorusComm* c, int peer) {
   BehindInfo b;
   b.chain = std::to_string(c->rank) + " -> " + std::to_string(peer);
-  b.crossesNodes = c->isRemote(peer);
   const double stale = staleAfter(c);
   const int64_t nowNs = steadyNs(Clock::now());
   int p = peer;
-  bool inCall = false;  // p is inside a call (not between two)
+  bool inCall = false;                   // p is inside a call (not between two)
+  std::vector<int> path{c->rank, peer};  // the ranks of the chain, in order
+  std::vector<PeerStatus> seen{segmentStatus(c, c->rank, nowNs)};  // theirs, as read
   for (int steps = 0; steps < c->nranks; ++steps) {
     if (c->isRemote(p) && (c->control == nullptr || c->control->peerFailed(p))) {
       b.why = Behind::kRemote;  // its own failure notice names the cause (Waiter::check)
@@ -216,16 +230,28 @@ BehindInfo findBehind(chorusComm* c, int peer) {
       return b;
     }
     if (judge(st, p, stale, &b)) return b;
+    seen.push_back(st);
     const int w = st.waitingFor;
     inCall = st.aliveAgeMs >= 0;
     const int next = w - 1;
     if (w <= 0 || next >= c->nranks || next == p) break;
     b.chain += " -> " + std::to_string(next);
-    b.crossesNodes = b.crossesNodes || c->isRemote(next);
-    if (next == c->rank) {
-      // A cycle of live ranks, as far as the chain shows. A wait on several peers (a tree's)
-      // publishes one of them at a time, so the chain may go round while the real culprit is
-      // off it: look at every rank before blaming the order of calls.
+    const size_t first = size_t(std::find(path.begin(), path.end(), next) - path.begin());
+    if (first < path.size()) {
+      // A cycle of live ranks, as far as the chain shows: back to this rank, or among ranks it
+      // waits for (2 -> 3 -> 1 -> 3: ranks 1 and 3 wait for each other). A wait on several
+      // peers (a tree's) publishes one of them at a time, so the chain may go round while the
+      // real culprit is off it: look at every rank before blaming the order of calls.
+      b.sameCall = seen[first].op != 0;
+      for (size_t i = first; i < path.size(); ++i) {
+        const int to = i + 1 < path.size() ? path[i + 1] : next;
+        if (b.acrossFrom < 0 && c->nodeOf[size_t(path[i])] != c->nodeOf[size_t(to)])
+          b.acrossFrom = path[i], b.acrossTo = to;
+        b.sameCall = b.sameCall && seen[i].op == seen[first].op && seen[i].seq == seen[first].seq;
+        for (size_t j = first; j < i; ++j)
+          b.misordered = b.misordered || (seen[i].op != 0 && seen[j].op != 0 &&
+                                          seen[i].seq == seen[j].seq && seen[i].op != seen[j].op);
+      }
       BehindInfo any = findStopped(c, stale, nowNs);
       if (any.why != Behind::kNotWaiting) {
         any.chain = b.chain;
@@ -235,6 +261,7 @@ BehindInfo findBehind(chorusComm* c, int peer) {
       b.culprit = p;
       return b;
     }
+    path.push_back(next);
     p = next;
   }
   // p does not wait. Between calls, it has not made this one (it hangs elsewhere). Inside one
@@ -250,6 +277,12 @@ BehindInfo findBehind(chorusComm* c, int peer) {
   b.why = Behind::kNotWaiting;
   b.culprit = p;
   return b;
+}
+}  // namespace
+
+namespace {
+std::string hangBase(const chorusComm* c, int peer) {
+  return format("no progress for %.1f s waiting for peer rank %d", c->timeoutSec, peer);
 }
 }  // namespace
 
@@ -275,21 +308,37 @@ void diagnoseHang(chorusComm* c, int peer, const char* what, bool mayExtend, std
     const std::string net =
         networkFailure(c, b.why == Behind::kCycle || b.why == Behind::kNotWaiting ? -1 : culprit,
                        asked, &netCulprit, &back);
-    // Live ranks waiting for each other across nodes: what they wait for may be in TCP's
-    // retransmission backoff on a link this rank does not use (a flap, heavy loss).
-    const bool acrossNodes = b.why == Behind::kCycle && b.crossesNodes;
+    // Live ranks waiting for each other across nodes, or inside one call of a job that spans
+    // nodes (a rank's other wait, unpublished, may cross them): what they wait for may be in
+    // TCP's retransmission backoff on a link this rank does not use (a flap, heavy loss).
     std::string why;
     if (!back.empty())
       why = format("the network to node(s) %s stalled and answers again (a link flap?)",
                    back.c_str());
-    else if (acrossNodes)
+    else if (b.why == Behind::kCycle && b.acrossFrom >= 0 && !b.misordered)
       why = format(
-          "live ranks wait for each other across nodes (%s): data may be in TCP's "
-          "retransmission backoff after a flap or heavy loss",
+          "live ranks wait for each other across nodes (%s; rank %d of node %d waits for rank %d "
+          "of node %d): data may be in TCP's retransmission backoff after a flap or heavy loss",
+          chain.c_str(), b.acrossFrom, c->nodeOf[size_t(b.acrossFrom)], b.acrossTo,
+          c->nodeOf[size_t(b.acrossTo)]);
+    else if (b.why == Behind::kCycle && b.sameCall && c->nnodes > 1)
+      why = format(
+          "live ranks wait for each other inside one call (%s) of a job across nodes: another "
+          "of their waits may be on data in TCP's retransmission backoff after a flap or heavy "
+          "loss",
           chain.c_str());
-    if (net.empty() && !why.empty() && mayExtend) {
-      *flap = why;  // the wait waits again (Waiter::check)
-      return;
+    if (net.empty() && !why.empty()) {
+      if (mayExtend) {
+        *flap = why;  // the wait waits again (Waiter::check)
+        return;
+      }
+      // It waited again and again: no rank is to blame (each answers, live), the network
+      // delivers too slowly for the timeout.
+      throw Failure{chorusTimeout,
+                    format("rank %d: %s: %s, also after waiting again: %s; the network is too "
+                           "slow for CHORUS_TIMEOUT (heavy loss or flaps?)",
+                           c->rank, what, hangBase(c, peer).c_str(), why.c_str()),
+                    -1};
     }
     if (!net.empty())
       throw Failure{chorusRemoteError,
@@ -297,8 +346,7 @@ void diagnoseHang(chorusComm* c, int peer, const char* what, bool mayExtend, std
                            c->rank, what, net.c_str(), c->timeoutSec, peer),
                     netCulprit};
   }
-  const std::string base =
-      format("no progress for %.1f s waiting for peer rank %d", c->timeoutSec, peer);
+  const std::string base = hangBase(c, peer);
   std::string msg;
   if (b.why == Behind::kStopped) {
     const std::string where =

@@ -26,7 +26,8 @@ void throwIfUnreachable(chorusComm* c, const char* what, int cause, const std::s
 // waits from `peer`), or the nodes this rank cannot reach. Returns instead, with *flap saying
 // why, when nothing is unreachable but what the wait needs may be in TCP's retransmission
 // backoff (a link that stalled and answers again, or live ranks waiting for each other across
-// nodes) and `mayExtend`: the wait then waits again.
+// nodes, or inside one call of a job across nodes) and `mayExtend`: the wait then waits again.
+// Without `mayExtend` that case throws a timeout that blames the network's speed, no rank.
 void diagnoseHang(chorusComm* c, int peer, const char* what, bool mayExtend, std::string* flap);
 
 }  // namespace chorus
