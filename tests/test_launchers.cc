@@ -20,6 +20,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/slurm_env.h"
@@ -27,10 +28,16 @@
 #include "handstart.h"
 #include "process.h"
 #include "run_command.h"
+#include "timing.h"
 
 namespace {
 
 using namespace ctest;
+
+// The end of a shell script that started ranks in the background, each followed by
+// `pids="$pids $!"`: waits for them all and exits 1 if any failed. (`$(jobs -p)` would list
+// nothing: dash runs a command substitution in a subshell, which has no jobs.)
+constexpr const char* kWaitAll = "fail=0; for j in $pids; do wait $j || fail=1; done; exit $fail";
 
 struct LauncherVars {
   const char* name;
@@ -62,9 +69,9 @@ TEST_P(Launchers, FormOneCommunicator) {
     script += l.torchStyle ? "MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port - 1)
                            : "CHORUS_COMM_ID=127.0.0.1:" + std::to_string(port);
     script += std::string(" CHORUS_SECRET=00112233445566778899aabbccddeeff ") + MP_WORKER_PATH +
-              " --counts 1,1000 --big none --timeout 100 & ";
+              " --counts 1,1000 --big none --timeout 100 & pids=\"$pids $!\"; ";
   }
-  script += "fail=0; for j in $(jobs -p); do wait $j || fail=1; done; exit $fail";
+  script += kWaitAll;
   const CommandResult r = runCommand({"/bin/sh", "-c", script}, 150);
   EXPECT_FALSE(r.timedOut) << r.output;
   EXPECT_EQ(r.exitCode, 0) << l.name << ":\n" << r.output;
@@ -74,6 +81,65 @@ INSTANTIATE_TEST_SUITE_P(Env, Launchers, ::testing::Values(0, 1, 2, 3),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return std::string(kLaunchers[info.param].name);
                          });
+
+// The root's fixed port held by a socket that is not a listener (a peer's early connection
+// attempt can get it from the kernel, a closing job's socket can keep it): rank 0 retries its
+// bind for up to 2 s, so a port held for a moment costs a moment; one held for good fails every
+// rank with an error that says what and where. Ranks started by hand with Open MPI's variables.
+int holdPort(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(uint16_t(port));
+  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) return fd;
+  if (fd >= 0) close(fd);
+  return -1;
+}
+
+std::string twoRanksOn(int port) {
+  std::string script;
+  for (int r = 0; r < 2; ++r)
+    script += "env -u CHORUS_RANK -u CHORUS_NRANKS OMPI_COMM_WORLD_RANK=" + std::to_string(r) +
+              " OMPI_COMM_WORLD_SIZE=2 CHORUS_COMM_ID=127.0.0.1:" + std::to_string(port) +
+              " CHORUS_SECRET=00112233445566778899aabbccddeeff CHORUS_BOOTSTRAP_TIMEOUT=10 " +
+              MP_WORKER_PATH +
+              " --counts 1,1000 --big none --timeout 30 2>&1 & pids=\"$pids $!\"; ";
+  return script + kWaitAll;
+}
+
+TEST(Launchers, RootPortHeldForAMomentIsWaitedFor) {
+  const int port = freeLoopbackPort();
+  ASSERT_GT(port, 0) << "no free port on 127.0.0.1";
+  const int held = holdPort(port);
+  ASSERT_GE(held, 0) << "cannot bind 127.0.0.1:" << port;
+  std::thread release([held] {
+    sleepSeconds(0.5);
+    close(held);
+  });
+  const CommandResult r = runCommand({"/bin/sh", "-c", twoRanksOn(port)}, 90);
+  release.join();
+  EXPECT_FALSE(r.timedOut) << r.output;
+  EXPECT_EQ(r.exitCode, 0) << r.output;
+}
+
+TEST(Launchers, RootPortHeldForGoodFailsNamingIt) {
+  const int port = freeLoopbackPort();
+  ASSERT_GT(port, 0) << "no free port on 127.0.0.1";
+  const int held = holdPort(port);
+  ASSERT_GE(held, 0) << "cannot bind 127.0.0.1:" << port;
+  const double start = nowSeconds();
+  const CommandResult r = runCommand({"/bin/sh", "-c", twoRanksOn(port)}, 90);
+  const double took = nowSeconds() - start;
+  close(held);
+  EXPECT_FALSE(r.timedOut) << r.output;
+  EXPECT_NE(r.exitCode, 0) << r.output;
+  EXPECT_NE(r.output.find(":" + std::to_string(port) + ": Address already in use (for 2 s"),
+            std::string::npos)
+      << r.output;
+  EXPECT_GE(took, 1.9) << "rank 0 gave up before 2 s:\n" << r.output;
+  std::printf("both ranks ended %.1f s after the start\n", took);
+}
 
 TEST(Launchers, SlurmHostList) {
   EXPECT_EQ(chorus::slurmFirstHost("vm"), "vm");
@@ -127,8 +193,8 @@ TEST(Launchers, SlurmWithoutAddress) {
         " SLURM_LOCALID=" + std::to_string(r) +
         " SLURM_JOB_ID=12000 SLURM_STEP_ID=" + std::to_string(step) +
         " SLURM_STEP_NODELIST=127.0.0.1,node[2-3] CHORUS_SECRET=00112233445566778899aabbccddeeff " +
-        MP_WORKER_PATH + " --counts 1,1000 --big none --timeout 100 & ";
-  script += "fail=0; for j in $(jobs -p); do wait $j || fail=1; done; exit $fail";
+        MP_WORKER_PATH + " --counts 1,1000 --big none --timeout 100 & pids=\"$pids $!\"; ";
+  script += kWaitAll;
   const CommandResult r = runCommand({"/bin/sh", "-c", script}, 150);
   EXPECT_FALSE(r.timedOut) << r.output;
   EXPECT_EQ(r.exitCode, 0) << r.output;

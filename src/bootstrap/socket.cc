@@ -161,10 +161,21 @@ int listenOn(SockAddr* addr) {
   if (fd < 0) fail(chorusSystemError, "socket: %s", strerror(errno));
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr->ss), addr->len) != 0) {
+  // A fixed port (the bootstrap root's, agreed before the job started) may be held for a moment
+  // by a socket that is not a listener: a peer's connection attempt to this very address, made
+  // before this rank listens, for which the kernel chose this port as its own (it then connects
+  // to itself and closes once its handshake fails), or a job's socket closing. Retry for up to
+  // 2 s before giving up (once seen in 45 jobs on emulated nodes).
+  const Deadline busyUntil = deadlineIn(addr->port() != 0 ? 2.0 : 0.0);
+  while (bind(fd, reinterpret_cast<sockaddr*>(&addr->ss), addr->len) != 0) {
     int e = errno;
+    if (e == EADDRINUSE && Clock::now() < busyUntil) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
     close(fd);
-    fail(chorusSystemError, "bind %s: %s", addr->str().c_str(), strerror(e));
+    fail(chorusSystemError, "bind %s: %s%s", addr->str().c_str(), strerror(e),
+         e == EADDRINUSE && addr->port() != 0 ? " (for 2 s: does another job use this port?)" : "");
   }
   if (listen(fd, 1024) != 0) {
     int e = errno;

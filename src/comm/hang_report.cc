@@ -278,9 +278,7 @@ BehindInfo findBehind(chorusComm* c, int peer) {
   b.culprit = p;
   return b;
 }
-}  // namespace
 
-namespace {
 std::string hangBase(const chorusComm* c, int peer) {
   return format("no progress for %.1f s waiting for peer rank %d", c->timeoutSec, peer);
 }
