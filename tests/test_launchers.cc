@@ -86,6 +86,7 @@ INSTANTIATE_TEST_SUITE_P(Env, Launchers, ::testing::Values(0, 1, 2, 3),
 // attempt can get it from the kernel, a closing job's socket can keep it): rank 0 retries its
 // bind for up to 2 s, so a port held for a moment costs a moment; one held for good fails every
 // rank with an error that says what and where. Ranks started by hand with Open MPI's variables.
+// holdPort: a socket bound to 127.0.0.1:port (no listener, no SO_REUSEADDR), or -1.
 int holdPort(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
@@ -162,14 +163,9 @@ TEST(Launchers, SlurmHostList) {
 
 // Whether 127.0.0.1:port can be bound now.
 bool loopbackPortFree(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(uint16_t(port));
-  const bool ok = fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  const int fd = holdPort(port);
   if (fd >= 0) close(fd);
-  return ok;
+  return fd >= 0;
 }
 
 // srun's variables alone (no CHORUS_COMM_ID, no MASTER_ADDR): the root is the step's first node
