@@ -166,7 +166,8 @@ int listenOn(SockAddr* addr) {
   // before this rank listens, for which the kernel chose this port as its own (it then connects
   // to itself and closes once its handshake fails), or a job's socket closing. Retry for up to
   // 2 s before giving up (once seen in 45 jobs on emulated nodes).
-  const Deadline busyUntil = deadlineIn(addr->port() != 0 ? 2.0 : 0.0);
+  constexpr double kBusyPortSeconds = 2.0;
+  const Deadline busyUntil = deadlineIn(addr->port() != 0 ? kBusyPortSeconds : 0.0);
   while (bind(fd, reinterpret_cast<sockaddr*>(&addr->ss), addr->len) != 0) {
     int e = errno;
     if (e == EADDRINUSE && Clock::now() < busyUntil) {
@@ -174,8 +175,10 @@ int listenOn(SockAddr* addr) {
       continue;
     }
     close(fd);
+    const bool busy = e == EADDRINUSE && addr->port() != 0;
     fail(chorusSystemError, "bind %s: %s%s", addr->str().c_str(), strerror(e),
-         e == EADDRINUSE && addr->port() != 0 ? " (for 2 s: does another job use this port?)" : "");
+         busy ? format(" (for %g s: does another job use this port?)", kBusyPortSeconds).c_str()
+              : "");
   }
   if (listen(fd, 1024) != 0) {
     int e = errno;

@@ -194,7 +194,7 @@ Segment Segment::attach(const std::string& name, void* addrInOwner, pid_t ownerP
   // starts on a page: the header is one page, every FIFO's stride a whole number of pages, and
   // the tail follows the FIFOs.
   struct stat st;
-  if (fstat(fd, &st) != 0 || st.st_size < off_t(4096)) {
+  if (fstat(fd, &st) != 0 || st.st_size < off_t(kSegmentHeaderBytes)) {
     close(fd);
     fail(chorusSystemError, "shm segment %s is truncated", name.c_str());
   }
@@ -212,8 +212,7 @@ Segment Segment::attach(const std::string& name, void* addrInOwner, pid_t ownerP
     return static_cast<char*>(p);
   };
   try {
-    s.windows_.reserve(8);
-    s.base_ = mapPart(0, 4096);
+    s.base_ = mapPart(0, kSegmentHeaderBytes);
     const SegmentHeader* h = s.header();
     if (h->magic != kSegmentMagic)
       fail(chorusSystemError, "shm segment %s is not a Chorus segment", name.c_str());

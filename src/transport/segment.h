@@ -86,7 +86,10 @@ struct ShrinkBox {
   char data[3072 - 16];
 };
 static_assert(sizeof(SegmentHeader) <= kShrinkBoxOffset);
-static_assert(kShrinkBoxOffset + sizeof(ShrinkBox) <= 4096);  // SegmentLayout::headerBytes()
+// The header page every segment starts with (the header, the shrink box), mapped on its own by
+// a peer in another process (Segment::attach).
+constexpr size_t kSegmentHeaderBytes = 4096;
+static_assert(kShrinkBoxOffset + sizeof(ShrinkBox) <= kSegmentHeaderBytes);
 
 // One-shot slots (algo/oneshot.cc) at the end of every segment: two per rank, used by call
 // parity, each a sequence word and a `reduced` word on cache lines of their own, then an input
@@ -131,7 +134,7 @@ struct SegmentLayout {
   int nranks;
   int nchannels;
   size_t slotBytes[2];  // per protocol
-  size_t headerBytes() const { return 4096; }
+  size_t headerBytes() const { return kSegmentHeaderBytes; }
   size_t fifoStride(int proto) const;
   size_t setBytes(int proto) const {
     return fifoStride(proto) * size_t(nranks) * size_t(nchannels);
