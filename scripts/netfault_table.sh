@@ -10,6 +10,10 @@
 #            connections are half-open, it still receives
 #   flap     its link down for 1.5 s, then up again (shorter than CHORUS_TIMEOUT)
 #   loss5, loss30   nft in its namespace drops 5% / 30% of what it sends (numgen random)
+#   hang30   its last rank stops calling (it hangs in its own code) and its node loses 30% (hangNN:
+#            NN%) of what it sends: every survivor must name that rank, never another (the status
+#            queries that follow the waits cross the lossy link); a survivor that finds only the
+#            network too slow (culprit -1) names no one and is counted apart
 # down, gone and drop must fail every survivor within CHORUS_TIMEOUT + 3 s, each naming a network
 # failure and the unreachable node(s) (a survivor on the failed node names every other node);
 # flap and loss must complete with exact results. Per row: trials, trials where every survivor
@@ -103,9 +107,15 @@ def trial(fault, nodes, np_=4):
     node_of = [min(r // per, nodes - 1) for r in range(np_)]
     bad = nodes - 1
     seconds = {"flap": 8, "loss5": 6, "loss30": 6}.get(fault, 60)
-    cmd = [chorusrun, "--netns", "--nodes", str(nodes), "--timeout", "90",
+    # A survivor lingers after its report until every other one reported (chorusrun ends the job
+    # at the first exit); with a hang, one may wait the bound again twice (a late status answer).
+    linger = TIMEOUT * (3 if fault.startswith("hang") else 1) + 3
+    cmd = [chorusrun, "--netns", "--nodes", str(nodes), "--timeout", "120",
            "-x", f"CHORUS_TIMEOUT={TIMEOUT:g}", "-np", str(np_), worker, "--seconds", str(seconds),
-           "--linger-ms", str(int(TIMEOUT * 1000 + 3000)), "--watchdog", "80"]
+           "--linger-ms", str(int(linger * 1000)), "--watchdog", "110"]
+    hung, hang_file = np_ - 1, f"/tmp/chorus-nf-hang-{os.getpid()}-{time.monotonic_ns()}"
+    if fault.startswith("hang"):
+        cmd += ["--hang-rank", str(hung), "--hang-file", hang_file]
     job = Job(cmd)
     p, out, pump = job.p, job.out, job.pump
     start = time.time()
@@ -142,8 +152,10 @@ def trial(fault, nodes, np_=4):
         run("ip", "netns", "exec", ns, "ip", "link", "set", "dev", dev, "down")
         time.sleep(1.5)
         run("ip", "netns", "exec", ns, "ip", "link", "set", "dev", dev, "up")
-    elif fault in ("loss5", "loss30"):
+    elif fault.startswith("loss") or fault.startswith("hang"):
         pct = fault[4:]
+        if fault.startswith("hang"):
+            open(hang_file, "w").close()
         run("ip", "netns", "exec", ns, "nft", "add", "table", "inet", "t")
         run("ip", "netns", "exec", ns, "nft", "add", "chain", "inet", "t", "c",
             "{ type filter hook output priority 0; }")
@@ -161,19 +173,36 @@ def trial(fault, nodes, np_=4):
             if node_of[r] == bad:
                 os.kill(q, signal.SIGSTOP)
         run("ip", "netns", "del", ns)
+    if fault.startswith("hang"):
+        # Every survivor reports (or the deadline passes), then the hung rank is killed.
+        until = mono() + 3 * TIMEOUT + 20
+        while mono() < until and p.poll() is None:
+            pump()
+            if sum("FAILED rank=" in l for l in out) >= np_ - 1:
+                break
+            time.sleep(0.05)
+        if hung in pids:
+            try:
+                os.kill(pids[hung], signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if os.path.exists(hang_file):
+            os.unlink(hang_file)
     text = job.finish()
     rc = p.returncode
-    survivors = [r for r in range(np_) if not (fault == "gone" and node_of[r] == bad)]
+    survivors = [r for r in range(np_) if not (fault == "gone" and node_of[r] == bad)
+                 and not (fault.startswith("hang") and r == hung)]
     reports, wrong, times = {}, [], []
     for l in text.splitlines():
         m = re.search(r"FAILED rank=(\d+) code=\d+ name=(\S+) t=([\d.]+) iter=\d+ culprit=(-?\d+) "
                       r"msg=(.*)", l)
         if m and int(m.group(1)) not in reports:
-            reports[int(m.group(1))] = (float(m.group(3)), m.group(5))
+            reports[int(m.group(1))] = (float(m.group(3)), m.group(5), int(m.group(4)))
     done = {int(m.group(1)) for m in re.finditer(r"DONE rank=(\d+)", text)}
     hang = rc == 124 or "watchdog" in text.lower() and "not finished" in text
     correct = True
     notes = []
+    named_hung, named_none = 0, 0  # hangNN: survivors that named the hung rank, that named no one
     if fault in FAIL_FAULTS:
         for r in survivors:
             if r not in reports:
@@ -181,7 +210,7 @@ def trial(fault, nodes, np_=4):
                 hang = True
                 notes.append(f"rank {r}: no report")
                 continue
-            t, msg = reports[r]
+            t, msg, _ = reports[r]
             times.append(t - t0)
             want = [n for n in range(nodes) if n != node_of[r]] if node_of[r] == bad else [bad]
             named = re.search(r"network failure: nodes? (.*?) unreachable from rank (\d+)", msg)
@@ -194,6 +223,24 @@ def trial(fault, nodes, np_=4):
                 notes.append(f"rank {r}: {msg}")
         if rc == 0:
             correct = False
+    elif fault.startswith("hang"):
+        # The hung rank or no one (the network too slow for the bound), never another rank.
+        for r in survivors:
+            if r not in reports:
+                correct = False
+                hang = True
+                notes.append(f"rank {r}: no report")
+                continue
+            t, msg, culprit = reports[r]
+            times.append(t - t0)
+            if culprit == hung:
+                named_hung += 1
+            elif culprit == -1 and "too slow" in msg:
+                named_none += 1
+            else:
+                correct = False
+                notes.append(f"rank {r} blames {culprit}: {msg[:300]}")
+        notes += [l.strip()[:200] for l in text.splitlines() if "waiting another" in l][:4]
     else:
         wrongs = [l for l in text.splitlines() if "WRONG" in l]
         if rc != 0 or len(done) != np_ or wrongs:
@@ -207,7 +254,8 @@ def trial(fault, nodes, np_=4):
     left = leftovers(pid, pids.values())
     return {"fault": fault, "nodes": nodes, "ranks": np_, "rc": rc, "correct": correct,
             "worst_s": round(max(times), 3) if times else None, "hang": hang,
-            "leftovers": left, "setup_errors": errs, "notes": notes,
+            "leftovers": left, "setup_errors": errs, "notes": notes, "named": named_hung,
+            "nobody": named_none,
             "reports": {str(r): reports[r][1] for r in sorted(reports)}}
 
 if args[:1] == ["--trial"]:
@@ -343,10 +391,13 @@ for fault in faults:
         for r in res:
             if not r["correct"] or r["setup_errors"]:
                 examples.append(f"{fault} {shape}: {r['setup_errors']} {r['notes'][:6]}")
-        kind = "exact" if fault not in FAIL_FAULTS else "named"
+        kind = "named" if fault in FAIL_FAULTS else "exact"
+        if fault.startswith("hang"):
+            kind = (f"right (survivor reports: {sum(r['named'] for r in res)} name the hung rank, "
+                    f"{sum(r['nobody'] for r in res)} no one)")
         print(f"| {fault} | {shape} | {trials} | {ok} of {trials} {kind} | {worst:.2f} s | {hangs} "
               f"| {left} |", flush=True)
-        if fault in FAIL_FAULTS and res:
+        if (fault in FAIL_FAULTS or fault.startswith("hang")) and res:
             sample = res[-1]["reports"]
             examples.append(f"{fault} {shape}, sample messages: " +
                             " || ".join(sample[k] for k in sorted(sample)[:2]))

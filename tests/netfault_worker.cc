@@ -6,7 +6,7 @@
 //
 //   chorus_netfault_worker [--coll AllReduce|AllGather|SendRecv|Broadcast|ReduceScatter|Mix]
 //                          [--count N] [--iters N] [--seconds S] [--linger-ms MS]
-//                          [--watchdog SEC]
+//                          [--watchdog SEC] [--hang-rank R --hang-file PATH]
 //
 //   --coll Mix      call i runs collective i % 5 of the five, on a count drawn from i between 1
 //                   and --count (log-uniform), the root of Broadcast i % nranks: what the
@@ -20,6 +20,9 @@
 //                   the whole job on the first rank's exit, and the other ranks must have time to
 //                   report what they saw
 //   --watchdog SEC  exit 99 if not finished by then (default 120)
+//   --hang-rank R, --hang-file PATH   rank R stops calling once PATH exists (looked for before
+//                   each call): it prints HUNG and sleeps until the watchdog or a kill, while the
+//                   others wait in their call (a rank that hangs, for the hang-under-loss row)
 //
 // Output (stdout, one line each; t = CLOCK_MONOTONIC seconds, shared by all processes):
 //   READY rank=R nranks=N pid=P t=T
@@ -27,6 +30,7 @@
 //   FAILED rank=R code=C name=NAME t=T iter=I culprit=F msg=MESSAGE
 //   WRONG rank=R iter=I index=K got=G want=W   a result differs from the reference
 //   DONE rank=R iters=I t=T seconds=S
+//   HUNG rank=R iter=I t=T              --hang-rank: it stopped calling before call I
 // Exit status: 0 DONE, 3 a call failed, 2 init failed or a result was wrong, 99 watchdog.
 #include <chorus/chorus.h>
 #include <time.h>
@@ -61,6 +65,8 @@ struct Options {
   double seconds = 0;
   int lingerMs = 3000;
   double watchdog = 120;
+  int hangRank = -1;
+  std::string hangFile;
 };
 
 Options parse(int argc, char** argv) {
@@ -88,10 +94,15 @@ Options parse(int argc, char** argv) {
       o.lingerMs = std::atoi(value().c_str());
     } else if (a == "--watchdog") {
       o.watchdog = std::atof(value().c_str());
+    } else if (a == "--hang-rank") {
+      o.hangRank = std::atoi(value().c_str());
+    } else if (a == "--hang-file") {
+      o.hangFile = value();
     } else {
       usage("unknown option " + a);
     }
   }
+  if ((o.hangRank >= 0) != !o.hangFile.empty()) usage("--hang-rank and --hang-file go together");
   return o;
 }
 
@@ -137,6 +148,11 @@ int main(int argc, char** argv) {
     const std::string coll = mix ? kMix[it % 5] : o.coll;
     const size_t n = mix ? mixCount(it, o.count) : o.count;
     const bool gather = coll == "AllGather", scatter = coll == "ReduceScatter";
+    if (rank == o.hangRank && access(o.hangFile.c_str(), F_OK) == 0) {
+      std::printf("HUNG rank=%d iter=%ld t=%.6f\n", rank, it, ctest::nowSeconds());
+      std::fflush(stdout);
+      while (true) pause();  // until the test's kill or the watchdog
+    }
     const size_t sendCount = scatter ? n * size_t(nranks) : n;
     const size_t recvCount = gather ? n * size_t(nranks) : n;
     auto sumOf = [&](size_t k) {  // element k of every rank's input, summed

@@ -75,6 +75,16 @@ double answerWindow(const chorusComm* c) {
   return std::clamp(c->timeoutSec / 4, 0.3, std::clamp(c->timeoutSec / 8, 1.0, 3.0));
 }
 
+// With a bound over 8 s, how much longer a rank on another node that did not answer a status
+// query within answerWindow, while its host does, is given before it is named stopped: up to half
+// the bound in all, at most 8 s. 30% loss of what its node sends kept one reply in its kernel's
+// retransmission backoff past the 1.9 s window of a 15 s bound (four losses in a row: 3.0 s), and
+// named a live rank; the longer wait needs six. Shorter bounds keep their window.
+double lateAnswerWindow(const chorusComm* c) {
+  if (c->timeoutSec <= 8) return 0;
+  return std::max(0.0, std::min(c->timeoutSec / 2, 8.0) - answerWindow(c));
+}
+
 std::string opWords(uint32_t op, uint64_t seq) {
   if (op == 0) return "a call";
   const uint32_t kind = op - 1;
@@ -306,6 +316,30 @@ void diagnoseHang(chorusComm* c, int peer, const char* what, bool mayExtend, std
     const std::string net =
         networkFailure(c, b.why == Behind::kCycle || b.why == Behind::kNotWaiting ? -1 : culprit,
                        asked, &netCulprit, &back);
+    // A rank there that did not answer while its host does: its reply may be in its kernel's
+    // retransmission backoff (heavy loss). Given longer, a late answer that shows it stopped or
+    // failed still names it, one between calls is behind; one waiting in a call says nothing of
+    // where the chain goes on, so the wait waits again.
+    std::string late;
+    if (asked && net.empty() && c->control != nullptr && c->isRemote(culprit) &&
+        lateAnswerWindow(c) > 0) {
+      PeerStatus st;
+      if (c->control->queryStatus(culprit, lateAnswerWindow(c), &st)) {
+        BehindInfo j;
+        if (judge(st, culprit, staleAfter(c), &j)) {
+          j.chain = b.chain;
+          b = j;
+          culprit = b.culprit;
+        } else if (st.waitingFor <= 0 && st.aliveAgeMs < 0) {
+          b.why = Behind::kNotWaiting;
+        } else {
+          late = format(
+              "rank %d of node %d answered a status query only after more than %.1f s (its "
+              "reply in TCP's retransmission backoff: heavy loss?; waits %s)",
+              culprit, c->nodeOf[size_t(culprit)], answerWindow(c), chain.c_str());
+        }
+      }
+    }
     // Live ranks waiting for each other across nodes, or inside one call of a job that spans
     // nodes (a rank's other wait, unpublished, may cross them): what they wait for may be in
     // TCP's retransmission backoff on a link this rank does not use (a flap, heavy loss).
@@ -313,6 +347,8 @@ void diagnoseHang(chorusComm* c, int peer, const char* what, bool mayExtend, std
     if (!back.empty())
       why = format("the network to node(s) %s stalled and answers again (a link flap?)",
                    back.c_str());
+    else if (!late.empty())
+      why = late;
     else if (b.why == Behind::kCycle && b.acrossFrom >= 0 && !b.misordered)
       why = format(
           "live ranks wait for each other across nodes (%s; rank %d of node %d waits for rank %d "
