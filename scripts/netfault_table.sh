@@ -10,6 +10,9 @@
 #            connections are half-open, it still receives
 #   flap     its link down for 1.5 s, then up again (shorter than CHORUS_TIMEOUT)
 #   loss5, loss30   nft in its namespace drops 5% / 30% of what it sends (numgen random)
+#   hangmute its last rank stops calling, and as the timeouts fire rank 2's node sends no TCP data
+#            or ACK for 2 s: every survivor must name the hung rank, not rank 2, whose answers to
+#            status queries come late (CHORUS_TIMEOUT over 8 s)
 #   hang30   its last rank stops calling (it hangs in its own code) and its node loses 30% (hangNN:
 #            NN%) of what it sends: every survivor must name that rank, never another (the status
 #            queries that follow the waits cross the lossy link); a survivor that finds only the
@@ -152,6 +155,20 @@ def trial(fault, nodes, np_=4):
         run("ip", "netns", "exec", ns, "ip", "link", "set", "dev", dev, "down")
         time.sleep(1.5)
         run("ip", "netns", "exec", ns, "ip", "link", "set", "dev", dev, "up")
+    elif fault == "hangmute":
+        # Rank 3 stops calling; as the survivors' timeouts fire, rank 2's node sends no TCP data
+        # or ACK for 2 s (connection attempts and refusals pass): its answers to their status
+        # queries come only at TCP's next retries, after the answer window.
+        open(hang_file, "w").close()
+        mns = f"chorus-{pid}-node{node_of[np_ - 2]}"
+        time.sleep(max(0.0, t0 + TIMEOUT - 0.3 - mono()))
+        run("ip", "netns", "exec", mns, "nft", "add", "table", "inet", "m")
+        run("ip", "netns", "exec", mns, "nft", "add", "chain", "inet", "m", "c",
+            "{ type filter hook output priority 0; }")
+        run("ip", "netns", "exec", mns, "nft", "add", "rule", "inet", "m", "c", "tcp", "flags",
+            "&", "(syn | rst)", "==", "0", "drop")
+        time.sleep(2.0)
+        run("ip", "netns", "exec", mns, "nft", "delete", "table", "inet", "m")
     elif fault.startswith("loss") or fault.startswith("hang"):
         pct = fault[4:]
         if fault.startswith("hang"):
@@ -224,7 +241,8 @@ def trial(fault, nodes, np_=4):
         if rc == 0:
             correct = False
     elif fault.startswith("hang"):
-        # The hung rank or no one (the network too slow for the bound), never another rank.
+        # The hung rank, alive (not "stopped"), or no one (the network too slow for the bound),
+        # never another rank.
         for r in survivors:
             if r not in reports:
                 correct = False
@@ -233,7 +251,7 @@ def trial(fault, nodes, np_=4):
                 continue
             t, msg, culprit = reports[r]
             times.append(t - t0)
-            if culprit == hung:
+            if culprit == hung and "stopped making progress" not in msg:  # it lives: hung
                 named_hung += 1
             elif culprit == -1 and "too slow" in msg:
                 named_none += 1

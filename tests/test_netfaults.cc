@@ -8,9 +8,10 @@
 //     CHORUS_TIMEOUT + 3 s naming a network failure and the unreachable node(s), the job exits
 //     non-zero, nothing hangs, nothing is left behind;
 //   - a flap shorter than the timeout, 5% and 30% loss: the job completes, every result exact;
-//   - a rank that hangs on a node losing 30% of what it sends (CHORUS_TIMEOUT 10 s): every
-//     survivor names it, or no one (the network too slow for the bound), never another rank,
-//     though the status queries that follow the waits cross the lossy link.
+//   - a rank that hangs on a node losing 30% of what it sends, or while another node sends no
+//     TCP data for 2 s as the timeouts fire (CHORUS_TIMEOUT 10 s): every survivor names it as
+//     hung (not stopped), or no one (the network too slow for the bound), never another rank,
+//     though the status queries that follow the waits cross the lossy or mute link.
 // And one job of the network soak (NetSoak). Skipped with a reason without root / ip netns, or
 // without nft for the faults that need it.
 #include <gtest/gtest.h>
@@ -37,7 +38,7 @@ std::string netfaultUnavailable(const std::string& fault) {
   const CommandResult add = runCommand({"/bin/sh", "-c", "ip netns add " + probe + " 2>&1"}, 20);
   runCommand({"/bin/sh", "-c", "ip netns delete " + probe + " 2>/dev/null"}, 20);
   if (add.exitCode != 0) return "ip netns add failed: " + add.output;
-  if (fault == "drop" || fault == "hang30" || fault.rfind("loss", 0) == 0) {
+  if (fault == "drop" || fault.rfind("hang", 0) == 0 || fault.rfind("loss", 0) == 0) {
     const CommandResult nft = runCommand({"/bin/sh", "-c", "command -v nft"}, 20);
     if (nft.exitCode != 0) return "nft not found (apt-get install nftables)";
   }
@@ -68,7 +69,7 @@ TEST_P(NetFaults, SurvivorsNameTheNetworkOrResultsStayExact) {
   // retry) and over 15 s once in another with two busy processes beside it too (2026-12-02: the
   // job's first timeout, named rank 0, which waited on the link).
   const bool fails = fault == "down" || fault == "gone" || fault == "drop";
-  const bool hang = fault == "hang30";
+  const bool hang = fault.rfind("hang", 0) == 0;
   const int chorusTimeout = fails ? int(kChorusTimeout) : hang ? 10 : fault == "flap" ? 30 : 15;
   const CommandResult r = runCommand(
       {"/bin/sh", "-c",
@@ -137,7 +138,8 @@ INSTANTIATE_TEST_SUITE_P(Faults, NetFaults,
                                            std::make_tuple("gone", 2), std::make_tuple("drop", 2),
                                            std::make_tuple("flap", 2), std::make_tuple("loss5", 2),
                                            std::make_tuple("loss30", 2),
-                                           std::make_tuple("hang30", 2)),
+                                           std::make_tuple("hang30", 2),
+                                           std::make_tuple("hangmute", 4)),
                          [](const ::testing::TestParamInfo<std::tuple<std::string, int>>& info) {
                            return std::get<0>(info.param) + "_" +
                                   std::to_string(std::get<1>(info.param)) + "nodes";
