@@ -220,15 +220,26 @@ def trial(fault, nodes, np_=4):
     correct = True
     notes = []
     named_hung, named_none = 0, 0  # hangNN: survivors that named the hung rank, that named no one
-    if fault in FAIL_FAULTS:
+    if fault in FAIL_FAULTS or fault.startswith("hang"):
         for r in survivors:
             if r not in reports:
                 correct = False
                 hang = True
                 notes.append(f"rank {r}: no report")
                 continue
-            t, msg, _ = reports[r]
+            t, msg, culprit = reports[r]
             times.append(t - t0)
+            if fault.startswith("hang"):
+                # The hung rank, alive (not "stopped"), or no one (the network too slow for the
+                # bound), never another rank.
+                if culprit == hung and "stopped making progress" not in msg:
+                    named_hung += 1
+                elif culprit == -1 and "too slow" in msg:
+                    named_none += 1
+                else:
+                    correct = False
+                    notes.append(f"rank {r} blames {culprit}: {msg[:300]}")
+                continue
             want = [n for n in range(nodes) if n != node_of[r]] if node_of[r] == bad else [bad]
             named = re.search(r"network failure: nodes? (.*?) unreachable from rank (\d+)", msg)
             ok = named is not None and int(named.group(2)) == r
@@ -238,27 +249,10 @@ def trial(fault, nodes, np_=4):
             if not ok:
                 correct = False
                 notes.append(f"rank {r}: {msg}")
-        if rc == 0:
+        if fault in FAIL_FAULTS and rc == 0:
             correct = False
-    elif fault.startswith("hang"):
-        # The hung rank, alive (not "stopped"), or no one (the network too slow for the bound),
-        # never another rank.
-        for r in survivors:
-            if r not in reports:
-                correct = False
-                hang = True
-                notes.append(f"rank {r}: no report")
-                continue
-            t, msg, culprit = reports[r]
-            times.append(t - t0)
-            if culprit == hung and "stopped making progress" not in msg:  # it lives: hung
-                named_hung += 1
-            elif culprit == -1 and "too slow" in msg:
-                named_none += 1
-            else:
-                correct = False
-                notes.append(f"rank {r} blames {culprit}: {msg[:300]}")
-        notes += [l.strip()[:200] for l in text.splitlines() if "waiting another" in l][:4]
+        if fault.startswith("hang"):
+            notes += [l.strip()[:200] for l in text.splitlines() if "waiting another" in l][:4]
     else:
         wrongs = [l for l in text.splitlines() if "WRONG" in l]
         if rc != 0 or len(done) != np_ or wrongs:
