@@ -77,9 +77,9 @@ double answerWindow(const chorusComm* c) {
 
 // With a bound over 8 s, how much longer a rank on another node that did not answer a status
 // query within answerWindow, while its host does, is given before it is named stopped: up to half
-// the bound in all, at most 8 s. 30% loss of what its node sends kept one reply in its kernel's
-// retransmission backoff past the 1.9 s window of a 15 s bound (four losses in a row: 3.0 s), and
-// named a live rank; the longer wait needs six. Shorter bounds keep their window.
+// the bound in all, at most 8 s. A reply held in its kernel's retransmission backoff (0.2, 0.6,
+// 1.4, 3.0 s: heavy loss, a link mute for a moment) past the window named a live rank stopped
+// (scripts/netfault_table.sh hangmute). Shorter bounds keep their window.
 double lateAnswerWindow(const chorusComm* c) {
   if (c->timeoutSec <= 8) return 0;
   return std::max(0.0, std::min(c->timeoutSec / 2, 8.0) - answerWindow(c));
