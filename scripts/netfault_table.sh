@@ -61,6 +61,14 @@ FAIL_FAULTS = ("down", "gone", "drop")
 def sh(*cmd):
     return subprocess.run(list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
+def nft_drop(run, ns, family, table, hook, *match):
+    """A firewall in namespace ns, through run(*cmd): table `table` of `family`, one chain at
+    `hook`, one rule that drops what `match` selects (delete the table to lift it)."""
+    nft = ("ip", "netns", "exec", ns, "nft")
+    run(*nft, "add", "table", family, table)
+    run(*nft, "add", "chain", family, table, "c", f"{{ type filter hook {hook} priority 0; }}")
+    run(*nft, "add", "rule", family, table, "c", *match, "drop")
+
 def mono():
     return time.clock_gettime(time.CLOCK_MONOTONIC)
 
@@ -162,28 +170,16 @@ def trial(fault, nodes, np_=4):
         open(hang_file, "w").close()
         mns = f"chorus-{pid}-node{node_of[np_ - 2]}"
         time.sleep(max(0.0, t0 + TIMEOUT - 0.3 - mono()))
-        run("ip", "netns", "exec", mns, "nft", "add", "table", "inet", "m")
-        run("ip", "netns", "exec", mns, "nft", "add", "chain", "inet", "m", "c",
-            "{ type filter hook output priority 0; }")
-        run("ip", "netns", "exec", mns, "nft", "add", "rule", "inet", "m", "c", "tcp", "flags",
-            "&", "(syn | rst)", "==", "0", "drop")
+        nft_drop(run, mns, "inet", "m", "output", "tcp", "flags", "&", "(syn | rst)", "==", "0")
         time.sleep(2.0)
         run("ip", "netns", "exec", mns, "nft", "delete", "table", "inet", "m")
     elif fault.startswith("loss") or fault.startswith("hang"):
         pct = fault[4:]
         if fault.startswith("hang"):
             open(hang_file, "w").close()
-        run("ip", "netns", "exec", ns, "nft", "add", "table", "inet", "t")
-        run("ip", "netns", "exec", ns, "nft", "add", "chain", "inet", "t", "c",
-            "{ type filter hook output priority 0; }")
-        run("ip", "netns", "exec", ns, "nft", "add", "rule", "inet", "t", "c", "numgen", "random",
-            "mod", "100", "<", pct, "drop")
+        nft_drop(run, ns, "inet", "t", "output", "numgen", "random", "mod", "100", "<", pct)
     elif fault == "drop":
-        run("ip", "netns", "exec", sw, "nft", "add", "table", "bridge", "f")
-        run("ip", "netns", "exec", sw, "nft", "add", "chain", "bridge", "f", "c",
-            "{ type filter hook forward priority 0; }")
-        run("ip", "netns", "exec", sw, "nft", "add", "rule", "bridge", "f", "c", "iifname", swdev,
-            "drop")
+        nft_drop(run, sw, "bridge", "f", "forward", "iifname", swdev)
     elif fault == "gone":
         run("ip", "-n", sw, "link", "del", swdev)
         for r, q in pids.items():
@@ -311,11 +307,8 @@ def benign_job(rng, nodes, np_, seconds, timeout=30):
             run("ip", "netns", "exec", ns, "ip", "link", "set", "dev", dev, "up")
         else:
             hold = rng.uniform(1.0, 5.0)
-            run("ip", "netns", "exec", ns, "nft", "add", "table", "inet", "soak")
-            run("ip", "netns", "exec", ns, "nft", "add", "chain", "inet", "soak", "c",
-                "{ type filter hook output priority 0; }")
-            run("ip", "netns", "exec", ns, "nft", "add", "rule", "inet", "soak", "c", "numgen",
-                "random", "mod", "100", "<", kind[4:], "drop")
+            nft_drop(run, ns, "inet", "soak", "output", "numgen", "random", "mod", "100", "<",
+                     kind[4:])
             time.sleep(hold)
             run("ip", "netns", "exec", ns, "nft", "delete", "table", "inet", "soak")
         faults.append(f"{kind}@{node}:{hold:.1f}s")

@@ -320,24 +320,19 @@ void diagnoseHang(chorusComm* c, int peer, const char* what, bool mayExtend, std
     // retransmission backoff (heavy loss). Given longer, a late answer that shows it stopped or
     // failed still names it, one between calls is behind; one waiting in a call says nothing of
     // where the chain goes on, so the wait waits again.
+    // (`asked` holds only for a rank on another node, asked over its control connection.)
     std::string late;
-    if (asked && net.empty() && c->control != nullptr && c->isRemote(culprit) &&
-        lateAnswerWindow(c) > 0) {
-      PeerStatus st;
-      if (c->control->queryStatus(culprit, lateAnswerWindow(c), &st)) {
-        BehindInfo j;
-        if (judge(st, culprit, staleAfter(c), &j)) {
-          j.chain = b.chain;
-          b = j;
-          culprit = b.culprit;
-        } else if (st.waitingFor <= 0 && st.aliveAgeMs < 0) {
-          b.why = Behind::kNotWaiting;
-        } else {
-          late = format(
-              "rank %d of node %d answered a status query only after more than %.1f s (its "
-              "reply in TCP's retransmission backoff: heavy loss?; waits %s)",
-              culprit, c->nodeOf[size_t(culprit)], answerWindow(c), chain.c_str());
-        }
+    const double more = asked && net.empty() ? lateAnswerWindow(c) : 0;
+    if (PeerStatus st; more > 0 && c->control->queryStatus(culprit, more, &st)) {
+      if (judge(st, culprit, staleAfter(c), &b)) {
+        culprit = b.culprit;
+      } else if (st.waitingFor <= 0 && st.aliveAgeMs < 0) {
+        b.why = Behind::kNotWaiting;
+      } else {
+        late = format(
+            "rank %d of node %d answered a status query only after more than %.1f s (its reply "
+            "in TCP's retransmission backoff: heavy loss?; waits %s)",
+            culprit, c->nodeOf[size_t(culprit)], answerWindow(c), chain.c_str());
       }
     }
     // Live ranks waiting for each other across nodes, or inside one call of a job that spans
