@@ -39,6 +39,11 @@
 # as in the table. No job may hang or leave a namespace or /dev/shm file behind. The last line:
 # NETSOAK SUMMARY ... -> PASS | FAIL.
 #
+# LAUNCH=hand starts the ranks as a user's own launcher does (scripts/netns_node_ranks.sh: each
+# node starts its ranks with torchrun's variables, nothing watches them) and a survivor exits at
+# its report (--linger-ms 0), where under chorusrun (the default) it lingers until the others
+# reported: the survivors left must still name the right culprit, not the one that exited.
+#
 # Needs root, iproute2 and nftables (apt-get install nftables). Exits non-zero if a trial was
 # wrong, hung or left something behind.
 set -uo pipefail
@@ -56,6 +61,7 @@ worker = f"{B}/tests/chorus_netfault_worker"
 if not chorusrun or not os.path.exists(worker):
     sys.exit(f"netfault_table: chorusrun or {worker} not found (build first)")
 TIMEOUT = float(os.environ.get("TIMEOUT", "5"))
+HAND = os.environ.get("LAUNCH", "chorusrun") == "hand"
 FAIL_FAULTS = ("down", "gone", "drop")
 
 def sh(*cmd):
@@ -121,9 +127,18 @@ def trial(fault, nodes, np_=4):
     # A survivor lingers after its report until every other one reported (chorusrun ends the job
     # at the first exit); with a hang, one may wait the bound again twice (a late status answer).
     linger = TIMEOUT * (3 if fault.startswith("hang") else 1) + 3
-    cmd = [chorusrun, "--netns", "--nodes", str(nodes), "--timeout", "120",
-           "-x", f"CHORUS_TIMEOUT={TIMEOUT:g}", "-np", str(np_), worker, "--seconds", str(seconds),
-           "--linger-ms", str(int(linger * 1000)), "--watchdog", "110"]
+    run_args = [worker, "--seconds", str(seconds), "--watchdog", "110"]
+    if HAND:
+        # By hand: each node starts its ranks with torchrun's variables and no launcher watches
+        # them; a survivor exits at its report, the node lingers after its last rank.
+        cmd = [chorusrun, "--netns", "--nodes", str(nodes), "--timeout", "120",
+               "-x", f"CHORUS_TIMEOUT={TIMEOUT:g}", "-np", str(nodes),
+               "scripts/netns_node_ranks.sh", str(per), f"{linger:g}"] + run_args + [
+               "--linger-ms", "0"]
+    else:
+        cmd = [chorusrun, "--netns", "--nodes", str(nodes), "--timeout", "120",
+               "-x", f"CHORUS_TIMEOUT={TIMEOUT:g}", "-np", str(np_)] + run_args + [
+               "--linger-ms", str(int(linger * 1000))]
     hung, hang_file = np_ - 1, f"/tmp/chorus-nf-hang-{os.getpid()}-{time.monotonic_ns()}"
     if fault.startswith("hang"):
         cmd += ["--hang-rank", str(hung), "--hang-file", hang_file]
@@ -375,7 +390,7 @@ faults = os.environ.get("FAULTS", "down gone drop flap loss5 loss30").split()
 shapes = os.environ.get("SHAPES", "2x2 4x1").split()
 print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, "
       f"load average {' '.join(open('/proc/loadavg').read().split()[:3])}")
-print(f"# TIMEOUT={TIMEOUT:g} (CHORUS_TIMEOUT) FAULTS='{' '.join(faults)}' SHAPES='{' '.join(shapes)}' "
+print(f"# {'LAUNCH=hand ' if HAND else ''}TIMEOUT={TIMEOUT:g} (CHORUS_TIMEOUT) FAULTS='{' '.join(faults)}' SHAPES='{' '.join(shapes)}' "
       f"scripts/netfault_table.sh {B} {trials}")
 print()
 print("| fault | nodes x ranks | trials | right culprit by every survivor (or exact completion) "

@@ -1,0 +1,32 @@
+#!/bin/sh
+# One emulated node's ranks started by hand, as a user's own launcher starts them: chorusrun
+# --netns runs this once per node (-np Q, one process per namespace), and it starts P ranks of
+# PROGRAM there with torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+# MASTER_ADDR, MASTER_PORT: Chorus's root at MASTER_PORT + 1, node 0's address), chorusrun's own
+# rank variables dropped (CHORUS_HOSTID, the emulated node, is kept). No launcher watches the
+# ranks: one that exits leaves the others running. After the last of its ranks ended, the node
+# stays LINGER seconds, so that chorusrun (which ends the job at a node's exit) leaves the other
+# nodes' ranks time to report.
+#   scripts/netns_node_ranks.sh P LINGER PROGRAM [ARGS...]
+#   build/chorusrun --netns --nodes 2 -np 2 scripts/netns_node_ranks.sh 2 10 PROGRAM ARGS...
+set -u
+p=$1 linger=$2
+shift 2
+node=$CHORUS_RANK nnodes=$CHORUS_NRANKS
+addr=${CHORUS_COMM_ID%:*} port=${CHORUS_COMM_ID##*:}
+unset CHORUS_RANK CHORUS_NRANKS CHORUS_LOCAL_RANK CHORUS_LOCAL_NRANKS CHORUS_COMM_ID CHORUS_NNODES
+export WORLD_SIZE=$((nnodes * p)) LOCAL_WORLD_SIZE="$p" MASTER_ADDR="$addr"
+export MASTER_PORT=$((port - 1))
+pids=
+l=0
+while [ "$l" -lt "$p" ]; do
+  RANK=$((node * p + l)) LOCAL_RANK=$l "$@" &
+  pids="$pids $!"
+  l=$((l + 1))
+done
+status=0
+for q in $pids; do
+  wait "$q" || status=$?
+done
+sleep "$linger"
+exit "$status"
