@@ -124,17 +124,17 @@ def trial(fault, nodes, np_=4):
     node_of = [min(r // per, nodes - 1) for r in range(np_)]
     bad = nodes - 1
     seconds = {"flap": 8, "loss5": 6, "loss30": 6}.get(fault, 60)
-    # A survivor lingers after its report until every other one reported (chorusrun ends the job
-    # at the first exit); with a hang, one may wait the bound again twice (a late status answer).
+    # Under chorusrun a survivor lingers after its report until every other one reported
+    # (chorusrun ends the job at the first failed exit); with a hang, one may wait the bound
+    # again twice (a late status answer).
     linger = TIMEOUT * (3 if fault.startswith("hang") else 1) + 3
     run_args = [worker, "--seconds", str(seconds), "--watchdog", "110"]
     if HAND:
-        # By hand: each node starts its ranks with torchrun's variables and no launcher watches
-        # them; a survivor exits at its report, the node lingers after its last rank.
+        # By hand: each node starts its ranks with torchrun's variables and nothing watches them;
+        # a survivor exits at its report.
         cmd = [chorusrun, "--netns", "--nodes", str(nodes), "--timeout", "120",
                "-x", f"CHORUS_TIMEOUT={TIMEOUT:g}", "-np", str(nodes),
-               "scripts/netns_node_ranks.sh", str(per), f"{linger:g}"] + run_args + [
-               "--linger-ms", "0"]
+               "scripts/netns_node_ranks.sh", str(per)] + run_args + ["--linger-ms", "0"]
     else:
         cmd = [chorusrun, "--netns", "--nodes", str(nodes), "--timeout", "120",
                "-x", f"CHORUS_TIMEOUT={TIMEOUT:g}", "-np", str(np_)] + run_args + [
@@ -201,25 +201,30 @@ def trial(fault, nodes, np_=4):
             if node_of[r] == bad:
                 os.kill(q, signal.SIGSTOP)
         run("ip", "netns", "del", ns)
-    if fault.startswith("hang"):
-        # Every survivor reports (or the deadline passes), then the hung rank is killed.
+    survivors = [r for r in range(np_) if not (fault == "gone" and node_of[r] == bad)
+                 and not (fault.startswith("hang") and r == hung)]
+    if fault.startswith("hang") or (HAND and fault in FAIL_FAULTS):
+        # Every survivor reports (or the deadline passes), then the ranks left are killed: the
+        # hung one, a vanished node's stopped ones (by hand nothing else ends them).
         until = mono() + 3 * TIMEOUT + 20
         while mono() < until and p.poll() is None:
             pump()
-            if sum("FAILED rank=" in l for l in out) >= np_ - 1:
+            if sum("FAILED rank=" in l for l in out) >= len(survivors):
                 break
             time.sleep(0.05)
-        if hung in pids:
+        for r in set(range(np_)) - set(survivors):
             try:
-                os.kill(pids[hung], signal.SIGKILL)
-            except ProcessLookupError:
+                os.kill(pids[r], signal.SIGKILL)
+            except (KeyError, ProcessLookupError):
                 pass
         if os.path.exists(hang_file):
             os.unlink(hang_file)
     text = job.finish()
     rc = p.returncode
-    survivors = [r for r in range(np_) if not (fault == "gone" and node_of[r] == bad)
-                 and not (fault.startswith("hang") and r == hung)]
+    if HAND and rc == 0:
+        # The nodes' own verdicts: the first rank's exit status that was not 0.
+        rc = next((int(m.group(1)) for m in re.finditer(r"NODE node=\d+ status=(\d+)", text)
+                   if m.group(1) != "0"), 0)
     reports, wrong, times = {}, [], []
     for l in text.splitlines():
         m = re.search(r"FAILED rank=(\d+) code=\d+ name=(\S+) t=([\d.]+) iter=\d+ culprit=(-?\d+) "

@@ -3,15 +3,16 @@
 # --netns runs this once per node (-np Q, one process per namespace), and it starts P ranks of
 # PROGRAM there with torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
 # MASTER_ADDR, MASTER_PORT: Chorus's root at MASTER_PORT + 1, node 0's address), chorusrun's own
-# rank variables dropped (CHORUS_HOSTID, the emulated node, is kept). No launcher watches the
-# ranks: one that exits leaves the others running. After the last of its ranks ended, the node
-# stays LINGER seconds, so that chorusrun (which ends the job at a node's exit) leaves the other
-# nodes' ranks time to report.
-#   scripts/netns_node_ranks.sh P LINGER PROGRAM [ARGS...]
-#   build/chorusrun --netns --nodes 2 -np 2 scripts/netns_node_ranks.sh 2 10 PROGRAM ARGS...
+# rank variables dropped (CHORUS_HOSTID, the emulated node, is kept). Nothing watches the ranks:
+# one that exits, whatever its status, leaves every other running. When its last rank ended the
+# node prints "NODE node=K status=S" (S: the first non-zero exit status of its ranks, 128+SIG for
+# a signal) and exits 0, so that chorusrun, which ends the job at a failed exit, waits for every
+# node.
+#   scripts/netns_node_ranks.sh P PROGRAM [ARGS...]
+#   build/chorusrun --netns --nodes 2 -np 2 scripts/netns_node_ranks.sh 2 PROGRAM ARGS...
 set -u
-p=$1 linger=$2
-shift 2
+p=$1
+shift
 node=$CHORUS_RANK nnodes=$CHORUS_NRANKS
 addr=${CHORUS_COMM_ID%:*} port=${CHORUS_COMM_ID##*:}
 unset CHORUS_RANK CHORUS_NRANKS CHORUS_LOCAL_RANK CHORUS_LOCAL_NRANKS CHORUS_COMM_ID CHORUS_NNODES
@@ -26,7 +27,6 @@ while [ "$l" -lt "$p" ]; do
 done
 status=0
 for q in $pids; do
-  wait "$q" || status=$?
+  wait "$q" || { s=$?; [ "$status" -ne 0 ] || status=$s; }
 done
-sleep "$linger"
-exit "$status"
+echo "NODE node=$node status=$status"
