@@ -220,6 +220,10 @@ def trial(fault, nodes, np_=4):
         if os.path.exists(hang_file):
             os.unlink(hang_file)
     text = job.finish()
+    if os.environ.get("NETFAULT_LOG"):  # the job's whole output, for a look at one trial
+        with open(os.environ["NETFAULT_LOG"], "a") as f:
+            f.write(f"# trial {fault} {nodes} nodes, fault at t={t0:.6f} (monotonic)\n"
+                    + text)
     rc = p.returncode
     if HAND and rc == 0:
         # The nodes' own verdicts: the first rank's exit status that was not 0.

@@ -150,7 +150,7 @@ INSTANTIATE_TEST_SUITE_P(Faults, NetFaults,
                                            std::make_tuple("loss30", 2, false),
                                            std::make_tuple("hang30", 2, false),
                                            std::make_tuple("hangmute", 4, false),
-                                           std::make_tuple("hangmute", 4, true)),
+                                           std::make_tuple("hangmute", 2, true)),
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_" +
                                   std::to_string(std::get<1>(info.param)) + "nodes" +

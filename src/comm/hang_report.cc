@@ -85,6 +85,14 @@ double lateAnswerWindow(const chorusComm* c) {
   return std::max(0.0, std::min(c->timeoutSec / 2, 8.0) - answerWindow(c));
 }
 
+}  // namespace
+
+double answerWindowInAll(const chorusComm* c) {
+  return answerWindow(c) + lateAnswerWindow(c);
+}
+
+namespace {
+
 std::string opWords(uint32_t op, uint64_t seq) {
   if (op == 0) return "a call";
   const uint32_t kind = op - 1;

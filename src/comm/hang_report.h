@@ -30,4 +30,9 @@ void throwIfUnreachable(chorusComm* c, const char* what, int cause, const std::s
 // Without `mayExtend` that case throws a timeout that blames the network's speed, no rank.
 void diagnoseHang(chorusComm* c, int peer, const char* what, bool mayExtend, std::string* flap);
 
+// How long a rank on another node waits for a status answer in all (answerWindow, and over 8 s
+// the late window): what a failed rank that tears its communicator down gives its failure notice
+// to be received by the ranks of the nodes it can reach (net/tcp_links.cc).
+double answerWindowInAll(const chorusComm* c);
+
 }  // namespace chorus

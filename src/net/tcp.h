@@ -108,6 +108,9 @@ class TcpLinks final : public PeerControl {
   // The control plane (net/tcp_control.cc).
   void progressControl(Control& c);
   bool flushNotices();  // any thread; true once every control connection has its output
+  // Until `until`, while a control connection to a reachable peer still holds bytes its peer
+  // has not acknowledged (a failure notice in TCP's retransmission backoff). Destructor.
+  void awaitNoticesReceived(Deadline until);
   void queueControl(Control& c, const std::string& bytes);  // noticeMu_ held
   void peerLost(int peer, const std::string& why);
   bool settleLoss(int peer, Clock::time_point now);
@@ -127,6 +130,7 @@ class TcpLinks final : public PeerControl {
   std::unique_ptr<std::atomic<bool>[]> dead_;     // rank seen dead (connection lost, or notice)
   std::unique_ptr<std::atomic<bool>[]> left_;     // kLeft notice read (proxy writes)
   std::unique_ptr<std::atomic<bool>[]> drained_;  // left, and every link from it at its end
+  std::unique_ptr<std::atomic<bool>[]> unreachable_;  // by node: probeNetwork found it so
   std::mutex noticeMu_;  // guards notice_ and every control connection's output (out, outDone)
   std::string notice_;   // the one notice to send (empty: none yet)
   std::atomic<bool> noticeQueued_{false};  // output still to be written (the proxy finishes it)

@@ -4,7 +4,9 @@
 // delivers what the rank posted and tells the peers it left.
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <linux/sockios.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,6 +23,7 @@
 #include "base/thread_name.h"
 #include "bootstrap/bootstrap.h"
 #include "comm/comm.h"
+#include "comm/hang_report.h"
 #include "net/data_listener.h"
 #include "net/tcp.h"
 #include "net/tcp_internal.h"
@@ -126,6 +129,8 @@ TcpLinks::TcpLinks(chorusComm* comm, DataListener& listener, const std::vector<S
   dead_.reset(new std::atomic<bool>[size_t(n)]);
   left_.reset(new std::atomic<bool>[size_t(n)]);
   drained_.reset(new std::atomic<bool>[size_t(n)]);
+  unreachable_.reset(new std::atomic<bool>[size_t(comm->nnodes)]);
+  for (int k = 0; k < comm->nnodes; ++k) unreachable_[size_t(k)].store(false);
   for (int i = 0; i < n; ++i) {
     failed_[size_t(i)].store(0), dead_[size_t(i)].store(false);
     left_[size_t(i)].store(false), drained_[size_t(i)].store(false);
@@ -295,6 +300,28 @@ void TcpLinks::bindSendConn(int peer, int channel, SendConn* conn) {
     }
 }
 
+void TcpLinks::awaitNoticesReceived(Deadline until) {
+  for (;;) {
+    bool pending = false;
+    for (const auto& c : controls_) {
+      // Not a peer that failed (it has its own verdict), died or is out of reach, nor a
+      // connection its peer already closed or reset (whose count of unacknowledged bytes stays).
+      const int p = c->peer;
+      tcp_info ti{};
+      socklen_t len = sizeof(ti);
+      int unacked = 0;
+      if (failed_[size_t(p)].load() || dead_[size_t(p)].load() ||
+          unreachable_[size_t(comm_->nodeOf[size_t(p)])].load() ||
+          getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0 ||
+          ti.tcpi_state != TCP_ESTABLISHED || ioctl(c->fd, SIOCOUTQ, &unacked) != 0)
+        continue;
+      pending = pending || unacked > 0;
+    }
+    if (!pending || Clock::now() >= until) return;
+    usleep(1000);
+  }
+}
+
 TcpLinks::~TcpLinks() {
   if (comm_->abortFlag.load() || comm_->state.load() == CommState::kFailed) {
     // Aborted or failed: nothing more will be delivered. Tell the remote peers (if markFailed
@@ -302,6 +329,11 @@ TcpLinks::~TcpLinks() {
     notifyFailure(comm_->rank, format("rank %d: communicator aborted", comm_->rank));
     Deadline until = deadlineIn(0.2);
     while (proxy_.joinable() && !noticeSent_.load() && Clock::now() < until) usleep(200);
+    // A rank that exits as soon as its call failed must not close its sockets on a notice still
+    // in its kernel's retransmission backoff (a lossy or mute link): the data connections'
+    // resets would reach its peers first (a close with unread data resets, and a reset is never
+    // held back), and they would name this rank dead, not the rank its notice names.
+    awaitNoticesReceived(deadlineIn(answerWindowInAll(comm_)));
   } else {
     // Deliver what the rank already posted (its calls have returned), then stop.
     Deadline flush = deadlineIn(10);

@@ -197,6 +197,7 @@ NetVerdict TcpLinks::probeNetwork(double seconds, int suspectNode, bool askSuspe
   for (int n = 0; n < nnodes; ++n) {
     if (ev[size_t(n)].empty()) continue;
     v.nodes.push_back(n);
+    unreachable_[size_t(n)].store(true);
     v.evidence.push_back(ev[size_t(n)]);
     const SockAddr& host = nodeListener_[size_t(n)];
     v.hosts.push_back(host.len > 0 ? hostPart(host.str()) : "");
