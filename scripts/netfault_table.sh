@@ -44,6 +44,10 @@
 # its report (--linger-ms 0), where under chorusrun (the default) it lingers until the others
 # reported: the survivors left must still name the right culprit, not the one that exited.
 #
+# WORKER=torch runs the same AllReduce loop as a torch program (python/tests/netfault_worker.py,
+# torch's "chorus" backend, the group's timeout CHORUS_TIMEOUT); a survivor re-raises its error
+# after its report, as a torch program ends.
+#
 # Needs root, iproute2 and nftables (apt-get install nftables). Exits non-zero if a trial was
 # wrong, hung or left something behind.
 set -uo pipefail
@@ -62,6 +66,14 @@ if not chorusrun or not os.path.exists(worker):
     sys.exit(f"netfault_table: chorusrun or {worker} not found (build first)")
 TIMEOUT = float(os.environ.get("TIMEOUT", "5"))
 HAND = os.environ.get("LAUNCH", "chorusrun") == "hand"
+# WORKER=torch: the ranks are python/tests/netfault_worker.py, the same loop through torch's
+# "chorus" backend (PYTHON: default .venv/bin/python, else python3; the build's package).
+TORCH = os.environ.get("WORKER", "c") == "torch"
+if TORCH:
+    PYTHON = os.environ.get("PYTHON") or (".venv/bin/python" if os.path.exists(".venv/bin/python")
+                                          else "python3")
+    os.environ["PYTHONPATH"] = os.path.abspath(f"{B}/python") + (
+        ":" + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
 FAIL_FAULTS = ("down", "gone", "drop")
 
 def sh(*cmd):
@@ -129,6 +141,9 @@ def trial(fault, nodes, np_=4):
     # again twice (a late status answer).
     linger = TIMEOUT * (3 if fault.startswith("hang") else 1) + 3
     run_args = [worker, "--seconds", str(seconds), "--watchdog", "110"]
+    if TORCH:  # under chorusrun with torchrun's variables (scripts/netns_torch_rank.sh)
+        run_args = ([] if HAND else ["scripts/netns_torch_rank.sh"]) + [
+            PYTHON, "python/tests/netfault_worker.py"] + run_args[1:]
     if HAND:
         # By hand: each node starts its ranks with torchrun's variables and nothing watches them;
         # a survivor exits at its report.
@@ -399,7 +414,7 @@ faults = os.environ.get("FAULTS", "down gone drop flap loss5 loss30").split()
 shapes = os.environ.get("SHAPES", "2x2 4x1").split()
 print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, "
       f"load average {' '.join(open('/proc/loadavg').read().split()[:3])}")
-print(f"# {'LAUNCH=hand ' if HAND else ''}TIMEOUT={TIMEOUT:g} (CHORUS_TIMEOUT) FAULTS='{' '.join(faults)}' SHAPES='{' '.join(shapes)}' "
+print(f"# {'LAUNCH=hand ' if HAND else ''}{'WORKER=torch ' if TORCH else ''}TIMEOUT={TIMEOUT:g} (CHORUS_TIMEOUT) FAULTS='{' '.join(faults)}' SHAPES='{' '.join(shapes)}' "
       f"scripts/netfault_table.sh {B} {trials}")
 print()
 print("| fault | nodes x ranks | trials | right culprit by every survivor (or exact completion) "

@@ -82,8 +82,9 @@ def _create(store, rank, size, timeout):
 
 
 def _create_extended(opts, _backend_options):
-    # The group's global ranks let a failure name the global rank at fault (failed_rank).
-    ranks = list(getattr(opts, "global_ranks_in_group", None) or [])
+    # The group's global ranks let a failure name the global rank at fault (failed_rank). torch
+    # passes none for the default group, whose ranks are the global ones.
+    ranks = list(getattr(opts, "global_ranks_in_group", None) or []) or list(range(opts.group_size))
     return _chorus_torch.create_process_group(opts.store, opts.group_rank, opts.group_size,
                                               opts.timeout, ranks)
 

@@ -533,6 +533,8 @@ def scenario_hang():
         print(f"rank {rank} timed out after {took:.2f}s: {e}", flush=True)
         expect("timeout" in str(e).lower() or "timed out" in str(e).lower(), f"timeout message: {e}")
         expect(took < float(os.environ["WORKER_TIMEOUT"]) * 3, f"bounded by the timeout ({took:.1f}s)")
+        # The default group's error names the global rank at fault, as a subgroup's does.
+        expect(chorus.torch.failed_rank(e) == 1, f"failed_rank of a timeout: {e}")
     os._exit(1 if FAILURES else 0)
 
 
