@@ -139,22 +139,17 @@ TEST(NetSoak, MixUnderLossAndFlapsStaysExact) {
   std::printf("%d calls, faults %s\n", j["calls"].get<int>(), j["faults"].dump().c_str());
 }
 
-INSTANTIATE_TEST_SUITE_P(Faults, NetFaults,
-                         ::testing::Values(std::make_tuple("down", 2, false),
-                                           std::make_tuple("down", 4, false),
-                                           std::make_tuple("gone", 2, false),
-                                           std::make_tuple("drop", 2, false),
-                                           std::make_tuple("drop", 4, true),
-                                           std::make_tuple("flap", 2, false),
-                                           std::make_tuple("loss5", 2, false),
-                                           std::make_tuple("loss30", 2, false),
-                                           std::make_tuple("hang30", 2, false),
-                                           std::make_tuple("hangmute", 4, false),
-                                           std::make_tuple("hangmute", 2, true)),
-                         [](const auto& info) {
-                           return std::get<0>(info.param) + "_" +
-                                  std::to_string(std::get<1>(info.param)) + "nodes" +
-                                  (std::get<2>(info.param) ? "_byhand" : "");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Faults, NetFaults,
+    ::testing::Values(std::make_tuple("down", 2, false), std::make_tuple("down", 4, false),
+                      std::make_tuple("gone", 2, false), std::make_tuple("drop", 2, false),
+                      std::make_tuple("drop", 4, true), std::make_tuple("flap", 2, false),
+                      std::make_tuple("loss5", 2, false), std::make_tuple("loss30", 2, false),
+                      std::make_tuple("hang30", 2, false), std::make_tuple("hangmute", 4, false),
+                      std::make_tuple("hangmute", 2, true)),
+    [](const auto& info) {
+      return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) + "nodes" +
+             (std::get<2>(info.param) ? "_byhand" : "");
+    });
 
 }  // namespace

@@ -70,6 +70,29 @@ def test_hung_peer_hits_group_timeout():
     assert results[0][0] == 0, report(results)
 
 
+def test_hung_rank_named_across_emulated_nodes_by_hand():
+    """scripts/netfault_table.sh's hangmute trial as a torch program (WORKER=torch): 2 emulated
+    nodes x 2 ranks started by hand with torchrun's variables, nothing watching them; rank 3
+    stops calling, and as the timeouts (10 s) fire its node sends no TCP data for 2 s. Every
+    survivor's error names rank 3 (failed_rank), though rank 2, which found it, exits at once."""
+    import json
+    import shutil
+    import subprocess
+    from launch import build_dir
+    if os.geteuid() != 0 or not shutil.which("nft") or not shutil.which("ip"):
+        pytest.skip("needs root, iproute2 and nftables (network namespaces)")
+    b = os.path.abspath(build_dir())
+    if not os.path.exists(os.path.join(b, "tests", "chorus_netfault_worker")):
+        pytest.skip("the build has no tests (tests/chorus_netfault_worker)")
+    script = os.path.join(HERE, "..", "..", "scripts", "netfault_table.sh")
+    env = dict(os.environ, WORKER="torch", LAUNCH="hand", TIMEOUT="10", PYTHON=sys.executable)
+    r = subprocess.run([script, b, "--trial", "hangmute", "2"], env=env, capture_output=True,
+                       text=True, timeout=300)
+    j = json.loads(r.stdout.strip().splitlines()[-1])
+    assert j["correct"] and j["named"] == 3, j
+    assert not j["hang"] and not j["leftovers"] and not j["setup_errors"], j
+
+
 @pytest.mark.parametrize("mode", ["inline", "async"])
 def test_ddp_matches_gloo(mode):
     env = {"CHORUS_TORCH_ASYNC": "1" if mode == "async" else "0"}

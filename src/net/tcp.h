@@ -127,9 +127,9 @@ class TcpLinks final : public PeerControl {
   std::unique_ptr<std::atomic<int>[]> failed_;
   std::vector<std::string> reasons_;  // written once, before failed_ is set
   std::vector<int> causes_;
-  std::unique_ptr<std::atomic<bool>[]> dead_;     // rank seen dead (connection lost, or notice)
-  std::unique_ptr<std::atomic<bool>[]> left_;     // kLeft notice read (proxy writes)
-  std::unique_ptr<std::atomic<bool>[]> drained_;  // left, and every link from it at its end
+  std::unique_ptr<std::atomic<bool>[]> dead_;         // rank seen dead (connection lost, or notice)
+  std::unique_ptr<std::atomic<bool>[]> left_;         // kLeft notice read (proxy writes)
+  std::unique_ptr<std::atomic<bool>[]> drained_;      // left, and every link from it at its end
   std::unique_ptr<std::atomic<bool>[]> unreachable_;  // by node: probeNetwork found it so
   std::mutex noticeMu_;  // guards notice_ and every control connection's output (out, outDone)
   std::string notice_;   // the one notice to send (empty: none yet)

@@ -2,9 +2,9 @@
 // (a control connection and the data connections of each channel, authenticated), the staging
 // FIFOs and the proxy thread; the binding of the rank's FIFOs to them; and the tear-down, which
 // delivers what the rank posted and tells the peers it left.
+#include <linux/sockios.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <linux/sockios.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
