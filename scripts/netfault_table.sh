@@ -74,6 +74,10 @@ if TORCH:
                                           else "python3")
     os.environ["PYTHONPATH"] = os.path.abspath(f"{B}/python") + (
         ":" + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")
+# How long a trial's ranks may take to make their first 20 calls, and the worker's watchdog
+# (chorusrun's bound 10 s more): four torch processes import torch (about 2 s of CPU each) and
+# init, which a loaded machine stretches (a CI run beside a compile, load average 12, passed 60 s).
+STARTUP, WATCHDOG = (180, 290) if TORCH else (60, 110)
 FAIL_FAULTS = ("down", "gone", "drop")
 
 def sh(*cmd):
@@ -140,18 +144,18 @@ def trial(fault, nodes, np_=4):
     # (chorusrun ends the job at the first failed exit); with a hang, one may wait the bound
     # again twice (a late status answer).
     linger = TIMEOUT * (3 if fault.startswith("hang") else 1) + 3
-    run_args = [worker, "--seconds", str(seconds), "--watchdog", "110"]
+    run_args = [worker, "--seconds", str(seconds), "--watchdog", str(WATCHDOG)]
     if TORCH:  # under chorusrun with torchrun's variables (scripts/netns_torch_rank.sh)
         run_args = ([] if HAND else ["scripts/netns_torch_rank.sh"]) + [
             PYTHON, "python/tests/netfault_worker.py"] + run_args[1:]
     if HAND:
         # By hand: each node starts its ranks with torchrun's variables and nothing watches them;
         # a survivor exits at its report.
-        cmd = [chorusrun, "--netns", "--nodes", str(nodes), "--timeout", "120",
+        cmd = [chorusrun, "--netns", "--nodes", str(nodes), "--timeout", str(WATCHDOG + 10),
                "-x", f"CHORUS_TIMEOUT={TIMEOUT:g}", "-np", str(nodes),
                "scripts/netns_node_ranks.sh", str(per)] + run_args + ["--linger-ms", "0"]
     else:
-        cmd = [chorusrun, "--netns", "--nodes", str(nodes), "--timeout", "120",
+        cmd = [chorusrun, "--netns", "--nodes", str(nodes), "--timeout", str(WATCHDOG + 10),
                "-x", f"CHORUS_TIMEOUT={TIMEOUT:g}", "-np", str(np_)] + run_args + [
                "--linger-ms", str(int(linger * 1000))]
     hung, hang_file = np_ - 1, f"/tmp/chorus-nf-hang-{os.getpid()}-{time.monotonic_ns()}"
@@ -161,7 +165,7 @@ def trial(fault, nodes, np_=4):
     p, out, pump = job.p, job.out, job.pump
     start = time.time()
     progressed = set()
-    while time.time() - start < 60 and p.poll() is None:
+    while time.time() - start < STARTUP and p.poll() is None:
         pump()
         for l in out:
             m = re.search(r"PROGRESS rank=(\d+) iter=(\d+)", l)

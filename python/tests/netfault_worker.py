@@ -29,6 +29,13 @@ import torch.distributed as dist
 import chorus.torch  # noqa: F401  (registers the backend)
 
 
+def say(line):
+    """One line in one write(2): the ranks of a node share its output, and print(..., flush=True)
+    writes a line in more than one (two processes printing 400-character lines to one pipe: 312
+    of 40000 ran into each other), where another rank's line would run into this one."""
+    os.write(1, (line + "\n").encode())
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--count", type=int, default=65536)
@@ -38,8 +45,8 @@ def main():
     ap.add_argument("--hang-rank", type=int, default=-1)
     ap.add_argument("--hang-file", default="")
     o = ap.parse_args()
-    signal.signal(signal.SIGALRM, lambda *_: (print("chorus netfault_worker.py: not finished",
-                                                    flush=True), os._exit(99)))
+    signal.signal(signal.SIGALRM,
+                  lambda *_: (say("chorus netfault_worker.py: not finished"), os._exit(99)))
     signal.alarm(int(o.watchdog))
     timeout = datetime.timedelta(seconds=float(os.environ.get("CHORUS_TIMEOUT", "60")))
     dist.init_process_group("chorus", timeout=timeout)
@@ -49,12 +56,12 @@ def main():
     def inputs(r, it):  # rank r's input of call it: small integers, sums exact in any order
         return ((r * 7919 + it * 104729 + k * 31) % 1000 - 500).to(torch.int32)
 
-    print(f"READY rank={rank} nranks={n} pid={os.getpid()} t={time.monotonic():.6f}", flush=True)
+    say(f"READY rank={rank} nranks={n} pid={os.getpid()} t={time.monotonic():.6f}")
     start = time.monotonic()
     it = 0
     while True:
         if rank == o.hang_rank and os.path.exists(o.hang_file):
-            print(f"HUNG rank={rank} iter={it} t={time.monotonic():.6f}", flush=True)
+            say(f"HUNG rank={rank} iter={it} t={time.monotonic():.6f}")
             while True:
                 signal.pause()  # until the trial's kill or the watchdog
         try:
@@ -69,23 +76,22 @@ def main():
         except RuntimeError as e:
             culprit = chorus.torch.failed_rank(e)
             msg = " ".join(str(e).split())
-            print(f"FAILED rank={rank} code=0 name={type(e).__name__} t={time.monotonic():.6f} "
-                  f"iter={it} culprit={-1 if culprit is None else culprit} msg={msg}", flush=True)
+            say(f"FAILED rank={rank} code=0 name={type(e).__name__} t={time.monotonic():.6f} "
+                f"iter={it} culprit={-1 if culprit is None else culprit} msg={msg}")
             time.sleep(o.linger_ms / 1000)
             raise
         want = sum(inputs(r, it) for r in range(n))
         bad = (t != want).nonzero()
         if len(bad):
             i = int(bad[0])
-            print(f"WRONG rank={rank} iter={it} index={i} got={int(t[i])} want={int(want[i])}",
-                  flush=True)
+            say(f"WRONG rank={rank} iter={it} index={i} got={int(t[i])} want={int(want[i])}")
             sys.exit(2)
         if it < 10 or (it + 1) % 10 == 0:
-            print(f"PROGRESS rank={rank} iter={it} t={time.monotonic():.6f}", flush=True)
+            say(f"PROGRESS rank={rank} iter={it} t={time.monotonic():.6f}")
         it += 1
     seconds = time.monotonic() - start
     dist.destroy_process_group()
-    print(f"DONE rank={rank} iters={it} t={time.monotonic():.6f} seconds={seconds:.3f}", flush=True)
+    say(f"DONE rank={rank} iters={it} t={time.monotonic():.6f} seconds={seconds:.3f}")
 
 
 if __name__ == "__main__":
