@@ -144,20 +144,16 @@ def trial(fault, nodes, np_=4):
     # (chorusrun ends the job at the first failed exit); with a hang, one may wait the bound
     # again twice (a late status answer).
     linger = TIMEOUT * (3 if fault.startswith("hang") else 1) + 3
-    run_args = [worker, "--seconds", str(seconds), "--watchdog", str(WATCHDOG)]
-    if TORCH:  # under chorusrun with torchrun's variables (scripts/netns_torch_rank.sh)
-        run_args = ([] if HAND else ["scripts/netns_torch_rank.sh"]) + [
-            PYTHON, "python/tests/netfault_worker.py"] + run_args[1:]
-    if HAND:
-        # By hand: each node starts its ranks with torchrun's variables and nothing watches them;
-        # a survivor exits at its report.
-        cmd = [chorusrun, "--netns", "--nodes", str(nodes), "--timeout", str(WATCHDOG + 10),
-               "-x", f"CHORUS_TIMEOUT={TIMEOUT:g}", "-np", str(nodes),
-               "scripts/netns_node_ranks.sh", str(per)] + run_args + ["--linger-ms", "0"]
-    else:
-        cmd = [chorusrun, "--netns", "--nodes", str(nodes), "--timeout", str(WATCHDOG + 10),
-               "-x", f"CHORUS_TIMEOUT={TIMEOUT:g}", "-np", str(np_)] + run_args + [
-               "--linger-ms", str(int(linger * 1000))]
+    # By hand each node starts its ranks with torchrun's variables, nothing watches them, and a
+    # survivor exits at its report; under chorusrun a torch rank gets torchrun's variables from
+    # scripts/netns_torch_rank.sh.
+    program = [PYTHON, "python/tests/netfault_worker.py"] if TORCH else [worker]
+    launch = (["-np", str(nodes), "scripts/netns_node_ranks.sh", str(per)] if HAND else
+              ["-np", str(np_)] + (["scripts/netns_torch_rank.sh"] if TORCH else []))
+    cmd = [chorusrun, "--netns", "--nodes", str(nodes), "--timeout", str(WATCHDOG + 10),
+           "-x", f"CHORUS_TIMEOUT={TIMEOUT:g}"] + launch + program + [
+           "--seconds", str(seconds), "--watchdog", str(WATCHDOG),
+           "--linger-ms", str(0 if HAND else int(linger * 1000))]
     hung, hang_file = np_ - 1, f"/tmp/chorus-nf-hang-{os.getpid()}-{time.monotonic_ns()}"
     if fault.startswith("hang"):
         cmd += ["--hang-rank", str(hung), "--hang-file", hang_file]

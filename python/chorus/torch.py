@@ -89,11 +89,17 @@ def _create_extended(opts, _backend_options):
                                               opts.timeout, ranks)
 
 
+def _extended_api():
+    """Whether the backend registers with torch 2's extended API, which passes each group's
+    global ranks (torch 1.13's passes none: its errors name group ranks in words only)."""
+    params = inspect.signature(dist.Backend.register_backend).parameters
+    return bool(_chorus_torch.BACKEND_API) and "devices" in params
+
+
 def _register():
     if hasattr(dist.Backend, BACKEND.upper()):  # registering twice asserts in torch
         return
-    params = inspect.signature(dist.Backend.register_backend).parameters
-    if _chorus_torch.BACKEND_API and "devices" in params:
+    if _extended_api():
         dist.Backend.register_backend(BACKEND, _create_extended, extended_api=True,
                                       devices=["cpu"])
     else:  # torch 1.13: a ProcessGroup, no device map

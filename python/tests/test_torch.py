@@ -79,11 +79,11 @@ def test_hung_rank_named_across_emulated_nodes_by_hand():
     import json
     import shutil
     import subprocess
+    import chorus.torch
     from launch import build_dir
-    from torch_worker import torch_gives_ranks
     if os.geteuid() != 0 or not shutil.which("nft") or not shutil.which("ip"):
         pytest.skip("needs root, iproute2 and nftables (network namespaces)")
-    if not torch_gives_ranks():
+    if not chorus.torch._extended_api():
         pytest.skip("torch 1.13 gives the backend no global ranks: a timeout's culprit is in words")
     b = os.path.abspath(build_dir())
     if not os.path.exists(os.path.join(b, "tests", "chorus_netfault_worker")):

@@ -518,15 +518,6 @@ def scenario_kill(victim):
     os._exit(1 if FAILURES else 0)  # the group cannot be shut down collectively
 
 
-def torch_gives_ranks():
-    """Whether chorus.torch registered with torch 2's extended API, which passes each group's
-    global ranks (torch 1.13's passes none: errors then name group ranks in words only)."""
-    import inspect
-    from chorus import _chorus_torch
-    params = inspect.signature(dist.Backend.register_backend).parameters
-    return bool(_chorus_torch.BACKEND_API) and "devices" in params
-
-
 def scenario_hang():
     """Rank 1 stops calling; rank 0's all_reduce must fail when the group timeout expires."""
     rank, world = init()
@@ -544,7 +535,7 @@ def scenario_hang():
         expect(took < float(os.environ["WORKER_TIMEOUT"]) * 3, f"bounded by the timeout ({took:.1f}s)")
         # The default group's error names the global rank at fault, as a subgroup's does (torch 2's
         # registration gives the backend the ranks; under torch 1.13 failed_rank reads wording).
-        if torch_gives_ranks():
+        if chorus.torch._extended_api():
             expect(chorus.torch.failed_rank(e) == 1, f"failed_rank of a timeout: {e}")
     os._exit(1 if FAILURES else 0)
 
