@@ -40,11 +40,63 @@ int setOf(const MachineModel& m, int nranks) {
   return -1;
 }
 
+void fitsEveryChoice(const MachineModel& m);
+
 // Every choice chorus-tune fits on 2, 4 and 8 ranks has a built-in fit measured on that many
 // ranks (of the reference VM's 2 cores), at sizes that grow, with times that are positive.
+// Both sets (CHORUS_TUNE_REFERENCE picks one).
 TEST(TunerFits, BuiltInModelFitsEveryChoiceOnTwoFourAndEightRanks) {
-  const std::unique_ptr<MachineModel> model = defaultModel();
-  const MachineModel& m = *model;
+  const char* old = getenv("CHORUS_TUNE_REFERENCE");
+  const std::string saved = old ? old : "";
+  for (const char* name : {"zen5", "zen4"}) {
+    setenv("CHORUS_TUNE_REFERENCE", name, 1);
+    const std::unique_ptr<MachineModel> model = defaultModel();
+    EXPECT_STREQ(model->builtInFits, name);
+    SCOPED_TRACE(name);
+    fitsEveryChoice(*model);
+  }
+  if (old)
+    setenv("CHORUS_TUNE_REFERENCE", saved.c_str(), 1);
+  else
+    unsetenv("CHORUS_TUNE_REFERENCE");
+}
+
+// The set a CPU takes: AMD's family 25 (Zen 3, Zen 4) the Zen 4 one, every other CPU the Zen 5
+// one (Zen 5 and the CPUs no set was measured on).
+TEST(TunerFits, BuiltInFitsFollowTheCpu) {
+  EXPECT_STREQ(builtInFitsFor("AuthenticAMD", 25, 17), "zen4");  // EPYC 9004 (Genoa)
+  EXPECT_STREQ(builtInFitsFor("AuthenticAMD", 25, 1), "zen4");   // EPYC 7003 (Milan)
+  EXPECT_STREQ(builtInFitsFor("AuthenticAMD", 26, 2), "zen5");   // EPYC 9005 (Turin)
+  EXPECT_STREQ(builtInFitsFor("GenuineIntel", 6, 143), "zen5");
+  EXPECT_STREQ(builtInFitsFor("", 0, 0), "zen5");  // no /proc/cpuinfo fields (aarch64)
+  // This machine's, read here apart: the first vendor_id, cpu family and model lines.
+  std::ifstream f("/proc/cpuinfo");
+  std::string line, vendor;
+  int family = -1, model = -1;
+  while (std::getline(f, line)) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string key = line.substr(0, colon);
+    key.erase(key.find_last_not_of(" \t") + 1);
+    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+    if (key == "vendor_id" && vendor.empty()) vendor = value;
+    if (key == "cpu family" && family < 0) family = std::atoi(value.c_str());
+    if (key == "model" && model < 0) model = std::atoi(value.c_str());
+  }
+  const char* old = getenv("CHORUS_TUNE_REFERENCE");
+  const std::string saved = old ? old : "";
+  unsetenv("CHORUS_TUNE_REFERENCE");
+  EXPECT_STREQ(builtInFitsName(), builtInFitsFor(vendor, std::max(family, 0), std::max(model, 0)))
+      << vendor << " family " << family << " model " << model;
+  setenv("CHORUS_TUNE_REFERENCE", "zen5", 1);
+  EXPECT_STREQ(builtInFitsName(), "zen5");
+  if (old)
+    setenv("CHORUS_TUNE_REFERENCE", saved.c_str(), 1);
+  else
+    unsetenv("CHORUS_TUNE_REFERENCE");
+}
+
+void fitsEveryChoice(const MachineModel& m) {
   for (int n : {2, 4, 8}) {
     const int set = setOf(m, n);
     ASSERT_GE(set, 0) << "no built-in fits on " << n << " ranks";
@@ -286,7 +338,9 @@ int checkRetimed(std::vector<std::string> args, const std::string& note, Retimed
   const CommandResult r = runCommand(args, 300);
   EXPECT_EQ(r.exitCode, 0) << r.output;
   std::string wasNotes, notes;
-  const auto was = referenceRows(REFERENCE_FITS_PATH, &wasNotes);
+  // The built-in model's rows: the set this CPU takes.
+  const bool zen4 = std::string(builtInFitsName()) == "zen4";
+  const auto was = referenceRows(zen4 ? REFERENCE_FITS_ZEN4_PATH : REFERENCE_FITS_PATH, &wasNotes);
   const auto now = referenceRows(out, &notes);
   std::remove(out.c_str());
   EXPECT_NE(notes.find(note), std::string::npos) << notes;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -51,10 +52,35 @@ struct ReferenceFit {
   double bytes[kFitKnots];
   double us[kFitKnots];
 };
-constexpr ReferenceFit kReferenceFits[] = {
+// The built-in fits, one set per reference CPU (chorus-tune --reference on each): which choice
+// wins moves with the CPU, not only its speed. On the 2-core VM's Zen 5 host the FIFO chain
+// Broadcast of 2 MiB took 62 us and the single copy 110; on its Zen 4 host 282 and 139.
+constexpr ReferenceFit kZen5Fits[] = {
 #include "tune/reference_fits.inc"
     {nullptr, nullptr, nullptr, 0, 0, 0, 0, {}, {}},  // the end
 };
+constexpr ReferenceFit kZen4Fits[] = {
+#include "tune/reference_fits_zen4.inc"
+    {nullptr, nullptr, nullptr, 0, 0, 0, 0, {}, {}},  // the end
+};
+struct ReferenceSet {
+  const char* name;  // builtInFitsName(), CHORUS_TUNE_REFERENCE
+  const ReferenceFit* rows;
+};
+// The first is the set for a CPU no set was measured on.
+constexpr ReferenceSet kReferenceSets[] = {{"zen5", kZen5Fits}, {"zen4", kZen4Fits}};
+
+// "key : value" lines of /proc/cpuinfo, the first processor's.
+std::string cpuinfoField(const std::string& text, const char* key) {
+  std::istringstream in(text);
+  std::string line;
+  const size_t n = strlen(key);
+  while (std::getline(in, line))
+    if (line.compare(0, n, key) == 0 && line.find(':') != std::string::npos &&
+        line.find_first_not_of(" \t", n) == line.find(':'))
+      return line.substr(std::min(line.size(), line.find(':') + 2));
+  return "";
+}
 
 // Stores `fit` for the named choice in the set of its rank count; false where a name is unknown,
 // the channels out of range or every set holds another rank count.
@@ -75,6 +101,31 @@ bool setFit(MachineModel* m, const std::string& collective, const std::string& a
   return false;
 }
 }  // namespace
+
+const char* builtInFitsFor(const std::string& vendor, int family, int model) {
+  (void)model;
+  // AMD family 19h (25): Zen 3 and Zen 4; 1Ah (26): Zen 5. Other CPUs take the first set.
+  if (vendor == "AuthenticAMD" && family == 25) return "zen4";
+  return kReferenceSets[0].name;
+}
+
+const char* builtInFitsName() {
+  const std::string want = envStr("CHORUS_TUNE_REFERENCE");
+  for (const ReferenceSet& r : kReferenceSets)
+    if (want == r.name) return r.name;
+  if (!want.empty())
+    CHORUS_WARN(-1,
+                "CHORUS_TUNE_REFERENCE=%s: no such set of built-in fits (zen5, zen4); "
+                "choosing by this CPU",
+                want.c_str());
+  std::ifstream f("/proc/cpuinfo");
+  std::stringstream text;
+  text << f.rdbuf();
+  const std::string info = text.str();
+  return builtInFitsFor(cpuinfoField(info, "vendor_id"),
+                        std::atoi(cpuinfoField(info, "cpu family").c_str()),
+                        std::atoi(cpuinfoField(info, "model").c_str()));
+}
 
 int fitSetFor(const MachineModel& m, int nranks) {
   int empty = -1;
@@ -120,9 +171,14 @@ std::unique_ptr<MachineModel> defaultModel() {
   m.cacheBwGain = 3.0;
   m.netHopUs = 25;  // loopback / LAN TCP hand-off through the proxy
   m.netBwGBs = 1.0;
-  // Every fitted choice's times: chorus-tune's run on the reference VM (reference_fits.inc).
-  for (const ReferenceFit& r : kReferenceFits) {
-    if (r.collective == nullptr) continue;
+  // Every fitted choice's times: chorus-tune's run on the reference CPU nearest this one.
+  const char* name = builtInFitsName();
+  const ReferenceFit* rows = kReferenceSets[0].rows;
+  for (const ReferenceSet& set : kReferenceSets)
+    if (strcmp(set.name, name) == 0) rows = set.rows;
+  m.builtInFits = name;
+  for (const ReferenceFit* at = rows; at->collective != nullptr; ++at) {
+    const ReferenceFit& r = *at;
     ChoiceFit fit{};
     fit.nknots = std::min(r.nknots, kFitKnots);
     for (int k = 0; k < fit.nknots; ++k) fit.bytes[k] = r.bytes[k], fit.us[k] = r.us[k];
@@ -140,8 +196,8 @@ std::unique_ptr<MachineModel> loadOrDefaultModel() {
   if (envInt("CHORUS_TUNE_CACHE_DISABLE", 0)) return m;
   std::ifstream f(tuneCachePath());
   if (!f) {
-    CHORUS_INFO(-1, "tuner: no cache at %s, using built-in defaults (run chorus-tune)",
-                tuneCachePath().c_str());
+    CHORUS_INFO(-1, "tuner: no cache at %s, using built-in defaults, the %s fits (run chorus-tune)",
+                tuneCachePath().c_str(), m->builtInFits);
     return m;
   }
   std::string line, machine, version;

@@ -17,6 +17,12 @@ std::string tuneCachePath();
 // heap: a model holds every measured fit (about 225 KiB).
 std::unique_ptr<MachineModel> loadOrDefaultModel();
 std::unique_ptr<MachineModel> defaultModel();
+// Which set of built-in fits defaultModel() takes: CHORUS_TUNE_REFERENCE where it names one
+// (zen5, zen4), else the set measured on this CPU's kind (builtInFitsFor, from /proc/cpuinfo).
+const char* builtInFitsName();
+// The set for a CPU: "zen4" for AMD family 25 (Zen 3, Zen 4), else "zen5" (Zen 5 and every CPU
+// no set was measured on).
+const char* builtInFitsFor(const std::string& vendor, int family, int model);
 bool saveModel(const MachineModel& m, std::string* error);
 // The set of MachineModel::fits that holds the fits measured on `nranks` ranks: the one that
 // already does, else the first empty one; -1 when every set holds another rank count.

@@ -88,6 +88,7 @@ struct MachineModel {
   double netHopUs;  // one hand-off over the TCP transport
   double netBwGBs;  // one node's network bandwidth (each direction)
   bool calibrated;
+  const char* builtInFits;  // the set of built-in fits it started from (builtInFitsName)
 };
 
 // Up to this size, Broadcast / Reduce on an oversubscribed node model the tree with the chain's

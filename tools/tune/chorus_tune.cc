@@ -447,10 +447,11 @@ void printTable(const char* collective, int n) {
   const OpKind kind = named < 0 ? OpKind::kAllReduce : OpKind(named);
   const MachineModel& m = machineModel();
   printf(
-      "# model (%s): simple hop %.2f us base %.2f us bw %.2f GB/s; ll hop %.2f us base %.2f us "
-      "bw %.2f GB/s; channel gain %.2f wake %.1f us\n",
-      m.calibrated ? "calibrated" : "built-in defaults", m.hopUs[0], m.baseUs[0], m.bwGBs[0],
-      m.hopUs[1], m.baseUs[1], m.bwGBs[1], m.channelGain, m.channelWakeUs);
+      "# model (%s%s): simple hop %.2f us base %.2f us bw %.2f GB/s; ll hop %.2f us base %.2f "
+      "us bw %.2f GB/s; channel gain %.2f wake %.1f us\n",
+      m.calibrated ? "calibrated" : "built-in defaults, fits of ",
+      m.calibrated ? "" : m.builtInFits, m.hopUs[0], m.baseUs[0], m.bwGBs[0], m.hopUs[1],
+      m.baseUs[1], m.bwGBs[1], m.channelGain, m.channelWakeUs);
   printf("# predicted time (us) of %s on %d ranks; * marks the tuner's choice\n", collective, n);
   struct Col {
     Algo a;
