@@ -44,6 +44,10 @@
 # its report (--linger-ms 0), where under chorusrun (the default) it lingers until the others
 # reported: the survivors left must still name the right culprit, not the one that exited.
 #
+# LAUNCH=torchrun starts each node's ranks by torchrun itself (netns_node_ranks.sh --torchrun: one
+# agent per node, static rendezvous at node 0), whose agent stops a node's other ranks (SIGTERM)
+# once one ended, as a multi-node torchrun job does; survivors exit at their report, as by hand.
+#
 # WORKER=torch runs the same AllReduce loop as a torch program (python/tests/netfault_worker.py,
 # torch's "chorus" backend, the group's timeout CHORUS_TIMEOUT); a survivor re-raises its error
 # after its report, as a torch program ends.
@@ -65,11 +69,13 @@ worker = f"{B}/tests/chorus_netfault_worker"
 if not chorusrun or not os.path.exists(worker):
     sys.exit(f"netfault_table: chorusrun or {worker} not found (build first)")
 TIMEOUT = float(os.environ.get("TIMEOUT", "5"))
-HAND = os.environ.get("LAUNCH", "chorusrun") == "hand"
+# LAUNCH=hand or torchrun: the nodes start their ranks themselves (scripts/netns_node_ranks.sh).
+TORCHRUN = os.environ.get("LAUNCH", "chorusrun") == "torchrun"
+HAND = TORCHRUN or os.environ.get("LAUNCH", "chorusrun") == "hand"
 # WORKER=torch: the ranks are python/tests/netfault_worker.py, the same loop through torch's
 # "chorus" backend (PYTHON: default .venv/bin/python, else python3; the build's package).
 TORCH = os.environ.get("WORKER", "c") == "torch"
-if TORCH:
+if TORCH or TORCHRUN:
     PYTHON = os.environ.get("PYTHON") or (".venv/bin/python" if os.path.exists(".venv/bin/python")
                                           else "python3")
     os.environ["PYTHONPATH"] = os.path.abspath(f"{B}/python") + (
@@ -147,8 +153,10 @@ def trial(fault, nodes, np_=4):
     # By hand each node starts its ranks with torchrun's variables, nothing watches them, and a
     # survivor exits at its report; under chorusrun a torch rank gets torchrun's variables from
     # scripts/netns_torch_rank.sh.
-    program = [PYTHON, "python/tests/netfault_worker.py"] if TORCH else [worker]
-    launch = (["-np", str(nodes), "scripts/netns_node_ranks.sh", str(per)] if HAND else
+    program = ([] if TORCHRUN else [PYTHON]) + ["python/tests/netfault_worker.py"] if TORCH else [
+        worker]
+    launch = (["-np", str(nodes), "scripts/netns_node_ranks.sh"] +
+              (["--torchrun", PYTHON] if TORCHRUN else []) + [str(per)] if HAND else
               ["-np", str(np_)] + (["scripts/netns_torch_rank.sh"] if TORCH else []))
     cmd = [chorusrun, "--netns", "--nodes", str(nodes), "--timeout", str(WATCHDOG + 10),
            "-x", f"CHORUS_TIMEOUT={TIMEOUT:g}"] + launch + program + [
@@ -255,8 +263,17 @@ def trial(fault, nodes, np_=4):
     correct = True
     notes = []
     named_hung, named_none = 0, 0  # hangNN: survivors that named the hung rank, that named no one
+    unreported = 0  # LAUNCH=torchrun: survivors their agent stopped before they reported
     if fault in FAIL_FAULTS or fault.startswith("hang"):
+        # Under torchrun a node's agent stops its other ranks (SIGTERM) once one ended: a
+        # survivor it stopped before its report has none, and is counted apart.
+        stopped = {int(m.group(1)) for m in
+                   re.finditer(r"Sending process (\d+) closing signal SIGTERM", text)}
         for r in survivors:
+            if r not in reports and TORCHRUN and pids.get(r) in stopped and reports:
+                notes.append(f"rank {r}: stopped by its torchrun agent before its report")
+                unreported += 1
+                continue
             if r not in reports:
                 correct = False
                 hang = True
@@ -302,7 +319,7 @@ def trial(fault, nodes, np_=4):
     return {"fault": fault, "nodes": nodes, "ranks": np_, "rc": rc, "correct": correct,
             "worst_s": round(max(times), 3) if times else None, "hang": hang,
             "leftovers": left, "setup_errors": errs, "notes": notes, "named": named_hung,
-            "nobody": named_none,
+            "nobody": named_none, "stopped": unreported,
             "reports": {str(r): reports[r][1] for r in sorted(reports)}}
 
 if args[:1] == ["--trial"]:
@@ -414,7 +431,7 @@ faults = os.environ.get("FAULTS", "down gone drop flap loss5 loss30").split()
 shapes = os.environ.get("SHAPES", "2x2 4x1").split()
 print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, "
       f"load average {' '.join(open('/proc/loadavg').read().split()[:3])}")
-print(f"# {'LAUNCH=hand ' if HAND else ''}{'WORKER=torch ' if TORCH else ''}TIMEOUT={TIMEOUT:g} (CHORUS_TIMEOUT) FAULTS='{' '.join(faults)}' SHAPES='{' '.join(shapes)}' "
+print(f"# {'LAUNCH=torchrun ' if TORCHRUN else 'LAUNCH=hand ' if HAND else ''}{'WORKER=torch ' if TORCH else ''}TIMEOUT={TIMEOUT:g} (CHORUS_TIMEOUT) FAULTS='{' '.join(faults)}' SHAPES='{' '.join(shapes)}' "
       f"scripts/netfault_table.sh {B} {trials}")
 print()
 print("| fault | nodes x ranks | trials | right culprit by every survivor (or exact completion) "
@@ -439,6 +456,9 @@ for fault in faults:
         if fault.startswith("hang"):
             kind = (f"right (survivor reports: {sum(r['named'] for r in res)} name the hung rank, "
                     f"{sum(r['nobody'] for r in res)} no one)")
+        stopped = sum(r["stopped"] for r in res)
+        if stopped:  # LAUNCH=torchrun: survivors their agent stopped before they reported
+            kind += f"; {stopped} survivor(s) stopped by torchrun before a report"
         print(f"| {fault} | {shape} | {trials} | {ok} of {trials} {kind} | {worst:.2f} s | {hangs} "
               f"| {left} |", flush=True)
         if (fault in FAIL_FAULTS or fault.startswith("hang")) and res:

@@ -10,12 +10,34 @@
 # node.
 #   scripts/netns_node_ranks.sh P PROGRAM [ARGS...]
 #   build/chorusrun --netns --nodes 2 -np 2 scripts/netns_node_ranks.sh 2 PROGRAM ARGS...
+# With --torchrun PYTHON the node runs torchrun itself (PYTHON -m torch.distributed.run, one agent
+# per node, static rendezvous at node 0's MASTER_PORT; --no-python where PROGRAM is no .py
+# script), as a multi-node torchrun job starts: the agent watches its ranks and stops the others
+# (SIGTERM) when one fails. S is then torchrun's exit status.
+#   scripts/netns_node_ranks.sh --torchrun PYTHON P PROGRAM [ARGS...]
 set -u
+torchrun=
+if [ "$1" = --torchrun ]; then
+  torchrun=$2
+  shift 2
+fi
 p=$1
 shift
 node=$CHORUS_RANK nnodes=$CHORUS_NRANKS
 addr=${CHORUS_COMM_ID%:*} port=${CHORUS_COMM_ID##*:}
 unset CHORUS_RANK CHORUS_NRANKS CHORUS_LOCAL_RANK CHORUS_LOCAL_NRANKS CHORUS_COMM_ID CHORUS_NNODES
+if [ -n "$torchrun" ]; then
+  case $1 in
+    *.py) nopython= ;;
+    *) nopython=--no-python ;;
+  esac
+  status=0
+  "$torchrun" -m torch.distributed.run --nnodes "$nnodes" --node-rank "$node" \
+    --nproc-per-node "$p" --master-addr "$addr" --master-port $((port - 1)) $nopython "$@" ||
+    status=$?
+  echo "NODE node=$node status=$status"
+  exit 0
+fi
 export WORLD_SIZE=$((nnodes * p)) LOCAL_WORLD_SIZE="$p" MASTER_ADDR="$addr"
 export MASTER_PORT=$((port - 1))
 pids=
