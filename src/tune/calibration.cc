@@ -102,8 +102,7 @@ bool setFit(MachineModel* m, const std::string& collective, const std::string& a
 }
 }  // namespace
 
-const char* builtInFitsFor(const std::string& vendor, int family, int model) {
-  (void)model;
+const char* builtInFitsFor(const std::string& vendor, int family) {
   // AMD family 19h (25): Zen 3 and Zen 4; 1Ah (26): Zen 5. Other CPUs take the first set.
   if (vendor == "AuthenticAMD" && family == 25) return "zen4";
   return kReferenceSets[0].name;
@@ -123,8 +122,7 @@ const char* builtInFitsName() {
   text << f.rdbuf();
   const std::string info = text.str();
   return builtInFitsFor(cpuinfoField(info, "vendor_id"),
-                        std::atoi(cpuinfoField(info, "cpu family").c_str()),
-                        std::atoi(cpuinfoField(info, "model").c_str()));
+                        std::atoi(cpuinfoField(info, "cpu family").c_str()));
 }
 
 int fitSetFor(const MachineModel& m, int nranks) {
@@ -171,7 +169,7 @@ std::unique_ptr<MachineModel> defaultModel() {
   m.cacheBwGain = 3.0;
   m.netHopUs = 25;  // loopback / LAN TCP hand-off through the proxy
   m.netBwGBs = 1.0;
-  // Every fitted choice's times: chorus-tune's run on the reference CPU nearest this one.
+  // Every fitted choice's times: chorus-tune's run on a reference CPU of this one's kind.
   const char* name = builtInFitsName();
   const ReferenceFit* rows = kReferenceSets[0].rows;
   for (const ReferenceSet& set : kReferenceSets)

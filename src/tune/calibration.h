@@ -22,7 +22,7 @@ std::unique_ptr<MachineModel> defaultModel();
 const char* builtInFitsName();
 // The set for a CPU: "zen4" for AMD family 25 (Zen 3, Zen 4), else "zen5" (Zen 5 and every CPU
 // no set was measured on).
-const char* builtInFitsFor(const std::string& vendor, int family, int model);
+const char* builtInFitsFor(const std::string& vendor, int family);
 bool saveModel(const MachineModel& m, std::string* error);
 // The set of MachineModel::fits that holds the fits measured on `nranks` ranks: the one that
 // already does, else the first empty one; -1 when every set holds another rank count.
