@@ -153,11 +153,15 @@ def trial(fault, nodes, np_=4):
     # By hand each node starts its ranks with torchrun's variables, nothing watches them, and a
     # survivor exits at its report; under chorusrun a torch rank gets torchrun's variables from
     # scripts/netns_torch_rank.sh.
-    program = ([] if TORCHRUN else [PYTHON]) + ["python/tests/netfault_worker.py"] if TORCH else [
-        worker]
-    launch = (["-np", str(nodes), "scripts/netns_node_ranks.sh"] +
-              (["--torchrun", PYTHON] if TORCHRUN else []) + [str(per)] if HAND else
-              ["-np", str(np_)] + (["scripts/netns_torch_rank.sh"] if TORCH else []))
+    # Under torchrun, torchrun starts the interpreter (or the C worker, --no-python).
+    program = [worker]
+    if TORCH:
+        program = ([] if TORCHRUN else [PYTHON]) + ["python/tests/netfault_worker.py"]
+    if HAND:
+        launch = ["-np", str(nodes), "scripts/netns_node_ranks.sh"]
+        launch += (["--torchrun", PYTHON] if TORCHRUN else []) + [str(per)]
+    else:
+        launch = ["-np", str(np_)] + (["scripts/netns_torch_rank.sh"] if TORCH else [])
     cmd = [chorusrun, "--netns", "--nodes", str(nodes), "--timeout", str(WATCHDOG + 10),
            "-x", f"CHORUS_TIMEOUT={TIMEOUT:g}"] + launch + program + [
            "--seconds", str(seconds), "--watchdog", str(WATCHDOG),

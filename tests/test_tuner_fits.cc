@@ -18,6 +18,7 @@
 #include "comm/comm.h"
 #include "core/placement.h"
 #include "run_command.h"
+#include "scoped_env.h"
 #include "tune/calibration.h"
 #include "tune/tuner.h"
 
@@ -46,19 +47,13 @@ void fitsEveryChoice(const MachineModel& m);
 // ranks (of the reference VM's 2 cores), at sizes that grow, with times that are positive.
 // Both sets (CHORUS_TUNE_REFERENCE picks one).
 TEST(TunerFits, BuiltInModelFitsEveryChoiceOnTwoFourAndEightRanks) {
-  const char* old = getenv("CHORUS_TUNE_REFERENCE");
-  const std::string saved = old ? old : "";
   for (const char* name : {"zen5", "zen4"}) {
-    setenv("CHORUS_TUNE_REFERENCE", name, 1);
+    ScopedEnv set("CHORUS_TUNE_REFERENCE", name);
     const std::unique_ptr<MachineModel> model = defaultModel();
     EXPECT_STREQ(model->builtInFits, name);
     SCOPED_TRACE(name);
     fitsEveryChoice(*model);
   }
-  if (old)
-    setenv("CHORUS_TUNE_REFERENCE", saved.c_str(), 1);
-  else
-    unsetenv("CHORUS_TUNE_REFERENCE");
 }
 
 // The set a CPU takes: AMD's family 25 (Zen 3, Zen 4) the Zen 4 one, every other CPU the Zen 5
@@ -81,17 +76,13 @@ TEST(TunerFits, BuiltInFitsFollowTheCpu) {
     if (key == "vendor_id" && vendor.empty()) vendor = value;
     if (key == "cpu family" && family < 0) family = std::atoi(value.c_str());
   }
-  const char* old = getenv("CHORUS_TUNE_REFERENCE");
-  const std::string saved = old ? old : "";
-  unsetenv("CHORUS_TUNE_REFERENCE");
-  EXPECT_STREQ(builtInFitsName(), builtInFitsFor(vendor, std::max(family, 0)))
-      << vendor << " family " << family;
-  setenv("CHORUS_TUNE_REFERENCE", "zen5", 1);
+  {
+    ScopedEnv none("CHORUS_TUNE_REFERENCE", nullptr);
+    EXPECT_STREQ(builtInFitsName(), builtInFitsFor(vendor, std::max(family, 0)))
+        << vendor << " family " << family;
+  }
+  ScopedEnv named("CHORUS_TUNE_REFERENCE", "zen5");
   EXPECT_STREQ(builtInFitsName(), "zen5");
-  if (old)
-    setenv("CHORUS_TUNE_REFERENCE", saved.c_str(), 1);
-  else
-    unsetenv("CHORUS_TUNE_REFERENCE");
 }
 
 void fitsEveryChoice(const MachineModel& m) {

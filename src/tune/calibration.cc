@@ -19,17 +19,27 @@
 
 namespace chorus {
 
+namespace {
+// The value of the first "key : value" line of /proc/cpuinfo (the first processor's), or "".
+std::string cpuinfoField(const char* key) {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  const size_t n = strlen(key);
+  while (std::getline(in, line)) {
+    const size_t colon = line.find(':');
+    if (colon != std::string::npos && line.compare(0, n, key) == 0 &&
+        line.find_first_not_of(" \t", n) == colon)
+      return line.substr(std::min(line.size(), colon + 2));
+  }
+  return "";
+}
+}  // namespace
+
 std::string machineKey() {
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
-  std::string cpu = "unknown";
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("model name", 0) == 0) {
-      cpu = line.substr(line.find(':') + 2);
-      break;
-    }
+  std::string cpu = cpuinfoField("model name");
+  if (cpu.empty()) cpu = "unknown";
   return std::string(host) + "|" + cpu + "|" + std::to_string(std::thread::hardware_concurrency());
 }
 
@@ -70,16 +80,21 @@ struct ReferenceSet {
 // The first is the set for a CPU no set was measured on.
 constexpr ReferenceSet kReferenceSets[] = {{"zen5", kZen5Fits}, {"zen4", kZen4Fits}};
 
-// "key : value" lines of /proc/cpuinfo, the first processor's.
-std::string cpuinfoField(const std::string& text, const char* key) {
-  std::istringstream in(text);
-  std::string line;
-  const size_t n = strlen(key);
-  while (std::getline(in, line))
-    if (line.compare(0, n, key) == 0 && line.find(':') != std::string::npos &&
-        line.find_first_not_of(" \t", n) == line.find(':'))
-      return line.substr(std::min(line.size(), line.find(':') + 2));
-  return "";
+// The set of this process: the one CHORUS_TUNE_REFERENCE names, else this CPU's kind's.
+const ReferenceSet& builtInSet() {
+  const std::string want = envStr("CHORUS_TUNE_REFERENCE");
+  for (const ReferenceSet& r : kReferenceSets)
+    if (want == r.name) return r;
+  if (!want.empty())
+    CHORUS_WARN(-1,
+                "CHORUS_TUNE_REFERENCE=%s: no such set of built-in fits (zen5, zen4); "
+                "choosing by this CPU",
+                want.c_str());
+  const char* name =
+      builtInFitsFor(cpuinfoField("vendor_id"), std::atoi(cpuinfoField("cpu family").c_str()));
+  for (const ReferenceSet& r : kReferenceSets)
+    if (strcmp(r.name, name) == 0) return r;
+  return kReferenceSets[0];
 }
 
 // Stores `fit` for the named choice in the set of its rank count; false where a name is unknown,
@@ -109,20 +124,7 @@ const char* builtInFitsFor(const std::string& vendor, int family) {
 }
 
 const char* builtInFitsName() {
-  const std::string want = envStr("CHORUS_TUNE_REFERENCE");
-  for (const ReferenceSet& r : kReferenceSets)
-    if (want == r.name) return r.name;
-  if (!want.empty())
-    CHORUS_WARN(-1,
-                "CHORUS_TUNE_REFERENCE=%s: no such set of built-in fits (zen5, zen4); "
-                "choosing by this CPU",
-                want.c_str());
-  std::ifstream f("/proc/cpuinfo");
-  std::stringstream text;
-  text << f.rdbuf();
-  const std::string info = text.str();
-  return builtInFitsFor(cpuinfoField(info, "vendor_id"),
-                        std::atoi(cpuinfoField(info, "cpu family").c_str()));
+  return builtInSet().name;
 }
 
 int fitSetFor(const MachineModel& m, int nranks) {
@@ -170,12 +172,9 @@ std::unique_ptr<MachineModel> defaultModel() {
   m.netHopUs = 25;  // loopback / LAN TCP hand-off through the proxy
   m.netBwGBs = 1.0;
   // Every fitted choice's times: chorus-tune's run on a reference CPU of this one's kind.
-  const char* name = builtInFitsName();
-  const ReferenceFit* rows = kReferenceSets[0].rows;
-  for (const ReferenceSet& set : kReferenceSets)
-    if (strcmp(set.name, name) == 0) rows = set.rows;
-  m.builtInFits = name;
-  for (const ReferenceFit* at = rows; at->collective != nullptr; ++at) {
+  const ReferenceSet& set = builtInSet();
+  m.builtInFits = set.name;
+  for (const ReferenceFit* at = set.rows; at->collective != nullptr; ++at) {
     const ReferenceFit& r = *at;
     ChoiceFit fit{};
     fit.nknots = std::min(r.nknots, kFitKnots);
