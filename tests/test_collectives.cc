@@ -16,6 +16,8 @@
 //    (created streams).
 //  * Threads/SmallSlots.Matrix/*: 4 KiB slots and 3 channels, counts up to 12345, with the
 //    tuner's choice and with every algorithm/protocol forced.
+//  * Threads/StreamingSlots.Matrix/*: the same with every slot written by streaming stores
+//    (CHORUS_SLOT_STREAM_THRESHOLD=0), each algorithm that passes Simple slots forced.
 //  * Semantics.*: groups, stream order, chorusStreamQuery, null-stream completion.
 //  * Support.*: self-tests of tests/support.
 #include <chorus/chorus.h>
@@ -237,12 +239,50 @@ std::vector<AlgoParam> smallSlotParams() {
   return v;
 }
 
+std::string algoParamName(const ::testing::TestParamInfo<AlgoParam>& info) {
+  return std::string(info.param.algo ? info.param.algo : "tuner") + "_" +
+         (info.param.proto ? info.param.proto : "tuner") + "_" + std::to_string(info.param.nranks) +
+         "ranks";
+}
+
 INSTANTIATE_TEST_SUITE_P(Threads, SmallSlots, ::testing::ValuesIn(smallSlotParams()),
-                         [](const ::testing::TestParamInfo<AlgoParam>& info) {
-                           return std::string(info.param.algo ? info.param.algo : "tuner") + "_" +
-                                  (info.param.proto ? info.param.proto : "tuner") + "_" +
-                                  std::to_string(info.param.nranks) + "ranks";
-                         });
+                         algoParamName);
+
+// Streamed slots (prims/prims.h setStreamingSlots): every primitive's Simple path that writes a
+// slot (send, copy-send, receive-copy-send, the reductions that send on, the trees' fan-in and
+// fan-out) on small slots, so that a call moves many chunks, against the reference. More ranks
+// than cores here, where the default never streams: the variable set applies regardless.
+class StreamingSlots : public ShmCheckedTestP<AlgoParam> {};
+
+TEST_P(StreamingSlots, Matrix) {
+  const AlgoParam p = GetParam();
+  ScopedEnv algo("CHORUS_ALGO", p.algo), proto("CHORUS_PROTO", p.proto);
+  ScopedEnv stream("CHORUS_SLOT_STREAM_THRESHOLD", "0");
+  ScopedEnv buff("CHORUS_BUFFSIZE", "32768");
+  Watchdog watchdog(120, "StreamingSlots matrix");
+  CommSet comms(p.nranks);
+  ASSERT_EQ(comms.initResult(), chorusSuccess) << chorusGetLastError(nullptr);
+  MatrixOptions opt;
+  opt.counts = {0, 1, 7, 1000, 12345};
+  opt.big = BigPolicy::None;
+  opt.seed = 6160;
+  const MatrixResult res = runThreaded(comms, opt, false);
+  EXPECT_GT(res.cases, 0u);
+  EXPECT_EQ(res.failures, 0u) << res.summary();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Threads, StreamingSlots,
+    ::testing::Values(AlgoParam{nullptr, "simple", 3}, AlgoParam{"ring", "simple", 2},
+                      AlgoParam{"ring", "simple", 5}, AlgoParam{"tree", "simple", 5},
+                      AlgoParam{"chain", "simple", 4}, AlgoParam{"allreduce:hd", "simple", 4},
+                      AlgoParam{"allreduce:hd", "simple", 6}),
+    [](const ::testing::TestParamInfo<AlgoParam>& info) {
+      std::string name = algoParamName(info);
+      for (char& c : name)
+        if (c == ':') c = '_';
+      return name;
+    });
 
 // ---------------------------------------------------------------------------------------------
 // Explicit group and stream semantics.

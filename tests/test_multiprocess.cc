@@ -88,6 +88,24 @@ TEST_F(MultiProcessMisc, SingleCopyAndOneShotForced) {
   }
 }
 
+// Streamed slots across processes (prims/prims.h setStreamingSlots: the receiver reads lines
+// the sender wrote with streaming stores, fenced before the post), every slot streamed
+// (CHORUS_SLOT_STREAM_THRESHOLD=0) on small slots, with the ring, the trees, the chains and
+// halving-doubling forced: every collective, type, op, placement and root at counts up to 70001
+// against the reference, on 2 and 3 ranks.
+TEST_F(MultiProcessMisc, StreamingSlotsForced) {
+  ScopedEnv stream("CHORUS_SLOT_STREAM_THRESHOLD", "0"), buff("CHORUS_BUFFSIZE", "32768");
+  for (const char* algo : {"ring", "tree", "chain", "allreduce:hd"}) {
+    ScopedEnv forced("CHORUS_ALGO", algo), proto("CHORUS_PROTO", "simple");
+    for (int np : {2, 3}) {
+      const CommandResult r = launch(np, {"--counts", "0,1,7,1000,70001", "--big", "none"}, 300);
+      EXPECT_FALSE(r.timedOut) << outputTail(r.output);
+      EXPECT_EQ(r.exitCode, 0) << "CHORUS_ALGO=" << algo << ", " << np << " ranks:\n"
+                               << outputTail(r.output);
+    }
+  }
+}
+
 // The small and medium AllReduce (one-shot up to 4 KiB, two-shot to 64 KiB, ring beyond) the way
 // a training job meets it: ranks started by hand with the launcher variables, more ranks than
 // cores, and two busy processes spinning on the same cores the whole time. Every rank checks

@@ -100,6 +100,13 @@ struct LaneFailures {
   void rethrowFirst() const;
 };
 
+// Whether a call writes its Simple slots with streaming stores (Prims::setStreamingSlots): its
+// size as the benchmarks count it (AllGather and ReduceScatter: every rank's block) is at least
+// CHORUS_SLOT_STREAM_THRESHOLD (by default 64 KiB, and never where this node has more ranks than
+// CPUs: core/init.cc says why). Each rank decides for its own sends: the receiver reads a slot
+// the same way however it was written.
+bool streamsSlots(const chorusComm* comm, const OpDesc& op);
+
 // One-shot AllReduce (algo/oneshot.cc): every rank publishes its input once in its segment and
 // reduces every rank's input, in rank order, into its output: one hand-off, and bit-identical
 // results on every rank. Same node only, at most kOneShotMaxBytes (transport/segment.h).

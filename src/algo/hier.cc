@@ -90,7 +90,9 @@ struct HierRings {
       : cross(comm, 0, Proto::kSimple, h.cross[size_t(mod(h.qpos - 1, int(h.cross.size())))],
               h.cross[size_t(mod(h.qpos + 1, int(h.cross.size())))], op.type, op.op, crossName),
         node(comm, 0, proto, h.P > 1 ? h.local[size_t(mod(h.i - 1, h.P))] : -1,
-             h.P > 1 ? h.local[size_t(mod(h.i + 1, h.P))] : -1, op.type, nodeOp, nodeName) {}
+             h.P > 1 ? h.local[size_t(mod(h.i + 1, h.P))] : -1, op.type, nodeOp, nodeName) {
+    node.setStreamingSlots(streamsSlots(comm, op));  // the node ring's shared-memory slots
+  }
 };
 
 // One chunk's elements: the smaller of the node's and the cross ring's slots, so that both

@@ -43,6 +43,13 @@ void destroyAlgoStates(chorusComm* comm) {
   comm->scratch = nullptr;
 }
 
+bool streamsSlots(const chorusComm* comm, const OpDesc& op) {
+  size_t bytes = op.count * chorusTypeSize(op.type);
+  if (op.kind == OpKind::kAllGather || op.kind == OpKind::kReduceScatter)
+    bytes *= size_t(comm->nranks);
+  return bytes >= comm->slotStreamThreshold && (comm->slotStreamForced || !comm->moreRanksThanCpus);
+}
+
 }  // namespace chorus
 
 // A program linked statically holds this file (the table and its registration above) whatever it

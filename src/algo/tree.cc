@@ -54,10 +54,13 @@ struct TreeRun {
                : parent >= 0 ? 1
                              : 0,
                o.type, o.op, name);
+      upP.setStreamingSlots(streamsSlots(c, o));
     }
-    if (doDown && (parent >= 0 || !doUp))
+    if (doDown && (parent >= 0 || !doUp)) {
       downP.init(c, channel, proto, &parent, parent >= 0 ? 1 : 0, child, nchildren, o.type, o.op,
                  name);
+      downP.setStreamingSlots(streamsSlots(c, o));
+    }
     begin = b;
     end = e;
     const size_t cap = (doUp ? upP : downP).chunkElems();

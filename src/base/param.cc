@@ -48,6 +48,11 @@ int64_t envSize(const char* name, int64_t defaultValue) {
       x <<= 30;
       ++end;
       break;
+    case 't':
+    case 'T':
+      x <<= 40;
+      ++end;
+      break;
     default:
       break;
   }

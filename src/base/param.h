@@ -9,7 +9,7 @@ namespace chorus {
 
 int64_t envInt(const char* name, int64_t defaultValue);
 std::string envStr(const char* name, const char* defaultValue = "");
-// Size with optional K/M/G (binary) suffix.
+// Size with optional K/M/G/T (binary) suffix.
 int64_t envSize(const char* name, int64_t defaultValue);
 
 }  // namespace chorus

@@ -10,6 +10,11 @@
 
 namespace chorus {
 
+void streamPost(SendConn& s, const char* src, size_t bytes) {
+  if (src != s.slot()) streamCopyKernel(s.slot(), src, bytes);
+  s.post(bytes);
+}
+
 Prims::Prims(chorusComm* comm, int channel, Proto proto, int recvPeer, int sendPeer,
              chorusDataType_t type, chorusRedOp_t op, const char* opName)
     : comm_(comm), type_(type), op_(op), esz_(chorusTypeSize(type)), opName_(opName) {
@@ -61,6 +66,10 @@ void Prims::send(const void* src, size_t n) {
   if (n == 0) return;
   const size_t bytes = n * esz_;
   char* out = waitSend();
+  if (streamSlots_) {
+    post(static_cast<const char*>(src), bytes);
+    return;
+  }
   copyKernel(out, nullptr, src, bytes);
   post(out, bytes);
 }
@@ -77,6 +86,11 @@ void Prims::copySend(const void* src, void* dst, size_t n) {
   if (n == 0) return;
   const size_t bytes = n * esz_;
   char* out = waitSend();
+  if (streamSlots_) {
+    writeOut(dst, src, bytes);
+    post(static_cast<const char*>(src), bytes);
+    return;
+  }
   if (streamOut_) {
     copyKernel(out, nullptr, src, bytes);
     writeOut(dst, src, bytes);
@@ -91,7 +105,10 @@ void Prims::recvCopySend(void* dst, size_t n) {
   const size_t bytes = n * esz_;
   const char* in = waitRecv(bytes);
   char* out = waitSend();
-  if (io_.proto == Proto::kSimple) {
+  if (streamSlots_) {
+    writeOut(dst, in, bytes);  // reads `in` into this core's cache for the copy below
+    post(in, bytes);
+  } else if (io_.proto == Proto::kSimple) {
     if (streamOut_) {
       copyKernel(out, nullptr, in, bytes);
       writeOut(dst, out, bytes);
@@ -111,8 +128,13 @@ void Prims::recvReduceSend(const void* src, size_t n) {
   const size_t bytes = n * esz_;
   const char* in = waitRecv(bytes);
   char* out = waitSend();
-  reduceKernel(type_, op_, n, in, src, out, nullptr, 0);
-  post(out, bytes);
+  if (streamSlots_) {
+    reduceKernel(type_, op_, n, in, src, io_.sendScratch, nullptr, 0);
+    post(io_.sendScratch, bytes);
+  } else {
+    reduceKernel(type_, op_, n, in, src, out, nullptr, 0);
+    post(out, bytes);
+  }
   recv_->release();
 }
 
@@ -133,7 +155,11 @@ void Prims::recvReduceCopySend(const void* src, void* dst, size_t n, bool final)
   const size_t bytes = n * esz_;
   const char* in = waitRecv(bytes);
   char* out = waitSend();
-  if (io_.proto == Proto::kSimple && streamOut_ && dst != src) {
+  if (streamSlots_ && streamOut_ && dst != src) {
+    reduceKernel(type_, op_, n, in, src, io_.sendScratch, nullptr, divisor(final));
+    writeOut(dst, io_.sendScratch, bytes);
+    post(io_.sendScratch, bytes);
+  } else if (io_.proto == Proto::kSimple && streamOut_ && dst != src) {
     reduceKernel(type_, op_, n, in, src, out, nullptr, divisor(final));
     writeOut(dst, out, bytes);
     post(out, bytes);
