@@ -250,8 +250,8 @@ INSTANTIATE_TEST_SUITE_P(Threads, SmallSlots, ::testing::ValuesIn(smallSlotParam
 
 // Streamed slots (prims/prims.h setStreamingSlots): every primitive's Simple path that writes a
 // slot (send, copy-send, receive-copy-send, the reductions that send on, the trees' fan-in and
-// fan-out) on small slots, so that a call moves many chunks, against the reference. More ranks
-// than cores here, where the default never streams: the variable set applies regardless.
+// fan-out) on small slots, so that a call moves many chunks, against the reference (off unless
+// CHORUS_SLOT_STREAM_THRESHOLD is set; 0 streams every call).
 class StreamingSlots : public ShmCheckedTestP<AlgoParam> {};
 
 TEST_P(StreamingSlots, Matrix) {

@@ -102,9 +102,17 @@ struct LaneFailures {
 
 // Whether a call writes its Simple slots with streaming stores (Prims::setStreamingSlots): its
 // size as the benchmarks count it (AllGather and ReduceScatter: every rank's block) is at least
-// CHORUS_SLOT_STREAM_THRESHOLD (by default 64 KiB, and never where this node has more ranks than
-// CPUs: core/init.cc says why). Each rank decides for its own sends: the receiver reads a slot
-// the same way however it was written.
+// CHORUS_SLOT_STREAM_THRESHOLD (unset: no call). Each rank decides for its own sends: the
+// receiver reads a slot the same way however it was written. A streamed slot leaves no line in
+// the writer's cache, so the reader fetches it from memory: where the two cores share no cache
+// (another die or socket) that is several times faster than from the writer's cache, where they
+// share one it is slower. Measured on 2 ranks on this project's VM, whose two vCPUs change
+// between the two placements (docs/performance.md, "Why the medians spread"): from 64 KiB the
+// ring's AllReduce, AllGather and ReduceScatter took 2-7x less time without a shared cache, and
+// 1.3-2x more at 512 KiB-8 MiB with one (torch's all_reduce 1.4-2x at 512 KiB-128 MiB); with
+// more ranks than cores, neighbours that take turns on one core pass slots through its cache
+// (streamed, 4 ranks on 2 cores: 1.5-2x slower). Hence off unless set: a measured choice
+// between the two (per link, as the machine changes) is not built yet.
 bool streamsSlots(const chorusComm* comm, const OpDesc& op);
 
 // One-shot AllReduce (algo/oneshot.cc): every rank publishes its input once in its segment and

@@ -47,7 +47,7 @@ bool streamsSlots(const chorusComm* comm, const OpDesc& op) {
   size_t bytes = op.count * chorusTypeSize(op.type);
   if (op.kind == OpKind::kAllGather || op.kind == OpKind::kReduceScatter)
     bytes *= size_t(comm->nranks);
-  return bytes >= comm->slotStreamThreshold && (comm->slotStreamForced || !comm->moreRanksThanCpus);
+  return bytes >= comm->slotStreamThreshold;
 }
 
 }  // namespace chorus

@@ -165,9 +165,8 @@ struct chorusComm {
   bool pinned = false;
   size_t streamThreshold = 0;  // CHORUS_STREAM_THRESHOLD: outputs this large use streaming stores
   // CHORUS_SLOT_STREAM_THRESHOLD: calls this large write their Simple slots with streaming
-  // stores (algo/algo.h streamsSlots); by default (not set) only where each rank has a core.
+  // stores (algo/algo.h streamsSlots); unset, none.
   size_t slotStreamThreshold = 0;
-  bool slotStreamForced = false;
 
   std::thread initThread;  // non-blocking init
   // The threads that run multi-channel calls' extra channels, started on the first such call,

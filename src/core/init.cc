@@ -168,15 +168,6 @@ void fitFifosToShm(chorusComm* c) {
 }
 
 constexpr int64_t kDefaultTimeoutSec = 1800;
-// Streaming stores into the slots from 64 KiB (algo/algo.h streamsSlots). Measured on 2 ranks of
-// this project's 2-vCPU VM, whose two vCPUs share a cache at times and at others sit where a line
-// one writes costs the other 4x to read (docs/performance.md, "Why the medians spread"): where
-// they share none, the ring's AllReduce, AllGather and ReduceScatter of 8 KiB-32 MiB took 2-5x
-// less time with streamed slots (ReduceScatter 2 MiB: 90 against 480 us); where they share one,
-// the same from 64 KiB to 128 KiB and from 8 MiB, 1.3-2x more at 256 KiB-2 MiB, and up to 1.6x
-// more below 64 KiB. With more ranks than cores, neighbours that take turns on one core pass
-// slots through its cache: streamed, 4 ranks on 2 cores took 1.5-2x longer.
-constexpr int64_t kSlotStreamDefault = int64_t(64) << 10;
 
 // Phase 0: the settings read from the configuration and the environment, once.
 void readSettings(chorusComm* c, const chorusConfig_t* cfg) {
@@ -190,9 +181,8 @@ void readSettings(chorusComm* c, const chorusConfig_t* cfg) {
                                              : double(envInt("CHORUS_TIMEOUT", kDefaultTimeoutSec));
   c->checkCalls = envInt("CHORUS_CHECK", 0) != 0;
   c->streamThreshold = size_t(envSize("CHORUS_STREAM_THRESHOLD", 16 << 20));
-  // Set: applies as set; unset: 64 KiB, and only on a node with a core per rank.
-  c->slotStreamForced = !envStr("CHORUS_SLOT_STREAM_THRESHOLD").empty();
-  c->slotStreamThreshold = size_t(envSize("CHORUS_SLOT_STREAM_THRESHOLD", kSlotStreamDefault));
+  // Unset: no call streams its slots (algo/algo.h streamsSlots says why).
+  c->slotStreamThreshold = size_t(envSize("CHORUS_SLOT_STREAM_THRESHOLD", int64_t(1) << 62));
 }
 
 // Phase 0, transports: one of every row of the table (core/transports.cc) that may serve a peer,
