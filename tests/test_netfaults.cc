@@ -14,7 +14,10 @@
 //     though the status queries that follow the waits cross the lossy or mute link;
 //   - started by hand (each node's ranks with torchrun's variables, no launcher watching them),
 //     survivors exiting at their report: a firewall drop and the hang under a mute node, where
-//     the survivors left must still name the network or the hung rank, not one that exited.
+//     the survivors left must still name the network or the hung rank, not one that exited;
+//   - started by torchrun on each node (static rendezvous at node 0, the C worker with
+//     --no-python), whose agent stops a node's other ranks once one ended: a firewall drop, every
+//     survivor naming the network or stopped by its agent before its report, never a wrong name.
 // And one job of the network soak (NetSoak). Skipped with a reason without root / ip netns, or
 // without nft for the faults that need it.
 #include <gtest/gtest.h>
@@ -58,14 +61,28 @@ bool lastJsonLine(const CommandResult& r, nlohmann::json* j) {
   return !j->is_discarded();
 }
 
-// (fault, nodes, by hand): by hand, each node starts its ranks with torchrun's variables and
+// Whether netfault_table.sh's interpreter (.venv/bin/python, else python3) runs torchrun: "" if
+// so, else why not.
+std::string torchrunUnavailable() {
+  const CommandResult r = runCommand({"/bin/sh", "-c",
+                                      "cd \"$(dirname " NETFAULT_TABLE_PATH ")/..\" && p=python3; "
+                                      "[ -x .venv/bin/python ] && p=.venv/bin/python; "
+                                      "$p -c 'import torch.distributed.run' 2>&1"},
+                                     60);
+  return r.exitCode == 0 ? "" : "torch.distributed.run not importable: " + outputTail(r.output);
+}
+
+// (fault, nodes, launch): "hand": each node starts its ranks with torchrun's variables and
 // nothing watches them, and a survivor exits at its report (netfault_table.sh's LAUNCH=hand);
-// otherwise chorusrun starts every rank and survivors linger until all reported.
-class NetFaults : public ShmCheckedTestP<std::tuple<std::string, int, bool>> {};
+// "torchrun": each node's torchrun starts its ranks (LAUNCH=torchrun); "": chorusrun starts
+// every rank and survivors linger until all reported.
+class NetFaults : public ShmCheckedTestP<std::tuple<std::string, int, std::string>> {};
 
 TEST_P(NetFaults, SurvivorsNameTheNetworkOrResultsStayExact) {
-  const auto [fault, nodes, byHand] = GetParam();
+  const auto [fault, nodes, launch] = GetParam();
   if (const std::string why = netfaultUnavailable(fault); !why.empty()) GTEST_SKIP() << why;
+  if (launch == "torchrun")
+    if (const std::string why = torchrunUnavailable(); !why.empty()) GTEST_SKIP() << why;
   // CHORUS_TIMEOUT: 5 s where the network fails for good; 15 s where it must only slow the
   // calls, because TCP's retransmission backoff alone can stall a wait for seconds (30% loss:
   // several losses of one segment in a row, 0.2 + 0.4 + 0.8 + 1.6 + 3.2 s; netfault_table.sh
@@ -79,7 +96,8 @@ TEST_P(NetFaults, SurvivorsNameTheNetworkOrResultsStayExact) {
   const int chorusTimeout = fails ? int(kChorusTimeout) : hang ? 10 : fault == "flap" ? 30 : 15;
   const CommandResult r = runCommand(
       {"/bin/sh", "-c",
-       std::string(byHand ? "LAUNCH=hand " : "") + "TIMEOUT=" + std::to_string(chorusTimeout) +
+       (launch.empty() ? std::string() : "LAUNCH=" + launch + " ") +
+           "TIMEOUT=" + std::to_string(chorusTimeout) +
            " " NETFAULT_TABLE_PATH " " BENCH_DIR " --trial " + fault + " " + std::to_string(nodes)},
       150 * timeoutScale());
   nlohmann::json j;
@@ -92,9 +110,11 @@ TEST_P(NetFaults, SurvivorsNameTheNetworkOrResultsStayExact) {
   EXPECT_TRUE(j["correct"].get<bool>()) << j.dump(1);
   if (fails) {
     EXPECT_NE(j["rc"].get<int>(), 0);
-    // Every survivor reports a network failure (the script checked the nodes each one names).
+    // Every survivor reports a network failure (the script checked the nodes each one names),
+    // but under torchrun one its agent stopped first (SIGTERM, once a rank of its node ended).
     const size_t survivors = fault == "gone" ? size_t(4 - 4 / nodes) : 4;
-    EXPECT_EQ(j["reports"].size(), survivors) << j.dump(1);
+    EXPECT_EQ(j["reports"].size() + size_t(j["stopped"].get<int>()), survivors) << j.dump(1);
+    EXPECT_GT(j["reports"].size(), 0u) << j.dump(1);
     for (const auto& [rank, msg] : j["reports"].items())
       EXPECT_NE(msg.get<std::string>().find("network failure: node"), std::string::npos)
           << "rank " << rank << ": " << msg;
@@ -141,15 +161,18 @@ TEST(NetSoak, MixUnderLossAndFlapsStaysExact) {
 
 INSTANTIATE_TEST_SUITE_P(
     Faults, NetFaults,
-    ::testing::Values(std::make_tuple("down", 2, false), std::make_tuple("down", 4, false),
-                      std::make_tuple("gone", 2, false), std::make_tuple("drop", 2, false),
-                      std::make_tuple("drop", 4, true), std::make_tuple("flap", 2, false),
-                      std::make_tuple("loss5", 2, false), std::make_tuple("loss30", 2, false),
-                      std::make_tuple("hang30", 2, false), std::make_tuple("hangmute", 4, false),
-                      std::make_tuple("hangmute", 2, true)),
+    ::testing::Values(std::make_tuple("down", 2, ""), std::make_tuple("down", 4, ""),
+                      std::make_tuple("gone", 2, ""), std::make_tuple("drop", 2, ""),
+                      std::make_tuple("drop", 4, "hand"), std::make_tuple("drop", 2, "torchrun"),
+                      std::make_tuple("flap", 2, ""), std::make_tuple("loss5", 2, ""),
+                      std::make_tuple("loss30", 2, ""), std::make_tuple("hang30", 2, ""),
+                      std::make_tuple("hangmute", 4, ""), std::make_tuple("hangmute", 2, "hand")),
     [](const auto& info) {
+      const std::string& launch = std::get<2>(info.param);
       return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) + "nodes" +
-             (std::get<2>(info.param) ? "_byhand" : "");
+             (launch == "hand" ? "_byhand"
+              : launch.empty() ? ""
+                               : "_" + launch);
     });
 
 }  // namespace
