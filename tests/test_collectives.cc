@@ -203,21 +203,27 @@ void PrintTo(const AlgoParam& p, std::ostream* os) {
 
 class SmallSlots : public ShmCheckedTestP<AlgoParam> {};
 
+// The matrix at counts up to 12345 on n thread ranks, with the settings of the caller's scope
+// (small slots: many chunks per call).
+void expectSmallMatrix(int n, uint64_t seed, const char* what) {
+  Watchdog watchdog(120, what);
+  CommSet comms(n);
+  ASSERT_EQ(comms.initResult(), chorusSuccess) << chorusGetLastError(nullptr);
+  MatrixOptions opt;
+  opt.counts = {0, 1, 7, 1000, 12345};
+  opt.big = BigPolicy::None;
+  opt.seed = seed;
+  const MatrixResult res = runThreaded(comms, opt, false);
+  EXPECT_GT(res.cases, 0u);
+  EXPECT_EQ(res.failures, 0u) << res.summary();
+}
+
 TEST_P(SmallSlots, Matrix) {
   const AlgoParam p = GetParam();
   ScopedEnv algo("CHORUS_ALGO", p.algo), proto("CHORUS_PROTO", p.proto);
   ScopedEnv buff("CHORUS_BUFFSIZE", "32768"), ll("CHORUS_LL_BUFFSIZE", "32768");
   ScopedEnv channels("CHORUS_MAX_NCHANNELS", "3");
-  Watchdog watchdog(120, "SmallSlots matrix");
-  CommSet comms(p.nranks);
-  ASSERT_EQ(comms.initResult(), chorusSuccess) << chorusGetLastError(nullptr);
-  MatrixOptions opt;
-  opt.counts = {0, 1, 7, 1000, 12345};
-  opt.big = BigPolicy::None;
-  opt.seed = 5150;
-  const MatrixResult res = runThreaded(comms, opt, false);
-  EXPECT_GT(res.cases, 0u);
-  EXPECT_EQ(res.failures, 0u) << res.summary();
+  expectSmallMatrix(p.nranks, 5150, "SmallSlots matrix");
 }
 
 std::vector<AlgoParam> smallSlotParams() {
@@ -259,16 +265,7 @@ TEST_P(StreamingSlots, Matrix) {
   ScopedEnv algo("CHORUS_ALGO", p.algo), proto("CHORUS_PROTO", p.proto);
   ScopedEnv stream("CHORUS_SLOT_STREAM_THRESHOLD", "0");
   ScopedEnv buff("CHORUS_BUFFSIZE", "32768");
-  Watchdog watchdog(120, "StreamingSlots matrix");
-  CommSet comms(p.nranks);
-  ASSERT_EQ(comms.initResult(), chorusSuccess) << chorusGetLastError(nullptr);
-  MatrixOptions opt;
-  opt.counts = {0, 1, 7, 1000, 12345};
-  opt.big = BigPolicy::None;
-  opt.seed = 6160;
-  const MatrixResult res = runThreaded(comms, opt, false);
-  EXPECT_GT(res.cases, 0u);
-  EXPECT_EQ(res.failures, 0u) << res.summary();
+  expectSmallMatrix(p.nranks, 6160, "StreamingSlots matrix");
 }
 
 INSTANTIATE_TEST_SUITE_P(
