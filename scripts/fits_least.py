@@ -5,10 +5,6 @@ The files must hold the same rows at the same sizes; the first file's comment li
 then NOTE as one more.
 
     scripts/fits_least.py --note "least of the 3 + 1 sweeps of two runs" A.inc B.inc > OUT.inc
-
---older FILE adds the times of a run of an earlier build where the change since cannot have
-touched them: in rows whose key --changed (a regex) does not match, and in the others below
---changed-from bytes.
 """
 import argparse
 import re
@@ -29,9 +25,6 @@ def rows(path):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--note", default="")
-    ap.add_argument("--older")
-    ap.add_argument("--changed", default="$^")
-    ap.add_argument("--changed-from", type=float, default=0)
     ap.add_argument("files", nargs="+")
     o = ap.parse_args()
     comments, merged = rows(o.files[0])
@@ -44,15 +37,6 @@ def main():
             if sizes != merged[key][0]:
                 sys.exit(f"fits_least: {path}: other sizes in {key}")
             merged[key] = (sizes, [min(a, b) for a, b in zip(merged[key][1], us)])
-    if o.older:
-        _, older = rows(o.older)
-        changed = re.compile(o.changed)
-        for key, (sizes, us) in merged.items():
-            if key not in older or older[key][0] != sizes:
-                sys.exit(f"fits_least: {o.older} lacks {key} at the same sizes")
-            knots = [float(x) for x in sizes.split(",")]
-            merged[key] = (sizes, [min(a, b) if not changed.search(key) or k < o.changed_from else a
-                                   for a, b, k in zip(us, older[key][1], knots)])
     print("\n".join(comments + ([f"// {o.note}"] if o.note else [])))
     for key in order:
         sizes, us = merged[key]

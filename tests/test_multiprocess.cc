@@ -109,15 +109,16 @@ TEST_F(MultiProcessMisc, StreamingSlotsForced) {
 // The small and medium AllReduce (one-shot up to 4 KiB, two-shot to 64 KiB, ring beyond) the way
 // a training job meets it: ranks started by hand with the launcher variables, more ranks than
 // cores, and two busy processes spinning on the same cores the whole time. Every rank checks
-// every result against an independent reference (mp_worker), with the tuner's own choice and
-// with the two-shot forced.
+// every result against an independent reference (mp_worker), with the tuner's own choice, with
+// the two-shot forced, and with every slot streamed (CHORUS_SLOT_STREAM_THRESHOLD=0).
 TEST_F(MultiProcessMisc, SmallAllReduceByHandBesideBusyProcesses) {
   const BusyProcesses busy(2);
   ASSERT_EQ(busy.error(), "");
-  for (const char* algo : {"", "allreduce:twoshot"}) {
+  for (const char* setting :
+       {"", "CHORUS_ALGO=allreduce:twoshot", "CHORUS_SLOT_STREAM_THRESHOLD=0"}) {
     for (int np : {3, 4}) {
       std::vector<std::string> env;
-      if (*algo) env.push_back(std::string("CHORUS_ALGO=") + algo);
+      if (*setting) env.push_back(setting);
       std::vector<HandRank> ranks = startRanksByHand(
           MP_WORKER_PATH, np, 1,
           {"--colls", "AllReduce", "--types", "float32,bfloat16,int32,int64", "--counts",
@@ -125,9 +126,9 @@ TEST_F(MultiProcessMisc, SmallAllReduceByHandBesideBusyProcesses) {
           "busy", env);
       waitRanksByHand(ranks, 240);
       for (int r = 0; r < np; ++r) {
-        EXPECT_EQ(ranks[size_t(r)].status, 0)
-            << "CHORUS_ALGO=" << algo << ", " << np << " ranks, rank " << r << ":\n"
-            << outputTail(ranks[size_t(r)].output());
+        EXPECT_EQ(ranks[size_t(r)].status, 0) << (*setting ? setting : "the tuner's choice") << ", "
+                                              << np << " ranks, rank " << r << ":\n"
+                                              << outputTail(ranks[size_t(r)].output());
       }
       if (!::testing::Test::HasFailure())
         for (auto& k : ranks) unlink(k.outPath.c_str());

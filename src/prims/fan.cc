@@ -20,7 +20,7 @@ void FanPrims::init(chorusComm* comm, int channel, Proto proto, const int* recvP
   esz_ = chorusTypeSize(type);
   opName_ = opName;
   io_.proto = proto;
-  streamSlots_ = false;
+  io_.streamSlots = false;
   const int pr = int(proto);
   char* base = comm->scratch->channel[size_t(channel)].data();
   nrecv_ = nrecv;
@@ -76,13 +76,8 @@ bool FanPrims::tryReduce(const void* src, void* dst, size_t n, bool final) {
   // dst as the second destination of the last fold; else dst itself. Simple, folding into dst
   // and sending too (the root of a tree that also broadcasts): dst alone, sent from there
   // (sendPost copies it into the slot: proto/proto.h says why not a fold into both).
-  // Streaming slots: the fold goes to dst, or the send scratch, and is streamed from there.
   char* second = nullptr;
-  const char* s = static_cast<const char*>(src);
-  if (nsend_ > 0 && streamSlots_) {
-    out = dst != nullptr ? static_cast<char*>(dst) : io_.sendScratch;
-    if (nrecv_ == 0 && dst == nullptr) out = const_cast<char*>(s);  // sent straight from src
-  } else if (nsend_ > 0) {
+  if (nsend_ > 0) {
     out = io_.sendBuffer(*send_[0], io_.sendScratch);
     second = static_cast<char*>(dst);
     if (io_.proto == Proto::kSimple && dst != nullptr && nrecv_ > 0) {
@@ -90,6 +85,7 @@ bool FanPrims::tryReduce(const void* src, void* dst, size_t n, bool final) {
       second = nullptr;
     }
   }
+  const char* s = static_cast<const char*>(src);
   if (nrecv_ == 0) {
     if (out != s) copyKernel(out, second != s ? second : nullptr, s, bytes);
   } else {
@@ -100,7 +96,7 @@ bool FanPrims::tryReduce(const void* src, void* dst, size_t n, bool final) {
                    last ? div : 0);
     }
   }
-  sendAll(out, bytes);
+  for (int k = 0; k < nsend_; ++k) io_.sendPost(*send_[k], out, bytes);
   for (int k = 0; k < nrecv_; ++k) recv_[k]->release();
   return true;
 }
@@ -110,18 +106,9 @@ bool FanPrims::tryCopy(const void* src, void* dst, size_t n) {
   if (!ready(bytes)) return false;
   const char* in = nrecv_ > 0 ? received(0, bytes) : static_cast<const char*>(src);
   if (dst != nullptr && dst != in) copyKernel(static_cast<char*>(dst), nullptr, in, bytes);
-  sendAll(in, bytes);
+  for (int k = 0; k < nsend_; ++k) io_.sendPost(*send_[k], in, bytes);
   if (nrecv_ > 0) recv_[0]->release();
   return true;
-}
-
-void FanPrims::sendAll(const char* buf, size_t bytes) {
-  for (int k = 0; k < nsend_; ++k) {
-    if (streamSlots_)
-      streamPost(*send_[k], buf, bytes);
-    else
-      io_.sendPost(*send_[k], buf, bytes);
-  }
 }
 
 size_t trySendChunk(SendConn& s, const char* src, size_t bytes, bool startsMessage) {

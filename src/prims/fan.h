@@ -33,7 +33,7 @@ class FanPrims {
   // Elements that fit one slot (the largest chunk a call moves).
   size_t chunkElems() const { return chunkElems_; }
   // Simple slots written with streaming stores (Prims::setStreamingSlots).
-  void setStreamingSlots(bool on) { streamSlots_ = on && io_.proto == Proto::kSimple; }
+  void setStreamingSlots(bool on) { io_.streamSlots = on && io_.proto == Proto::kSimple; }
   int recvPeer(int k) const;
   int sendPeer(int k) const;
   int nrecv() const { return nrecv_; }
@@ -53,7 +53,6 @@ class FanPrims {
  private:
   bool ready(size_t bytes) const;
   const char* received(int k, size_t bytes);
-  void sendAll(const char* buf, size_t bytes);
 
   chorusComm* comm_ = nullptr;
   ProtoIO io_;
@@ -65,7 +64,6 @@ class FanPrims {
   chorusRedOp_t op_ = chorusSum;
   size_t esz_ = 1;
   size_t chunkElems_ = 0;
-  bool streamSlots_ = false;
   const char* opName_ = "";
   mutable int blocker_ = -1;
 };

@@ -10,11 +10,6 @@
 
 namespace chorus {
 
-void streamPost(SendConn& s, const char* src, size_t bytes) {
-  if (src != s.slot()) streamCopyKernel(s.slot(), src, bytes);
-  s.post(bytes);
-}
-
 Prims::Prims(chorusComm* comm, int channel, Proto proto, int recvPeer, int sendPeer,
              chorusDataType_t type, chorusRedOp_t op, const char* opName)
     : comm_(comm), type_(type), op_(op), esz_(chorusTypeSize(type)), opName_(opName) {
@@ -66,8 +61,8 @@ void Prims::send(const void* src, size_t n) {
   if (n == 0) return;
   const size_t bytes = n * esz_;
   char* out = waitSend();
-  if (streamSlots_) {
-    post(static_cast<const char*>(src), bytes);
+  if (io_.streamSlots) {
+    post(static_cast<const char*>(src), bytes);  // streamed from src: no copy into the scratch
     return;
   }
   copyKernel(out, nullptr, src, bytes);
@@ -86,9 +81,9 @@ void Prims::copySend(const void* src, void* dst, size_t n) {
   if (n == 0) return;
   const size_t bytes = n * esz_;
   char* out = waitSend();
-  if (streamSlots_) {
+  if (io_.streamSlots) {
     writeOut(dst, src, bytes);
-    post(static_cast<const char*>(src), bytes);
+    post(static_cast<const char*>(src), bytes);  // streamed from src: no copy into the scratch
     return;
   }
   if (streamOut_) {
@@ -105,10 +100,7 @@ void Prims::recvCopySend(void* dst, size_t n) {
   const size_t bytes = n * esz_;
   const char* in = waitRecv(bytes);
   char* out = waitSend();
-  if (streamSlots_) {
-    writeOut(dst, in, bytes);  // reads `in` into this core's cache for the copy below
-    post(in, bytes);
-  } else if (io_.proto == Proto::kSimple) {
+  if (io_.proto == Proto::kSimple && !io_.streamSlots) {
     if (streamOut_) {
       copyKernel(out, nullptr, in, bytes);
       writeOut(dst, out, bytes);
@@ -117,7 +109,9 @@ void Prims::recvCopySend(void* dst, size_t n) {
     }
     post(out, bytes);
   } else {
-    writeOut(dst, in, bytes);  // LL: pack straight from the received data
+    // LL: packed straight from the received data; streamed slots: streamed from it (the copy
+    // to dst first brings it into this core's cache).
+    writeOut(dst, in, bytes);
     post(in, bytes);
   }
   recv_->release();
@@ -128,13 +122,8 @@ void Prims::recvReduceSend(const void* src, size_t n) {
   const size_t bytes = n * esz_;
   const char* in = waitRecv(bytes);
   char* out = waitSend();
-  if (streamSlots_) {
-    reduceKernel(type_, op_, n, in, src, io_.sendScratch, nullptr, 0);
-    post(io_.sendScratch, bytes);
-  } else {
-    reduceKernel(type_, op_, n, in, src, out, nullptr, 0);
-    post(out, bytes);
-  }
+  reduceKernel(type_, op_, n, in, src, out, nullptr, 0);
+  post(out, bytes);
   recv_->release();
 }
 
@@ -155,11 +144,7 @@ void Prims::recvReduceCopySend(const void* src, void* dst, size_t n, bool final)
   const size_t bytes = n * esz_;
   const char* in = waitRecv(bytes);
   char* out = waitSend();
-  if (streamSlots_ && streamOut_ && dst != src) {
-    reduceKernel(type_, op_, n, in, src, io_.sendScratch, nullptr, divisor(final));
-    writeOut(dst, io_.sendScratch, bytes);
-    post(io_.sendScratch, bytes);
-  } else if (io_.proto == Proto::kSimple && streamOut_ && dst != src) {
+  if (io_.proto == Proto::kSimple && streamOut_ && dst != src) {
     reduceKernel(type_, op_, n, in, src, out, nullptr, divisor(final));
     writeOut(dst, out, bytes);
     post(out, bytes);

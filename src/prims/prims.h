@@ -26,9 +26,6 @@ struct ChannelScratch {
   std::vector<std::vector<char>> channel;  // [channel]
 };
 
-// Simple: copies `bytes` of `src` into the connection's slot with streaming stores and posts it.
-void streamPost(SendConn& s, const char* src, size_t bytes);
-
 class Prims {
  public:
   // recvPeer / sendPeer: -1 when this rank does not receive / send in the algorithm.
@@ -43,7 +40,7 @@ class Prims {
   // Write the Simple slots with streaming stores (chorusComm::slotStreamThreshold says when):
   // the receiver then reads lines from memory instead of from this core's cache, which is what
   // a line costs where the two cores share no cache (another die or socket; proto/proto.h).
-  void setStreamingSlots(bool on) { streamSlots_ = on && io_.proto == Proto::kSimple; }
+  void setStreamingSlots(bool on) { io_.streamSlots = on && io_.proto == Proto::kSimple; }
 
   void send(const void* src, size_t n);
   void recv(void* dst, size_t n);
@@ -57,21 +54,13 @@ class Prims {
  private:
   char* waitSend();                    // where to write the outgoing chunk
   const char* waitRecv(size_t bytes);  // the incoming chunk's data
-  // Sends `bytes` from `buf` (the slot itself, or copied into it: streamed where set).
-  void post(const char* buf, size_t bytes) {
-    if (streamSlots_) {
-      streamPost(*send_, buf, bytes);
-      return;
-    }
-    io_.sendPost(*send_, buf, bytes);
-  }
+  void post(const char* buf, size_t bytes) { io_.sendPost(*send_, buf, bytes); }
   int divisor(bool final) const;
 
   void writeOut(void* dst, const void* src, size_t bytes);
 
   ProtoIO io_;
   bool streamOut_ = false;
-  bool streamSlots_ = false;
   chorusComm* comm_;
   SendConn* send_ = nullptr;
   RecvConn* recv_ = nullptr;

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "reduce/copy_kernel.h"
 #include "transport/fifo.h"
 
 namespace chorus {
@@ -84,6 +85,9 @@ struct ProtoIO {
   Proto proto = Proto::kSimple;
   char* recvScratch = nullptr;
   char* sendScratch = nullptr;
+  // Simple: write slots with streaming stores (Prims::setStreamingSlots). A chunk is then
+  // composed in the scratch, as LL's is, and streamed into the slot by sendPost.
+  bool streamSlots = false;
 
   bool recvReady(const RecvConn& r, size_t bytes) const {
     if (proto == Proto::kSimple) return r.dataReady();
@@ -99,7 +103,7 @@ struct ProtoIO {
     return scratch;
   }
   char* sendBuffer(SendConn& s, char* scratch) const {
-    return proto == Proto::kSimple ? s.slot() : scratch;
+    return proto == Proto::kSimple && !streamSlots ? s.slot() : scratch;
   }
   // Sends `bytes` from `buffer`: Simple posts the slot, after copying `buffer` into it where it
   // is not that slot (sendBuffer's); LL packs the slot from `buffer`. A reduction's output sent
@@ -112,7 +116,12 @@ struct ProtoIO {
   // faster.
   void sendPost(SendConn& s, const char* buffer, size_t bytes) const {
     if (proto == Proto::kSimple) {
-      if (buffer != s.slot()) std::memcpy(s.slot(), buffer, bytes);
+      if (buffer != s.slot()) {
+        if (streamSlots)
+          streamCopyKernel(s.slot(), buffer, bytes);
+        else
+          std::memcpy(s.slot(), buffer, bytes);
+      }
       return s.post(bytes);
     }
     ll::pack(s.slot(), buffer, bytes, ll::flagOf(s.tail + 1));
