@@ -4,10 +4,12 @@ writes the JSON: np<N>_<collective>_r<R>.json, each from build/<collective>_perf
 
 Usage: scripts/model_check.py FILE.json [FILE.json ...]
 (or compare_peers.sh's DIR/chorus_<collective>_<R>.json where DIR's name ends in np<N>)
-The model predicts an out-of-place call (chorus-tune times those). Prints per rank count a markdown
-table: collective, size, the tuner's choice (every one seen over the rounds), the predicted time,
-the out-of-place time median and best over the rounds, predicted / measured (median), whether that
-is within 25%, and predicted / the in-place time (median), which the model does not tell apart;
+The model predicts an out-of-place call from chorus-tune's fits, and an in-place one from the same
+scaled by its in-place ratio (predicted_time_in_place; a document without it: the out-of-place
+prediction). Prints per rank count a markdown table: collective, size, the tuner's choice (every
+one seen over the rounds), the predicted time, the out-of-place time median and best over the
+rounds, predicted / measured (median), whether that is within 25%, and the in-place prediction
+over the in-place time (median);
 then a summary per rank count and collective (with how many sizes are within 25% of the best
 time instead of the median, and of the median of the rounds this VM ran in its fast state), and
 the totals. The state of each round: state_r<R>.txt beside the JSON (model_check.sh writes the
@@ -46,7 +48,7 @@ def round_states(paths):
 
 def main(paths):
     runs = collections.defaultdict(
-        lambda: {"meas": [], "fast": [], "inpl": [], "pred": [], "algo": set()})
+        lambda: {"meas": [], "fast": [], "inpl": [], "pred": [], "ipred": [], "algo": set()})
     states = round_states(paths)
     if states:
         print("Rounds (hand-off floor, us; fast below %.2f): %s\n" % (FAST_FLOOR_US, ", ".join(
@@ -69,13 +71,14 @@ def main(paths):
             row["inpl"].append(r["in_place"]["time"])
             if r.get("predicted_time"):
                 row["pred"].append(r["predicted_time"])
+                row["ipred"].append(r.get("predicted_time_in_place", r["predicted_time"]))
             row["algo"].add(f'{r["algorithm"]}/{r["protocol"]}/{r["nchannels"]}')
     summary = collections.defaultdict(lambda: [0, 0, [], 0, [], 0, 0])
     for np_ in sorted({k[0] for k in runs}):
         print(f"{np_} ranks\n")
         print("| collective | size | choice | predicted us | out of place us, median (best) "
-              "| predicted / measured | within 25% | predicted / in place |")
-        print("| --- | ---: | --- | ---: | ---: | ---: | --- | ---: |")
+              "| predicted / measured | within 25% | in place: predicted us | predicted / in place |")
+        print("| --- | ---: | --- | ---: | ---: | ---: | --- | ---: | ---: |")
         for (n, coll, size) in sorted(runs, key=lambda k: (k[1], k[2])):
             if n != np_:
                 continue
@@ -83,7 +86,7 @@ def main(paths):
             med, best = statistics.median(row["meas"]), min(row["meas"])
             algo = ", ".join(sorted(row["algo"]))
             if not row["pred"] or med <= 0:
-                print(f"| {coll} | {size_label(size)} | {algo} | - | {med:.2f} ({best:.2f}) | - | - | - |")
+                print(f"| {coll} | {size_label(size)} | {algo} | - | {med:.2f} ({best:.2f}) | - | - | - | - |")
                 continue
             pred = statistics.median(row["pred"])
             ratio = pred / med
@@ -95,11 +98,12 @@ def main(paths):
             s[5] += 0.75 <= pred / best <= 1.25
             if row["fast"]:
                 s[6] += 0.75 <= pred / statistics.median(row["fast"]) <= 1.25
-            inpl = pred / statistics.median(row["inpl"])
+            ipred = statistics.median(row["ipred"])
+            inpl = ipred / statistics.median(row["inpl"])
             s[3] += 0.75 <= inpl <= 1.25
             s[4].append(inpl)
             print(f"| {coll} | {size_label(size)} | {algo} | {pred:.2f} | {med:.2f} ({best:.2f}) "
-                  f"| {ratio:.2f} | {'yes' if ok else 'no'} | {inpl:.2f} |")
+                  f"| {ratio:.2f} | {'yes' if ok else 'no'} | {ipred:.2f} | {inpl:.2f} |")
         print()
     anyFast = any(f < FAST_FLOOR_US for f in states.values())
     fastHead = "; of the fast rounds' median" if anyFast else ""
@@ -111,10 +115,11 @@ def main(paths):
         print(f"| {n} | {coll} | {ok} of {total} ({bok}{extra}) "
               f"| {min(ratios):.2f}-{max(ratios):.2f} "
               f"| {iok} of {total} | {min(iratios):.2f}-{max(iratios):.2f} |")
-    total = [sum(v[i] for v in summary.values()) for i in (0, 5, 1, 6)]
+    total = [sum(v[i] for v in summary.values()) for i in (0, 5, 1, 6, 3)]
     print(f"\nOut of place within 25% of the median at {total[0]} of {total[2]} sizes, "
           f"of the best at {total[1]}" +
-          (f", of the fast rounds' median at {total[3]}." if anyFast else "."))
+          (f", of the fast rounds' median at {total[3]}" if anyFast else "") +
+          f"; in place within 25% of the median at {total[4]}.")
 
 
 if __name__ == "__main__":

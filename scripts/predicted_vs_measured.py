@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """The tuner's predicted time against the measured one, per size, from the JSON of a Chorus
-benchmark (build/<coll>_perf -J FILE: each row's algorithm and predicted_time, asked of
-chorusTunerChoice after the row's calls, and its out-of-place and in-place times).
+benchmark (build/<coll>_perf -J FILE: each row's algorithm, predicted_time and
+predicted_time_in_place, asked of chorusTunerChoice / chorusTunerChoiceInPlace after the row's
+calls, and its out-of-place and in-place times).
 
 Usage: scripts/predicted_vs_measured.py FILE.json [FILE.json ...]
-Prints one markdown table per file: size, algorithm, predicted us, measured us (the mean of
-the out-of-place and in-place times), measured / predicted, and whether that is within 25%.
+Prints one markdown table per file: size, algorithm, predicted us and measured us (each the mean
+of the out-of-place and the in-place one), measured / predicted, and whether that is within 25%.
 """
 import json
 import os
@@ -19,6 +20,8 @@ def rows(path):
     doc = json.load(open(path))
     for r in doc["results"]:
         pred = r.get("predicted_time")
+        if pred:
+            pred = (pred + r.get("predicted_time_in_place", pred)) / 2
         meas = (r["out_of_place"]["time"] + r["in_place"]["time"]) / 2
         yield r["size"], f'{r["algorithm"]}/{r["protocol"]}/{r["nchannels"]}', pred, meas
 

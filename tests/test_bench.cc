@@ -149,6 +149,8 @@ struct RowChoice {
   std::string algorithm, protocol;
   double nchannels = -1;
   bool predicted = false;  // has a positive predicted_time
+  // predicted_time_in_place: positive, and the in-place ratio at most 5x either way
+  bool predictedInPlace = false;
 };
 
 std::vector<RowChoice> Choices(const Json& doc) {
@@ -160,6 +162,11 @@ std::vector<RowChoice> Choices(const Json& doc) {
     if (r.contains("protocol")) c.protocol = r.at("protocol").get<std::string>();
     if (r.contains("nchannels")) c.nchannels = r.at("nchannels").get<double>();
     c.predicted = r.contains("predicted_time") && r.at("predicted_time").get<double>() > 0.0;
+    if (c.predicted && r.contains("predicted_time_in_place")) {
+      const double ratio = r.at("predicted_time_in_place").get<double>() /
+                           r.at("predicted_time").get<double>();
+      c.predictedInPlace = ratio > 0.2 && ratio < 5.0;
+    }
     out.push_back(c);
   }
   return out;
@@ -495,6 +502,7 @@ TEST(BenchChoice, AutomaticChoiceIsOneTheLibraryHasAndSendRecvIsDirect) {
     EXPECT_TRUE(rc.protocol == "simple" || rc.protocol == "ll") << rc.protocol;
     EXPECT_GE(rc.nchannels, 1.0);
     EXPECT_TRUE(rc.predicted);
+    EXPECT_TRUE(rc.predictedInPlace);
   }
 
   const RunResult s = RunTool("sendrecv_perf", "-t 2 -b 8 -e 8K -f 32 -n 2 -J " + json);

@@ -1,7 +1,8 @@
 // The tuner's fitted choices on one node (tune/tuner.h ChoiceFit): the built-in model holds a
 // fit for every choice the tuner may pick on 2 ranks, predicts each fit's measured times at its
 // sizes and linearly between them, scales them to other rank counts by hand-offs and bytes, and
-// the tuner cache keeps them exactly (chorus-tune writes it, communicators read it).
+// the tuner cache keeps them exactly (chorus-tune writes it, communicators read it), with the
+// in-place ratios that scale an in-place call's prediction.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -14,7 +15,9 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
 
+#include "chorus/chorus.h"
 #include "comm/comm.h"
 #include "core/placement.h"
 #include "run_command.h"
@@ -53,6 +56,23 @@ TEST(TunerFits, BuiltInModelFitsEveryChoiceOnTwoFourAndEightRanks) {
     EXPECT_STREQ(model->builtInFits, name);
     SCOPED_TRACE(name);
     fitsEveryChoice(*model);
+    // The in-place ratios: measured on the Zen 4 host for every fitted collective on each rank
+    // count; the Zen 5 set has none (an in-place call is predicted as an out-of-place one there).
+    for (int n : {2, 4, 8})
+      for (OpKind k : kKinds) {
+        const InPlaceFit& f = model->inPlace[setOf(*model, n)][int(k)];
+        EXPECT_EQ(f.measured, std::string(name) == "zen4") << collectiveKey(k) << " on " << n;
+        if (!f.measured) continue;
+        EXPECT_EQ(f.nranks, n);
+        ASSERT_GE(f.nknots, 10) << collectiveKey(k) << " on " << n;
+        for (int i = 0; i < f.nknots; ++i) {
+          EXPECT_GT(f.ratio[i], 0.2) << collectiveKey(k) << " on " << n << " at " << f.bytes[i];
+          EXPECT_LT(f.ratio[i], 5.0) << collectiveKey(k) << " on " << n << " at " << f.bytes[i];
+          if (i > 0) {
+            EXPECT_GT(f.bytes[i], f.bytes[i - 1]);
+          }
+        }
+      }
   }
 }
 
@@ -258,6 +278,13 @@ TEST(TunerFits, CacheKeepsTheFits) {
   ASSERT_TRUE(f.measured);
   f.us[1] = (f.us[0] + f.us[2]) / 2;  // a time the built-in table does not hold
   f.bytes[f.nknots - 1] = double(size_t(48) << 20);
+  InPlaceFit& ip = want.inPlace[0][int(OpKind::kAllGather)];  // in-place ratios of set 0's ranks
+  ip.nknots = 2;
+  ip.bytes[0] = 8, ip.bytes[1] = double(size_t(32) << 20);
+  ip.ratio[0] = 0.987654, ip.ratio[1] = 0.456789;
+  ip.nranks = f.nranks;
+  ip.cores = f.cores;
+  ip.measured = true;
   std::string err;
   ASSERT_TRUE(saveModel(want, &err)) << err;
   {
@@ -265,6 +292,9 @@ TEST(TunerFits, CacheKeepsTheFits) {
     add << "fit broadcast chain simple 1 2 2 3 8 1.0 4 2.0\n";  // sizes that do not grow
     add << "fit nosuch ring simple 1 2 2 1 8 1.0\n";
     add << "fit broadcast chain simple 1 6 2 1 8 1.0\n";  // a fourth rank count: no set left
+    add << "inplace reduce 2 2 2 8 1.0 4 0.5\n";          // sizes that do not grow
+    add << "inplace reduce 2 2 1 8 0\n";                  // a ratio that is not positive
+    add << "inplace nosuch 2 2 1 8 1.0\n";
   }
   const std::unique_ptr<MachineModel> loaded = loadOrDefaultModel();
   const MachineModel& got = *loaded;
@@ -286,6 +316,20 @@ TEST(TunerFits, CacheKeepsTheFits) {
               EXPECT_NEAR(w.us[i], g.us[i], 1e-5 * w.us[i]);
             }
           }
+  for (int set = 0; set < kFitSets; ++set)
+    for (OpKind k : kKinds) {
+      const InPlaceFit& w = want.inPlace[set][int(k)];
+      const InPlaceFit& g = got.inPlace[set][int(k)];
+      ASSERT_EQ(w.measured, g.measured) << set << " " << collectiveKey(k);
+      if (!w.measured) continue;
+      ASSERT_EQ(w.nknots, g.nknots);
+      EXPECT_EQ(w.nranks, g.nranks);
+      EXPECT_EQ(w.cores, g.cores);
+      for (int i = 0; i < w.nknots; ++i) {
+        EXPECT_EQ(w.bytes[i], g.bytes[i]);
+        EXPECT_NEAR(w.ratio[i], g.ratio[i], 1e-5 * w.ratio[i]);
+      }
+    }
   EXPECT_EQ(got.cacheBytes, want.cacheBytes);
   std::filesystem::remove_all(dir);
   if (old)
@@ -333,8 +377,18 @@ int checkRetimed(std::vector<std::string> args, const std::string& note, Retimed
   const auto now = referenceRows(out, &notes);
   std::remove(out.c_str());
   EXPECT_NE(notes.find(note), std::string::npos) << notes;
-  EXPECT_EQ(now.size(), was.size()) << notes;
   int count = 0;
+  size_t added = 0;  // in-place rows of a set that had none (the Zen 5 one)
+  for (const auto& [key, body] : now)
+    if (was.count(key) == 0) {
+      ++added;
+      if (key.find("\"inplace\"") != std::string::npos && retimed(key) &&
+          key.find(", 2, 2, ") != std::string::npos)
+        ++count;
+      else
+        ADD_FAILURE() << "a row the built-in model does not hold: " << key;
+    }
+  EXPECT_EQ(now.size(), was.size() + added) << notes;
   for (const auto& [key, body] : was) {
     if (now.count(key) != 1u) {
       ADD_FAILURE() << "missing row " << key;
@@ -352,13 +406,13 @@ int checkRetimed(std::vector<std::string> args, const std::string& note, Retimed
 }
 
 // chorus-tune --collective NAME --reference FILE times that collective's choices alone (here on
-// 2 ranks, one sweep) and writes every other row of the built-in model as it was, with a line
-// that says what was timed again; an unknown collective is refused.
+// 2 ranks, one sweep), and its in-place ratios, and writes every other row of the built-in model
+// as it was, with a line that says what was timed again; an unknown collective is refused.
 TEST(TunerFits, ToolRetimesOneCollectiveAndKeepsTheRest) {
   const int retimed =
       checkRetimed({"--collective", "broadcast"}, "broadcast on 2 ranks re-timed alone",
                    [](const std::string& key) { return key.rfind("{\"broadcast\", ", 0) == 0; });
-  EXPECT_GE(retimed, 4);  // chain (Simple and LL, 1 and 2 channels), one-shot, single copy
+  EXPECT_GE(retimed, 5);  // chain (Simple, LL; 1, 2 channels), one-shot, single copy; in place
   const CommandResult bad =
       runCommand({CHORUS_TUNE_PATH, "--collective", "alltoall", "--no-save"}, 60);
   EXPECT_EQ(bad.exitCode, 2);
@@ -367,7 +421,7 @@ TEST(TunerFits, ToolRetimesOneCollectiveAndKeepsTheRest) {
 
 // chorus-tune --algo zerocopy times that algorithm's choices alone, on registered chorusMemAlloc
 // buffers as it runs (on ordinary ones it would fall back to another algorithm), and keeps every
-// other row; an unknown algorithm is refused.
+// other row, the in-place ratios too; an unknown algorithm is refused.
 TEST(TunerFits, ToolRetimesZeroCopyOnRegisteredBuffersAndKeepsTheRest) {
   const int retimed = checkRetimed(
       {"--algo", "zerocopy"}, "zerocopy on 2 ranks re-timed alone",
@@ -376,6 +430,114 @@ TEST(TunerFits, ToolRetimesZeroCopyOnRegisteredBuffersAndKeepsTheRest) {
   const CommandResult bad = runCommand({CHORUS_TUNE_PATH, "--algo", "warp", "--no-save"}, 60);
   EXPECT_EQ(bad.exitCode, 2);
   EXPECT_NE(bad.output.find("unknown algorithm 'warp'"), std::string::npos) << bad.output;
+}
+
+// chorus-tune --in-place-only times the in-place ratios alone (the tuner's pick of each of the 5
+// fitted collectives, in place against out of place) and keeps every fit; each ratio row has the
+// sizes of the collective's fits and positive ratios.
+TEST(TunerFits, ToolTimesTheInPlaceRatiosAloneAndKeepsTheFits) {
+  const int retimed = checkRetimed(
+      {"--in-place-only"}, "the in-place ratios on 2 ranks re-timed alone",
+      [](const std::string& key) { return key.find("\"inplace\"") != std::string::npos; });
+  EXPECT_EQ(retimed, 5);
+}
+
+// A measured in-place ratio (MachineModel::inPlace): linear in log(bytes) between its sizes, its
+// first and last beyond them, 1 across nodes and for a collective without one; it scales the
+// predicted time of an in-place call only (chorusTunerChoiceInPlace, predictChoice), never the
+// choice, on a communicator of 2 thread ranks.
+TEST(TunerFits, InPlaceRatioScalesOnlyAnInPlaceCallsPrediction) {
+  const MachineModel saved = machineModel();
+  MachineModel m = saved;
+  const int set = setOf(m, 2);
+  ASSERT_GE(set, 0);
+  for (auto& perSet : m.inPlace) perSet[int(OpKind::kAllGather)] = InPlaceFit{};
+  for (auto& perSet : m.inPlace) perSet[int(OpKind::kBroadcast)] = InPlaceFit{};
+  InPlaceFit& f = m.inPlace[set][int(OpKind::kAllGather)];
+  f.nknots = 3;
+  f.bytes[0] = 8, f.bytes[1] = double(1 << 20), f.bytes[2] = double(32 << 20);
+  f.ratio[0] = 1.0, f.ratio[1] = 0.5, f.ratio[2] = 0.8;
+  f.nranks = 2;
+  f.cores = 2;
+  f.measured = true;
+  Shape two{2, 1, true};
+  two.onlineCores = 2;
+  EXPECT_DOUBLE_EQ(inPlaceRatio(m, OpKind::kAllGather, two, 4), 1.0);
+  EXPECT_DOUBLE_EQ(inPlaceRatio(m, OpKind::kAllGather, two, 8), 1.0);
+  EXPECT_DOUBLE_EQ(inPlaceRatio(m, OpKind::kAllGather, two, double(1 << 20)), 0.5);
+  // Halfway between 1 and 32 MiB in log(bytes): halfway between the ratios.
+  EXPECT_NEAR(inPlaceRatio(m, OpKind::kAllGather, two, std::sqrt(double(1 << 20) * (32 << 20))),
+              0.65, 1e-12);
+  EXPECT_DOUBLE_EQ(inPlaceRatio(m, OpKind::kAllGather, two, double(size_t(1) << 30)), 0.8);
+  EXPECT_DOUBLE_EQ(inPlaceRatio(m, OpKind::kBroadcast, two, double(1 << 20)), 1.0);
+  Shape nodes{4, 2, true};
+  EXPECT_DOUBLE_EQ(inPlaceRatio(m, OpKind::kAllGather, nodes, double(1 << 20)), 1.0);
+
+  setMachineModel(m);
+  chorusComm_t comms[2] = {nullptr, nullptr};
+  ASSERT_EQ(chorusCommInitAll(comms, 2, nullptr), chorusSuccess);
+  const size_t count = (size_t(1) << 20) / 2 / sizeof(float);  // 1 MiB of AllGather output
+  chorusChoice_t out{}, in{};
+  ASSERT_EQ(chorusTunerChoice(comms[0], "allgather", count, chorusFloat32, &out), chorusSuccess);
+  ASSERT_EQ(chorusTunerChoiceInPlace(comms[0], "allgather", count, chorusFloat32, &in),
+            chorusSuccess);
+  EXPECT_STREQ(in.algorithm, out.algorithm);
+  EXPECT_STREQ(in.protocol, out.protocol);
+  EXPECT_EQ(in.nchannels, out.nchannels);
+  EXPECT_GT(out.predictedUs, 0);
+  EXPECT_NEAR(in.predictedUs, 0.5 * out.predictedUs, 1e-9 * out.predictedUs);
+  // A collective without a ratio, and a call of nothing, predict alike in place.
+  ASSERT_EQ(chorusTunerChoice(comms[1], "broadcast", count, chorusFloat32, &out), chorusSuccess);
+  ASSERT_EQ(chorusTunerChoiceInPlace(comms[1], "broadcast", count, chorusFloat32, &in),
+            chorusSuccess);
+  EXPECT_EQ(in.predictedUs, out.predictedUs);
+  ASSERT_EQ(chorusTunerChoice(comms[0], "allgather", 0, chorusFloat32, &out), chorusSuccess);
+  ASSERT_EQ(chorusTunerChoiceInPlace(comms[0], "allgather", 0, chorusFloat32, &in), chorusSuccess);
+  EXPECT_EQ(in.predictedUs, out.predictedUs);
+  // A bad argument names the call and the rank.
+  EXPECT_EQ(chorusTunerChoiceInPlace(comms[1], nullptr, count, chorusFloat32, &in),
+            chorusInvalidArgument);
+  EXPECT_NE(std::string(chorusGetLastError(comms[1])).find("chorusTunerChoiceInPlace (rank 1)"),
+            std::string::npos)
+      << chorusGetLastError(comms[1]);
+
+  // predictChoice tells an in-place call by its buffers, as each collective defines it.
+  chorusComm* c1 = comms[1];
+  std::vector<float> buf(4 * count);
+  OpDesc op{OpKind::kAllGather,
+            buf.data() + count,
+            buf.data(),
+            count,
+            chorusFloat32,
+            chorusSum,
+            0,
+            comms[1],
+            nullptr};
+  const Choice pick = choose(c1, op);
+  EXPECT_TRUE(isInPlace(op, 1));
+  EXPECT_FALSE(isInPlace(op, 0));
+  const double inPlaceUs = predictChoice(c1, op, pick);
+  op.sendbuff = buf.data() + 2 * count;  // another buffer's block: out of place
+  EXPECT_FALSE(isInPlace(op, 1));
+  EXPECT_NEAR(inPlaceUs, 0.5 * predictChoice(c1, op, pick), 1e-9 * inPlaceUs);
+  OpDesc rs{OpKind::kReduceScatter,
+            buf.data(),
+            buf.data() + count,
+            count,
+            chorusFloat32,
+            chorusSum,
+            0,
+            comms[1],
+            nullptr};
+  EXPECT_TRUE(isInPlace(rs, 1));
+  EXPECT_FALSE(isInPlace(rs, 0));
+  OpDesc ar{OpKind::kAllReduce, buf.data(), buf.data(), count,  chorusFloat32,
+            chorusSum,          0,          comms[0],   nullptr};
+  EXPECT_TRUE(isInPlace(ar, 0));
+  ar.sendbuff = buf.data() + count;
+  EXPECT_FALSE(isInPlace(ar, 0));
+  for (chorusComm_t c : comms) EXPECT_EQ(chorusCommDestroy(c), chorusSuccess);
+  setMachineModel(saved);
 }
 
 // Shape::channelCpus: the CPUs a rank's set has, shared by the ranks of its node placed on that

@@ -262,6 +262,13 @@ typedef struct {
 } chorusChoice_t;
 CHORUS_API chorusResult_t chorusTunerChoice(chorusComm_t comm, const char* collective, size_t count,
                                             chorusDataType_t datatype, chorusChoice_t* choice);
+/* Chorus extension: the same choice (the tuner never tells an in-place call from an out-of-place
+ * one: every rank must choose alike), with predictedUs for an in-place call: the out-of-place
+ * time scaled by the in-place ratio chorus-tune measured on this node (an in-place call touches
+ * one buffer instead of two). */
+CHORUS_API chorusResult_t chorusTunerChoiceInPlace(chorusComm_t comm, const char* collective,
+                                                   size_t count, chorusDataType_t datatype,
+                                                   chorusChoice_t* choice);
 
 /* Chorus extension: what this library holds, as "key=value" lines, for bug reports and
  * `python -m chorus`: version (major.minor.patch), cuda (yes or no: the CUDA backend is built),

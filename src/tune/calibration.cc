@@ -50,7 +50,9 @@ std::string tuneCachePath() {
 }
 
 namespace {
-// One row of the reference VM's fits (reference_fits.inc, written by chorus-tune --reference).
+// One row of the reference VM's fits (reference_fits.inc, written by chorus-tune --reference);
+// a row whose algorithm is kInPlaceRow holds a collective's in-place ratios (MachineModel::inPlace)
+// in `us`.
 struct ReferenceFit {
   const char* collective;
   const char* algo;
@@ -115,6 +117,15 @@ bool setFit(MachineModel* m, const std::string& collective, const std::string& a
     }
   return false;
 }
+
+// Stores an in-place ratio row (its `us`: the ratios) for `collective` in the set of its rank
+// count; false where the name is unknown or every set holds another rank count.
+bool setInPlaceFit(MachineModel* m, const std::string& collective, const InPlaceFit& fit) {
+  const int set = fitSetFor(*m, fit.nranks), k = fitKindByName(collective.c_str());
+  if (set < 0 || k < 0 || fit.nknots < 1) return false;
+  m->inPlace[set][k] = fit;
+  return true;
+}
 }  // namespace
 
 const char* builtInFitsFor(const std::string& vendor, int family) {
@@ -176,6 +187,7 @@ std::unique_ptr<MachineModel> defaultModel() {
   m.builtInFits = set.name;
   for (const ReferenceFit* at = set.rows; at->collective != nullptr; ++at) {
     const ReferenceFit& r = *at;
+    if (strcmp(r.algo, kInPlaceRow) == 0) continue;  // below, once every choice's set is known
     ChoiceFit fit{};
     fit.nknots = std::min(r.nknots, kFitKnots);
     for (int k = 0; k < fit.nknots; ++k) fit.bytes[k] = r.bytes[k], fit.us[k] = r.us[k];
@@ -183,6 +195,17 @@ std::unique_ptr<MachineModel> defaultModel() {
     fit.cores = r.cores;
     fit.measured = true;
     setFit(&m, r.collective, r.algo, r.proto, r.channels, fit);
+  }
+  for (const ReferenceFit* at = set.rows; at->collective != nullptr; ++at) {
+    const ReferenceFit& r = *at;
+    if (strcmp(r.algo, kInPlaceRow) != 0) continue;
+    InPlaceFit fit{};
+    fit.nknots = std::min(r.nknots, kFitKnots);
+    for (int k = 0; k < fit.nknots; ++k) fit.bytes[k] = r.bytes[k], fit.ratio[k] = r.us[k];
+    fit.nranks = r.nranks;
+    fit.cores = r.cores;
+    fit.measured = true;
+    setInPlaceFit(&m, r.collective, fit);
   }
   m.calibrated = false;
   return model;
@@ -232,11 +255,29 @@ std::unique_ptr<MachineModel> loadOrDefaultModel() {
         ok = bool(in) && fit.us[k] >= 0 && (k == 0 || fit.bytes[k] > fit.bytes[k - 1]);
       }
       fit.measured = true;
-      if (ok && !fitsCleared) {  // a cache's fits replace the built-in ones, all of them
+      if (ok && !fitsCleared) {  // a cache's fits replace the built-in ones, all of them, and
+        // the built-in in-place ratios with them (a cache without them has none: ratio 1)
         forEachFit(c, [](FitIndex, ChoiceFit& f) { f.measured = false; });
+        for (auto& perSet : c.inPlace)
+          for (InPlaceFit& f : perSet) f.measured = false;
         fitsCleared = true;
       }
       if (!ok || !setFit(&c, coll, algo, proto, ch, fit))
+        CHORUS_WARN(-1, "tuner: ignoring a malformed line of %s: %s", tuneCachePath().c_str(),
+                    line.c_str());
+    } else if (key == kInPlaceRow) {
+      // inplace COLLECTIVE NRANKS CORES NKNOTS (BYTES RATIO) x NKNOTS, after the fits
+      std::string coll;
+      InPlaceFit fit{};
+      in >> coll >> fit.nranks >> fit.cores >> fit.nknots;
+      bool ok = bool(in) && fitsCleared && fit.nranks >= 2 && fit.cores >= 1 && fit.nknots >= 1 &&
+                fit.nknots <= kFitKnots;
+      for (int k = 0; ok && k < fit.nknots; ++k) {
+        in >> fit.bytes[k] >> fit.ratio[k];
+        ok = bool(in) && fit.ratio[k] > 0 && (k == 0 || fit.bytes[k] > fit.bytes[k - 1]);
+      }
+      fit.measured = true;
+      if (!ok || !setInPlaceFit(&c, coll, fit))
         CHORUS_WARN(-1, "tuner: ignoring a malformed line of %s: %s", tuneCachePath().c_str(),
                     line.c_str());
     }
@@ -263,7 +304,8 @@ bool saveModel(const MachineModel& m, std::string* error) {
     return false;
   }
   f << "# chorus-tune: hop_us base_us bandwidth_GBps per protocol; channel gain and wake cost;\n"
-    << "# fit collective algo proto channels nranks cores nknots, then bytes us per knot\n";
+    << "# fit collective algo proto channels nranks cores nknots, then bytes us per knot;\n"
+    << "# inplace collective nranks cores nknots, then bytes (in-place / out-of-place) per knot\n";
   f << "machine " << machineKey() << "\n";
   f << "version " << CHORUS_VERSION_STRING << "\n";
   f << "simple " << m.hopUs[0] << " " << m.baseUs[0] << " " << m.bwGBs[0] << "\n";
@@ -278,6 +320,16 @@ bool saveModel(const MachineModel& m, std::string* error) {
       f << " " << static_cast<unsigned long long>(fit.bytes[i]) << " " << fit.us[i];
     f << "\n";
   });
+  for (int set = 0; set < kFitSets; ++set)
+    for (int k = 0; k < kFitKinds; ++k) {
+      const InPlaceFit& fit = m.inPlace[set][k];
+      if (!fit.measured) continue;
+      f << kInPlaceRow << " " << collectiveKey(OpKind(k)) << " " << fit.nranks << " " << fit.cores
+        << " " << fit.nknots;
+      for (int i = 0; i < fit.nknots; ++i)
+        f << " " << static_cast<unsigned long long>(fit.bytes[i]) << " " << fit.ratio[i];
+      f << "\n";
+    }
   return bool(f);
 }
 

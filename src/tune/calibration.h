@@ -10,6 +10,10 @@
 
 namespace chorus {
 
+// The algorithm name of a reference_fits.inc row, and the key of a cache line, that holds a
+// collective's in-place ratios (MachineModel::inPlace) rather than a choice's times.
+constexpr const char* kInPlaceRow = "inplace";
+
 // This machine's identity as the cache records it: hostname, CPU model, cores.
 std::string machineKey();
 std::string tuneCachePath();

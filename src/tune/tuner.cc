@@ -207,6 +207,15 @@ double nodeHopUs(const Shape& shape, Proto p) {
                                            : m.hopUs[int(p)];
 }
 
+namespace {
+// How far a fit of `nranks` ranks on `cores` cores is from `shape`, lower nearer: the same
+// oversubscription first, then the nearest rank count.
+int fitDistance(int nranks, int cores, const Shape& shape) {
+  const bool over = cores > 0 && nranks > cores;
+  return (over != shape.oversubscribed ? 1 << 20 : 0) + std::abs(nranks - shape.nranks);
+}
+}  // namespace
+
 const ChoiceFit* fitFor(const MachineModel& m, OpKind kind, Algo a, Proto p, int nch,
                         const Shape& shape) {
   if (int(kind) >= kFitKinds || nch < 1 || nch > kCalibratedChannels || shape.nnodes != 1)
@@ -215,13 +224,44 @@ const ChoiceFit* fitFor(const MachineModel& m, OpKind kind, Algo a, Proto p, int
   for (int set = 0; set < kFitSets; ++set) {
     const ChoiceFit& f = m.fits[set][int(kind)][int(a)][int(p)][nch - 1];
     if (!f.measured || f.nknots < 1) continue;
-    auto rank = [&](const ChoiceFit& g) {  // lower is nearer: oversubscription, then ranks
-      const bool over = g.cores > 0 && g.nranks > g.cores;
-      return (over != shape.oversubscribed ? 1 << 20 : 0) + std::abs(g.nranks - shape.nranks);
-    };
-    if (best == nullptr || rank(f) < rank(*best)) best = &f;
+    if (best == nullptr ||
+        fitDistance(f.nranks, f.cores, shape) < fitDistance(best->nranks, best->cores, shape))
+      best = &f;
   }
   return best;
+}
+
+double inPlaceRatio(const MachineModel& m, OpKind kind, const Shape& shape, double bytes) {
+  if (int(kind) >= kFitKinds || shape.nnodes != 1) return 1.0;
+  const InPlaceFit* best = nullptr;
+  for (int set = 0; set < kFitSets; ++set) {
+    const InPlaceFit& f = m.inPlace[set][int(kind)];
+    if (!f.measured || f.nknots < 1) continue;
+    if (best == nullptr ||
+        fitDistance(f.nranks, f.cores, shape) < fitDistance(best->nranks, best->cores, shape))
+      best = &f;
+  }
+  if (best == nullptr) return 1.0;
+  const InPlaceFit& f = *best;
+  if (bytes <= f.bytes[0]) return f.ratio[0];
+  for (int i = 1; i < f.nknots; ++i)
+    if (bytes <= f.bytes[i]) {
+      const double x = std::log(bytes / f.bytes[i - 1]) / std::log(f.bytes[i] / f.bytes[i - 1]);
+      return f.ratio[i - 1] + x * (f.ratio[i] - f.ratio[i - 1]);
+    }
+  return f.ratio[f.nknots - 1];
+}
+
+bool isInPlace(const OpDesc& op, int rank) {
+  const size_t block = op.count * chorusTypeSize(op.type) * size_t(rank);
+  switch (op.kind) {
+    case OpKind::kAllGather:
+      return op.sendbuff == static_cast<const char*>(op.recvbuff) + block;
+    case OpKind::kReduceScatter:
+      return op.recvbuff == static_cast<const char*>(op.sendbuff) + block;
+    default:
+      return op.sendbuff == op.recvbuff;
+  }
 }
 
 // The share of the smaller term that does not overlap the larger on a shared machine.
@@ -571,27 +611,31 @@ Choice choose(chorusComm* comm, const OpDesc& op) {
 
 double predictChoice(const chorusComm* comm, const OpDesc& op, const Choice& c) {
   const size_t bytes = modelBytes(op.kind, op.count, op.type, comm->nranks);
-  return nothingMovesUs(predictUs(op.kind, c.algo, c.proto, c.nchannels, comm->shape.get(), bytes),
-                        c.proto, bytes);
+  const Shape& shape = comm->shape.get();
+  double us = predictUs(op.kind, c.algo, c.proto, c.nchannels, shape, bytes);
+  if (isInPlace(op, comm->rank)) us *= inPlaceRatio(machineModel(), op.kind, shape, double(bytes));
+  return nothingMovesUs(us, c.proto, bytes);
 }
 
 }  // namespace chorus
 
 using namespace chorus;
 
-chorusResult_t chorusTunerChoice(chorusComm_t comm, const char* collective, size_t count,
-                                 chorusDataType_t datatype, chorusChoice_t* choice) {
-  if (!liveCommOrRefuse(comm, "chorusTunerChoice")) return chorusInvalidArgument;
+namespace {
+// chorusTunerChoice and chorusTunerChoiceInPlace (`api`: its name, for the messages).
+chorusResult_t tunerChoice(const char* api, bool inPlace, chorusComm_t comm, const char* collective,
+                           size_t count, chorusDataType_t datatype, chorusChoice_t* choice) {
+  if (!liveCommOrRefuse(comm, api)) return chorusInvalidArgument;
   const char* bad = collective == nullptr           ? "collective is NULL"
                     : choice == nullptr             ? "choice is NULL"
                     : chorusTypeSize(datatype) == 0 ? "datatype is not a chorusDataType_t"
                                                     : nullptr;
   if (bad != nullptr) {
-    setLastError(comm, format("chorusTunerChoice (rank %d): %s", comm->rank, bad));
+    setLastError(comm, format("%s (rank %d): %s", api, comm->rank, bad));
     return chorusInvalidArgument;
   }
   if (numAlgos() == 0) {  // cannot happen: communicator init links algo/table.cc
-    setThreadLastError("chorusTunerChoice: the algorithm table is not linked in");
+    setThreadLastError(std::string(api) + ": the algorithm table is not linked in");
     return chorusInternalError;
   }
   static const OpKind kinds[] = {OpKind::kAllReduce, OpKind::kBroadcast,     OpKind::kReduce,
@@ -609,19 +653,34 @@ chorusResult_t chorusTunerChoice(chorusComm_t comm, const char* collective, size
       // The environment as it is now (a communicator's calls use it as it was at init; the
       // two agree unless the environment changed since).
       Choice c;
+      const size_t bytes = modelBytes(k, count, datatype, comm->nranks);
       try {
-        c = chooseFor(comm, k, modelBytes(k, count, datatype, comm->nranks), readTunerEnv());
+        c = chooseFor(comm, k, bytes, readTunerEnv());
       } catch (...) {
-        const Failure f = caughtFailure(comm->rank, "chorusTunerChoice");
+        const Failure f = caughtFailure(comm->rank, api);
         setLastError(comm, f.message);
         return f.code;
       }
       choice->algorithm = algoName(c.algo);  // the table's own strings: no copy, no length limit
       choice->protocol = protoName(c.proto);
       choice->nchannels = c.nchannels;
-      choice->predictedUs = c.predictedUs;
+      choice->predictedUs =
+          inPlace && bytes > 0
+              ? c.predictedUs * inPlaceRatio(machineModel(), k, comm->shape.get(), double(bytes))
+              : c.predictedUs;
       return chorusSuccess;
     }
-  setThreadLastError(std::string("chorusTunerChoice: unknown collective ") + collective);
+  setThreadLastError(std::string(api) + ": unknown collective " + collective);
   return chorusInvalidArgument;
+}
+}  // namespace
+
+chorusResult_t chorusTunerChoice(chorusComm_t comm, const char* collective, size_t count,
+                                 chorusDataType_t datatype, chorusChoice_t* choice) {
+  return tunerChoice("chorusTunerChoice", false, comm, collective, count, datatype, choice);
+}
+
+chorusResult_t chorusTunerChoiceInPlace(chorusComm_t comm, const char* collective, size_t count,
+                                        chorusDataType_t datatype, chorusChoice_t* choice) {
+  return tunerChoice("chorusTunerChoiceInPlace", true, comm, collective, count, datatype, choice);
 }

@@ -70,6 +70,24 @@ struct ChoiceFit {
   int cores;
   bool measured;
 };
+// How an in-place call's time compares with an out-of-place one on one node, per collective and
+// fit set: chorus-tune times the tuner's own pick at each of the fit's sizes both ways,
+// interleaved round by round (the VM's changing speed slows both alike), and keeps the in-place
+// time over the out-of-place one. An in-place call touches one buffer instead of two (2 ranks'
+// AllGather of 8 MiB: 16 MiB of buffers against 32, 1.8-2.9x faster where the second does not
+// fit the last-level cache) and skips the copy of its own block. The tuner's choice never
+// depends on it (every rank must choose alike, and a call may be in place on some ranks only):
+// it only scales the predicted time of an in-place call (predictChoice,
+// chorusTunerChoiceInPlace). Between two sizes the ratio is linear in log(bytes); beyond the
+// first and the last it is theirs.
+struct InPlaceFit {
+  double bytes[kFitKnots];
+  double ratio[kFitKnots];  // in-place time / out-of-place time
+  int nknots;
+  int nranks;
+  int cores;
+  bool measured;
+};
 struct MachineModel {
   double hopUs[kNumProtos];
   double baseUs[kNumProtos];
@@ -80,6 +98,7 @@ struct MachineModel {
   // overhead at 8 KiB).
   double channelWakeUs;
   ChoiceFit fits[kFitSets][kFitKinds][kMaxAlgos][kNumProtos][kCalibratedChannels];
+  InPlaceFit inPlace[kFitSets][kFitKinds];  // set s: the rank count of fits[s]
   // The generic model (choices without a fit): its bandwidths are those of data beyond the
   // caches; up to cacheBytes of a collective's size, its bytes move cacheBwGain times faster (the
   // ranks' buffers and slots stay in L2 / L3).
@@ -131,6 +150,13 @@ bool needsRegisteredBuffers(OpKind kind, Algo a, int nranks);
 void makeMonotone(ChoiceFit* f);
 // A fit's time at `bytes` on the rank count it was measured on.
 double fitUs(const ChoiceFit& f, double bytes);
+// The in-place ratio of `kind` at `bytes` on `shape` from the set nearest to it (as fitFor); 1
+// across nodes and where no set has one.
+double inPlaceRatio(const MachineModel& m, OpKind kind, const Shape& shape, double bytes);
+// Whether a call is in place as the collectives define it (AllGather: the send buffer is the
+// rank's block of the receive buffer; ReduceScatter: the receive buffer is the rank's block of
+// the send buffer; the others: the same buffer) on `rank`.
+bool isInPlace(const OpDesc& op, int rank);
 // The fit the model starts from for (kind, a, p, nchannels) on `shape` (one node), or null.
 const ChoiceFit* fitFor(const MachineModel& m, OpKind kind, Algo a, Proto p, int nchannels,
                         const Shape& shape);
@@ -188,6 +214,7 @@ uint64_t machineModelGeneration();
 // were when the communicator was created (comm->tunerEnv), from the communicator's plans.
 // predictedUs is not filled (NaN): predictChoice gives it.
 Choice choose(chorusComm* comm, const OpDesc& op);
+// The predicted time of choice c for `op`, an in-place call's scaled by inPlaceRatio.
 double predictChoice(const chorusComm* comm, const OpDesc& op, const Choice& c);
 const char* collectiveKey(OpKind kind);  // "allreduce", "broadcast", ...
 int fitKindByName(const char* name);     // the fitted collective collectiveKey names, or -1

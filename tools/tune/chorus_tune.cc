@@ -4,7 +4,7 @@
 // (cluster_model.h) without measuring anything.
 //
 //   chorus-tune [--ranks N] [--no-save] [--print] [--print-only] [--collective allreduce]
-//               [--fit-ranks N,M,..] [--runs K] [--threads] [--reference FILE]
+//               [--fit-ranks N,M,..] [--runs K] [--threads] [--reference FILE] [--in-place-only]
 //   chorus-tune --cluster NODESxRANKS [--link-gbps G] [--link-us U] [--mem-gbs B] [--hop-us H]
 //               [--channels C] [--min-bytes S] [--max-bytes S] [--collective NAME|all] [--json F]
 #include <errno.h>
@@ -105,11 +105,18 @@ struct ChoiceRun {
   std::vector<double> bytes;
   std::vector<std::vector<double>> samples;
   bool registered = false;  // timed on registered buffers (needsRegisteredBuffers)
+  // No overrides: the tuner's own pick, on the model set in this process (fitInPlace).
+  bool tunerPick = false;
+  bool inPlace = false;  // in place, as the benchmarks call it (rank_runner.cc's layouts)
 };
 
 // Forces a choice for this collective only (the barriers and the averaging of times keep the
 // tuner's); read by the communicator's init.
 void setChoiceEnv(OpKind kind, const ChoiceRun& c) {
+  if (c.tunerPick) {
+    clearOverrides();
+    return;
+  }
   const std::string key = std::string(collectiveKey(kind)) + ":";
   setOverrides(key + algoName(c.algo), key + protoName(c.proto), c.channels);
 }
@@ -124,9 +131,10 @@ void setChoiceEnv(OpKind kind, const ChoiceRun& c) {
 // lasts seconds, and slows every choice's round of a size alike instead of one choice's whole
 // sweep (timed one after the other, a choice measured in a fast second beat a faster one
 // measured in a slow one: 2-rank AllGather's ring at 512 KiB 25 us against 50-86 us since).
-// Ordinary choices run on (a0, b0), registered ones on regBase and regBase + most. False where a
-// call failed.
-bool timeRounds(const std::vector<chorusComm_t>& comms, int n, OpKind kind,
+// Ordinary choices run on (a0, b0), registered ones on regBase and regBase + most, in-place ones
+// on b0 alone (this rank's block of it where one buffer holds every rank's). False where a call
+// failed.
+bool timeRounds(const std::vector<chorusComm_t>& comms, int n, int rank, OpKind kind,
                 std::vector<ChoiceRun>* runs, bool record, float* a0, float* b0, float* regBase,
                 size_t most) {
   size_t sizes = 0;
@@ -137,9 +145,14 @@ bool timeRounds(const std::vector<chorusComm_t>& comms, int n, OpKind kind,
         ChoiceRun& run = (*runs)[c];
         if (i >= run.bytes.size()) continue;
         const chorusComm_t comm = comms[c];
-        float* const a = run.registered ? regBase : a0;
-        float* const b = run.registered ? regBase + most : b0;
         const size_t count = countFor(kind, size_t(run.bytes[i]), n);
+        float* a = run.registered ? regBase : a0;
+        float* b = run.registered ? regBase + most : b0;
+        if (run.inPlace) {
+          a = b = b0;
+          if (kind == OpKind::kAllGather) a = b0 + count * size_t(rank);
+          if (kind == OpKind::kReduceScatter) b = b0 + count * size_t(rank);
+        }
         const int iters = int(std::clamp<double>(2e6 / (0.5e3 + double(count) * 4), 10, 2000));
         auto call = [&] {
           switch (kind) {
@@ -218,7 +231,12 @@ bool timeRank(const std::vector<chorusComm_t>& comms, int n, OpKind kind,
     }
     regs.emplace_back(comms[c], handle);
   }
-  const bool ok = timeRounds(comms, n, kind, runs, record, a, b, regBase, most);
+  int rank = 0;
+  if (comms.empty() || chorusCommUserRank(comms[0], &rank) != chorusSuccess) {
+    dropRegistered();
+    return false;
+  }
+  const bool ok = timeRounds(comms, n, rank, kind, runs, record, a, b, regBase, most);
   return dropRegistered() && ok;
 }
 
@@ -421,6 +439,57 @@ void fitChoices(int n, int set, bool threads, MachineModel* m, bool verbose, int
   }
 }
 
+// The in-place ratios (MachineModel::inPlace) of every fitted collective (of `onlyKind` alone
+// where it is not -1) on n ranks of one node, into set `set`: the tuner's own pick (communicators
+// without overrides, on the model this process set: forked ranks inherit it) at each of the fit's
+// sizes, out of place and in place interleaved round by round (timeChoices), so that a burst of
+// the VM's changing speed slows both alike; per pass the in-place median over the out-of-place
+// one, and the median of `passes` passes (one pass of 5 rounds moves a small call's ratio by
+// 10-25%: 0.04 us of 0.17).
+void fitInPlace(int n, int set, bool threads, MachineModel* m, bool verbose, int onlyKind,
+                int passes) {
+  cpu_set_t avail;
+  const int cores = sched_getaffinity(0, sizeof(avail), &avail) == 0 ? CPU_COUNT(&avail) : 0;
+  for (int k = 0; k < kFitKinds; ++k) {
+    if (onlyKind >= 0 && k != onlyKind) continue;
+    const OpKind kind = OpKind(k);
+    std::vector<double> sizes;  // as they run, each once (fitChoices)
+    for (size_t b : kFitKnotBytes)
+      if (sizes.empty() || runBytes(kind, b, n) > sizes.back())
+        sizes.push_back(runBytes(kind, b, n));
+    const size_t knots = std::min<size_t>(sizes.size(), kFitKnots);
+    std::vector<std::vector<double>> ratios(knots);
+    for (int pass = 0; pass < passes; ++pass) {
+      ChoiceRun out{Algo::kRing, Proto::kSimple, 1, sizes, {}};
+      out.tunerPick = true;
+      ChoiceRun in = out;
+      in.inPlace = true;
+      std::vector<ChoiceRun> runs{out, in};
+      std::vector<std::vector<double>> us;
+      timeChoices(n, threads, kind, &runs, &us);
+      for (size_t i = 0; i < knots; ++i) {
+        const double o = us[0][i], p = us[1][i];
+        ratios[i].push_back(o > 0 && p > 0 ? p / o : 1.0);
+      }
+    }
+    InPlaceFit fit{};
+    fit.nknots = int(knots);
+    if (verbose) printf("%-13s in place / out of place:", collectiveKey(kind));
+    for (size_t i = 0; i < knots; ++i) {
+      std::sort(ratios[i].begin(), ratios[i].end());
+      fit.bytes[i] = runBytes(kind, size_t(sizes[i]), n);
+      fit.ratio[i] = ratios[i][ratios[i].size() / 2];
+      if (verbose) printf(" %.0f B %.2f%s", fit.bytes[i], fit.ratio[i], i + 1 < knots ? "," : "");
+    }
+    if (verbose) printf("\n");
+    fflush(stdout);
+    fit.nranks = n;
+    fit.cores = cores;
+    fit.measured = true;
+    m->inPlace[set][k] = fit;
+  }
+}
+
 // The fits as reference_fits.inc's rows (src/tune/calibration.cc: the built-in model).
 // `note`: a comment line on what this run re-timed (--collective), or empty.
 bool writeReference(const MachineModel& m, const char* path, const std::string& note) {
@@ -428,8 +497,10 @@ bool writeReference(const MachineModel& m, const char* path, const std::string& 
   if (f == nullptr) return false;
   fprintf(f,
           "// Generated by `chorus-tune --reference %s` on the 2-core reference VM (quiet);\n"
-          "// {collective, algorithm, protocol, channels, ranks, cores, sizes, {bytes}, {us}}.\n",
-          path);
+          "// {collective, algorithm, protocol, channels, ranks, cores, sizes, {bytes}, {us}};\n"
+          "// algorithm \"%s\": {bytes} and {in-place time / out-of-place time} of the tuner's "
+          "pick.\n",
+          path, kInPlaceRow);
   if (!note.empty()) fprintf(f, "// %s\n", note.c_str());
   forEachFit(m, [&](FitIndex at, const ChoiceFit& fit) {
     fprintf(f, "{\"%s\", \"%s\", \"%s\", %d, %d, %d, %d,\n {", collectiveKey(at.kind),
@@ -439,6 +510,17 @@ bool writeReference(const MachineModel& m, const char* path, const std::string& 
     for (int i = 0; i < fit.nknots; ++i) fprintf(f, "%s%.4g", i ? ", " : "", fit.us[i]);
     fprintf(f, "}},\n");
   });
+  for (int set = 0; set < kFitSets; ++set)
+    for (int k = 0; k < kFitKinds; ++k) {
+      const InPlaceFit& fit = m.inPlace[set][k];
+      if (!fit.measured) continue;
+      fprintf(f, "{\"%s\", \"%s\", \"-\", 0, %d, %d, %d,\n {", collectiveKey(OpKind(k)),
+              kInPlaceRow, fit.nranks, fit.cores, fit.nknots);
+      for (int i = 0; i < fit.nknots; ++i) fprintf(f, "%s%.0f", i ? ", " : "", fit.bytes[i]);
+      fprintf(f, "},\n {");
+      for (int i = 0; i < fit.nknots; ++i) fprintf(f, "%s%.3f", i ? ", " : "", fit.ratio[i]);
+      fprintf(f, "}},\n");
+    }
   return fclose(f) == 0;
 }
 
@@ -503,7 +585,7 @@ int main(int argc, char** argv) {
   ClusterSpec spec;
   std::string json, reference;
   int runs = 1;
-  bool threads = false;
+  bool threads = false, inPlaceOnly = false;
   std::vector<int> fitRanks;
   auto positive = [](const char* flag, const char* v) {
     char* end = nullptr;
@@ -527,6 +609,7 @@ int main(int argc, char** argv) {
                           {"reference", required_argument, nullptr, 'R'},
                           {"runs", required_argument, nullptr, 'r'},
                           {"threads", no_argument, nullptr, 't'},
+                          {"in-place-only", no_argument, nullptr, 'I'},
                           {"fit-ranks", required_argument, nullptr, 'F'},
                           {"no-save", no_argument, nullptr, 's'},
                           {"print", no_argument, nullptr, 'p'},
@@ -536,7 +619,7 @@ int main(int argc, char** argv) {
                           {"help", no_argument, nullptr, 'h'},
                           {nullptr, 0, nullptr, 0}};
   int c;
-  while ((c = getopt_long(argc, argv, "n:spPc:a:hC:G:L:M:H:K:b:e:j:R:r:tF:", opts, nullptr)) !=
+  while ((c = getopt_long(argc, argv, "n:spPc:a:hC:G:L:M:H:K:b:e:j:R:r:tIF:", opts, nullptr)) !=
          -1) {
     switch (c) {
       case 'n':
@@ -599,6 +682,9 @@ int main(int argc, char** argv) {
       case 't':
         threads = true;
         break;
+      case 'I':
+        inPlaceOnly = true;
+        break;
       case 'F': {
         fitRanks.clear();
         std::string list = optarg;
@@ -620,7 +706,7 @@ int main(int argc, char** argv) {
             "usage: chorus-tune [--ranks N] [--no-save] [--print] [--print-only] "
             "[--collective allreduce|broadcast|reduce|allgather|reducescatter]\n"
             "                   [--algo NAME] [--fit-ranks N,M,..] [--runs K] [--threads]\n"
-            "                   [--reference FILE]\n"
+            "                   [--reference FILE] [--in-place-only]\n"
             "       chorus-tune --cluster NODESxRANKS [--link-gbps G] [--link-us U] [--mem-gbs B]\n"
             "                   [--hop-us H] [--channels C] [--min-bytes S] [--max-bytes S]\n"
             "                   [--collective NAME|all] [--json FILE]\n"
@@ -636,6 +722,11 @@ int main(int argc, char** argv) {
             "collective's choices alone and keeps the other fits (the cache's; with\n"
             "--reference the built-in model's); --algo NAME likewise that algorithm's\n"
             "(zerocopy: on registered chorusMemAlloc buffers, as it runs).\n"
+            "Every run also times the tuner's pick of each collective in place against out of\n"
+            "place (the in-place ratios that scale an in-place call's predicted time; with\n"
+            "--runs K the median of K passes; --collective: that collective's; --algo alone:\n"
+            "none);\n"
+            "--in-place-only times those alone and keeps every fit (as --collective does).\n"
             "--cluster measures nothing: it prints, for the described cluster (default link\n"
             "25 Gbit/s; the rest from this machine's model unless given), the tuner's choice,\n"
             "predicted time and bus bandwidth of each collective per size, and the ideal.\n",
@@ -687,14 +778,15 @@ int main(int argc, char** argv) {
       fprintf(stderr, "chorus-tune: unknown algorithm '%s'\n", algo.c_str());
       return 2;
     }
-    const bool partial = onlyKind >= 0 || onlyAlgo >= 0;
+    const bool partial = onlyKind >= 0 || onlyAlgo >= 0 || inPlaceOnly;
     // The fits kept with --collective: the cache's, or with --reference the built-in model's.
     std::unique_ptr<MachineModel> model =
         partial && reference.empty() ? loadOrDefaultModel() : defaultModel();
     MachineModel& m = *model;
     const double hops = 2.0 * (n - 1), share = 2.0 * (n - 1) / n;
-    double base = timeAllReduce(1, 8, "ring", "simple", 1, 20000);
-    for (int pi = 0; pi < kNumProtos; ++pi) {
+    double base = m.baseUs[0];
+    for (int pi = 0; pi < kNumProtos && !inPlaceOnly; ++pi) {
+      if (pi == 0) base = timeAllReduce(1, 8, "ring", "simple", 1, 20000);
       const char* proto = protoName(Proto(pi));
       size_t big = pi == 0 ? (size_t(16) << 20) : (size_t(1) << 20);
       double tSmall = timeAllReduce(n, 8, "ring", proto, 1, 5000);
@@ -705,14 +797,16 @@ int main(int argc, char** argv) {
       printf("%-6s: 8 B %.2f us, %zu B %.1f us -> hop %.3f us, bandwidth %.2f GB/s\n", proto,
              tSmall, big, tBig, m.hopUs[pi], m.bwGBs[pi]);
     }
-    double t1 = timeAllReduce(n, size_t(16) << 20, "ring", "simple", 1, 10);
-    double t2 = timeAllReduce(n, size_t(16) << 20, "ring", "simple", 2, 10);
-    double s1 = timeAllReduce(n, 8192, "ring", "simple", 1, 2000);
-    double s2 = timeAllReduce(n, 8192, "ring", "simple", 2, 2000);
-    m.channelGain = std::max(0.0, t1 / t2 - 1.0);
-    m.channelWakeUs = std::max(0.0, s2 - s1);
-    printf("channels: 16 MiB 1 ch %.1f us, 2 ch %.1f us -> gain %.2f; 8 KiB overhead %.1f us\n", t1,
-           t2, m.channelGain, m.channelWakeUs);
+    if (!inPlaceOnly) {
+      double t1 = timeAllReduce(n, size_t(16) << 20, "ring", "simple", 1, 10);
+      double t2 = timeAllReduce(n, size_t(16) << 20, "ring", "simple", 2, 10);
+      double s1 = timeAllReduce(n, 8192, "ring", "simple", 1, 2000);
+      double s2 = timeAllReduce(n, 8192, "ring", "simple", 2, 2000);
+      m.channelGain = std::max(0.0, t1 / t2 - 1.0);
+      m.channelWakeUs = std::max(0.0, s2 - s1);
+      printf("channels: 16 MiB 1 ch %.1f us, 2 ch %.1f us -> gain %.2f; 8 KiB overhead %.1f us\n",
+             t1, t2, m.channelGain, m.channelWakeUs);
+    }
     // Every choice the tuner may pick here, timed at the fit's sizes; with --runs K, K sweeps
     // one after the other and each time the least of the K. This VM runs in two states for
     // minutes at a time, the whole machine alike (2 ranks, 2026-12-03: AllReduce's ring of 8 MiB
@@ -735,6 +829,7 @@ int main(int argc, char** argv) {
       }
     }
     forEachFit(m, [&](FitIndex at, ChoiceFit& f) {
+      if (inPlaceOnly) return;  // every fit kept
       if (!partial || ((onlyKind < 0 || int(at.kind) == onlyKind) &&
                        (onlyAlgo < 0 || int(at.algo) == onlyAlgo) &&
                        std::find(sets.begin(), sets.end(), at.set) != sets.end()))
@@ -742,26 +837,36 @@ int main(int argc, char** argv) {
     });
     // On the heap: a model holds every fit (about 225 KiB).
     std::vector<std::unique_ptr<MachineModel>> sweeps;
-    for (int r = 0; r < std::max(1, runs); ++r) sweeps.push_back(std::make_unique<MachineModel>(m));
+    for (int r = 0; r < std::max(1, runs) && !inPlaceOnly; ++r)
+      sweeps.push_back(std::make_unique<MachineModel>(m));
     for (size_t r = 0; r < sweeps.size(); ++r)
       for (size_t set = 0; set < fitRanks.size(); ++set) {
         printf("# sweep %zu of %zu, %d ranks\n", r + 1, sweeps.size(), fitRanks[set]);
         fitChoices(fitRanks[set], sets[set], threads, sweeps[r].get(), true, onlyKind, onlyAlgo);
       }
-    forEachFit(*sweeps[0], [&](FitIndex at, const ChoiceFit& first) {
-      auto slot = [&](MachineModel& s) -> ChoiceFit& {
-        return s.fits[at.set][int(at.kind)][int(at.algo)][int(at.proto)][at.channels - 1];
-      };
-      ChoiceFit fit = first;
-      for (int i = 0; i < fit.nknots; ++i) {
-        std::vector<double> v;
-        for (const auto& s : sweeps) v.push_back(slot(*s).us[i]);
-        std::sort(v.begin(), v.end());
-        fit.us[i] = v.front();
-      }
-      makeMonotone(&fit);
-      slot(m) = fit;
-    });
+    if (!sweeps.empty())
+      forEachFit(*sweeps[0], [&](FitIndex at, const ChoiceFit& first) {
+        auto slot = [&](MachineModel& s) -> ChoiceFit& {
+          return s.fits[at.set][int(at.kind)][int(at.algo)][int(at.proto)][at.channels - 1];
+        };
+        ChoiceFit fit = first;
+        for (int i = 0; i < fit.nknots; ++i) {
+          std::vector<double> v;
+          for (const auto& s : sweeps) v.push_back(slot(*s).us[i]);
+          std::sort(v.begin(), v.end());
+          fit.us[i] = v.front();
+        }
+        makeMonotone(&fit);
+        slot(m) = fit;
+      });
+    // The in-place ratios of the tuner's picks on the model just fitted (the forked ranks
+    // inherit it): every collective's, or the one --collective names; --algo alone keeps them.
+    setMachineModel(m);
+    for (size_t set = 0; set < fitRanks.size() && (inPlaceOnly || onlyAlgo < 0 || onlyKind >= 0);
+         ++set) {
+      printf("# in place, %d ranks\n", fitRanks[set]);
+      fitInPlace(fitRanks[set], sets[set], threads, &m, true, onlyKind, std::max(1, runs));
+    }
     printf("base (1 rank, 8 B): %.3f us\n", base);
     m.calibrated = true;
     setMachineModel(m);
@@ -779,6 +884,10 @@ int main(int argc, char** argv) {
         // What was re-timed, and the flags that asked for it.
         std::string what = onlyKind >= 0 ? collective : "";
         std::string flags = onlyKind >= 0 ? "--collective " + collective : "";
+        if (inPlaceOnly) {
+          what += (what.empty() ? "" : " ") + std::string("the in-place ratios");
+          flags += (flags.empty() ? "" : " ") + std::string("--in-place-only");
+        }
         if (onlyAlgo >= 0) {
           what += (what.empty() ? "" : " ") + algo;
           flags += (flags.empty() ? "" : " ") + ("--algo " + algo);

@@ -34,7 +34,12 @@ Choice describeChoice(const CollDesc& desc, chorusComm_t comm, size_t count,
     }
     return Choice{"unknown", "unknown", 0, 0.0};
   }
-  return Choice{c.algorithm, c.protocol, c.nchannels, c.predictedUs};
+  chorusChoice_t inPlace{};
+  const double inPlaceUs =
+      chorusTunerChoiceInPlace(comm, coll.c_str(), count, type, &inPlace) == chorusSuccess
+          ? inPlace.predictedUs
+          : 0.0;
+  return Choice{c.algorithm, c.protocol, c.nchannels, c.predictedUs, inPlaceUs};
 }
 
 }  // namespace chorus_bench

@@ -140,6 +140,8 @@ std::string buildJson(const RunInfo& run) {
     row["protocol"] = r.choice.protocol;
     row["nchannels"] = r.choice.nchannels;
     if (r.choice.predictedUs > 0.0) row["predicted_time"] = num(r.choice.predictedUs);
+    if (r.choice.predictedInPlaceUs > 0.0)
+      row["predicted_time_in_place"] = num(r.choice.predictedInPlaceUs);
     results.push_back(std::move(row));
   }
   doc["results"] = std::move(results);

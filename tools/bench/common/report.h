@@ -17,7 +17,8 @@ struct Choice {
   std::string algorithm;
   std::string protocol;
   int nchannels = 0;
-  double predictedUs = 0.0;  // the tuner's model time; 0: none
+  double predictedUs = 0.0;         // the tuner's model time; 0: none
+  double predictedInPlaceUs = 0.0;  // the same for an in-place call (chorusTunerChoiceInPlace)
 };
 
 // Per-iteration statistics (-I), in microseconds.
