@@ -163,8 +163,8 @@ std::vector<RowChoice> Choices(const Json& doc) {
     if (r.contains("nchannels")) c.nchannels = r.at("nchannels").get<double>();
     c.predicted = r.contains("predicted_time") && r.at("predicted_time").get<double>() > 0.0;
     if (c.predicted && r.contains("predicted_time_in_place")) {
-      const double ratio = r.at("predicted_time_in_place").get<double>() /
-                           r.at("predicted_time").get<double>();
+      const double ratio =
+          r.at("predicted_time_in_place").get<double>() / r.at("predicted_time").get<double>();
       c.predictedInPlace = ratio > 0.2 && ratio < 5.0;
     }
     out.push_back(c);

@@ -262,6 +262,21 @@ TEST(TunerFits, ChainCopiesScaleByTheWorkOfItsRanks) {
               0.75 * r.us[0] * hops + (r.us[r.nknots - 1] - r.us[0]) * bytes, 1e-9 * big);
 }
 
+// A fit (ChoiceFit or InPlaceFit) as the cache gave it back: the same sizes, rank count and
+// cores, its `values` to 6 digits.
+template <class Fit>
+void sameFit(const Fit& w, const Fit& g, double (Fit::*values)[kFitKnots]) {
+  ASSERT_EQ(w.measured, g.measured);
+  if (!w.measured) return;
+  ASSERT_EQ(w.nknots, g.nknots);
+  EXPECT_EQ(w.nranks, g.nranks);
+  EXPECT_EQ(w.cores, g.cores);
+  for (int i = 0; i < w.nknots; ++i) {
+    EXPECT_EQ(w.bytes[i], g.bytes[i]);
+    EXPECT_NEAR((w.*values)[i], (g.*values)[i], 1e-5 * (w.*values)[i]);
+  }
+}
+
 // The tuner cache keeps every fit exactly (sizes as integers, times to 6 digits), and a line it
 // cannot read is skipped with the rest of the cache kept.
 TEST(TunerFits, CacheKeepsTheFits) {
@@ -303,33 +318,12 @@ TEST(TunerFits, CacheKeepsTheFits) {
     for (OpKind k : kKinds)
       for (int a = 0; a < numAlgos(); ++a)
         for (int p = 0; p < kNumProtos; ++p)
-          for (int ch = 0; ch < kCalibratedChannels; ++ch) {
-            const ChoiceFit& w = want.fits[set][int(k)][a][p][ch];
-            const ChoiceFit& g = got.fits[set][int(k)][a][p][ch];
-            ASSERT_EQ(w.measured, g.measured);
-            if (!w.measured) continue;
-            ASSERT_EQ(w.nknots, g.nknots);
-            EXPECT_EQ(w.nranks, g.nranks);
-            EXPECT_EQ(w.cores, g.cores);
-            for (int i = 0; i < w.nknots; ++i) {
-              EXPECT_EQ(w.bytes[i], g.bytes[i]);
-              EXPECT_NEAR(w.us[i], g.us[i], 1e-5 * w.us[i]);
-            }
-          }
+          for (int ch = 0; ch < kCalibratedChannels; ++ch)
+            sameFit(want.fits[set][int(k)][a][p][ch], got.fits[set][int(k)][a][p][ch],
+                    &ChoiceFit::us);
   for (int set = 0; set < kFitSets; ++set)
-    for (OpKind k : kKinds) {
-      const InPlaceFit& w = want.inPlace[set][int(k)];
-      const InPlaceFit& g = got.inPlace[set][int(k)];
-      ASSERT_EQ(w.measured, g.measured) << set << " " << collectiveKey(k);
-      if (!w.measured) continue;
-      ASSERT_EQ(w.nknots, g.nknots);
-      EXPECT_EQ(w.nranks, g.nranks);
-      EXPECT_EQ(w.cores, g.cores);
-      for (int i = 0; i < w.nknots; ++i) {
-        EXPECT_EQ(w.bytes[i], g.bytes[i]);
-        EXPECT_NEAR(w.ratio[i], g.ratio[i], 1e-5 * w.ratio[i]);
-      }
-    }
+    for (OpKind k : kKinds)
+      sameFit(want.inPlace[set][int(k)], got.inPlace[set][int(k)], &InPlaceFit::ratio);
   EXPECT_EQ(got.cacheBytes, want.cacheBytes);
   std::filesystem::remove_all(dir);
   if (old)

@@ -118,6 +118,18 @@ bool setFit(MachineModel* m, const std::string& collective, const std::string& a
   return false;
 }
 
+// A reference row as a fit (ChoiceFit or InPlaceFit), its `us` into the fit's `values`.
+template <class Fit>
+Fit fitOfRow(const ReferenceFit& r, double (Fit::*values)[kFitKnots]) {
+  Fit fit{};
+  fit.nknots = std::min(r.nknots, kFitKnots);
+  for (int k = 0; k < fit.nknots; ++k) fit.bytes[k] = r.bytes[k], (fit.*values)[k] = r.us[k];
+  fit.nranks = r.nranks;
+  fit.cores = r.cores;
+  fit.measured = true;
+  return fit;
+}
+
 // Stores an in-place ratio row (its `us`: the ratios) for `collective` in the set of its rank
 // count; false where the name is unknown or every set holds another rank count.
 bool setInPlaceFit(MachineModel* m, const std::string& collective, const InPlaceFit& fit) {
@@ -188,24 +200,12 @@ std::unique_ptr<MachineModel> defaultModel() {
   for (const ReferenceFit* at = set.rows; at->collective != nullptr; ++at) {
     const ReferenceFit& r = *at;
     if (strcmp(r.algo, kInPlaceRow) == 0) continue;  // below, once every choice's set is known
-    ChoiceFit fit{};
-    fit.nknots = std::min(r.nknots, kFitKnots);
-    for (int k = 0; k < fit.nknots; ++k) fit.bytes[k] = r.bytes[k], fit.us[k] = r.us[k];
-    fit.nranks = r.nranks;
-    fit.cores = r.cores;
-    fit.measured = true;
-    setFit(&m, r.collective, r.algo, r.proto, r.channels, fit);
+    setFit(&m, r.collective, r.algo, r.proto, r.channels, fitOfRow(r, &ChoiceFit::us));
   }
   for (const ReferenceFit* at = set.rows; at->collective != nullptr; ++at) {
     const ReferenceFit& r = *at;
-    if (strcmp(r.algo, kInPlaceRow) != 0) continue;
-    InPlaceFit fit{};
-    fit.nknots = std::min(r.nknots, kFitKnots);
-    for (int k = 0; k < fit.nknots; ++k) fit.bytes[k] = r.bytes[k], fit.ratio[k] = r.us[k];
-    fit.nranks = r.nranks;
-    fit.cores = r.cores;
-    fit.measured = true;
-    setInPlaceFit(&m, r.collective, fit);
+    if (strcmp(r.algo, kInPlaceRow) == 0)
+      setInPlaceFit(&m, r.collective, fitOfRow(r, &InPlaceFit::ratio));
   }
   m.calibrated = false;
   return model;
