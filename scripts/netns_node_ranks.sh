@@ -29,11 +29,12 @@ unset CHORUS_RANK CHORUS_NRANKS CHORUS_LOCAL_RANK CHORUS_LOCAL_NRANKS CHORUS_COM
 if [ -n "$torchrun" ]; then
   case $1 in
     *.py) nopython= ;;
-    *) nopython=--no-python ;;
+    *) nopython=--no_python ;;
   esac
   status=0
-  "$torchrun" -m torch.distributed.run --nnodes "$nnodes" --node-rank "$node" \
-    --nproc-per-node "$p" --master-addr "$addr" --master-port $((port - 1)) $nopython "$@" ||
+  # The underscore spelling: Debian's torch 1.13 takes only that one, 2.x both.
+  "$torchrun" -m torch.distributed.run --nnodes "$nnodes" --node_rank "$node" \
+    --nproc_per_node "$p" --master_addr "$addr" --master_port $((port - 1)) $nopython "$@" ||
     status=$?
   echo "NODE node=$node status=$status"
   exit 0

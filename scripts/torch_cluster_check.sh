@@ -41,16 +41,26 @@ mkdir -p "$out"
 case "$python" in */*) python=$(cd "$(dirname "$python")" && pwd)/$(basename "$python") ;; esac
 case "$build" in /*) ;; *) build=$PWD/$build ;; esac  # absolute: the ranks run elsewhere too
 export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
+# torchrun must run a job of nothing first: Debian 12's torch 1.13 on its Python 3.11 fails in its
+# own agent before any rank starts (AttributeError: 'NoneType' object has no attribute 'get').
+if [ "$torchrun" -eq 1 ] &&
+  ! timeout 60 "$python" -m torch.distributed.run --nproc_per_node 1 --no_python true \
+    >"$out/torchrun_probe.log" 2>&1; then
+  echo "torch_cluster_check: $python's torchrun does not run a job of nothing" \
+    "(its output: $out/torchrun_probe.log); run without --torchrun" >&2
+  exit 2
+fi
 start_busy "$busy"
 [ "$busy" -eq 0 ] || echo "torch_cluster_check: $busy busy loops beside the ranks"
 # A node's torchrun ($0 python, $1 ranks per node, $2 nodes): chorusrun's rank variables are
 # dropped (torchrun sets the ranks'), CHORUS_HOSTID (the emulated node) is kept; Gloo (torch's
-# store side) on the namespace's own interface.
+# store side) on the namespace's own interface. The flags in their underscore spelling, which
+# Debian's torch 1.13 takes as well as 2.x (1.13 refuses --node-rank).
 node_cmd='GLOO_SOCKET_IFNAME=$(ip -o -4 addr show | awk '"'"'$2 != "lo" {print $2; exit}'"'"')
 export GLOO_SOCKET_IFNAME
 exec env -u CHORUS_RANK -u CHORUS_NRANKS -u CHORUS_LOCAL_RANK -u CHORUS_LOCAL_NRANKS \
   -u CHORUS_COMM_ID -u CHORUS_NNODES "$0" -m torch.distributed.run --nnodes "$2" \
-  --node-rank "$CHORUS_RANK" --nproc-per-node "$1" --master-addr 10.213.0.1 --master-port 29500 \
+  --node_rank "$CHORUS_RANK" --nproc_per_node "$1" --master_addr 10.213.0.1 --master_port 29500 \
   python/tests/torch_worker.py cluster'
 status=0
 for shape in $shapes; do
