@@ -41,13 +41,9 @@ mkdir -p "$out"
 case "$python" in */*) python=$(cd "$(dirname "$python")" && pwd)/$(basename "$python") ;; esac
 case "$build" in /*) ;; *) build=$PWD/$build ;; esac  # absolute: the ranks run elsewhere too
 export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
-# torchrun must run a job of nothing first: Debian 12's torch 1.13 on its Python 3.11 fails in its
-# own agent before any rank starts (AttributeError: 'NoneType' object has no attribute 'get').
-if [ "$torchrun" -eq 1 ] &&
-  ! timeout 60 "$python" -m torch.distributed.run --nproc_per_node 1 --no_python true \
-    >"$out/torchrun_probe.log" 2>&1; then
-  echo "torch_cluster_check: $python's torchrun does not run a job of nothing" \
-    "(its output: $out/torchrun_probe.log); run without --torchrun" >&2
+# torchrun must run a job of nothing first (scripts/torchrun_probe.sh: Debian 12's does not).
+if [ "$torchrun" -eq 1 ] && ! scripts/torchrun_probe.sh "$python"; then
+  echo "torch_cluster_check: run without --torchrun" >&2
   exit 2
 fi
 start_busy "$busy"

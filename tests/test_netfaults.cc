@@ -61,15 +61,15 @@ bool lastJsonLine(const CommandResult& r, nlohmann::json* j) {
   return !j->is_discarded();
 }
 
-// Whether netfault_table.sh's interpreter (.venv/bin/python, else python3) runs torchrun: "" if
-// so, else why not.
+// Whether netfault_table.sh's interpreter (.venv/bin/python, else python3) runs a torchrun job
+// (scripts/torchrun_probe.sh): "" if so, else why not.
 std::string torchrunUnavailable() {
   const CommandResult r = runCommand({"/bin/sh", "-c",
                                       "cd \"$(dirname " NETFAULT_TABLE_PATH ")/..\" && p=python3; "
                                       "[ -x .venv/bin/python ] && p=.venv/bin/python; "
-                                      "$p -c 'import torch.distributed.run' 2>&1"},
-                                     60);
-  return r.exitCode == 0 ? "" : "torch.distributed.run not importable: " + outputTail(r.output);
+                                      "scripts/torchrun_probe.sh $p 2>&1"},
+                                     90);
+  return r.exitCode == 0 ? "" : outputTail(r.output);
 }
 
 // (fault, nodes, launch): "hand": each node starts its ranks with torchrun's variables and
