@@ -130,6 +130,30 @@ Fit fitOfRow(const ReferenceFit& r, double (Fit::*values)[kFitKnots]) {
   return fit;
 }
 
+// A cache line's knots after its header: `fit->nknots` pairs of bytes (growing) and a value
+// (into `values`) of at least `least`; false where one is missing or out of order.
+template <class Fit>
+bool readKnots(std::istream& in, Fit* fit, double (Fit::*values)[kFitKnots], double least) {
+  if (!in || fit->nranks < 2 || fit->cores < 1 || fit->nknots < 1 || fit->nknots > kFitKnots)
+    return false;
+  for (int k = 0; k < fit->nknots; ++k) {
+    in >> fit->bytes[k] >> (fit->*values)[k];
+    if (!in || (fit->*values)[k] < least || (k > 0 && fit->bytes[k] <= fit->bytes[k - 1]))
+      return false;
+  }
+  fit->measured = true;
+  return true;
+}
+
+// And its knots as readKnots reads them.
+template <class Fit>
+void writeKnots(std::ostream& out, const Fit& fit, const double (&values)[kFitKnots]) {
+  out << " " << fit.nknots;
+  for (int i = 0; i < fit.nknots; ++i)
+    out << " " << static_cast<unsigned long long>(fit.bytes[i]) << " " << values[i];
+  out << "\n";
+}
+
 // Stores an in-place ratio row (its `us`: the ratios) for `collective` in the set of its rank
 // count; false where the name is unknown or every set holds another rank count.
 bool setInPlaceFit(MachineModel* m, const std::string& collective, const InPlaceFit& fit) {
@@ -248,13 +272,7 @@ std::unique_ptr<MachineModel> loadOrDefaultModel() {
       int ch = 0;
       ChoiceFit fit{};
       in >> coll >> algo >> proto >> ch >> fit.nranks >> fit.cores >> fit.nknots;
-      bool ok = bool(in) && fit.nranks >= 2 && fit.cores >= 1 && fit.nknots >= 1 &&
-                fit.nknots <= kFitKnots;
-      for (int k = 0; ok && k < fit.nknots; ++k) {
-        in >> fit.bytes[k] >> fit.us[k];
-        ok = bool(in) && fit.us[k] >= 0 && (k == 0 || fit.bytes[k] > fit.bytes[k - 1]);
-      }
-      fit.measured = true;
+      const bool ok = readKnots(in, &fit, &ChoiceFit::us, 0.0);
       if (ok && !fitsCleared) {  // a cache's fits replace the built-in ones, all of them, and
         // the built-in in-place ratios with them (a cache without them has none: ratio 1)
         forEachFit(c, [](FitIndex, ChoiceFit& f) { f.measured = false; });
@@ -270,13 +288,7 @@ std::unique_ptr<MachineModel> loadOrDefaultModel() {
       std::string coll;
       InPlaceFit fit{};
       in >> coll >> fit.nranks >> fit.cores >> fit.nknots;
-      bool ok = bool(in) && fitsCleared && fit.nranks >= 2 && fit.cores >= 1 && fit.nknots >= 1 &&
-                fit.nknots <= kFitKnots;
-      for (int k = 0; ok && k < fit.nknots; ++k) {
-        in >> fit.bytes[k] >> fit.ratio[k];
-        ok = bool(in) && fit.ratio[k] > 0 && (k == 0 || fit.bytes[k] > fit.bytes[k - 1]);
-      }
-      fit.measured = true;
+      const bool ok = fitsCleared && readKnots(in, &fit, &InPlaceFit::ratio, 1e-9);
       if (!ok || !setInPlaceFit(&c, coll, fit))
         CHORUS_WARN(-1, "tuner: ignoring a malformed line of %s: %s", tuneCachePath().c_str(),
                     line.c_str());
@@ -315,20 +327,15 @@ bool saveModel(const MachineModel& m, std::string* error) {
   f << "cache " << static_cast<unsigned long long>(m.cacheBytes) << " " << m.cacheBwGain << "\n";
   forEachFit(m, [&](FitIndex at, const ChoiceFit& fit) {
     f << "fit " << collectiveKey(at.kind) << " " << algoName(at.algo) << " " << protoName(at.proto)
-      << " " << at.channels << " " << fit.nranks << " " << fit.cores << " " << fit.nknots;
-    for (int i = 0; i < fit.nknots; ++i)
-      f << " " << static_cast<unsigned long long>(fit.bytes[i]) << " " << fit.us[i];
-    f << "\n";
+      << " " << at.channels << " " << fit.nranks << " " << fit.cores;
+    writeKnots(f, fit, fit.us);
   });
   for (int set = 0; set < kFitSets; ++set)
     for (int k = 0; k < kFitKinds; ++k) {
       const InPlaceFit& fit = m.inPlace[set][k];
       if (!fit.measured) continue;
-      f << kInPlaceRow << " " << collectiveKey(OpKind(k)) << " " << fit.nranks << " " << fit.cores
-        << " " << fit.nknots;
-      for (int i = 0; i < fit.nknots; ++i)
-        f << " " << static_cast<unsigned long long>(fit.bytes[i]) << " " << fit.ratio[i];
-      f << "\n";
+      f << kInPlaceRow << " " << collectiveKey(OpKind(k)) << " " << fit.nranks << " " << fit.cores;
+      writeKnots(f, fit, fit.ratio);
     }
   return bool(f);
 }

@@ -208,11 +208,21 @@ double nodeHopUs(const Shape& shape, Proto p) {
 }
 
 namespace {
-// How far a fit of `nranks` ranks on `cores` cores is from `shape`, lower nearer: the same
-// oversubscription first, then the nearest rank count.
-int fitDistance(int nranks, int cores, const Shape& shape) {
-  const bool over = cores > 0 && nranks > cores;
-  return (over != shape.oversubscribed ? 1 << 20 : 0) + std::abs(nranks - shape.nranks);
+// Of the fit sets' `at(set)` (ChoiceFit or InPlaceFit), the measured one nearest to `shape`: the
+// same oversubscription first, then the nearest rank count; null where none is measured.
+template <class Fit, class At>
+const Fit* nearestFit(const Shape& shape, At at) {
+  auto distance = [&](const Fit& f) {
+    const bool over = f.cores > 0 && f.nranks > f.cores;
+    return (over != shape.oversubscribed ? 1 << 20 : 0) + std::abs(f.nranks - shape.nranks);
+  };
+  const Fit* best = nullptr;
+  for (int set = 0; set < kFitSets; ++set) {
+    const Fit& f = at(set);
+    if (f.measured && f.nknots >= 1 && (best == nullptr || distance(f) < distance(*best)))
+      best = &f;
+  }
+  return best;
 }
 }  // namespace
 
@@ -220,27 +230,15 @@ const ChoiceFit* fitFor(const MachineModel& m, OpKind kind, Algo a, Proto p, int
                         const Shape& shape) {
   if (int(kind) >= kFitKinds || nch < 1 || nch > kCalibratedChannels || shape.nnodes != 1)
     return nullptr;
-  const ChoiceFit* best = nullptr;
-  for (int set = 0; set < kFitSets; ++set) {
-    const ChoiceFit& f = m.fits[set][int(kind)][int(a)][int(p)][nch - 1];
-    if (!f.measured || f.nknots < 1) continue;
-    if (best == nullptr ||
-        fitDistance(f.nranks, f.cores, shape) < fitDistance(best->nranks, best->cores, shape))
-      best = &f;
-  }
-  return best;
+  return nearestFit<ChoiceFit>(shape, [&](int set) -> const ChoiceFit& {
+    return m.fits[set][int(kind)][int(a)][int(p)][nch - 1];
+  });
 }
 
 double inPlaceRatio(const MachineModel& m, OpKind kind, const Shape& shape, double bytes) {
   if (int(kind) >= kFitKinds || shape.nnodes != 1) return 1.0;
-  const InPlaceFit* best = nullptr;
-  for (int set = 0; set < kFitSets; ++set) {
-    const InPlaceFit& f = m.inPlace[set][int(kind)];
-    if (!f.measured || f.nknots < 1) continue;
-    if (best == nullptr ||
-        fitDistance(f.nranks, f.cores, shape) < fitDistance(best->nranks, best->cores, shape))
-      best = &f;
-  }
+  const InPlaceFit* best = nearestFit<InPlaceFit>(
+      shape, [&](int set) -> const InPlaceFit& { return m.inPlace[set][int(kind)]; });
   if (best == nullptr) return 1.0;
   const InPlaceFit& f = *best;
   if (bytes <= f.bytes[0]) return f.ratio[0];

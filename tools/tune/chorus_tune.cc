@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -380,13 +381,36 @@ void timeChoices(int n, bool threads, OpKind kind, std::vector<ChoiceRun>* runs,
   }
 }
 
+// The cores this process may run on (its affinity mask), or 0 where it cannot tell.
+int availableCores() {
+  cpu_set_t avail;
+  return sched_getaffinity(0, sizeof(avail), &avail) == 0 ? CPU_COUNT(&avail) : 0;
+}
+
+// The fit's sizes (kFitKnotBytes, model bytes) of `kind` on n ranks as they run (whole elements
+// per rank), each once (8 B and 32 B of an AllGather on 8 ranks are both one float per rank), up
+// to `limit` (a choice's slotLimit: then `limit` itself is the last).
+std::vector<double> runSizes(OpKind kind, int n, size_t limit) {
+  std::vector<double> sizes;
+  auto add = [&](size_t b) {
+    if (sizes.empty() || runBytes(kind, b, n) > sizes.back()) sizes.push_back(runBytes(kind, b, n));
+  };
+  for (size_t b : kFitKnotBytes) {
+    if (b > limit) {
+      if (sizes.empty() || sizes.back() < double(limit)) add(limit);
+      break;
+    }
+    add(b);
+  }
+  return sizes;
+}
+
 // Times every choice the tuner may pick on n ranks of one node (fittable) at the fit's sizes,
 // a collective's choices interleaved (timeChoices); of the collective `onlyKind` and the
 // algorithm `onlyAlgo` alone where they are not -1.
 void fitChoices(int n, int set, bool threads, MachineModel* m, bool verbose, int onlyKind,
                 int onlyAlgo) {
-  cpu_set_t avail;
-  const int cores = sched_getaffinity(0, sizeof(avail), &avail) == 0 ? CPU_COUNT(&avail) : 0;
+  const int cores = availableCores();
   for (int k = 0; k < kFitKinds; ++k) {
     if (onlyKind >= 0 && k != onlyKind) continue;
     const OpKind kind = OpKind(k);
@@ -396,22 +420,12 @@ void fitChoices(int n, int set, bool threads, MachineModel* m, bool verbose, int
         for (int ch = 1; ch <= kCalibratedChannels; ++ch) {
           if (!fittable(kind, Algo(a), Proto(p), ch, n) || (onlyAlgo >= 0 && a != onlyAlgo))
             continue;
-          const size_t limit = slotLimit(Algo(a), kind, n);
-          // The sizes as they run (whole elements per rank), each once: 8 B and 32 B of an
-          // AllGather on 8 ranks are both one float per rank.
-          ChoiceRun run{Algo(a), Proto(p), ch, {}, {}, needsRegisteredBuffers(kind, Algo(a), n)};
-          auto add = [&](size_t b) {
-            if (run.bytes.empty() || runBytes(kind, b, n) > run.bytes.back())
-              run.bytes.push_back(runBytes(kind, b, n));
-          };
-          for (size_t b : kFitKnotBytes) {
-            if (b > limit) {
-              if (run.bytes.empty() || run.bytes.back() < double(limit)) add(limit);
-              break;
-            }
-            add(b);
-          }
-          runs.push_back(std::move(run));
+          runs.push_back(ChoiceRun{Algo(a),
+                                   Proto(p),
+                                   ch,
+                                   runSizes(kind, n, slotLimit(Algo(a), kind, n)),
+                                   {},
+                                   needsRegisteredBuffers(kind, Algo(a), n)});
         }
     if (runs.empty()) continue;
     std::vector<std::vector<double>> us;
@@ -448,15 +462,11 @@ void fitChoices(int n, int set, bool threads, MachineModel* m, bool verbose, int
 // 10-25%: 0.04 us of 0.17).
 void fitInPlace(int n, int set, bool threads, MachineModel* m, bool verbose, int onlyKind,
                 int passes) {
-  cpu_set_t avail;
-  const int cores = sched_getaffinity(0, sizeof(avail), &avail) == 0 ? CPU_COUNT(&avail) : 0;
+  const int cores = availableCores();
   for (int k = 0; k < kFitKinds; ++k) {
     if (onlyKind >= 0 && k != onlyKind) continue;
     const OpKind kind = OpKind(k);
-    std::vector<double> sizes;  // as they run, each once (fitChoices)
-    for (size_t b : kFitKnotBytes)
-      if (sizes.empty() || runBytes(kind, b, n) > sizes.back())
-        sizes.push_back(runBytes(kind, b, n));
+    const std::vector<double> sizes = runSizes(kind, n, SIZE_MAX);
     const size_t knots = std::min<size_t>(sizes.size(), kFitKnots);
     std::vector<std::vector<double>> ratios(knots);
     for (int pass = 0; pass < passes; ++pass) {
@@ -477,7 +487,7 @@ void fitInPlace(int n, int set, bool threads, MachineModel* m, bool verbose, int
     if (verbose) printf("%-13s in place / out of place:", collectiveKey(kind));
     for (size_t i = 0; i < knots; ++i) {
       std::sort(ratios[i].begin(), ratios[i].end());
-      fit.bytes[i] = runBytes(kind, size_t(sizes[i]), n);
+      fit.bytes[i] = sizes[i];
       fit.ratio[i] = ratios[i][ratios[i].size() / 2];
       if (verbose) printf(" %.0f B %.2f%s", fit.bytes[i], fit.ratio[i], i + 1 < knots ? "," : "");
     }
@@ -760,8 +770,7 @@ int main(int argc, char** argv) {
   }
   if (n < 2) n = 2;
   if (fitRanks.empty()) {  // 2 ranks, twice the cores (at most 8), four times (at most 16)
-    cpu_set_t avail;
-    const int cores = sched_getaffinity(0, sizeof(avail), &avail) == 0 ? CPU_COUNT(&avail) : 1;
+    const int cores = std::max(1, availableCores());
     fitRanks.push_back(2);
     for (const int v : {std::min(8, 2 * cores), std::min(16, 4 * cores)})
       if (v > fitRanks.back() && fitRanks.size() < size_t(kFitSets)) fitRanks.push_back(v);
