@@ -4,16 +4,20 @@
 // ranks, with the tuner's choice and with ring / tree forced in both protocols; tests/support's
 // matrix checks every result against its own reference (tests/support/reference.h). Its FIFO
 // blocks exist while the communicators do and are freed with them. An unknown transport name
-// fails init with a message naming it.
+// fails init with a message naming it. FifoLayout and FifoHandoff check the FIFO itself: where
+// its slots lie, and how a receiver judges a link from the sender's time stamps.
 #include <chorus/chorus.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "base/tsc.h"
 #include "comm/plan.h"
 #include "comm_set.h"
 #include "loopback/loopback.h"
@@ -159,6 +163,50 @@ TEST(FifoLayout, SimpleSlotsStayOffUsersPageOffsetsAndPacked) {
     }
     std::free(slots);
   }
+}
+
+// How a receiver judges a link (fifo.h RecvConn::noteHandoff), on a FIFO in this process's
+// memory: posts it sees long after they were stamped (a sleep between) make it ask for streamed
+// slots after a window, posts it sees at once (the same thread) make it ask for cached ones again;
+// the stamp never shows in the slot's size, and a post without one is not judged.
+TEST(FifoHandoff, SlowHandOffsAskForStreamedSlotsAndFastOnesForCachedAgain) {
+  if (!chorus::tscUsable()) GTEST_SKIP() << "no time-stamp counter that every core reads alike";
+  const size_t slotBytes = chorus::kSlotPage;
+  const size_t bytes = chorus::kSlotPage + chorus::fifoSlotsBytes(slotBytes);
+  char* block = static_cast<char*>(std::aligned_alloc(chorus::kSlotPage, bytes));
+  ASSERT_NE(block, nullptr);
+  std::memset(block, 0, bytes);
+  chorus::SendConn s;
+  chorus::RecvConn r;
+  s.ctrl = r.ctrl = reinterpret_cast<chorus::FifoCtrl*>(block);
+  s.slots = r.slots = block + chorus::kSlotPage;
+  s.slotBytes = r.slotBytes = slotBytes;
+  r.timed = true;
+  chorus::HandoffJudge judge;
+  judge.fastCounts = uint64_t(160 * chorus::tscPerNs());
+  auto handOff = [&](bool stamp, int sleepUs, uint64_t size) {
+    ASSERT_TRUE(s.slotFree());
+    s.post(size | chorus::kSlotMessageStart, stamp);
+    if (sleepUs > 0) usleep(useconds_t(sleepUs));
+    ASSERT_TRUE(r.dataReady());
+    r.noteHandoff(judge);
+    EXPECT_EQ(r.slotSize(), size);
+    EXPECT_EQ(r.slotWord(), size | chorus::kSlotMessageStart);
+    EXPECT_TRUE(r.slotStartsMessage());
+    r.release();
+  };
+  for (uint32_t i = 0; i + 1 < chorus::HandoffJudge::kWindow; ++i) handOff(true, 200, 1000 + i);
+  EXPECT_FALSE(s.streamWished()) << "judged before a whole window";
+  for (int i = 0; i < 40; ++i) handOff(false, 200, 77);  // no stamps: not judged
+  EXPECT_FALSE(s.streamWished());
+  handOff(true, 200, 4096);
+  EXPECT_TRUE(s.streamWished()) << "a window of hand-offs 200 us late";
+  // At once: a few tens of nanoseconds on one core. A preempted one may be late, so up to three
+  // windows.
+  for (uint32_t i = 0; i < 3 * chorus::HandoffJudge::kWindow && s.streamWished(); ++i)
+    handOff(true, 0, 64);
+  EXPECT_FALSE(s.streamWished()) << "windows of hand-offs seen at once";
+  std::free(block);
 }
 
 }  // namespace

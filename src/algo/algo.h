@@ -100,20 +100,24 @@ struct LaneFailures {
   void rethrowFirst() const;
 };
 
-// Whether a call writes its Simple slots with streaming stores (Prims::setStreamingSlots): its
-// size as the benchmarks count it (AllGather and ReduceScatter: every rank's block) is at least
-// CHORUS_SLOT_STREAM_THRESHOLD (unset: no call). Each rank decides for its own sends: the
-// receiver reads a slot the same way however it was written. A streamed slot leaves no line in
-// the writer's cache, so the reader fetches it from memory: where the two cores share no cache
-// (another die or socket) that is several times faster than from the writer's cache, where they
-// share one it is slower. Measured on 2 ranks on this project's VM, whose two vCPUs change
-// between the two placements (docs/performance.md, "Why the medians spread"): from 64 KiB the
-// ring's AllReduce, AllGather and ReduceScatter took 2-7x less time without a shared cache, and
-// 1.3-2x more at 512 KiB-8 MiB with one (torch's all_reduce 1.4-2x at 512 KiB-128 MiB); with
-// more ranks than cores, neighbours that take turns on one core pass slots through its cache
-// (streamed, 4 ranks on 2 cores: 1.5-2x slower). Hence off unless set: a measured choice
-// between the two (per link, as the machine changes) is not built yet.
-bool streamsSlots(const chorusComm* comm, const OpDesc& op);
+// How a call writes its Simple slots (Prims::setStreamingSlots), by its size as the benchmarks
+// count it (AllGather and ReduceScatter: every rank's block): with streaming stores from
+// CHORUS_SLOT_STREAM_THRESHOLD (unset: never); else, from CHORUS_SLOT_STREAM_BY_LINK (64 KiB;
+// 0: never), as each link's receiver asks; below, through the cache. Each rank decides for its own
+// sends: the receiver reads a slot the same way however it was written. A streamed slot leaves no
+// line in the writer's cache, so the reader fetches it from memory: where the two cores share no
+// cache (another die or socket) that is several times faster than from the writer's cache, where
+// they share one it is slower. Measured on 2 ranks on this project's VM, whose two vCPUs change
+// between the two placements for seconds at a time (docs/performance.md, "Why the medians
+// spread"): from 64 KiB the ring's AllReduce, AllGather and ReduceScatter took 2-7x less time
+// streamed without a shared cache, and 1.3-2x more at 512 KiB-8 MiB with one (torch's all_reduce
+// 1.4-2x at 512 KiB-128 MiB). So the link chooses: a receiver that waited for a post times it
+// from the sender's time stamp (transport/fifo.h RecvConn::noteHandoff; 25-80 ns on this VM with
+// a shared cache, 200-260 without) and asks for streamed slots while the hand-offs are slow.
+// Not with more ranks than CPUs (chorusComm::slotStreamByLink): neighbours taking turns on one
+// core pass a cached slot through that core's cache (streamed, 4 ranks on 2 cores: 1.5-2x
+// slower), and their waits yield, which times nothing.
+SlotStreaming slotStreaming(const chorusComm* comm, const OpDesc& op);
 
 // One-shot AllReduce (algo/oneshot.cc): every rank publishes its input once in its segment and
 // reduces every rank's input, in rank order, into its output: one hand-off, and bit-identical

@@ -32,7 +32,7 @@ void chainBroadcast(chorusComm* comm, const OpDesc& op, const Work& w) {
   const int pos = mod(r - comm->ringPos[size_t(op.root)], n);  // 0 = root, n-1 = chain end
   Prims prims(comm, w.channel, w.proto, pos == 0 ? -1 : ring[size_t(mod(r - 1, n))],
               pos == n - 1 ? -1 : ring[size_t(mod(r + 1, n))], op.type, op.op, "Broadcast");
-  prims.setStreamingSlots(streamsSlots(comm, op));
+  prims.setStreamingSlots(slotStreaming(comm, op));
   // Every rank of the chain takes the same steps (the receiver checks each chunk's size): the
   // shape is the same on every rank.
   const Shape& shape = comm->shape.get();
@@ -61,7 +61,7 @@ void chainReduce(chorusComm* comm, const OpDesc& op, const Work& w) {
   const int pos = mod(r - comm->ringPos[size_t(op.root)] - 1, n);  // 0 = start, n-1 = root
   Prims prims(comm, w.channel, w.proto, pos == 0 ? -1 : ring[size_t(mod(r - 1, n))],
               pos == n - 1 ? -1 : ring[size_t(mod(r + 1, n))], op.type, op.op, "Reduce");
-  prims.setStreamingSlots(streamsSlots(comm, op));
+  prims.setStreamingSlots(slotStreaming(comm, op));
   for (size_t off = w.begin; off < w.end; off += prims.chunkElems()) {
     const size_t ne = std::min(prims.chunkElems(), w.end - off), o = off * esz;
     if (pos == 0)

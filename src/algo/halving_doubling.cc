@@ -72,7 +72,7 @@ void exchange(chorusComm* comm, const OpDesc& op, Proto proto, int partner, cons
               Region out, char* dst, Region in, bool reduce, bool final, const char* what) {
   Prims prims(comm, 0, proto, in.size() ? partner : -1, out.size() ? partner : -1, op.type, op.op,
               what);
-  prims.setStreamingSlots(streamsSlots(comm, op));
+  prims.setStreamingSlots(slotStreaming(comm, op));
   const size_t esz = chorusTypeSize(op.type), chunk = prims.chunkElems();
   size_t so = out.lo, ro = in.lo;
   while (so < out.hi || ro < in.hi) {
@@ -257,7 +257,7 @@ void exchangeBlocks(chorusComm* comm, const OpDesc& op, Proto proto, int partner
                     GroupCursor out, GroupCursor in, const char* what) {
   Prims prims(comm, 0, proto, in.done() ? -1 : partner, out.done() ? -1 : partner, op.type, op.op,
               what);
-  prims.setStreamingSlots(streamsSlots(comm, op));
+  prims.setStreamingSlots(slotStreaming(comm, op));
   const size_t esz = chorusTypeSize(op.type), chunk = prims.chunkElems(), count = op.count;
   const auto& ring = comm->ring;
   auto at = [&](const GroupCursor& c) { return buf + (size_t(c.runRank) * count + c.off) * esz; };

@@ -91,7 +91,7 @@ struct HierRings {
               h.cross[size_t(mod(h.qpos + 1, int(h.cross.size())))], op.type, op.op, crossName),
         node(comm, 0, proto, h.P > 1 ? h.local[size_t(mod(h.i - 1, h.P))] : -1,
              h.P > 1 ? h.local[size_t(mod(h.i + 1, h.P))] : -1, op.type, nodeOp, nodeName) {
-    node.setStreamingSlots(streamsSlots(comm, op));  // the node ring's shared-memory slots
+    node.setStreamingSlots(slotStreaming(comm, op));  // the node ring's shared-memory slots
   }
 };
 

@@ -39,7 +39,7 @@ void ringAllReduceOn(chorusComm* comm, const std::vector<int>& ring, int r, cons
               op.type, op.op, "AllReduce");
   const size_t esz = chorusTypeSize(op.type);
   prims.setStreamingOutput(op.count * esz >= comm->streamThreshold);
-  prims.setStreamingSlots(streamsSlots(comm, op));
+  prims.setStreamingSlots(slotStreaming(comm, op));
   const char* src = static_cast<const char*>(op.sendbuff);
   char* dst = static_cast<char*>(op.recvbuff);
   const size_t end = w.end, maxChunk = prims.chunkElems();
@@ -81,7 +81,7 @@ void ringAllGather(chorusComm* comm, const OpDesc& op, const Work& w) {
   Prims prims(comm, w.channel, w.proto, ring[size_t(mod(r - 1, n))], ring[size_t(mod(r + 1, n))],
               op.type, op.op, "AllGather");
   prims.setStreamingOutput(op.count * esz * size_t(n) >= comm->streamThreshold);
-  prims.setStreamingSlots(streamsSlots(comm, op));
+  prims.setStreamingSlots(slotStreaming(comm, op));
   for (size_t off = w.begin; off < w.end; off += prims.chunkElems()) {
     const size_t ne = std::min(prims.chunkElems(), w.end - off), o = off * esz;
     prims.copySend(src + o, block(r) + o, ne);
@@ -102,7 +102,7 @@ void ringReduceScatter(chorusComm* comm, const OpDesc& op, const Work& w) {
   Prims prims(comm, w.channel, w.proto, ring[size_t(mod(r - 1, n))], ring[size_t(mod(r + 1, n))],
               op.type, op.op, "ReduceScatter");
   prims.setStreamingOutput(op.count * esz * size_t(n) >= comm->streamThreshold);
-  prims.setStreamingSlots(streamsSlots(comm, op));
+  prims.setStreamingSlots(slotStreaming(comm, op));
   for (size_t off = w.begin; off < w.end; off += prims.chunkElems()) {
     const size_t ne = std::min(prims.chunkElems(), w.end - off), o = off * esz;
     prims.send(block(r - 1) + o, ne);

@@ -43,11 +43,12 @@ void destroyAlgoStates(chorusComm* comm) {
   comm->scratch = nullptr;
 }
 
-bool streamsSlots(const chorusComm* comm, const OpDesc& op) {
+SlotStreaming slotStreaming(const chorusComm* comm, const OpDesc& op) {
   size_t bytes = op.count * chorusTypeSize(op.type);
   if (op.kind == OpKind::kAllGather || op.kind == OpKind::kReduceScatter)
     bytes *= size_t(comm->nranks);
-  return bytes >= comm->slotStreamThreshold;
+  if (bytes >= comm->slotStreamThreshold) return SlotStreaming::kStreamed;
+  return bytes >= comm->slotStreamByLink ? SlotStreaming::kByLink : SlotStreaming::kCached;
 }
 
 }  // namespace chorus

@@ -54,12 +54,12 @@ struct TreeRun {
                : parent >= 0 ? 1
                              : 0,
                o.type, o.op, name);
-      upP.setStreamingSlots(streamsSlots(c, o));
+      upP.setStreamingSlots(slotStreaming(c, o));
     }
     if (doDown && (parent >= 0 || !doUp)) {
       downP.init(c, channel, proto, &parent, parent >= 0 ? 1 : 0, child, nchildren, o.type, o.op,
                  name);
-      downP.setStreamingSlots(streamsSlots(c, o));
+      downP.setStreamingSlots(slotStreaming(c, o));
     }
     begin = b;
     end = e;

@@ -165,8 +165,13 @@ struct chorusComm {
   bool pinned = false;
   size_t streamThreshold = 0;  // CHORUS_STREAM_THRESHOLD: outputs this large use streaming stores
   // CHORUS_SLOT_STREAM_THRESHOLD: calls this large write their Simple slots with streaming
-  // stores (algo/algo.h streamsSlots); unset, none.
+  // stores (algo/algo.h slotStreaming); unset, none.
   size_t slotStreamThreshold = 0;
+  // CHORUS_SLOT_STREAM_BY_LINK: calls this large stream their slots as each link's receiver asks
+  // (64 KiB; never where 0, with more ranks than CPUs or without a time-stamp counter every core
+  // reads alike: core/placement.cc), and how a receiver judges a hand-off (transport/fifo.h).
+  size_t slotStreamByLink = size_t(1) << 62;
+  chorus::HandoffJudge handoffJudge;
 
   std::thread initThread;  // non-blocking init
   // The threads that run multi-channel calls' extra channels, started on the first such call,

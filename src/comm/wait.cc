@@ -150,17 +150,20 @@ void Waiter::pause() {
     }
     sleepOnDoorbell(bell_, bellValue_, comm_->bellSleepNs);
     armed_ = false;
-    slept_ = true;
+    slept_ = gaveCore_ = true;
     return;
   }
   if (now - start_ < kYieldPhase && !sleepFirst) {
-    if (yield)
+    if (yield) {
       yieldAndNote(now);
-    else if (comm_->pinned)  // the core is its own: a yield costs little
+    } else if (comm_->pinned) {  // the core is its own: a yield costs little
       sched_yield();
-    else
+      gaveCore_ = true;
+    } else {
       cpuRelax();
+    }
   } else {
+    gaveCore_ = true;
     // Sleep a little longer the longer we wait, up to 200 us.
     auto waited = std::chrono::duration_cast<std::chrono::microseconds>(now - start_).count();
     long us = waited < 5000 ? 20 : waited < 50000 ? 50 : 200;
@@ -172,6 +175,7 @@ void Waiter::pause() {
 // A yield that notes how long it kept this rank off its CPU (kSlowYieldNs above).
 void Waiter::yieldAndNote(Clock::time_point before) {
   sched_yield();
+  gaveCore_ = true;
   if (steadyNs(Clock::now()) - steadyNs(before) > kSlowYieldNs) {
     const int32_t span = std::clamp(comm_->sleepFirstSpan.load(std::memory_order_relaxed) * 2,
                                     kSleepFirstMin, kSleepFirstMax);

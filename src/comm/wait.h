@@ -42,6 +42,9 @@ class Waiter {
   // Health checks done so far: a wait for several peers moves to the next one per check, so
   // that every peer is looked at whatever the cadence of pauses (sleeps, yields, spins).
   uint32_t checks() const { return checks_; }
+  // Whether this wait only spun so far (no yield, no sleep): it saw its condition turn true
+  // within a few polls of the moment it did (transport/fifo.h RecvConn::noteHandoff).
+  bool onlySpun() const { return !gaveCore_; }
   // The checks a long wait makes (abort, failed communicator, the peer's failure or death), now:
   // throws if one fails.
   void checkNow() { check(Clock::now()); }
@@ -63,6 +66,7 @@ class Waiter {
   bool everArmed_ = false;
   bool sleepFirst_ = false;  // this wait sleeps at once instead of yielding (comm/wait.cc)
   bool slept_ = false;       // slept on the doorbell at least once (the poll phase adapts after)
+  bool gaveCore_ = false;    // yielded or slept at least once (onlySpun)
   bool published_ = false;   // this wait is the communicator's published one (comm/status.h)
   std::atomic<int64_t>* alive_ = nullptr;  // the rank's sign of life, refreshed by slow pauses
   int cpu_ = -1;  // the CPU of this rank's last slow pause (unpinned ranks only)

@@ -12,6 +12,7 @@
 
 #include "base/debug.h"
 #include "base/param.h"
+#include "base/tsc.h"
 #include "comm/comm.h"
 #include "topo/cpu_share.h"
 #include "transport/doorbell.h"
@@ -115,6 +116,15 @@ void placeRank(chorusComm* c) {
     c->mySegment.header()->bell.heavyArm.store(1, std::memory_order_relaxed);
   c->spinIters =
       uint32_t(std::max<int64_t>(1, envInt("CHORUS_SPIN", c->moreRanksThanCpus ? 1 : 256)));
+  // Slots streamed as each link asks (algo/algo.h slotStreaming): not with more ranks than CPUs.
+  // A hand-off seen in kFastHandoffNs is one through a shared cache (transport/fifo.h
+  // HandoffJudge).
+  const int64_t byLink = envSize("CHORUS_SLOT_STREAM_BY_LINK", 64 << 10);
+  if (byLink > 0 && !c->moreRanksThanCpus && tscUsable()) {
+    constexpr double kFastHandoffNs = 160;
+    c->slotStreamByLink = size_t(byLink);
+    c->handoffJudge.fastCounts = uint64_t(kFastHandoffNs * tscPerNs());
+  }
   // The tuner's view must be the same on every rank: one node, compared with its online cores.
   const int channelCpus = channelCpusOf(c->peers);
   bool sharedMachine = false;  // from every rank's record: the same on every rank

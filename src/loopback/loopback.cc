@@ -72,6 +72,7 @@ class LoopbackTransport final : public Transport {
     s->slotBytes = r->slotBytes = c_->slotBytes[proto];
     // The ranks sleep on their doorbell (comm/wait.cc).
     s->wakee = r->wakee = c_->doorbellOf(peer);
+    r->timed = true;  // a sender of this machine: its time stamps are comparable
   }
 
  private:

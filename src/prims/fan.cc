@@ -21,6 +21,7 @@ void FanPrims::init(chorusComm* comm, int channel, Proto proto, const int* recvP
   opName_ = opName;
   io_.proto = proto;
   io_.streamSlots = false;
+  io_.timeSlots = false;
   const int pr = int(proto);
   char* base = comm->scratch->channel[size_t(channel)].data();
   nrecv_ = nrecv;
@@ -32,6 +33,14 @@ void FanPrims::init(chorusComm* comm, int channel, Proto proto, const int* recvP
   for (int k = 0; k < nsend; ++k) send_[k] = &comm->sendConn(pr, channel, sendPeers[k]);
   io_.sendScratch = base + size_t(kMaxFan) * comm->slotBytes[0];
   chunkElems_ = protoSlotCapacity(proto, comm->slotBytes[pr]) / esz_;
+}
+
+void FanPrims::setStreamingSlots(SlotStreaming how) {
+  const bool simple = io_.proto == Proto::kSimple;
+  io_.timeSlots = simple && how == SlotStreaming::kByLink;
+  bool wished = false;
+  for (int k = 0; k < nsend_ && io_.timeSlots; ++k) wished = wished || send_[k]->streamWished();
+  io_.streamSlots = simple && (how == SlotStreaming::kStreamed || wished);
 }
 
 int FanPrims::recvPeer(int k) const {

@@ -33,7 +33,9 @@ class FanPrims {
   // Elements that fit one slot (the largest chunk a call moves).
   size_t chunkElems() const { return chunkElems_; }
   // Simple slots written with streaming stores (Prims::setStreamingSlots).
-  void setStreamingSlots(bool on) { io_.streamSlots = on && io_.proto == Proto::kSimple; }
+  // kByLink: streamed where any receiver asks (its hand-offs judged by Prims' waits on the same
+  // FIFOs: the trees' links are the rings' between the same ranks on 2 ranks).
+  void setStreamingSlots(SlotStreaming how);
   int recvPeer(int k) const;
   int sendPeer(int k) const;
   int nrecv() const { return nrecv_; }

@@ -37,10 +37,11 @@ class Prims {
   // Write the user's output with streaming stores (large results that will not be re-read
   // soon: saves the read-for-ownership of every output line). Slots stay cached either way.
   void setStreamingOutput(bool on) { streamOut_ = on; }
-  // Write the Simple slots with streaming stores (chorusComm::slotStreamThreshold says when):
-  // the receiver then reads lines from memory instead of from this core's cache, which is what
-  // a line costs where the two cores share no cache (another die or socket; proto/proto.h).
-  void setStreamingSlots(bool on) { io_.streamSlots = on && io_.proto == Proto::kSimple; }
+  // Write the Simple slots with streaming stores (algo/algo.h slotStreaming says when): the
+  // receiver then reads lines from memory instead of from this core's cache, which is what a
+  // line costs where the two cores share no cache (another die or socket; proto/proto.h).
+  // kByLink: as the receiver asks, and the posts stamped and the hand-offs judged.
+  void setStreamingSlots(SlotStreaming how);
 
   void send(const void* src, size_t n);
   void recv(void* dst, size_t n);

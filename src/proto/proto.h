@@ -79,6 +79,11 @@ inline void unpack(char* dst, const char* slot, size_t bytes) {
 }
 }  // namespace ll
 
+// How a call writes its Simple slots (algo/algo.h slotStreaming): through the cache, with
+// streaming stores, or as each link's receiver asks (FifoCtrl::streamWish), the posts stamped so
+// that it can judge.
+enum class SlotStreaming : uint8_t { kCached, kByLink, kStreamed };
+
 // Protocol-independent access to one connection pair. Scratch buffers (one slot each) hold LL
 // chunks while they are reduced or copied.
 struct ProtoIO {
@@ -88,6 +93,9 @@ struct ProtoIO {
   // Simple: write slots with streaming stores (Prims::setStreamingSlots). A chunk is then
   // composed in the scratch, as LL's is, and streamed into the slot by sendPost.
   bool streamSlots = false;
+  // Simple: stamp each post with the time-stamp counter (SendConn::post), for a receiver that
+  // judges the link by its hand-offs (a call that lets the link choose: SlotStreaming::kByLink).
+  bool timeSlots = false;
 
   bool recvReady(const RecvConn& r, size_t bytes) const {
     if (proto == Proto::kSimple) return r.dataReady();
@@ -122,7 +130,7 @@ struct ProtoIO {
         else
           std::memcpy(s.slot(), buffer, bytes);
       }
-      return s.post(bytes);
+      return s.post(bytes, timeSlots);
     }
     ll::pack(s.slot(), buffer, bytes, ll::flagOf(s.tail + 1));
     ++s.tail;

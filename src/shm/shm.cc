@@ -20,6 +20,7 @@ class ShmTransport final : public Transport {
     // Posts wake the peer if it sleeps waiting for data; releases wake it waiting for a free
     // slot.
     s->wakee = r->wakee = c_->doorbellOf(peer);
+    r->timed = true;  // a sender of this machine: its time stamps are comparable
   }
 
  private:
