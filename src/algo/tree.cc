@@ -121,6 +121,11 @@ struct TreeRun {
 
 void runAll(chorusComm* comm, TreeRun* runs, int nruns, bool rootSend) {
   Waiter waiter(comm, -1, opKindName(runs[0].op->kind), /*fifoWait=*/true);
+  bool afterPause = false;  // the last pass moved nothing and the wait paused (FanPrims::judge)
+  for (int t = 0; t < nruns; ++t) {
+    runs[t].upP.judgeHandoffs(&waiter, &afterPause);
+    runs[t].downP.judgeHandoffs(&waiter, &afterPause);
+  }
   while (true) {
     bool all = true, progressed = false;
     for (int t = 0; t < nruns; ++t) {
@@ -143,6 +148,9 @@ void runAll(chorusComm* comm, TreeRun* runs, int nruns, bool rootSend) {
         if (!runs[t].done()) m += runs[t].blockers(waits + m);
       waiter.setPeer(m > 0 ? waits[waiter.checks() % uint32_t(m)] : -1);
       waiter.pause();
+      afterPause = true;
+    } else {
+      afterPause = false;
     }
   }
 }

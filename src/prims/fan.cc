@@ -2,6 +2,7 @@
 
 #include "base/error.h"
 #include "comm/comm.h"
+#include "comm/wait.h"
 #include "prims/prims.h"
 #include "reduce/copy_kernel.h"
 #include "reduce/reduce.h"
@@ -22,6 +23,9 @@ void FanPrims::init(chorusComm* comm, int channel, Proto proto, const int* recvP
   io_.proto = proto;
   io_.streamSlots = false;
   io_.timeSlots = false;
+  missed_ = false;
+  waiter_ = nullptr;
+  afterPause_ = nullptr;
   const int pr = int(proto);
   char* base = comm->scratch->channel[size_t(channel)].data();
   nrecv_ = nrecv;
@@ -43,6 +47,15 @@ void FanPrims::setStreamingSlots(SlotStreaming how) {
   io_.streamSlots = simple && (how == SlotStreaming::kStreamed || wished);
 }
 
+void FanPrims::judge() {
+  const bool waitedFor = missed_;
+  missed_ = false;
+  if (!waitedFor || afterPause_ == nullptr || !*afterPause_) return;
+  *afterPause_ = false;
+  if (nrecv_ == 1 && recv_[0]->timed && waiter_->onlySpun())
+    recv_[0]->noteHandoff(comm_->handoffJudge);
+}
+
 int FanPrims::recvPeer(int k) const {
   return recv_[k]->peer;
 }
@@ -55,11 +68,13 @@ bool FanPrims::ready(size_t bytes) const {
   for (int k = 0; k < nrecv_; ++k)
     if (!io_.recvReady(*recv_[k], bytes)) {
       blocker_ = recv_[k]->peer;
+      missed_ = true;
       return false;
     }
   for (int k = 0; k < nsend_; ++k)
     if (!send_[k]->slotFree()) {
       blocker_ = send_[k]->peer;
+      missed_ = false;  // the chunks were in: not waited for
       return false;
     }
   return true;
@@ -78,6 +93,7 @@ const char* FanPrims::received(int k, size_t bytes) {
 bool FanPrims::tryReduce(const void* src, void* dst, size_t n, bool final) {
   const size_t bytes = n * esz_;
   if (!ready(bytes)) return false;
+  if (io_.timeSlots) judge();
   const char* in[kMaxFan];
   for (int k = 0; k < nrecv_; ++k) in[k] = received(k, bytes);
   char* out = static_cast<char*>(dst);
@@ -113,6 +129,7 @@ bool FanPrims::tryReduce(const void* src, void* dst, size_t n, bool final) {
 bool FanPrims::tryCopy(const void* src, void* dst, size_t n) {
   const size_t bytes = n * esz_;
   if (!ready(bytes)) return false;
+  if (io_.timeSlots) judge();
   const char* in = nrecv_ > 0 ? received(0, bytes) : static_cast<const char*>(src);
   if (dst != nullptr && dst != in) copyKernel(static_cast<char*>(dst), nullptr, in, bytes);
   for (int k = 0; k < nsend_; ++k) io_.sendPost(*send_[k], in, bytes);

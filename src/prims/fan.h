@@ -19,6 +19,8 @@ struct chorusComm;
 
 namespace chorus {
 
+class Waiter;
+
 class FanPrims {
  public:
   static constexpr int kMaxFan = 3;
@@ -32,10 +34,17 @@ class FanPrims {
 
   // Elements that fit one slot (the largest chunk a call moves).
   size_t chunkElems() const { return chunkElems_; }
-  // Simple slots written with streaming stores (Prims::setStreamingSlots).
-  // kByLink: streamed where any receiver asks (its hand-offs judged by Prims' waits on the same
-  // FIFOs: the trees' links are the rings' between the same ranks on 2 ranks).
+  // Simple slots written with streaming stores (Prims::setStreamingSlots); kByLink: where any
+  // send peer's receiver asks.
   void setStreamingSlots(SlotStreaming how);
+  // For kByLink: the caller's wait, and a flag it sets when it paused after a pass in which
+  // nothing moved. A chunk from a lone receive peer that was missing at the last look and came
+  // during such a pause, the wait having only spun, is judged (RecvConn::noteHandoff), and the
+  // flag cleared: one hand-off per pause, seen within a few polls of its arrival.
+  void judgeHandoffs(const Waiter* waiter, bool* afterPause) {
+    waiter_ = waiter;
+    afterPause_ = afterPause;
+  }
   int recvPeer(int k) const;
   int sendPeer(int k) const;
   int nrecv() const { return nrecv_; }
@@ -54,6 +63,7 @@ class FanPrims {
 
  private:
   bool ready(size_t bytes) const;
+  void judge();  // after a ready() that found every chunk (judgeHandoffs)
   const char* received(int k, size_t bytes);
 
   chorusComm* comm_ = nullptr;
@@ -68,6 +78,9 @@ class FanPrims {
   size_t chunkElems_ = 0;
   const char* opName_ = "";
   mutable int blocker_ = -1;
+  mutable bool missed_ = false;  // the last look found a receive peer's chunk missing
+  const Waiter* waiter_ = nullptr;
+  bool* afterPause_ = nullptr;
 };
 
 // Whole-message point-to-point chunks over one connection (Simple framing: the slot carries the
