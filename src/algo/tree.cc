@@ -132,11 +132,14 @@ void runAll(chorusComm* comm, TreeRun* runs, int nruns, bool rootSend) {
       TreeRun& r = runs[t];
       if (r.done()) continue;
       all = false;
+      // Once a chunk moved, what arrives later in this pass did not come during the pause.
       while (r.tryUp()) progressed = true;
+      afterPause = afterPause && !progressed;
       if (rootSend && r.parent < 0)
         while (r.tryRootSend()) progressed = true;
       else
         while (r.tryDown()) progressed = true;
+      afterPause = afterPause && !progressed;
     }
     if (all) return;
     if (!progressed) {
@@ -149,8 +152,6 @@ void runAll(chorusComm* comm, TreeRun* runs, int nruns, bool rootSend) {
       waiter.setPeer(m > 0 ? waits[waiter.checks() % uint32_t(m)] : -1);
       waiter.pause();
       afterPause = true;
-    } else {
-      afterPause = false;
     }
   }
 }
