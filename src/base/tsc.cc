@@ -41,8 +41,7 @@ double measurePerNs() {
 }  // namespace
 
 bool tscUsable() {
-  static const bool usable = invariantTsc() && tscPerNs() > 0;
-  return usable;
+  return tscPerNs() > 0;
 }
 
 double tscPerNs() {
