@@ -112,8 +112,8 @@ struct LaneFailures {
 // spread"): from 64 KiB the ring's AllReduce, AllGather and ReduceScatter took 2-7x less time
 // streamed without a shared cache, and 1.3-2x more at 512 KiB-8 MiB with one (torch's all_reduce
 // 1.4-2x at 512 KiB-128 MiB). So the link chooses: a receiver that waited for a post times it
-// from the sender's time stamp (transport/fifo.h RecvConn::noteHandoff; 25-80 ns on this VM with
-// a shared cache, 200-260 without) and asks for streamed slots while the hand-offs are slow.
+// from the sender's time stamp (transport/fifo.h RecvConn::noteHandoff; 45-130 ns on this VM with
+// a shared cache, a median of 230-280 without) and asks for streamed slots while they are slow.
 // Not with more ranks than CPUs (chorusComm::slotStreamByLink): neighbours taking turns on one
 // core pass a cached slot through that core's cache (streamed, 4 ranks on 2 cores: 1.5-2x
 // slower), and their waits yield, which times nothing.
