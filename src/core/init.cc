@@ -181,7 +181,7 @@ void readSettings(chorusComm* c, const chorusConfig_t* cfg) {
                                              : double(envInt("CHORUS_TIMEOUT", kDefaultTimeoutSec));
   c->checkCalls = envInt("CHORUS_CHECK", 0) != 0;
   c->streamThreshold = size_t(envSize("CHORUS_STREAM_THRESHOLD", 16 << 20));
-  // Unset: no call streams its slots (algo/algo.h streamsSlots says why).
+  // Unset: no call streams every link (algo/algo.h slotStreaming says when links choose).
   c->slotStreamThreshold = size_t(envSize("CHORUS_SLOT_STREAM_THRESHOLD", int64_t(1) << 62));
 }
 
