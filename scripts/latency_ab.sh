@@ -6,8 +6,9 @@
 # Prints, per size, the best and the median out-of-place and in-place time (us) of each variant.
 # BUSY=N runs N busy competitor processes during every run (BUSY_CPU=c pins them to core c).
 # STATE=slow (or fast) starts each round only once handoff_bench (from the first variant's build)
-# finds this VM in that state (floor over 0.15 us, or under 0.1; docs/performance.md, "Why the
-# medians spread"), waiting up to STATE_WAIT seconds (120), and says each round's floors.
+# finds this VM in that state (its floor over 0.1 us, or under, as compare_peers.sh counts it;
+# docs/performance.md, "Why the medians spread"), waiting up to STATE_WAIT seconds (120), and says
+# each round's floors.
 set -euo pipefail
 source "$(dirname "$0")/compare_common.sh"
 rounds=$1
@@ -18,14 +19,13 @@ shift
 args=("$@")
 out=$(mktemp -d)
 start_busy "${BUSY:-0}" "${BUSY_CPU:-}"
-floor() { "$1/handoff_bench" --reps 1 2>/dev/null | awk '/^floor/ { print $6 }'; }
-inState() { awk -v f="$1" -v s="$STATE" 'BEGIN { exit !(s == "slow" ? f > 0.15 : f < 0.1) }'; }
+inState() { awk -v f="$1" -v s="$STATE" 'BEGIN { exit !(f != "" && (s == "slow") == (f > 0.1)) }'; }
 for ((r = 0; r < rounds; ++r)); do
   if [ -n "${STATE:-}" ]; then
     hb=${variants[0]#*=}; hb=${hb#*:}
     until=$((SECONDS + ${STATE_WAIT:-120}))
-    f=$(floor "$hb")
-    while ! inState "$f" && [ $SECONDS -lt $until ]; do sleep 0.5; f=$(floor "$hb"); done
+    f=$(handoff_floor "$hb")
+    while ! inState "$f" && [ $SECONDS -lt $until ]; do sleep 0.5; f=$(handoff_floor "$hb"); done
     echo "round $r: floor $f us before, $( (inState "$f" && echo "$STATE") || echo "not $STATE: ran anyway")" >&2
   fi
   for v in "${variants[@]}"; do
@@ -33,7 +33,7 @@ for ((r = 0; r < rounds; ++r)); do
     env ${envs//,/ } "$dir/chorusrun" -np "${NP:-2}" "$dir/${BENCH:-all_reduce_perf}" "${args[@]}" 2>&1 |
       awk -v l="$label" '$1 == "[0]" && $2 ~ /^[0-9]+$/ { print l, $2, $7, $11 }' >>"$out/all"
   done
-  if [ -n "${STATE:-}" ]; then echo "round $r: floor $(floor "$hb") us after" >&2; fi
+  if [ -n "${STATE:-}" ]; then echo "round $r: floor $(handoff_floor "$hb") us after" >&2; fi
 done
 /usr/bin/python3 - "$out/all" <<'PY'
 import sys, statistics, collections

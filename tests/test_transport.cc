@@ -182,8 +182,7 @@ TEST(FifoHandoff, SlowHandOffsAskForStreamedSlotsAndFastOnesForCachedAgain) {
   s.slots = r.slots = block + chorus::kSlotPage;
   s.slotBytes = r.slotBytes = slotBytes;
   r.timed = true;
-  chorus::HandoffJudge judge;
-  judge.fastCounts = uint64_t(160 * chorus::tscPerNs());
+  const chorus::HandoffJudge judge = chorus::HandoffJudge::forCounter(chorus::tscPerNs());
   auto handOff = [&](bool stamp, int sleepUs, uint64_t size) {
     ASSERT_TRUE(s.slotFree());
     s.post(size | chorus::kSlotMessageStart, stamp);

@@ -117,13 +117,10 @@ void placeRank(chorusComm* c) {
   c->spinIters =
       uint32_t(std::max<int64_t>(1, envInt("CHORUS_SPIN", c->moreRanksThanCpus ? 1 : 256)));
   // Slots streamed as each link asks (algo/algo.h slotStreaming): not with more ranks than CPUs.
-  // A hand-off seen in kFastHandoffNs is one through a shared cache (transport/fifo.h
-  // HandoffJudge).
   const int64_t byLink = envSize("CHORUS_SLOT_STREAM_BY_LINK", 64 << 10);
   if (byLink > 0 && !c->moreRanksThanCpus && tscUsable()) {
-    constexpr double kFastHandoffNs = 160;
     c->slotStreamByLink = size_t(byLink);
-    c->handoffJudge.fastCounts = uint64_t(kFastHandoffNs * tscPerNs());
+    c->handoffJudge = HandoffJudge::forCounter(tscPerNs());
   }
   // The tuner's view must be the same on every rank: one node, compared with its online cores.
   const int channelCpus = channelCpusOf(c->peers);

@@ -39,21 +39,12 @@ void FanPrims::init(chorusComm* comm, int channel, Proto proto, const int* recvP
   chunkElems_ = protoSlotCapacity(proto, comm->slotBytes[pr]) / esz_;
 }
 
-void FanPrims::setStreamingSlots(SlotStreaming how) {
-  const bool simple = io_.proto == Proto::kSimple;
-  io_.timeSlots = simple && how == SlotStreaming::kByLink;
-  bool wished = false;
-  for (int k = 0; k < nsend_ && io_.timeSlots; ++k) wished = wished || send_[k]->streamWished();
-  io_.streamSlots = simple && (how == SlotStreaming::kStreamed || wished);
-}
-
 void FanPrims::judge() {
   const bool waitedFor = missed_;
   missed_ = false;
   if (!waitedFor || afterPause_ == nullptr || !*afterPause_) return;
   *afterPause_ = false;
-  if (nrecv_ == 1 && recv_[0]->timed && waiter_->onlySpun())
-    recv_[0]->noteHandoff(comm_->handoffJudge);
+  if (nrecv_ == 1 && waiter_->onlySpun()) recv_[0]->noteHandoff(comm_->handoffJudge);
 }
 
 int FanPrims::recvPeer(int k) const {

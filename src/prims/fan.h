@@ -36,7 +36,7 @@ class FanPrims {
   size_t chunkElems() const { return chunkElems_; }
   // Simple slots written with streaming stores (Prims::setStreamingSlots); kByLink: where any
   // send peer's receiver asks.
-  void setStreamingSlots(SlotStreaming how);
+  void setStreamingSlots(SlotStreaming how) { io_.chooseSlots(how, send_, nsend_); }
   // For kByLink: the caller's wait, and a flag it sets when it paused after a pass in which
   // nothing moved. A chunk from a lone receive peer that was missing at the last look and came
   // during such a pause, the wait having only spun, is judged (RecvConn::noteHandoff), and the

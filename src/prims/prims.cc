@@ -23,13 +23,6 @@ Prims::Prims(chorusComm* comm, int channel, Proto proto, int recvPeer, int sendP
   chunkElems_ = protoSlotCapacity(proto, comm->slotBytes[pr]) / esz_;
 }
 
-void Prims::setStreamingSlots(SlotStreaming how) {
-  const bool simple = io_.proto == Proto::kSimple;
-  io_.timeSlots = simple && how == SlotStreaming::kByLink;
-  io_.streamSlots = simple && (how == SlotStreaming::kStreamed ||
-                               (io_.timeSlots && send_ != nullptr && send_->streamWished()));
-}
-
 char* Prims::waitSend() {
   if (!send_->slotFree()) {
     Waiter w(comm_, send_->peer, opName_, /*fifoWait=*/true);
@@ -43,7 +36,7 @@ const char* Prims::waitRecv(size_t bytes) {
     Waiter w(comm_, recv_->peer, opName_, /*fifoWait=*/true);
     while (!io_.recvReady(*recv_, bytes)) w.pause();
     // Seen within a few polls of its arrival: the hand-off's time judges the link.
-    if (io_.timeSlots && recv_->timed && w.onlySpun()) recv_->noteHandoff(comm_->handoffJudge);
+    if (io_.timeSlots && w.onlySpun()) recv_->noteHandoff(comm_->handoffJudge);
   }
   size_t got = io_.recvBytes(*recv_, bytes);
   if (got != bytes)

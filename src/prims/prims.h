@@ -41,7 +41,7 @@ class Prims {
   // receiver then reads lines from memory instead of from this core's cache, which is what a
   // line costs where the two cores share no cache (another die or socket; proto/proto.h).
   // kByLink: as the receiver asks, and the posts stamped and the hand-offs judged.
-  void setStreamingSlots(SlotStreaming how);
+  void setStreamingSlots(SlotStreaming how) { io_.chooseSlots(how, &send_, send_ ? 1 : 0); }
 
   void send(const void* src, size_t n);
   void recv(void* dst, size_t n);

@@ -103,6 +103,16 @@ struct ProtoIO {
   bool timeSlots = false;
   static bool stampsPost(uint64_t step) { return (step * 0x9E3779B97F4A7C15ull) >> 60 == 0; }
 
+  // A call's slots (Prims and FanPrims::setStreamingSlots): kByLink streams where any of the
+  // `nsend` send peers' receivers asks, and stamps the posts.
+  void chooseSlots(SlotStreaming how, SendConn* const* sends, int nsend) {
+    const bool simple = proto == Proto::kSimple;
+    timeSlots = simple && how == SlotStreaming::kByLink;
+    bool wished = false;
+    for (int k = 0; k < nsend && timeSlots; ++k) wished = wished || sends[k]->streamWished();
+    streamSlots = simple && (how == SlotStreaming::kStreamed || wished);
+  }
+
   bool recvReady(const RecvConn& r, size_t bytes) const {
     if (proto == Proto::kSimple) return r.dataReady();
     return ll::ready(r.slot(), bytes, ll::flagOf(r.head + 1));

@@ -121,8 +121,13 @@ struct FifoCtrl {
 // stamp taken once the data's stores were visible: base/tsc.h tscAfterStores): 45-130 ns where
 // they share one (a quarter of the hand-offs over 80-110), and where they do not a median of
 // 230-280 ns with a tenth to a quarter of them under 130. Hence the median of a window against
-// 160 ns.
+// kFastNs.
 struct HandoffJudge {
+  static constexpr double kFastNs = 160;
+  // For a counter of `countsPerNs` (base/tsc.h tscPerNs).
+  static HandoffJudge forCounter(double countsPerNs) {
+    return HandoffJudge{uint64_t(kFastNs * countsPerNs)};
+  }
   uint64_t fastCounts = 0;                    // 0: the link's hand-offs are not timed
   static constexpr uint32_t kWindow = 16;     // hand-offs judged at a time
   static constexpr uint32_t kFastNeeded = 8;  // of them as fast as fastCounts: a shared cache
@@ -193,7 +198,6 @@ struct RecvConn {
   // threads of one process), so its time stamps are comparable with this rank's.
   bool timed = false;
   uint32_t judged = 0, fast = 0;  // hand-offs of the current window, and how many were fast
-  uint32_t wish = 0;              // what ctrl->streamWish holds
 
   SlotHeader* header() const {
     return reinterpret_cast<SlotHeader*>(slotAt(slots, head, slotBytes));
@@ -212,8 +216,9 @@ struct RecvConn {
   // kFastNeeded under judge.fastCounts says the two cores share no cache: the receiver then
   // wishes streamed slots (FifoCtrl::streamWish), and cached ones again when a window is fast.
   // A delta that is negative (counters out of step) or large (a wait that began after the post)
-  // counts as slow.
+  // counts as slow. Nothing where the sender's stamps are not comparable (!timed).
   void noteHandoff(const HandoffJudge& judge) {
+    if (!timed) return;
     const uint64_t word = header()->bytes.load(std::memory_order_relaxed);
     const uint64_t stamp = (word >> kSlotStampShift) & kSlotStampMask;
     if (stamp == 0) return;  // not stamped
@@ -222,9 +227,8 @@ struct RecvConn {
     if (++judged < HandoffJudge::kWindow) return;
     const uint32_t w = fast < HandoffJudge::kFastNeeded ? 1 : 0;
     judged = fast = 0;
-    if (w == wish) return;
-    wish = w;
-    ctrl->streamWish.store(w, std::memory_order_relaxed);
+    if (ctrl->streamWish.load(std::memory_order_relaxed) != w)
+      ctrl->streamWish.store(w, std::memory_order_relaxed);
   }
   // Whether the slot (dataReady) starts a point-to-point message.
   bool slotStartsMessage() const {
