@@ -22,6 +22,7 @@
 #include "core/placement.h"
 #include "run_command.h"
 #include "scoped_env.h"
+#include "topo/tree.h"
 #include "tune/calibration.h"
 #include "tune/tuner.h"
 
@@ -44,7 +45,7 @@ int setOf(const MachineModel& m, int nranks) {
   return -1;
 }
 
-void fitsEveryChoice(const MachineModel& m);
+void fitsEveryChoice(const MachineModel& m, const std::string& name);
 
 // Every choice chorus-tune fits on 2, 4 and 8 ranks has a built-in fit measured on that many
 // ranks (of the reference VM's 2 cores), at sizes that grow, with times that are positive.
@@ -55,7 +56,7 @@ TEST(TunerFits, BuiltInModelFitsEveryChoiceOnTwoFourAndEightRanks) {
     const std::unique_ptr<MachineModel> model = defaultModel();
     EXPECT_STREQ(model->builtInFits, name);
     SCOPED_TRACE(name);
-    fitsEveryChoice(*model);
+    fitsEveryChoice(*model, name);
     // The in-place ratios: measured on the Zen 4 host for every fitted collective on each rank
     // count; the Zen 5 set has none (an in-place call is predicted as an out-of-place one there).
     for (int n : {2, 4, 8})
@@ -105,7 +106,10 @@ TEST(TunerFits, BuiltInFitsFollowTheCpu) {
   EXPECT_STREQ(builtInFitsName(), "zen5");
 }
 
-void fitsEveryChoice(const MachineModel& m) {
+// A choice the tuner picks unnamed on one node only where it was measured
+// (AlgoDesc::unnamedOnlyFitted) may lack a fit: the recursive doubling's 2-rank AllReduce is
+// measured in the Zen 4 set alone, its AllGather and ReduceScatter in neither.
+void fitsEveryChoice(const MachineModel& m, const std::string& name) {
   for (int n : {2, 4, 8}) {
     const int set = setOf(m, n);
     ASSERT_GE(set, 0) << "no built-in fits on " << n << " ranks";
@@ -121,6 +125,12 @@ void fitsEveryChoice(const MachineModel& m) {
             if (!fittable(k, Algo(a), Proto(p), ch, n)) {
               EXPECT_FALSE(f.measured) << what << " is fitted but chorus-tune does not time it";
               continue;
+            }
+            if (algoDesc(Algo(a)).unnamedOnlyFitted) {
+              const bool rdAllReduce = Algo(a) == Algo::kRecursiveDoubling &&
+                                       k == OpKind::kAllReduce && n == 2 && ch == 1;
+              EXPECT_EQ(f.measured, rdAllReduce && name == "zen4") << what;
+              if (!f.measured) continue;
             }
             ++fitted;
             ASSERT_TRUE(f.measured) << what << " has no built-in fit";
@@ -537,6 +547,72 @@ TEST(TunerFits, InPlaceRatioScalesOnlyAnInPlaceCallsPrediction) {
 // Shape::channelCpus: the CPUs a rank's set has, shared by the ranks of its node placed on that
 // set, least over the ranks; the tuner runs no more channels than that, unless
 // CHORUS_MIN_NCHANNELS asks for them.
+// The recursive doubling on 2 ranks of one node (AlgoDesc::unnamedOnlyFitted): picked unnamed up
+// to 128 KiB where its measured fit is the fastest, never on its generic cost terms alone (which
+// predict it ahead of the ring's measured times), not beyond 128 KiB nor on more ranks unless
+// named, and whenever CHORUS_ALGO names it.
+TEST(TunerFits, RecursiveDoublingOnOneNodeOnlyWhereMeasured) {
+  ScopedEnv algo("CHORUS_ALGO", nullptr), proto("CHORUS_PROTO", nullptr);
+  const MachineModel saved = machineModel();
+  MachineModel m = saved;
+  const int set = setOf(m, 2);
+  ASSERT_GE(set, 0);
+  const int k = int(OpKind::kAllReduce), rd = int(Algo::kRecursiveDoubling);
+  const int ring = int(Algo::kRing), simple = int(Proto::kSimple);
+  auto shapeOf = [](int n) {
+    Shape s{n, 1, true};
+    s.treeDepth = std::max(treeDepth(n, 0), treeDepth(n, 1));
+    s.onlineCores = 2;
+    s.oversubscribed = n > 2;
+    return s;
+  };
+  const Shape two = shapeOf(2), four = shapeOf(4);
+  // The ring and rd alone, neither named (as CHORUS_ALGO=^... leaves them), the ring's fit 100x
+  // slower: rd's generic terms alone predict it ahead at every size.
+  TunerEnv env = readTunerEnv();
+  env.algoAllowed[k] = uint16_t(1u << ring | 1u << rd);
+  env.algoNamed[k] = 0;
+  for (auto& perProto : m.fits[set][k][ring])
+    for (ChoiceFit& f : perProto)
+      for (int i = 0; i < f.nknots; ++i) f.us[i] *= 100;
+  auto pick = [&](const Shape& s, size_t bytes, const TunerEnv& e) {
+    return chooseForShape(s, 1, OpKind::kAllReduce, bytes, e).algo;
+  };
+  constexpr size_t kSlot = size_t(128) << 10;
+
+  for (auto& perProto : m.fits[set][k][rd])
+    for (ChoiceFit& f : perProto) f.measured = false;
+  setMachineModel(m);
+  for (size_t bytes = 8; bytes <= kSlot; bytes *= 4)
+    ASSERT_LT(predictUs(OpKind::kAllReduce, Algo(rd), Proto(simple), 1, two, bytes),
+              predictUs(OpKind::kAllReduce, Algo(ring), Proto(simple), 1, two, bytes))
+        << bytes;
+  for (size_t bytes = 8; bytes <= (size_t(32) << 20); bytes *= 4)
+    EXPECT_EQ(pick(two, bytes, env), Algo(ring)) << bytes << " bytes, no fit";
+
+  ChoiceFit fast = m.fits[set][k][ring][simple][0];
+  ASSERT_TRUE(fast.measured);
+  for (int i = 0; i < fast.nknots; ++i) fast.us[i] /= 1000;
+  m.fits[set][k][rd][simple][0] = fast;
+  setMachineModel(m);
+  for (size_t bytes : {size_t(8), size_t(8192), kSlot})
+    EXPECT_EQ(pick(two, bytes, env), Algo(rd)) << bytes << " bytes, the fastest fit";
+  EXPECT_NE(pick(two, kSlot + 1, env), Algo(rd));
+  EXPECT_NE(pick(four, 8192, env), Algo(rd));
+  {
+    ScopedEnv named("CHORUS_ALGO", "rd");
+    const TunerEnv rdEnv = readTunerEnv();
+    for (auto& perProto : m.fits[set][k][rd])
+      for (ChoiceFit& f : perProto) f.measured = false;
+    setMachineModel(m);
+    for (size_t bytes : {size_t(8), kSlot, size_t(8) << 20}) {
+      EXPECT_EQ(pick(two, bytes, rdEnv), Algo(rd)) << bytes << " bytes, named";
+      EXPECT_EQ(pick(four, bytes, rdEnv), Algo(rd)) << bytes << " bytes, named, 4 ranks";
+    }
+  }
+  setMachineModel(saved);
+}
+
 TEST(TunerFits, NoMoreChannelsThanTheRanksHaveCpus) {
   auto peer = [](uint64_t host, uint64_t digest, int cpus) {
     PeerInfo p{};

@@ -319,7 +319,7 @@ void recursiveDoublingAllGather(chorusComm* comm, const OpDesc& op, const Work& 
 // rank log2(p) exchanges moving half of what it holds each time, so the first, inside a node in
 // ring order, move the most, and the network steps S/P of it (the recursive doubling AllReduce
 // would move all S at every step). The copy is a scratch the communicator keeps (RdState,
-// kDoublingMaxBytes), not written until used (one-node communicators run it only when named).
+// kDoublingMaxBytes), not written until used (most one-node communicators never run it).
 struct RdState final : AlgoState {
   std::unique_ptr<char[]> scratch{new char[kDoublingMaxBytes]};
   // The halving ReduceScatter's slots, j = 0..p-1: the ring position of slot j's first block,
@@ -555,11 +555,19 @@ double rdUs(OpKind kind, Proto proto, const Shape& shape, size_t bytes) {
 size_t rdLimit(OpKind kind, int) {
   return kind == OpKind::kReduceScatter ? kDoublingMaxBytes : SIZE_MAX;
 }
-// Across nodes only, up to the sizes the halving-doubling serves there (the model chooses
-// between them and the rest below that); on one node only when named (the one-shot and two-shot
-// serve small sizes there, through one slot each).
+// Across nodes, up to the sizes the halving-doubling serves there (the model chooses between
+// them and the rest below that). On one node, 2 ranks, up to one Simple slot (128 KiB of the
+// default 1 MiB FIFO) and only where chorus-tune measured it (unnamedOnlyFitted): there it is one
+// exchange, each rank copying its whole input into the other's slot and reducing the other's
+// slot into its output (the ring: two dependent steps of half each). 2 ranks on this project's
+// 2-core VM, 5 interleaved rounds, best / median (CHANGELOG, forty-third session): 128 KiB 11.5 /
+// 11.8 us against the default's (the ring's) 17.9 / 18.8, 64 KiB 9.6 / 10.0 against 11.6 / 13.1,
+// 1-32 KiB equal or ahead; from 160 KiB (a second, partial chunk) behind. With more ranks of
+// one node, only when named: each exchange moves the whole vector (at 4 ranks on 2 cores it was
+// ahead at 8-64 KiB in one run and behind in the next).
 size_t rdUnnamedBelow(const Shape& s) {
-  return s.nnodes == 1 ? 0 : kDoublingMaxBytes + 1;
+  if (s.nnodes == 1) return s.nranks == 2 ? kDoublingMaxBytes + 1 : 0;
+  return kDoublingMaxBytes + 1;
 }
 
 }  // namespace
@@ -570,6 +578,7 @@ extern const AlgoDesc kRecursiveDoublingAlgo = {
         kindBit(OpKind::kAllReduce) | kindBit(OpKind::kAllGather) | kindBit(OpKind::kReduceScatter),
     .protos = kAnyProto,
     .unnamedBelow = rdUnnamedBelow,
+    .unnamedOnlyFitted = true,
     .hops = rdHops,
     .byteFactor = rdBytes,
     .slotLimit = rdLimit,

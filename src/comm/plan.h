@@ -151,6 +151,9 @@ struct AlgoDesc {
   // The tuner picks it without CHORUS_ALGO listing it by name only for operations of fewer
   // model bytes than this on `shape` (0: never; it then runs only when named). Null: always.
   size_t (*unnamedBelow)(const Shape& shape) = nullptr;
+  // On one node, unnamed only where the model holds a measured fit of it (chorus-tune's, or the
+  // built-in set of this CPU): its generic cost terms do not rank it against measured choices.
+  bool unnamedOnlyFitted = false;
   uint16_t fallbackFor = 0;  // bit k: what kind k runs when the overrides exclude everything
   // Cost terms. Hand-offs on the critical path for an operation of `bytes` (shape.treeDepth
   // resolved; shape.oversubscribed set only on one node).

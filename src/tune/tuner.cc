@@ -435,6 +435,8 @@ Choice chooseForShape(const Shape& shape, int nchannels, OpKind kind, size_t byt
     if (d.unnamedBelow && bytes >= d.unnamedBelow(shape) && !(env.algoNamed[k] & (1u << ai)))
       continue;
     if (!(env.algoAllowed[k] & (1u << ai))) continue;
+    const bool needsFit =
+        d.unnamedOnlyFitted && shape.nnodes == 1 && !(env.algoNamed[k] & (1u << ai));
     for (int pi = 0; pi < kNumProtos; ++pi) {
       Proto p = Proto(pi);
       if (!protoSupports(a, p) || !(env.protoAllowed[k] & (1u << pi))) continue;
@@ -442,6 +444,7 @@ Choice chooseForShape(const Shape& shape, int nchannels, OpKind kind, size_t byt
       // Channels split rings and chains; trees use one channel per tree.
       const bool multi = d.channels;
       for (int ch = multi ? minCh : 1; ch <= (multi ? maxCh : 1); ++ch) {
+        if (needsFit && fitFor(machineModel(), kind, a, p, ch, shape) == nullptr) continue;
         double t = predictUs(kind, a, p, ch, shape, bytes);
         if (std::isinf(t)) continue;  // cannot run this size
         // Each channel beyond the first takes another core (its worker), which a node whose

@@ -560,6 +560,7 @@ void printTable(const char* collective, int n) {
         if (ch > 1 && !algoDesc(a).channels) continue;
         cols.push_back({a, p, ch});
       }
+  const TunerEnv env = readTunerEnv();
   printf("%12s", "bytes");
   for (auto& c : cols) {
     char name[32];
@@ -569,18 +570,13 @@ void printTable(const char* collective, int n) {
   printf("\n");
   for (size_t bytes = 8; bytes <= (size_t(256) << 20); bytes *= 4) {
     printf("%12zu", bytes);
-    double best = 1e300;
-    size_t bi = 0;
-    for (size_t i = 0; i < cols.size(); ++i) {
-      const AlgoDesc& d = algoDesc(cols[i].a);
-      if (d.unnamedBelow && bytes >= d.unnamedBelow(Shape{n, 1, true})) continue;
-      double t = predictUs(kind, cols[i].a, cols[i].p, cols[i].ch, Shape{n, 1, true}, bytes);
-      if (t < best) best = t, bi = i;
-    }
+    // The tuner's own choice (its overrides, the sizes and fits each algorithm is picked at).
+    const Choice pick = chooseForShape(Shape{n, 1, true}, 2, kind, bytes, env);
     for (size_t i = 0; i < cols.size(); ++i)
-      printf(" %14.1f%s",
-             predictUs(kind, cols[i].a, cols[i].p, cols[i].ch, Shape{n, 1, true}, bytes),
-             i == bi ? "*" : " ");
+      printf(
+          " %14.1f%s", predictUs(kind, cols[i].a, cols[i].p, cols[i].ch, Shape{n, 1, true}, bytes),
+          cols[i].a == pick.algo && cols[i].p == pick.proto && cols[i].ch == pick.nchannels ? "*"
+                                                                                            : " ");
     printf("\n");
   }
 }
