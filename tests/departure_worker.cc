@@ -8,6 +8,7 @@
 //
 //   chorus_departure_worker --coll allreduce|broadcast [--iters N] [--count N]
 //                           [--slow R] [--slow-sec S] [--extra R] [--timeout S]
+//                           [--leave destroy|exit|_exit]
 //
 //   --iters N     calls (default 20); float32 sum / broadcast from root 0, checked every time
 //   --slow R      rank R sleeps --slow-sec (default 1) before its last call: ranks that are done
@@ -15,6 +16,10 @@
 //   --extra R     rank R makes one more AllReduce after the others destroyed their communicators:
 //                 it must fail with chorusRemoteError within --timeout
 //   --timeout S   watchdog: exit 99 if not done by then (default 60)
+//   --leave HOW   after the last call: destroy the communicator, then return from main (the
+//                 default); exit: call exit() without destroying it (a C program that forgets
+//                 to); _exit: call _exit() without destroying it (as a Python multiprocessing
+//                 child ends, torch.multiprocessing.spawn's included: os._exit, no teardown)
 //
 // Output: DONE rank=R (every call right), MISMATCH it=I index=K got=G want=W,
 // FAILED it=I code=NAME msg=..., EXTRA code=NAME seconds=T msg=...
@@ -46,6 +51,7 @@ int main(int argc, char** argv) {
   int iters = 20, slow = -1, extra = -1;
   size_t count = 3000;
   double slowSec = 1, timeout = 60;
+  std::string leave = "destroy";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (i + 1 >= argc) {
@@ -67,6 +73,9 @@ int main(int argc, char** argv) {
       extra = std::atoi(v);
     } else if (a == "--timeout") {
       timeout = std::atof(v);
+    } else if (a == "--leave" &&
+               (!strcmp(v, "destroy") || !strcmp(v, "exit") || !strcmp(v, "_exit"))) {
+      leave = v;
     } else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -127,6 +136,12 @@ int main(int argc, char** argv) {
     std::printf("EXTRA code=%s seconds=%.3f msg=%s\n", chorusGetErrorString(r),
                 ctest::nowSeconds() - t0, r == chorusSuccess ? "" : chorusGetLastError(comm));
     ok = r == chorusRemoteError;
+  }
+  if (leave != "destroy") {
+    if (ok) std::printf("DONE rank=%d\n", rank);
+    std::fflush(stdout);
+    if (leave == "exit") std::exit(ok ? 0 : 1);
+    _exit(ok ? 0 : 1);
   }
   chorusCommDestroy(comm);
   if (ok) std::printf("DONE rank=%d\n", rank);

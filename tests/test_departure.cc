@@ -1,7 +1,8 @@
 // Departures: at the end of a job ranks leave one by one, each as soon as its last call returns
-// (chorusCommDestroy, then exit). A rank that leaves fails nobody: the others still finish their
-// last calls with the ranks that remain, even when they wait for a slow rank and the rank that
-// left was their neighbour (a tree's rotating health checks, a TCP connection's end of file).
+// (chorusCommDestroy, then exit; or exit without destroying). A rank that leaves fails nobody:
+// the others still finish their last calls with the ranks that remain, even when they wait for a
+// slow rank and the rank that left was their neighbour (a tree's rotating health checks, a TCP
+// connection's end of file).
 // A rank that makes one call more than the others fails within moments, naming the rank that
 // left, instead of hanging. As threads, as processes on one node and across two emulated nodes
 // (tests/departure_worker.cc, started by hand with launcher variables).
@@ -79,6 +80,30 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{1, 4, "allreduce", "ring"}, Case{1, 3, "broadcast", ""},
                       Case{2, 3, "allreduce", ""}, Case{2, 3, "allreduce", "tree"},
                       Case{2, 3, "allreduce", "ring"}, Case{2, 4, "broadcast", ""},
+                      Case{2, 4, "broadcast", "tree"}, Case{2, 4, "allreduce", "hier"}),
+    [](const ::testing::TestParamInfo<Case>& i) { return caseName(i.param); });
+
+class LeaversWithoutDestroy : public ::testing::TestWithParam<Case> {};
+
+// As EarlyLeavers, but every rank ends with exit() right after its last call, its communicator
+// never destroyed (a C program that forgets to, a Python program that ends without
+// destroy_process_group): the library leaves for it at exit (comm/comm.cc leaveAtExit), so the
+// ranks still finishing their last calls across nodes get everything it sent. Before that, a
+// broadcast root that ran ahead took its unsent chunks with it and every other rank failed
+// naming it.
+TEST_P(LeaversWithoutDestroy, FailNobody) {
+  const Case& c = GetParam();
+  Watchdog watchdog(120, "LeaversWithoutDestroy." + caseName(c));
+  runJob(c,
+         {"--coll", c.coll, "--iters", "12", "--slow", std::to_string(c.nranks - 2), "--slow-sec",
+          "0.7", "--timeout", "60", "--leave", "exit"},
+         "noexit");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Departure, LeaversWithoutDestroy,
+    ::testing::Values(Case{1, 3, "allreduce", ""}, Case{2, 3, "allreduce", "ring"},
+                      Case{2, 3, "allreduce", "tree"}, Case{2, 4, "broadcast", ""},
                       Case{2, 4, "broadcast", "tree"}, Case{2, 4, "allreduce", "hier"}),
     [](const ::testing::TestParamInfo<Case>& i) { return caseName(i.param); });
 

@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <mutex>
 #include <unordered_set>
+#include <vector>
 
 #include "base/debug.h"
 #include "base/error.h"
@@ -35,7 +37,33 @@ thread_local chorusComm* tLiveComm = nullptr;
 thread_local uint64_t tLiveGeneration = 0;
 }  // namespace
 
+namespace {
+// At exit (std::exit, a return from main, a Python interpreter's end; not _exit nor a crash):
+// every communicator this process made that is still live and idle leaves as a destroy would,
+// without being freed. Without it a rank that ends without chorusCommDestroy loses what its TCP
+// proxy had not yet written to its sockets, and its peers on other nodes, still finishing their
+// last calls, fail naming it (tests/test_departure.cc, LeaversWithoutDestroy). A communicator
+// inherited through fork is its parent's: left alone.
+void leaveAtExit() {
+  std::vector<chorusComm*> idle;
+  {
+    std::lock_guard<std::mutex> l(gCommsMu);
+    for (chorusComm* c : gComms)
+      if (c->control != nullptr && c->state.load() == CommState::kReady &&
+          c->executing.load() == 0 && c->pending.load() == 0 && size_t(c->rank) < c->peers.size() &&
+          c->peers[size_t(c->rank)].pid == getpid())
+        idle.push_back(c);
+  }
+  for (chorusComm* c : idle) {
+    CHORUS_INFO(c->rank, "exit without chorusCommDestroy: leaving as a destroy would");
+    c->control->leaveAtExit();
+  }
+}
+}  // namespace
+
 void registerComm(chorusComm* comm) {
+  static std::once_flag atExit;
+  std::call_once(atExit, [] { std::atexit(leaveAtExit); });
   std::lock_guard<std::mutex> l(gCommsMu);
   gComms.insert(comm);
 }

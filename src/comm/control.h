@@ -82,6 +82,11 @@ class PeerControl {
   // that stalled but answers now has recovered. A stopped or frozen process is not
   // unreachable: its kernel still acknowledges and refuses. Any thread.
   virtual NetVerdict probeNetwork(double seconds, int suspectNode, bool askSuspect) = 0;
+
+  // The process exits with the communicator live and idle (no chorusCommDestroy: comm/comm.cc
+  // leaveAtExit): hands what this rank posted to the sockets and tells the peers it left, as a
+  // destroy does, so that they finish their last calls without it; stops nothing. Bounded; once.
+  virtual void leaveAtExit() = 0;
 };
 
 }  // namespace chorus

@@ -335,30 +335,7 @@ TcpLinks::~TcpLinks() {
     // held back), and they would name this rank dead, not the rank its notice names.
     awaitNoticesReceived(deadlineIn(answerWindowInAll(comm_)));
   } else {
-    // Deliver what the rank already posted (its calls have returned), then stop.
-    Deadline flush = deadlineIn(10);
-    // Compare what the rank posted (its own tail) with what the proxy released (the atomic
-    // head); the proxy's `staged` cursor is its own and is not read here.
-    bool delivered = true;
-    for (auto& l : links_) {
-      while (l->sender && !failed_[size_t(l->peer)].load() &&
-             l->staged.ctrl->head.load(std::memory_order_acquire) < l->sender->tail &&
-             Clock::now() < flush)
-        usleep(100);
-      if (l->sender && l->staged.ctrl->head.load() < l->sender->tail) delivered = false;
-    }
-    // Every slot is in the sockets: tell the peers this end of file is a departure (a peer may
-    // still be finishing its last call with other ranks). Written before the data connections
-    // close, on the control connection (which carries nothing else now).
-    if (delivered) {
-      {
-        std::lock_guard<std::mutex> l(noticeMu_);
-        const std::string bytes = encodeNotice(NoticeKind::kLeft, comm_->rank, "");
-        for (auto& c : controls_) queueControl(*c, bytes);
-      }
-      Deadline until = deadlineIn(0.2);
-      while (!flushNotices() && Clock::now() < until) usleep(200);
-    }
+    depart();
   }
   stop_.store(true);
   if (wakeFd_ >= 0) wake(wakeFd_);
@@ -368,6 +345,39 @@ TcpLinks::~TcpLinks() {
   for (auto& c : controls_) ::close(c->fd);
   for (char* m : staging_) free(m);
   if (wakeFd_ >= 0) ::close(wakeFd_);
+}
+
+void TcpLinks::leaveAtExit() {
+  if (!proxy_.joinable() || stop_.load() || comm_->abortFlag.load()) return;
+  depart();
+}
+
+void TcpLinks::depart() {
+  if (departed_.exchange(true)) return;
+  // Deliver what the rank already posted (its calls have returned).
+  Deadline flush = deadlineIn(10);
+  // Compare what the rank posted (its own tail) with what the proxy released (the atomic
+  // head); the proxy's `staged` cursor is its own and is not read here.
+  bool delivered = true;
+  for (auto& l : links_) {
+    while (l->sender && !failed_[size_t(l->peer)].load() &&
+           l->staged.ctrl->head.load(std::memory_order_acquire) < l->sender->tail &&
+           Clock::now() < flush)
+      usleep(100);
+    if (l->sender && l->staged.ctrl->head.load() < l->sender->tail) delivered = false;
+  }
+  // Every slot is in the sockets: tell the peers this end of file is a departure (a peer may
+  // still be finishing its last call with other ranks). Written before the data connections
+  // close, on the control connection (which carries nothing else now).
+  if (delivered) {
+    {
+      std::lock_guard<std::mutex> l(noticeMu_);
+      const std::string bytes = encodeNotice(NoticeKind::kLeft, comm_->rank, "");
+      for (auto& c : controls_) queueControl(*c, bytes);
+    }
+    Deadline until = deadlineIn(0.2);
+    while (!flushNotices() && Clock::now() < until) usleep(200);
+  }
 }
 
 }  // namespace chorus
