@@ -19,7 +19,7 @@
 //   --leave HOW   after the last call: destroy the communicator, then return from main (the
 //                 default); exit: call exit() without destroying it (a C program that forgets
 //                 to); _exit: call _exit() without destroying it (as a Python multiprocessing
-//                 child ends, torch.multiprocessing.spawn's included: os._exit, no teardown)
+//                 child started by fork or forkserver ends: os._exit, no teardown)
 //
 // Output: DONE rank=R (every call right), MISMATCH it=I index=K got=G want=W,
 // FAILED it=I code=NAME msg=..., EXTRA code=NAME seconds=T msg=...

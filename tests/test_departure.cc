@@ -86,11 +86,10 @@ INSTANTIATE_TEST_SUITE_P(
 class LeaversWithoutDestroy : public ::testing::TestWithParam<Case> {};
 
 // As EarlyLeavers, but every rank ends with exit() right after its last call, its communicator
-// never destroyed (a C program that forgets to, a Python program that ends without
-// destroy_process_group): the library leaves for it at exit (comm/comm.cc leaveAtExit), so the
-// ranks still finishing their last calls across nodes get everything it sent. Before that, a
-// broadcast root that ran ahead took its unsent chunks with it and every other rank failed
-// naming it.
+// never destroyed (a C program that forgets to): the library leaves for it at exit
+// (comm/comm.cc leaveAtExit), so the ranks still finishing their last calls across nodes get
+// everything it sent. Before that, a broadcast root that ran ahead took its unsent chunks with
+// it and every other rank failed naming it.
 TEST_P(LeaversWithoutDestroy, FailNobody) {
   const Case& c = GetParam();
   Watchdog watchdog(120, "LeaversWithoutDestroy." + caseName(c));

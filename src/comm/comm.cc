@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <mutex>
 #include <unordered_set>
-#include <vector>
 
 #include "base/debug.h"
 #include "base/error.h"
@@ -44,20 +43,17 @@ namespace {
 // proxy had not yet written to its sockets, and its peers on other nodes, still finishing their
 // last calls, fail naming it (tests/test_departure.cc, LeaversWithoutDestroy). A communicator
 // inherited through fork is its parent's: left alone.
+// The registry's lock is held throughout, so that a thread still running cannot free one
+// meanwhile (its chorusCommDestroy waits in unregisterComm).
 void leaveAtExit() {
-  std::vector<chorusComm*> idle;
-  {
-    std::lock_guard<std::mutex> l(gCommsMu);
-    for (chorusComm* c : gComms)
-      if (c->control != nullptr && c->state.load() == CommState::kReady &&
-          c->executing.load() == 0 && c->pending.load() == 0 && size_t(c->rank) < c->peers.size() &&
-          c->peers[size_t(c->rank)].pid == getpid())
-        idle.push_back(c);
-  }
-  for (chorusComm* c : idle) {
-    CHORUS_INFO(c->rank, "exit without chorusCommDestroy: leaving as a destroy would");
-    c->control->leaveAtExit();
-  }
+  std::lock_guard<std::mutex> l(gCommsMu);
+  for (chorusComm* c : gComms)
+    if (c->control != nullptr && c->state.load() == CommState::kReady && c->executing.load() == 0 &&
+        c->pending.load() == 0 && size_t(c->rank) < c->peers.size() &&
+        c->peers[size_t(c->rank)].pid == getpid()) {
+      CHORUS_INFO(c->rank, "exit without chorusCommDestroy: leaving as a destroy would");
+      c->control->leaveAtExit();
+    }
 }
 }  // namespace
 
