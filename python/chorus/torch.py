@@ -19,6 +19,8 @@ both when they differ, before anything compiled is loaded.
 """
 
 import inspect
+import multiprocessing
+import multiprocessing.util
 import os
 
 import torch
@@ -77,7 +79,29 @@ def env_from_launcher(env=None):
 env_from_launcher()
 
 
+_exit_watched_pid = None
+
+
+def _destroy_at_worker_exit():
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def _watch_worker_exit():
+    """In a multiprocessing worker: destroys the process groups as the worker ends. Workers
+    started by fork or forkserver end with os._exit after multiprocessing's finalizers, skipping
+    the interpreter's teardown that destroys them otherwise (a normal exit, spawn's workers); a
+    group never destroyed may take the data its rank sent last to other machines with it, and the
+    peers still in their last call fail naming it (docs/reliability.md, "A rank leaves")."""
+    global _exit_watched_pid
+    if _exit_watched_pid == os.getpid() or multiprocessing.parent_process() is None:
+        return
+    _exit_watched_pid = os.getpid()
+    multiprocessing.util.Finalize(None, _destroy_at_worker_exit, exitpriority=0)
+
+
 def _create(store, rank, size, timeout):
+    _watch_worker_exit()
     return _chorus_torch.create_process_group(store, rank, size, timeout)
 
 
@@ -85,6 +109,7 @@ def _create_extended(opts, _backend_options):
     # The group's global ranks let a failure name the global rank at fault (failed_rank). torch
     # passes none for the default group, whose ranks are the global ones.
     ranks = list(getattr(opts, "global_ranks_in_group", None) or []) or list(range(opts.group_size))
+    _watch_worker_exit()
     return _chorus_torch.create_process_group(opts.store, opts.group_rank, opts.group_size,
                                               opts.timeout, ranks)
 

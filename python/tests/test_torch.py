@@ -298,6 +298,21 @@ def test_torchrun_two_emulated_nodes():
     assert "4 ranks" in outs[0] and "(OK," in outs[0], outs[0]
 
 
+@pytest.mark.parametrize("start", ["fork", "forkserver", "spawn"])
+def test_multiprocessing_workers_that_never_destroy_fail_nobody(start):
+    """torch.multiprocessing workers on 2 emulated nodes that end without destroy_process_group()
+    while others still finish their last Broadcast: fork and forkserver workers end with
+    os._exit (no interpreter teardown), spawn's with an ordinary exit; neither may take the data
+    its rank sent last with it (chorus.torch destroys the groups at a worker's end)."""
+    import subprocess
+    from launch import free_port
+    r = subprocess.run([sys.executable, os.path.join(HERE, "mp_leave_worker.py"), start,
+                        str(free_port())], text=True, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=180)
+    assert r.returncode == 0 and r.stdout.count(": DONE") == 4, r.stdout
+    assert "all workers exited 0" in r.stdout, r.stdout
+
+
 @pytest.mark.skipif(not TORCH2, reason="torch 2.x")
 @pytest.mark.parametrize("kind", ["size", "dtype"])
 def test_mismatch_reported_with_debug_detail(kind):
