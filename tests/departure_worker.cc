@@ -137,14 +137,10 @@ int main(int argc, char** argv) {
                 ctest::nowSeconds() - t0, r == chorusSuccess ? "" : chorusGetLastError(comm));
     ok = r == chorusRemoteError;
   }
-  if (leave != "destroy") {
-    if (ok) std::printf("DONE rank=%d\n", rank);
-    std::fflush(stdout);
-    if (leave == "exit") std::exit(ok ? 0 : 1);
-    _exit(ok ? 0 : 1);
-  }
-  chorusCommDestroy(comm);
+  if (leave == "destroy") chorusCommDestroy(comm);
   if (ok) std::printf("DONE rank=%d\n", rank);
   std::fflush(stdout);
+  if (leave == "exit") std::exit(ok ? 0 : 1);
+  if (leave == "_exit") _exit(ok ? 0 : 1);
   return ok ? 0 : 1;
 }

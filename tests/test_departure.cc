@@ -57,21 +57,29 @@ std::string runJob(const Case& c, const std::vector<std::string>& args, const st
   return all;
 }
 
+std::string testName(const ::testing::TestParamInfo<Case>& i) {
+  return caseName(i.param);
+}
+
 void PrintTo(const Case& c, std::ostream* os) {
   *os << caseName(c);
 }
 
-class EarlyLeavers : public ::testing::TestWithParam<Case> {};
-
 // Rank n-2 sleeps before its last call: the ranks that do not need it (the root of a broadcast,
-// the ranks whose part is done) finish and leave first.
-TEST_P(EarlyLeavers, FailNobody) {
-  const Case& c = GetParam();
-  Watchdog watchdog(120, "EarlyLeavers." + caseName(c));
+// the ranks whose part is done) finish and leave first, each as `leave` says (the worker's
+// --leave: destroy, exit).
+void leaveEarly(const Case& c, const std::string& leave, const std::string& suite) {
+  Watchdog watchdog(120, suite + "." + caseName(c));
   runJob(c,
          {"--coll", c.coll, "--iters", "12", "--slow", std::to_string(c.nranks - 2), "--slow-sec",
-          "0.7", "--timeout", "60"},
-         "depart");
+          "0.7", "--timeout", "60", "--leave", leave},
+         leave == "destroy" ? "depart" : "noexit");
+}
+
+class EarlyLeavers : public ::testing::TestWithParam<Case> {};
+
+TEST_P(EarlyLeavers, FailNobody) {
+  leaveEarly(GetParam(), "destroy", "EarlyLeavers");
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -81,7 +89,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{2, 3, "allreduce", ""}, Case{2, 3, "allreduce", "tree"},
                       Case{2, 3, "allreduce", "ring"}, Case{2, 4, "broadcast", ""},
                       Case{2, 4, "broadcast", "tree"}, Case{2, 4, "allreduce", "hier"}),
-    [](const ::testing::TestParamInfo<Case>& i) { return caseName(i.param); });
+    testName);
 
 class LeaversWithoutDestroy : public ::testing::TestWithParam<Case> {};
 
@@ -91,12 +99,7 @@ class LeaversWithoutDestroy : public ::testing::TestWithParam<Case> {};
 // everything it sent. Before that, a broadcast root that ran ahead took its unsent chunks with
 // it and every other rank failed naming it.
 TEST_P(LeaversWithoutDestroy, FailNobody) {
-  const Case& c = GetParam();
-  Watchdog watchdog(120, "LeaversWithoutDestroy." + caseName(c));
-  runJob(c,
-         {"--coll", c.coll, "--iters", "12", "--slow", std::to_string(c.nranks - 2), "--slow-sec",
-          "0.7", "--timeout", "60", "--leave", "exit"},
-         "noexit");
+  leaveEarly(GetParam(), "exit", "LeaversWithoutDestroy");
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -104,7 +107,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{1, 3, "allreduce", ""}, Case{2, 3, "allreduce", "ring"},
                       Case{2, 3, "allreduce", "tree"}, Case{2, 4, "broadcast", ""},
                       Case{2, 4, "broadcast", "tree"}, Case{2, 4, "allreduce", "hier"}),
-    [](const ::testing::TestParamInfo<Case>& i) { return caseName(i.param); });
+    testName);
 
 class ExtraCall : public ::testing::TestWithParam<Case> {};
 
@@ -128,7 +131,7 @@ INSTANTIATE_TEST_SUITE_P(Departure, ExtraCall,
                                            Case{2, 2, "allreduce", ""},
                                            Case{2, 3, "allreduce", "ring"},
                                            Case{2, 4, "allreduce", "hier"}),
-                         [](const ::testing::TestParamInfo<Case>& i) { return caseName(i.param); });
+                         testName);
 
 // Threads of one process: rank 0, the broadcast's root, leaves right after its last call while
 // rank 2 waits for rank 1, which is late; then rank 2 alone calls once more and fails.

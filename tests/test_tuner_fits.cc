@@ -544,9 +544,6 @@ TEST(TunerFits, InPlaceRatioScalesOnlyAnInPlaceCallsPrediction) {
   setMachineModel(saved);
 }
 
-// Shape::channelCpus: the CPUs a rank's set has, shared by the ranks of its node placed on that
-// set, least over the ranks; the tuner runs no more channels than that, unless
-// CHORUS_MIN_NCHANNELS asks for them.
 // The recursive doubling on 2 ranks of one node (AlgoDesc::unnamedOnlyFitted): picked unnamed up
 // to 128 KiB where its measured fit is the fastest, never on its generic cost terms alone (which
 // predict it ahead of the ring's measured times), not beyond 128 KiB nor on more ranks unless
@@ -579,10 +576,13 @@ TEST(TunerFits, RecursiveDoublingOnOneNodeOnlyWhereMeasured) {
     return chooseForShape(s, 1, OpKind::kAllReduce, bytes, e).algo;
   };
   constexpr size_t kSlot = size_t(128) << 10;
+  auto withoutRdFits = [&] {
+    for (auto& perProto : m.fits[set][k][rd])
+      for (ChoiceFit& f : perProto) f.measured = false;
+    setMachineModel(m);
+  };
 
-  for (auto& perProto : m.fits[set][k][rd])
-    for (ChoiceFit& f : perProto) f.measured = false;
-  setMachineModel(m);
+  withoutRdFits();
   for (size_t bytes = 8; bytes <= kSlot; bytes *= 4)
     ASSERT_LT(predictUs(OpKind::kAllReduce, Algo(rd), Proto(simple), 1, two, bytes),
               predictUs(OpKind::kAllReduce, Algo(ring), Proto(simple), 1, two, bytes))
@@ -602,9 +602,7 @@ TEST(TunerFits, RecursiveDoublingOnOneNodeOnlyWhereMeasured) {
   {
     ScopedEnv named("CHORUS_ALGO", "rd");
     const TunerEnv rdEnv = readTunerEnv();
-    for (auto& perProto : m.fits[set][k][rd])
-      for (ChoiceFit& f : perProto) f.measured = false;
-    setMachineModel(m);
+    withoutRdFits();
     for (size_t bytes : {size_t(8), kSlot, size_t(8) << 20}) {
       EXPECT_EQ(pick(two, bytes, rdEnv), Algo(rd)) << bytes << " bytes, named";
       EXPECT_EQ(pick(four, bytes, rdEnv), Algo(rd)) << bytes << " bytes, named, 4 ranks";
@@ -613,6 +611,9 @@ TEST(TunerFits, RecursiveDoublingOnOneNodeOnlyWhereMeasured) {
   setMachineModel(saved);
 }
 
+// Shape::channelCpus: the CPUs a rank's set has, shared by the ranks of its node placed on that
+// set, least over the ranks; the tuner runs no more channels than that, unless
+// CHORUS_MIN_NCHANNELS asks for them.
 TEST(TunerFits, NoMoreChannelsThanTheRanksHaveCpus) {
   auto peer = [](uint64_t host, uint64_t digest, int cpus) {
     PeerInfo p{};

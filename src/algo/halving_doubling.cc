@@ -566,8 +566,7 @@ size_t rdLimit(OpKind kind, int) {
 // one node, only when named: each exchange moves the whole vector (at 4 ranks on 2 cores it was
 // ahead at 8-64 KiB in one run and behind in the next).
 size_t rdUnnamedBelow(const Shape& s) {
-  if (s.nnodes == 1) return s.nranks == 2 ? kDoublingMaxBytes + 1 : 0;
-  return kDoublingMaxBytes + 1;
+  return s.nnodes == 1 && s.nranks != 2 ? 0 : kDoublingMaxBytes + 1;
 }
 
 }  // namespace

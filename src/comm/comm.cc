@@ -52,7 +52,7 @@ void leaveAtExit() {
         c->pending.load() == 0 && size_t(c->rank) < c->peers.size() &&
         c->peers[size_t(c->rank)].pid == getpid()) {
       CHORUS_INFO(c->rank, "exit without chorusCommDestroy: leaving as a destroy would");
-      c->control->leaveAtExit();
+      c->control->depart();
     }
 }
 }  // namespace

@@ -83,10 +83,10 @@ class PeerControl {
   // unreachable: its kernel still acknowledges and refuses. Any thread.
   virtual NetVerdict probeNetwork(double seconds, int suspectNode, bool askSuspect) = 0;
 
-  // The process exits with the communicator live and idle (no chorusCommDestroy: comm/comm.cc
-  // leaveAtExit): hands what this rank posted to the sockets and tells the peers it left, as a
-  // destroy does, so that they finish their last calls without it; stops nothing. Bounded; once.
-  virtual void leaveAtExit() = 0;
+  // A departure without failure (destroy, and comm/comm.cc leaveAtExit for a communicator never
+  // destroyed): hands what this rank posted to the sockets and tells the peers it left, so that
+  // they finish their last calls without it; stops nothing. Bounded; once.
+  virtual void depart() = 0;
 };
 
 }  // namespace chorus

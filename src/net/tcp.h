@@ -90,7 +90,9 @@ class TcpLinks final : public PeerControl {
   bool controlClosed(int peer) const override { return controlClosed_[size_t(peer)].load(); }
   // A status query: answered by the peer's proxy thread from its rank's segment header.
   bool queryStatus(int peer, double seconds, PeerStatus* out) override;
-  void leaveAtExit() override;
+  // Waits (10 s at most) until the proxy handed every slot this rank posted to its sockets,
+  // then, if it did, sends the kLeft notice.
+  void depart() override;
   // Which other nodes this rank cannot reach (comm/control.h).
   NetVerdict probeNetwork(double seconds, int suspectNode, bool askSuspect) override;
 
@@ -112,9 +114,6 @@ class TcpLinks final : public PeerControl {
   // Until `until`, while a control connection to a reachable peer still holds bytes its peer
   // has not acknowledged (a failure notice in TCP's retransmission backoff). Destructor.
   void awaitNoticesReceived(Deadline until);
-  // A departure without failure: waits (10 s at most) until the proxy handed every slot this
-  // rank posted to its sockets, then, if it did, sends the kLeft notice. Once.
-  void depart();
   void queueControl(Control& c, const std::string& bytes);  // noticeMu_ held
   void peerLost(int peer, const std::string& why);
   bool settleLoss(int peer, Clock::time_point now);
@@ -150,7 +149,7 @@ class TcpLinks final : public PeerControl {
   // them (one per remote peer and channel, and the control connections) on every turn.
   std::vector<uint8_t> mayRead_;
   std::atomic<bool> noticeSent_{false};  // written to every control connection (or given up)
-  std::atomic<bool> departed_{false};    // depart() ran (the destructor's, or leaveAtExit's)
+  std::atomic<bool> departed_{false};    // depart() ran (the destructor's, or at exit)
   std::atomic<bool> stop_{false};
   std::thread proxy_;
   // chorusCommShrink messages: out through queueControl, the latest in per peer.

@@ -347,11 +347,6 @@ TcpLinks::~TcpLinks() {
   if (wakeFd_ >= 0) ::close(wakeFd_);
 }
 
-void TcpLinks::leaveAtExit() {
-  if (!proxy_.joinable() || stop_.load() || comm_->abortFlag.load()) return;
-  depart();
-}
-
 void TcpLinks::depart() {
   if (departed_.exchange(true)) return;
   // Deliver what the rank already posted (its calls have returned).
