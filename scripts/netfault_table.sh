@@ -34,9 +34,9 @@
 # Three jobs in four run the worker's mix (AllReduce, AllGather, Send/Recv, Broadcast,
 # ReduceScatter, 1-256 Ki int32, every result checked) for 20-40 s while faults that must only
 # slow it hit random nodes one after another: 5% or 30% loss for 1-5 s, or the link down for
-# 0.3-3 s; CHORUS_TIMEOUT is 30 there, and every rank must finish with exact results. The
-# fourth job is a trial of a fault that must be named (down, gone or drop; 2x2 or 4x1), judged
-# as in the table. No job may hang or leave a namespace or /dev/shm file behind. The last line:
+# 0.3-3 s, each healed 1.5 s before the ranks stop; CHORUS_TIMEOUT is 30 there, and every rank
+# must finish with exact results. The fourth job is a trial of a fault that must be named (down,
+# gone or drop; 2x2 or 4x1), judged as in the table. No job may hang or leave a namespace or /dev/shm file behind. The last line:
 # NETSOAK SUMMARY ... -> PASS | FAIL.
 #
 # LAUNCH=hand starts the ranks as a user's own launcher does (scripts/netns_node_ranks.sh: each
@@ -347,6 +347,9 @@ def benign_job(rng, nodes, np_, seconds, timeout=30):
     pid = p.pid
     faults, errs = [], []
     end = mono() + seconds - 4
+    # Every fault heals before the ranks stop (they started their clock at READY): one that
+    # outlasted the job would find its namespace gone (seed 205 did, 2026-12-07).
+    heal_by = mono() + seconds - 1.5
     while mono() < end and p.poll() is None:
         pause = rng.uniform(0.5, 3.0)
         while pause > 0 and p.poll() is None:
@@ -358,15 +361,16 @@ def benign_job(rng, nodes, np_, seconds, timeout=30):
         kind = rng.choice(["loss5", "loss30", "flap"])
         def run(*c):
             r = sh(*c)
-            if r.returncode != 0:
+            # A job that ended (a failure: its rc and reports judge it) took its namespaces along.
+            if r.returncode != 0 and p.poll() is None:
                 errs.append(" ".join(c) + ": " + r.stdout.strip())
         if kind == "flap":
-            hold = rng.uniform(0.3, 3.0)
+            hold = max(0.0, min(rng.uniform(0.3, 3.0), heal_by - mono()))
             run("ip", "netns", "exec", ns, "ip", "link", "set", "dev", dev, "down")
             time.sleep(hold)
             run("ip", "netns", "exec", ns, "ip", "link", "set", "dev", dev, "up")
         else:
-            hold = rng.uniform(1.0, 5.0)
+            hold = max(0.0, min(rng.uniform(1.0, 5.0), heal_by - mono()))
             nft_drop(run, ns, "inet", "soak", "output", "numgen", "random", "mod", "100", "<",
                      kind[4:])
             time.sleep(hold)
@@ -387,7 +391,7 @@ def benign_job(rng, nodes, np_, seconds, timeout=30):
 if args[:1] == ["--soak-job"]:
     import random
     sec, nodes, np_, seed = (int(x) for x in args[1:5])
-    print(json.dumps(benign_job(random.Random(seed), nodes, np_, sec)))
+    print(json.dumps({**benign_job(random.Random(seed), nodes, np_, sec), "seed": seed}))
     sys.exit(0)
 
 if args[:1] == ["--soak"]:

@@ -19,6 +19,11 @@ if [ "$rc" -ne 0 ]; then
   grep -hE '^\[  FAILED  \]|SOAK SUMMARY.*FAIL$|^E  ' "$t/LastTest.log" 2>/dev/null | cut -c1-300 |
     tail -n 8
   grep -ohE 'SOAK-FAILURE.*|result=FAIL:.*' "$t/LastTest.log" 2>/dev/null | cut -c1-600 | tail -n 6
+  # Each gtest assertion that failed, on one line (its file and line, the values, the message).
+  awk '/: Failure$/ {if (s != "") print s; s = $0; n = 0; next}
+       s != "" && /^\[/ {print s; s = ""; next}
+       s != "" && n < 40 {gsub(/^ +/, ""); s = s " " $0; n++}
+       END {if (s != "") print s}' "$t/LastTest.log" 2>/dev/null | cut -c1-700 | tail -n 3
   exit "$rc"
 fi
 shm_after=$(ls /dev/shm | grep '^chorus' | sort || true)

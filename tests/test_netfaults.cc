@@ -139,8 +139,9 @@ TEST_P(NetFaults, SurvivorsNameTheNetworkOrResultsStayExact) {
 
 // One job of the network soak (scripts/netfault_table.sh --soak): the worker's mix of five
 // collectives (1-256 Ki int32, every result checked) on 2 nodes x 2 ranks for 12 s while 5% or
-// 30% loss (1-5 s) and link flaps (0.3-3 s) hit random nodes one after another: the job
-// completes, exact, nothing left behind.
+// 30% loss (1-5 s) and link flaps (0.3-3 s) hit random nodes one after another, each healed
+// 1.5 s before the ranks stop: the job completes, exact, nothing left behind. The JSON names its
+// seed (the test's pid): `netfault_table.sh build --soak-job 12 2 4 SEED` runs the same faults.
 TEST(NetSoak, MixUnderLossAndFlapsStaysExact) {
   if (const std::string why = netfaultUnavailable("loss5"); !why.empty()) GTEST_SKIP() << why;
   const CommandResult r = runCommand(
