@@ -534,10 +534,23 @@ bool writeReference(const MachineModel& m, const char* path, const std::string& 
   return fclose(f) == 0;
 }
 
+// n processes on this machine as a communicator of them sees itself (core/placement.cc): the
+// online cores, more ranks than cores or not (which set of fits applies), the CPUs a rank's
+// channels may use.
+Shape localShape(int n) {
+  Shape s{n, 1, true};
+  const int cores = std::max(1, int(sysconf(_SC_NPROCESSORS_ONLN)));
+  s.onlineCores = cores;
+  s.oversubscribed = n > cores;
+  s.channelCpus = std::max(1, cores / std::max(1, n));
+  return s;
+}
+
 void printTable(const char* collective, int n) {
   const int named = fitKindByName(collective);
   const OpKind kind = named < 0 ? OpKind::kAllReduce : OpKind(named);
   const MachineModel& m = machineModel();
+  const Shape shape = localShape(n);
   printf(
       "# model (%s%s): simple hop %.2f us base %.2f us bw %.2f GB/s; ll hop %.2f us base %.2f "
       "us bw %.2f GB/s; channel gain %.2f wake %.1f us\n",
@@ -556,7 +569,7 @@ void printTable(const char* collective, int n) {
       for (int ch = 1; ch <= 2; ++ch) {
         Algo a = Algo(ai);
         Proto p = Proto(pi);
-        if (!algoSupports(a, kind, Shape{n, 1, true}) || !protoSupports(a, p)) continue;
+        if (!algoSupports(a, kind, shape) || !protoSupports(a, p)) continue;
         if (ch > 1 && !algoDesc(a).channels) continue;
         cols.push_back({a, p, ch});
       }
@@ -571,12 +584,12 @@ void printTable(const char* collective, int n) {
   for (size_t bytes = 8; bytes <= (size_t(256) << 20); bytes *= 4) {
     printf("%12zu", bytes);
     // The tuner's own choice (its overrides, the sizes and fits each algorithm is picked at).
-    const Choice pick = chooseForShape(Shape{n, 1, true}, 2, kind, bytes, env);
+    const Choice pick = chooseForShape(shape, 2, kind, bytes, env);
     for (size_t i = 0; i < cols.size(); ++i)
-      printf(
-          " %14.1f%s", predictUs(kind, cols[i].a, cols[i].p, cols[i].ch, Shape{n, 1, true}, bytes),
-          cols[i].a == pick.algo && cols[i].p == pick.proto && cols[i].ch == pick.nchannels ? "*"
-                                                                                            : " ");
+      printf(" %14.1f%s", predictUs(kind, cols[i].a, cols[i].p, cols[i].ch, shape, bytes),
+             cols[i].a == pick.algo && cols[i].p == pick.proto && cols[i].ch == pick.nchannels
+                 ? "*"
+                 : " ");
     printf("\n");
   }
 }
