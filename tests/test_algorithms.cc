@@ -7,18 +7,18 @@
 //    counts must fall back to ring), cma and twoshot with simple, recursive halving-doubling
 //    ("hd") and recursive doubling ("rd") with simple and ll, which also run on 1 and 6 ranks
 //    (kExtraRankCounts; AllGather's and ReduceScatter's rd too); Broadcast,
-//    Reduce: chain and tree (n > 2) with simple and ll, and Broadcast's eager oneshot up to 248 B
-//    (then chain); AllGather, ReduceScatter: ring with simple and ll), on n = 2, 3, 4, 5, 8 ranks
-//    (threads of one process, chorusCommInitAll): every type x every op (where the collective
-//    reduces) x counts 0, 1, 7, 1000, 70001 (70001: four types only, see kLargeTypes) x in place /
-//    out of place x roots 0, n-1 and n/2 (rooted collectives). Each result is compared with
-//    tests/support/reference.h (bit for bit; float avg within 1 ULP, as tests/support/matrix.cc
-//    allows); inputs must stay unchanged where they are not outputs, non-root outputs of Reduce
-//    untouched, and guard bytes around every buffer intact. Rings and chains also run with
-//    CHORUS_MIN_NCHANNELS=CHORUS_MAX_NCHANNELS=2, so that the data is split over both channels of
-//    the communicator. Before each forced setting runs, chorusTunerChoice must report exactly the
-//    forced algorithm and protocol (and 2 channels) for every (count, type) of the matrix, on every
-//    rank.
+//    Reduce: chain and tree (n > 2) with simple and ll, and Broadcast's eager oneshot up to 8 KiB
+//    (248 B on 2 ranks; then chain); AllGather, ReduceScatter: ring with simple and ll), on n = 2,
+//    3, 4, 5, 8 ranks (threads of one process, chorusCommInitAll): every type x every op (where the
+//    collective reduces) x counts 0, 1, 7, 1000, 70001 (70001: four types only, see kLargeTypes) x
+//    in place / out of place x roots 0, n-1 and n/2 (rooted collectives). Each result is compared
+//    with tests/support/reference.h (bit for bit; float avg within 1 ULP, as
+//    tests/support/matrix.cc allows); inputs must stay unchanged where they are not outputs,
+//    non-root outputs of Reduce untouched, and guard bytes around every buffer intact. Rings and
+//    chains also run with CHORUS_MIN_NCHANNELS=CHORUS_MAX_NCHANNELS=2, so that the data is split
+//    over both channels of the communicator. Before each forced setting runs, chorusTunerChoice
+//    must report exactly the forced algorithm and protocol (and 2 channels) for every (count, type)
+//    of the matrix, on every rank.
 //  * AlgorithmsTuner.*: the override syntax (lists, ^ exclusion, "coll:list;coll:list", case),
 //    an impossible request (tree for AllGather) falling back to ring and still computing the
 //    right result, and the default choice (ring or tree for AllReduce, deterministic, the same
@@ -117,11 +117,13 @@ struct Setting {
   const char* fallback = "ring";  // what the tuner falls back to beyond maxBytes
   bool limitTimesRanks = false;   // the limit is on count x type size x ranks (ReduceScatter)
   bool extraRanks = false;        // also runs on kExtraRankCounts (halving-doubling)
+  size_t maxBytesOnTwo = 0;       // the limit on 2 ranks where it differs (the eager Broadcast)
   // What the tuner must report for an operation of `bytes` (count x type size) on n ranks under
   // this setting.
   const char* algoFor(size_t bytes, int n) const {
     if (limitTimesRanks) bytes *= static_cast<size_t>(n);
-    return maxBytes && bytes > maxBytes ? fallback : algo;
+    const size_t limit = n == 2 && maxBytesOnTwo != 0 ? maxBytesOnTwo : maxBytes;
+    return limit && bytes > limit ? fallback : algo;
   }
   std::string name() const {
     std::string s = std::string(algo ? algo : "-") + "/" + (proto ? proto : "-");
@@ -155,7 +157,7 @@ std::vector<Setting> settingsFor(Coll c) {
               {"tree", "ll", false, 3},
               {"chain", "simple", true, 2},
               {"chain", "ll", true, 2},
-              {"oneshot", "simple", false, 2, 248, "chain"},
+              {"oneshot", "simple", false, 2, 8192, "chain", false, false, 248},
               {"cma", "simple", false, 2}};
     case Coll::Reduce:
       return {{"chain", "simple", false, 2}, {"chain", "ll", false, 2},
@@ -1191,7 +1193,7 @@ TEST(AlgorithmsDebug, OperationsRunTheForcedChoice) {
         env.push_back("CHORUS_MIN_NCHANNELS=2");
         env.push_back("CHORUS_MAX_NCHANNELS=2");
       }
-      // 4 KiB, or a size within the algorithm's limit (the eager Broadcast: 248 B).
+      // 4 KiB, or a size within the algorithm's limit.
       const std::string size = s.maxBytes != 0 && s.maxBytes < 4096 ? "128" : "4K";
       const CommandResult res =
           runBench(env, benchFor(coll),
@@ -1212,15 +1214,16 @@ TEST(AlgorithmsDebug, OperationsRunTheForcedChoice) {
   }
 }
 
-// The eager Broadcast (CHORUS_ALGO=broadcast:oneshot): 600 calls back to back wrap its 64-cell
-// ring many times, with the root moving (every 150 calls), every size from 1 to 248 bytes
-// (uint8) and in place or not; a receiver pauses after each change of root, so that the root runs
-// ahead by the ring's depth and waits for acknowledgements. Every rank checks every call's bytes
-// against what the root wrote (a function of the call and the index), and the root's input stays
-// unchanged.
+// The eager Broadcast (CHORUS_ALGO=broadcast:oneshot): 1500 calls back to back, two in three
+// small (1-248 bytes, the 256-cell ring) and one in three medium (249 bytes-8 KiB, the 16-cell
+// ring), wrap both of each root's rings, with the root moving (every 250 calls: root 0 makes 333
+// small and 167 medium calls) and in place or not; a receiver pauses after each change of root,
+// so that the root fills a ring and waits for acknowledgements. Every rank checks every call's
+// bytes against what the root wrote (a function of the call and the index), and the root's input
+// stays unchanged.
 TEST(EagerBroadcast, BackToBackWrapsTheRingWithMovingRootsAndASlowReceiver) {
   Watchdog watchdog(120, "EagerBroadcast");
-  constexpr int n = 3, calls = 600;
+  constexpr int n = 3, calls = 1500;
   ScopedEnv algo("CHORUS_ALGO", "broadcast:oneshot"), proto("CHORUS_PROTO", nullptr);
   std::unique_ptr<CommSet> comms = makeForcedComms(n);
   ASSERT_EQ(comms->initResult(), chorusSuccess);
@@ -1228,17 +1231,19 @@ TEST(EagerBroadcast, BackToBackWrapsTheRingWithMovingRootsAndASlowReceiver) {
   std::vector<std::string> why(n);
   runThreads(n, [&](int r) {
     chorusComm_t comm = (*comms)[r];
-    std::vector<uint8_t> in(chorus::kEagerCellBytes), out(chorus::kEagerCellBytes);
+    std::vector<uint8_t> in(chorus::kEagerMedMaxBytes + 1), out(chorus::kEagerMedMaxBytes + 1);
     for (int i = 0; i < calls; ++i) {
-      const int root = (i / 150) % n;  // 150 calls per root: its ring wraps twice
-      const size_t count = size_t(1 + (i * 37) % 248);
+      const int root = (i / 250) % n;
+      const size_t small = chorus::kEagerMaxBytes, medium = chorus::kEagerMedMaxBytes;
+      const size_t count = i % 3 != 2 ? size_t(1 + (i * 37) % small)
+                                      : size_t(small + 1 + (i * 7919) % (medium - small));
       const bool inPlace = (i / n) % 2 == 0;
       auto value = [&](size_t k) { return uint8_t((i * 131 + int(k) * 7 + root) & 0xff); };
       for (size_t k = 0; k < in.size(); ++k) in[k] = r == root ? value(k) : uint8_t(0xee);
       std::fill(out.begin(), out.end(), uint8_t(0xdd));
       uint8_t* recv = inPlace ? in.data() : out.data();
       // A late receiver: the root fills its ring and waits for acknowledgements.
-      if (r == (root + 1) % n && i % 150 == 3)
+      if (r == (root + 1) % n && i % 250 == 3)
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       const chorusResult_t res =
           chorusBroadcast(in.data(), recv, count, chorusUint8, root, comm, nullptr);
@@ -1256,11 +1261,14 @@ TEST(EagerBroadcast, BackToBackWrapsTheRingWithMovingRootsAndASlowReceiver) {
     EXPECT_EQ(failed[size_t(r)], 0) << "rank " << r << ": " << why[size_t(r)];
     EXPECT_EQ(wrong[size_t(r)], 0) << "rank " << r;
   }
-  // Every call of the run was the eager one (up to 248 bytes).
+  // Every call of the run was the eager one (up to 8 KiB), and a larger one cannot be.
   chorusChoice_t c{};
-  ASSERT_EQ(chorusTunerChoice((*comms)[0], "broadcast", 248, chorusUint8, &c), chorusSuccess);
+  ASSERT_EQ(chorusTunerChoice((*comms)[0], "broadcast", chorus::kEagerMedMaxBytes, chorusUint8, &c),
+            chorusSuccess);
   EXPECT_EQ(std::string(c.algorithm), "oneshot");
-  ASSERT_EQ(chorusTunerChoice((*comms)[0], "broadcast", 249, chorusUint8, &c), chorusSuccess);
+  ASSERT_EQ(
+      chorusTunerChoice((*comms)[0], "broadcast", chorus::kEagerMedMaxBytes + 1, chorusUint8, &c),
+      chorusSuccess);
   EXPECT_NE(std::string(c.algorithm), "oneshot");
   // A call of no elements moves nothing: its predicted time is the fixed cost, no more than one
   // element's.

@@ -54,12 +54,14 @@ inline void prefetchForWrite(const void* p) {
 // What the one-shot collectives keep per communicator (Algo::kOneShot's state; the two-shot
 // AllReduce shares its exchange, so its sequence numbers too).
 struct OneShotState final : AlgoState {
-  explicit OneShotState(int nranks) : eagerSeq(size_t(nranks), 0) {}
+  explicit OneShotState(int nranks)
+      : eagerSeq{std::vector<uint64_t>(size_t(nranks), 0),
+                 std::vector<uint64_t>(size_t(nranks), 0)} {}
   uint64_t seq = 0;  // exchanges run so far (one-shot and two-shot collectives)
-  // Eager Broadcasts run so far per root, and as a root the lowest call every receiver has
-  // acknowledged when last read.
-  std::vector<uint64_t> eagerSeq;
-  uint64_t eagerAcked = 0;
+  // Per eager ring (0: small, 1: medium): the Broadcasts run so far per root, and as a root the
+  // lowest call every receiver has acknowledged when last read.
+  std::vector<uint64_t> eagerSeq[2];
+  uint64_t eagerAcked[2] = {0, 0};
 };
 OneShotState& oneShotState(chorusComm* comm) {
   return algoState<OneShotState>(comm, Algo::kOneShot);
@@ -154,64 +156,85 @@ void oneShotAllGather(chorusComm* comm, const OpDesc& op) {
     memcpy(out + size_t(p) * block, input(comm, p, parity), block);
 }
 
-// Broadcast, eager (up to kEagerMaxBytes): the root writes call k into cell k % kEagerCells of
-// its ring (transport/segment.h) and returns; every other rank waits for the cell to show k and
-// copies it out. Nobody waits for the root's receivers, so back-to-back calls pipeline: the root
-// runs ahead by up to kEagerCells calls, and the receivers read consecutive cells that it wrote
-// while they were busy, instead of one hand-off and one slot release per call. Reuse: the root
-// writes cell k % kEagerCells again at call k + kEagerCells only after every receiver has
-// acknowledged call k or later; receivers acknowledge every kEagerAckEvery calls (one line
-// write per 32 calls, not one per call). No deadlock: a receiver that has read every call
-// before the root's current one has acknowledged at least the current one minus
-// kEagerAckEvery, which is past the call the root waits for.
-void oneShotBroadcast(chorusComm* comm, const OpDesc& op) {
-  const size_t bytes = op.count * chorusTypeSize(op.type);
-  if (bytes == 0) return;  // every rank knows: no call to count
+// Broadcast, eager (up to kEagerMedMaxBytes): the root writes call k into cell k % cells of
+// one of its two rings (transport/segment.h: up to kEagerMaxBytes the small ring, whose cells
+// share the first line between the sequence word and the data; above it the medium ring of
+// fewer, larger cells) and returns; every other rank waits for the cell to show k and copies it
+// out. Nobody waits for the root's receivers, so back-to-back calls pipeline: the root runs
+// ahead by up to a ring's cells, and the receivers read consecutive cells that it wrote while
+// they were busy, instead of one hand-off and one slot release per call; and a receiver waits
+// for the root only, not for the ranks before it as in the chain. Reuse: the root writes cell
+// k % cells again at call k + cells only after every receiver has acknowledged call k or later;
+// receivers acknowledge every `ackEvery` calls (one line write per 32 calls on the small ring,
+// per 4 on the medium). No deadlock: a receiver that has read every call before the root's
+// current one has acknowledged at least the current one minus ackEvery, which is past the call
+// the root waits for. Each ring counts its own calls per root (every rank picks the same ring:
+// the size is the same on all).
+template <int ring>
+void eagerBroadcast(chorusComm* comm, const OpDesc& op, size_t bytes) {
+  constexpr uint64_t cells = ring == 0 ? kEagerCells : kEagerMedCells;
+  constexpr uint64_t ackEvery = ring == 0 ? kEagerAckEvery : kEagerMedAckEvery;
+  constexpr size_t dataOffset = ring == 0 ? 8 : kEagerMedDataOffset;
+  auto cellOf = [](const Segment& seg, uint64_t call) {
+    return ring == 0 ? seg.eagerCell(call) : seg.eagerMedCell(call);
+  };
+  auto ackOf = [](const Segment& seg, int p) {
+    return ring == 0 ? seg.eagerAck(p) : seg.eagerMedAck(p);
+  };
   const int root = op.root, me = comm->rank;
   OneShotState& st = oneShotState(comm);
-  const uint64_t k = ++st.eagerSeq[size_t(root)];
+  const uint64_t k = ++st.eagerSeq[ring][size_t(root)];
   if (me == root) {
     const Segment& seg = comm->mySegment;
-    if (k > st.eagerAcked + kEagerCells) {
+    if (k > st.eagerAcked[ring] + cells) {
       uint64_t lowest = ~uint64_t(0);
       for (int p = 0; p < comm->nranks; ++p) {
         if (p == me) continue;
-        const std::atomic<uint64_t>* ack = seg.eagerAck(p);
-        if (ack->load(std::memory_order_acquire) + kEagerCells < k) {
+        const std::atomic<uint64_t>* ack = ackOf(seg, p);
+        if (ack->load(std::memory_order_acquire) + cells < k) {
           Waiter w(comm, p, "Broadcast", /*fifoWait=*/true);
-          while (ack->load(std::memory_order_acquire) + kEagerCells < k) w.pause();
+          while (ack->load(std::memory_order_acquire) + cells < k) w.pause();
         }
         lowest = std::min(lowest, ack->load(std::memory_order_acquire));
       }
-      st.eagerAcked = lowest;
+      st.eagerAcked[ring] = lowest;
     }
-    EagerCell* cell = seg.eagerCell(k);
-    memcpy(reinterpret_cast<char*>(cell) + 8, op.sendbuff, bytes);
+    EagerCell* cell = cellOf(seg, k);
+    memcpy(reinterpret_cast<char*>(cell) + dataOffset, op.sendbuff, bytes);
     cell->seq.store(k, std::memory_order_release);
     ringPeers(comm);  // the receivers asleep on their doorbells
     // Take the next cell's lines (as many as this call used) for writing now: a receiver read
     // them a lap ago and may hold them, and their transfer then overlaps the rest of this call
     // instead of stalling the next one.
-    const char* next = reinterpret_cast<const char*>(seg.eagerCell(k + 1));
-    for (size_t line = 0; line < 8 + bytes; line += 64) prefetchForWrite(next + line);
+    const char* next = reinterpret_cast<const char*>(cellOf(seg, k + 1));
+    for (size_t line = 0; line < dataOffset + bytes; line += 64) prefetchForWrite(next + line);
     if (op.recvbuff != op.sendbuff) memcpy(op.recvbuff, op.sendbuff, bytes);
     return;
   }
   const Segment& seg = comm->segmentOf(root);
-  const EagerCell* cell = seg.eagerCell(k);
+  const EagerCell* cell = cellOf(seg, k);
   if (cell->seq.load(std::memory_order_acquire) != k) {
     Waiter w(comm, root, "Broadcast", /*fifoWait=*/true);
     while (cell->seq.load(std::memory_order_acquire) != k) w.pause();
   }
-  memcpy(op.recvbuff, reinterpret_cast<const char*>(cell) + 8, bytes);
+  memcpy(op.recvbuff, reinterpret_cast<const char*>(cell) + dataOffset, bytes);
   // The next cell (as many lines as this call used): a root running ahead has written it, and
   // it crosses while this call returns.
-  const char* next = reinterpret_cast<const char*>(seg.eagerCell(k + 1));
-  for (size_t line = 0; line < 8 + bytes; line += 64) __builtin_prefetch(next + line);
-  if (k % kEagerAckEvery == 0) {
-    seg.eagerAck(me)->store(k, std::memory_order_release);
+  const char* next = reinterpret_cast<const char*>(cellOf(seg, k + 1));
+  for (size_t line = 0; line < dataOffset + bytes; line += 64) __builtin_prefetch(next + line);
+  if (k % ackEvery == 0) {
+    ackOf(seg, me)->store(k, std::memory_order_release);
     notifySleeper(&seg.header()->bell);  // the root may sleep waiting for this
   }
+}
+
+void oneShotBroadcast(chorusComm* comm, const OpDesc& op) {
+  const size_t bytes = op.count * chorusTypeSize(op.type);
+  if (bytes == 0) return;  // every rank knows: no call to count
+  if (bytes <= kEagerMaxBytes)
+    eagerBroadcast<0>(comm, op, bytes);
+  else
+    eagerBroadcast<1>(comm, op, bytes);
 }
 
 // ReduceScatter: every rank publishes its n blocks; rank r reduces block r of every input.
@@ -268,9 +291,12 @@ double oneShotBytes(OpKind kind, int n) {
   return kind == OpKind::kAllGather ? 1.0 : 2.0;
 }
 // Every rank's published input must fit its slot (AllGather publishes one block of bytes /
-// nranks); the Broadcast one eager cell.
+// nranks); the Broadcast one eager cell: on 2 ranks of the small ring only, where the chain is
+// one hand-off too and its FIFO pipelines as well (measured 2026-12-07, 5 rounds, 1-8 KiB: the
+// medium ring's medians 1.2-3x the chain's), from 3 ranks of the medium ring too (3, 4 and 8
+// ranks on 2 cores, 256 B-8 KiB: 1.1-2x faster than the chain, best and median).
 size_t oneShotLimit(OpKind kind, int nranks) {
-  if (kind == OpKind::kBroadcast) return kEagerMaxBytes;
+  if (kind == OpKind::kBroadcast) return nranks > 2 ? kEagerMedMaxBytes : kEagerMaxBytes;
   return kind == OpKind::kAllGather ? kOneShotMaxBytes * size_t(std::max(nranks, 1))
                                     : kOneShotMaxBytes;
 }

@@ -153,9 +153,11 @@ Segment Segment::create(const SegmentLayout& layout, int rank, bool shared, uint
   // 144 KiB a peer, so a node's /dev/shm grew as N^2 (19.3 MiB a rank at 128 ranks) for FIFOs
   // that most pairs of ranks never use. Only the pages of FIFOs in use are now touched.
   s.end_ = s.base_ + s.bytes_;
-  s.eager_ = s.end_ - tailBytes(layout.nranks);
+  s.placeTail(layout.nranks);
   for (uint64_t k = 0; k < kEagerCells; ++k) new (s.eagerCell(k)) EagerCell{0};
   for (int r = 0; r < layout.nranks; ++r) new (s.eagerAck(r)) std::atomic<uint64_t>(0);
+  for (uint64_t k = 0; k < kEagerMedCells; ++k) new (s.eagerMedCell(k)) EagerCell{0};
+  for (int r = 0; r < layout.nranks; ++r) new (s.eagerMedAck(r)) std::atomic<uint64_t>(0);
   for (int parity = 0; parity < 2; ++parity) new (s.oneShotSlot(parity)) OneShotSlot{};
   try {
     std::lock_guard<std::mutex> g(gInProcessLock);
@@ -182,7 +184,7 @@ Segment Segment::attach(const std::string& name, void* addrInOwner, pid_t ownerP
     s.inProcess_ = true;
     s.bytes_ = s.header()->totalBytes;
     s.end_ = s.base_ + s.bytes_;
-    s.eager_ = s.end_ - tailBytes(s.header()->nranks);
+    s.placeTail(s.header()->nranks);
     s.header()->refs.fetch_add(1);
     return s;
   }
@@ -225,7 +227,7 @@ Segment Segment::attach(const std::string& name, void* addrInOwner, pid_t ownerP
         mapPart(layout.fifoOffset(proto, ch, sender), layout.fifoStride(proto));
     const size_t tail = tailBytes(layout.nranks);
     s.end_ = mapPart(bytes - tail, tail) + tail;
-    s.eager_ = s.end_ - tail;
+    s.placeTail(layout.nranks);
   } catch (...) {
     for (const Window& w : s.windows_) munmap(w.at, w.bytes);
     close(fd);

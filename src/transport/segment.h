@@ -120,10 +120,23 @@ static_assert(kEagerAckEvery < kEagerCells);
 struct EagerCell {
   std::atomic<uint64_t> seq;  // the root's eager call whose data follows (0: none yet)
 };
-inline size_t eagerBytes(int nranks) {
+// The medium eager ring (after the small one's acknowledgement lines): larger calls, up to
+// kEagerMedMaxBytes, the same protocol in kEagerMedCells cells, each a line for the sequence word
+// and then the data (line-aligned, for copies of up to 8 KiB); then one acknowledgement line per
+// receiver.
+constexpr size_t kEagerMedCells = 16;
+constexpr size_t kEagerMedMaxBytes = 8192;
+constexpr size_t kEagerMedDataOffset = 64;
+constexpr size_t kEagerMedCellBytes = kEagerMedDataOffset + kEagerMedMaxBytes;
+constexpr uint64_t kEagerMedAckEvery = 4;
+static_assert(kEagerMedAckEvery < kEagerMedCells);
+inline size_t eagerSmallBytes(int nranks) {
   return kEagerCells * kEagerCellBytes + size_t(nranks) * 64;
 }
-// The end of every segment: the eager cells, then the two one-shot slots.
+inline size_t eagerBytes(int nranks) {
+  return eagerSmallBytes(nranks) + kEagerMedCells * kEagerMedCellBytes + size_t(nranks) * 64;
+}
+// The end of every segment: the eager rings, then the two one-shot slots.
 inline size_t tailBytes(int nranks) {
   return eagerBytes(nranks) + 2 * kOneShotSlotStride;
 }
@@ -184,6 +197,15 @@ class Segment {
     return reinterpret_cast<std::atomic<uint64_t>*>(eager_ + kEagerCells * kEagerCellBytes +
                                                     size_t(receiver) * 64);
   }
+  // The medium ring's cell of a call (its data kEagerMedDataOffset bytes on), and a receiver's
+  // acknowledgement line.
+  EagerCell* eagerMedCell(uint64_t call) const {
+    return reinterpret_cast<EagerCell*>(eagerMed_ + (call % kEagerMedCells) * kEagerMedCellBytes);
+  }
+  std::atomic<uint64_t>* eagerMedAck(int receiver) const {
+    return reinterpret_cast<std::atomic<uint64_t>*>(
+        eagerMed_ + kEagerMedCells * kEagerMedCellBytes + size_t(receiver) * 64);
+  }
   // One-shot slot `parity` (0 or 1); its input area starts kOneShotDataOffset bytes after it.
   OneShotSlot* oneShotSlot(int parity) const {
     return reinterpret_cast<OneShotSlot*>(end_ - 2 * kOneShotSlotStride +
@@ -205,7 +227,13 @@ class Segment {
   std::vector<Window> windows_;
   int sender_ = -1;
   std::string name_;
-  char* eager_ = nullptr;   // the eager Broadcast's cells (set where the layout is known)
+  char* eager_ = nullptr;     // the eager Broadcast's cells (set where the layout is known)
+  char* eagerMed_ = nullptr;  // its medium ring
+  // Sets eager_ and eagerMed_ from end_.
+  void placeTail(int nranks) {
+    eager_ = end_ - tailBytes(nranks);
+    eagerMed_ = eager_ + eagerSmallBytes(nranks);
+  }
   bool inProcess_ = false;  // base_ belongs to this process's owner; reference counted
   bool linked_ = false;
 };
