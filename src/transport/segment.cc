@@ -153,11 +153,9 @@ Segment Segment::create(const SegmentLayout& layout, int rank, bool shared, uint
   // 144 KiB a peer, so a node's /dev/shm grew as N^2 (19.3 MiB a rank at 128 ranks) for FIFOs
   // that most pairs of ranks never use. Only the pages of FIFOs in use are now touched.
   s.end_ = s.base_ + s.bytes_;
+  // The eager rings' words likewise (a cell's sequence word on each of its pages: 16 pages of
+  // the small ring, 16 of the medium one); the one-shot slots' headers are written.
   s.placeTail(layout.nranks);
-  for (uint64_t k = 0; k < kEagerCells; ++k) new (s.eagerCell(k)) EagerCell{0};
-  for (int r = 0; r < layout.nranks; ++r) new (s.eagerAck(r)) std::atomic<uint64_t>(0);
-  for (uint64_t k = 0; k < kEagerMedCells; ++k) new (s.eagerMedCell(k)) EagerCell{0};
-  for (int r = 0; r < layout.nranks; ++r) new (s.eagerMedAck(r)) std::atomic<uint64_t>(0);
   for (int parity = 0; parity < 2; ++parity) new (s.oneShotSlot(parity)) OneShotSlot{};
   try {
     std::lock_guard<std::mutex> g(gInProcessLock);
