@@ -36,8 +36,8 @@
 # slow it hit random nodes one after another: 5% or 30% loss for 1-5 s, or the link down for
 # 0.3-3 s, each healed 1.5 s before the ranks stop; CHORUS_TIMEOUT is 30 there, and every rank
 # must finish with exact results. The fourth job is a trial of a fault that must be named (down,
-# gone or drop; 2x2 or 4x1), judged as in the table. No job may hang or leave a namespace or /dev/shm file behind. The last line:
-# NETSOAK SUMMARY ... -> PASS | FAIL.
+# gone or drop; 2x2 or 4x1), judged as in the table. No job may hang or leave a namespace or
+# /dev/shm file behind. The last line: NETSOAK SUMMARY ... -> PASS | FAIL.
 #
 # LAUNCH=hand starts the ranks as a user's own launcher does (scripts/netns_node_ranks.sh: each
 # node starts its ranks with torchrun's variables, nothing watches them) and a survivor exits at
@@ -350,6 +350,7 @@ def benign_job(rng, nodes, np_, seconds, timeout=30):
     # Every fault heals before the ranks stop (they started their clock at READY): one that
     # outlasted the job would find its namespace gone (seed 205 did, 2026-12-07).
     heal_by = mono() + seconds - 1.5
+    hold_for = lambda lo, hi: max(0.0, min(rng.uniform(lo, hi), heal_by - mono()))
     while mono() < end and p.poll() is None:
         pause = rng.uniform(0.5, 3.0)
         while pause > 0 and p.poll() is None:
@@ -365,12 +366,12 @@ def benign_job(rng, nodes, np_, seconds, timeout=30):
             if r.returncode != 0 and p.poll() is None:
                 errs.append(" ".join(c) + ": " + r.stdout.strip())
         if kind == "flap":
-            hold = max(0.0, min(rng.uniform(0.3, 3.0), heal_by - mono()))
+            hold = hold_for(0.3, 3.0)
             run("ip", "netns", "exec", ns, "ip", "link", "set", "dev", dev, "down")
             time.sleep(hold)
             run("ip", "netns", "exec", ns, "ip", "link", "set", "dev", dev, "up")
         else:
-            hold = max(0.0, min(rng.uniform(1.0, 5.0), heal_by - mono()))
+            hold = hold_for(1.0, 5.0)
             nft_drop(run, ns, "inet", "soak", "output", "numgen", "random", "mod", "100", "<",
                      kind[4:])
             time.sleep(hold)
